@@ -1,0 +1,103 @@
+"""What a reader is and what it gets to work with.
+
+A reader owns one NVML area (memory, power, MIG, vGPU, ...). For each GPU it is called in that GPU's
+worker thread with a :class:`GpuContext` and fills a :class:`GpuBuilder`; the sampler turns the
+builder into an immutable :class:`vgpumon.model.Gpu`. Readers never raise for NVML errors: the
+session returns None for absent values and raises :class:`~vgpumon.nvml.session.GpuDown` only
+when the GPU must be re-acquired, which the sampler handles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from vgpumon.model import Gpu
+from vgpumon.nvml.session import NvmlSession
+
+
+@dataclass
+class SamplerConfig:
+    interval_seconds: float = 1.0
+    # A cycle that has not finished after this long is cut off (its hung GPUs are reported).
+    deadline_seconds: float = 5.0
+    collectors: frozenset[str] | None = None  # None: every default-on collector
+    pcie_throughput: bool = False  # opt-in: nvmlDeviceGetPcieThroughput blocks ~20 ms per call
+    processes: bool = True
+
+
+@dataclass
+class GpuContext:
+    """Everything a reader may use for one GPU in one cycle."""
+
+    session: NvmlSession
+    handle: Any
+    index: int
+    uuid: str
+    config: SamplerConfig
+    # Per-GPU, per-reader state that survives between cycles (sample cursors, GPM samples).
+    state: dict[str, Any]
+    previous: Gpu | None  # this GPU in the previous snapshot, for rates
+    now: float  # cycle start, Unix seconds
+    # Sampler-wide services shared by all GPUs (the Xid event watcher, fast pollers), by name.
+    shared: dict[str, Any] = field(default_factory=dict)
+
+    def call(self, function: str, *args: Any, **kwargs: Any) -> Any:
+        """Shorthand for a guarded call about this GPU."""
+        return self.session.call(self.uuid, function, *args, **kwargs)
+
+    def module_attr(self, name: str, default: Any = None) -> Any:
+        return getattr(self.session.module, name, default)
+
+
+class GpuBuilder:
+    """Mutable collection of the fields of one :class:`Gpu` while its readers run."""
+
+    def __init__(self, index: int, uuid: str) -> None:
+        self.fields: dict[str, Any] = {"index": index, "uuid": uuid}
+
+    def set(self, **values: Any) -> None:
+        unknown = set(values) - _GPU_FIELDS
+        if unknown:
+            raise TypeError(f"Gpu has no field(s) {sorted(unknown)}")
+        self.fields.update(values)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.fields.get(name, default)
+
+    def build(self) -> Gpu:
+        return Gpu(**self.fields)
+
+
+_GPU_FIELDS = {f.name for f in dataclasses.fields(Gpu)}
+
+
+class Reader(Protocol):
+    """One NVML area. ``name`` is the collector name used by flags and self-metrics."""
+
+    name: str
+    default_enabled: bool
+
+    def read(self, ctx: GpuContext, out: GpuBuilder) -> None: ...
+
+
+@dataclass
+class FunctionReader:
+    """A reader made from a plain function, which is all most readers need."""
+
+    name: str
+    fn: Callable[[GpuContext, GpuBuilder], None]
+    default_enabled: bool = True
+    doc: str = field(default="")
+
+    def read(self, ctx: GpuContext, out: GpuBuilder) -> None:
+        self.fn(ctx, out)
+
+
+def ratio(percent: Any) -> float | None:
+    """NVML percent -> ratio in [0, 1]; None stays None."""
+    if percent is None:
+        return None
+    return max(0.0, min(1.0, float(percent) / 100.0))

@@ -1,0 +1,86 @@
+"""Device identity and modes: who this GPU is and how it is virtualized or partitioned.
+
+Runs first for every GPU, so that other readers can skip calls that cannot apply (the classic
+utilization family on a MIG-enabled GPU, vGPU host calls outside host_vgpu mode).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext
+from vgpumon.model import VIRTUALIZATION_MODES
+
+BRANDS = {
+    0: "unknown",
+    1: "quadro",
+    2: "tesla",
+    3: "nvs",
+    4: "grid",
+    5: "geforce",
+    6: "titan",
+    7: "nvidia_vapps",
+    8: "nvidia_vpc",
+    9: "nvidia_vcs",
+    10: "nvidia_vws",
+    11: "nvidia_cloud_gaming",
+    12: "quadro_rtx",
+    13: "nvidia_rtx",
+    14: "nvidia",
+    15: "geforce_rtx",
+    16: "titan_rtx",
+    18: "nvidia_vgamedev",
+}
+ARCHITECTURES = {
+    2: "kepler",
+    3: "maxwell",
+    4: "pascal",
+    5: "volta",
+    6: "turing",
+    7: "ampere",
+    8: "ada",
+    9: "hopper",
+    10: "blackwell",
+    13: "rubin",
+}
+COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
+HOST_VGPU_MODES = {0: "non_sriov", 1: "sriov"}
+
+
+def _flag(value: Any) -> bool | None:
+    return None if value is None else bool(value)
+
+
+def read_device(ctx: GpuContext, out: GpuBuilder) -> None:
+    h = ctx.handle
+    pci = ctx.call("nvmlDeviceGetPciInfo", h)
+    cc = ctx.call("nvmlDeviceGetCudaComputeCapability", h)
+    brand = ctx.call("nvmlDeviceGetBrand", h)
+    arch = ctx.call("nvmlDeviceGetArchitecture", h)
+    virt = ctx.call("nvmlDeviceGetVirtualizationMode", h)
+    mig = ctx.call("nvmlDeviceGetMigMode", h)
+    out.set(
+        name=ctx.call("nvmlDeviceGetName", h),
+        pci_bus_id=pci.busId if pci is not None else None,
+        serial=ctx.call("nvmlDeviceGetSerial", h),
+        brand=BRANDS.get(brand, f"brand_{brand}") if brand is not None else None,
+        architecture=ARCHITECTURES.get(arch, "unknown") if arch is not None else None,
+        compute_capability=f"{cc[0]}.{cc[1]}" if cc is not None else None,
+        virtualization_mode=(
+            VIRTUALIZATION_MODES[virt]
+            if virt is not None and 0 <= virt < len(VIRTUALIZATION_MODES)
+            else None
+        ),
+        mig_mode_current=_flag(mig[0]) if mig is not None else None,
+        mig_mode_pending=_flag(mig[1]) if mig is not None else None,
+        persistence_mode=_flag(ctx.call("nvmlDeviceGetPersistenceMode", h)),
+    )
+    if not out.get("mig_mode_current"):
+        mode = ctx.call("nvmlDeviceGetComputeMode", h)
+        out.set(compute_mode=COMPUTE_MODES.get(mode) if mode is not None else None)
+    if out.get("virtualization_mode") == "host_vgpu":
+        host_mode = ctx.call("nvmlDeviceGetHostVgpuMode", h)
+        out.set(host_vgpu_mode=HOST_VGPU_MODES.get(host_mode) if host_mode is not None else None)
+
+
+READERS = [FunctionReader("device", read_device)]

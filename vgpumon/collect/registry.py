@@ -1,0 +1,32 @@
+"""The readers, in the order they run for each GPU.
+
+Order matters only in one way: ``device`` runs first, so later readers can see the GPU's
+virtualization and MIG mode in the builder and skip calls that cannot apply.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from vgpumon.collect.base import Reader, SamplerConfig
+
+# Each module defines READERS: list[Reader]. One module per NVML area.
+READER_MODULES = ("vgpumon.collect.device",)
+
+
+def all_readers() -> list[Reader]:
+    readers: list[Reader] = []
+    for name in READER_MODULES:
+        readers.extend(importlib.import_module(name).READERS)
+    return readers
+
+
+def collector_names() -> list[str]:
+    return [r.name for r in all_readers()]
+
+
+def enabled_readers(config: SamplerConfig) -> list[Reader]:
+    readers = all_readers()
+    if config.collectors is None:
+        return [r for r in readers if r.default_enabled]
+    return [r for r in readers if r.name in config.collectors]

@@ -1,0 +1,390 @@
+"""The sampler: one cycle at a time, under a deadline, GPUs read concurrently.
+
+Design rule 2. Each cycle has two phases:
+
+1. *System* (one worker): re-initialise NVML if it was lost (with backoff), read driver versions,
+   count GPUs and acquire handles for GPUs not yet held.
+2. *GPUs* (one worker per GPU, in parallel): run every enabled reader for that GPU.
+
+Whatever has not finished when the deadline passes is abandoned: a GPU whose worker is still stuck
+is reported as hung (``up=False``) and is not given new work until its call returns; if nothing
+at all could be read (the system phase or every GPU stuck) the cycle is abandoned, the sampler is
+marked wedged and the last good GPU data stays in place, so that what was being served is not lost.
+
+The sampler is the only code that drives NVML; the exporter and the TUI read :attr:`Sampler.latest`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from vgpumon.collect.base import GpuBuilder, GpuContext, Reader, SamplerConfig
+from vgpumon.collect.workers import Worker
+from vgpumon.model import CollectorStatus, DriverInfo, Gpu, SamplerHealth, Snapshot
+from vgpumon.nvml.session import SYSTEM, GpuDown, NvmlSession
+
+log = logging.getLogger(__name__)
+
+RETRY_INITIAL_SECONDS = 1.0
+RETRY_MAX_SECONDS = 60.0
+
+
+@dataclass
+class _Slot:
+    """A GPU the sampler knows about, across cycles (keyed by UUID: handles are unhashable)."""
+
+    index: int
+    uuid: str
+    handle: Any
+    worker: Worker
+    state: dict[str, Any] = field(default_factory=dict)
+    down_reason: str | None = None
+    retry_at: float = 0.0
+    retry_delay: float = RETRY_INITIAL_SECONDS
+    last: Gpu | None = None
+
+
+@dataclass
+class _GpuResult:
+    gpu: Gpu
+    timings: dict[str, float]
+    failed: set[str]
+    library_down: bool = False
+
+
+@dataclass
+class _SystemResult:
+    driver: DriverInfo
+    up: bool
+    error: str | None = None
+
+
+def decode_cuda_version(value: Any) -> str | None:
+    if not isinstance(value, int) or value <= 0:
+        return None
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+class Sampler:
+    """Reads the host through an :class:`NvmlSession` into :class:`Snapshot` objects."""
+
+    def __init__(
+        self,
+        session: NvmlSession,
+        config: SamplerConfig | None = None,
+        readers: Sequence[Reader] | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        services: dict[str, Any] | None = None,
+    ) -> None:
+        from vgpumon.collect.registry import enabled_readers
+
+        self.session = session
+        self.config = config or SamplerConfig()
+        self.readers = list(readers) if readers is not None else enabled_readers(self.config)
+        self.clock = clock
+        self.services: dict[str, Any] = dict(services or {})
+        self.latest: Snapshot | None = None
+        self.previous: Snapshot | None = None
+        self._slots: dict[str, _Slot] = {}
+        self._by_index: dict[int, str] = {}
+        self._system = Worker("system")
+        self._driver = DriverInfo()
+        self._library_down = False
+        self._library_retry_at = 0.0
+        self._library_delay = RETRY_INITIAL_SECONDS
+        self._cycles = 0
+        self._abandoned = 0
+        self._acquire_hooks: list[Callable[[str, Any], None]] = []
+        self._lock = asyncio.Lock()
+
+    # ------------------------------------------------------------------ public API
+
+    def on_acquire(self, hook: Callable[[str, Any], None]) -> None:
+        """Call ``hook(uuid, handle)`` (in the system worker) whenever a GPU handle is acquired."""
+        self._acquire_hooks.append(hook)
+
+    @property
+    def wedged(self) -> bool:
+        return bool(self.latest and self.latest.health.wedged)
+
+    @property
+    def ready(self) -> bool:
+        """First cycle done and not wedged (``/-/ready``)."""
+        return self.latest is not None and not self.latest.health.wedged
+
+    async def cycle(self) -> Snapshot:
+        """Run one sampling cycle and return (and publish) its snapshot."""
+        async with self._lock:  # one cycle at a time, never queued behind a stuck one
+            snap = await self._cycle()
+            if snap.health.wedged and self.latest is not None:
+                # Keep serving the last good data, flagged as wedged.
+                snap = dataclasses.replace(self.latest, health=snap.health)
+            else:
+                self.previous = self.latest
+            self.latest = snap
+            return snap
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Cycle every ``interval_seconds`` until ``stop`` is set (a cycle in flight completes)."""
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                await self.cycle()
+            except Exception:
+                log.exception("sampling cycle failed")
+            remaining = self.config.interval_seconds - (time.monotonic() - started)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=max(0.0, remaining))
+
+    def close(self) -> None:
+        """Stop the worker threads (stuck ones stay behind as daemons) and shut NVML down."""
+        for slot in self._slots.values():
+            slot.worker.stop()
+        self._system.stop()
+        if not any(s.worker.busy for s in self._slots.values()) and not self._system.busy:
+            self.session.shutdown()
+
+    # ------------------------------------------------------------------ the cycle
+
+    async def _cycle(self) -> Snapshot:
+        start_mono = time.monotonic()
+        deadline = start_mono + self.config.deadline_seconds
+        now = self.clock()
+        self._cycles += 1
+        if self._system.busy:
+            return self._abandon(start_mono, "system phase still stuck from an earlier cycle")
+        try:
+            system = await asyncio.wait_for(
+                self._system.submit(self._system_phase), timeout=self.config.deadline_seconds
+            )
+        except asyncio.TimeoutError:
+            return self._abandon(start_mono, "system phase did not finish before the deadline")
+
+        slots = sorted(self._slots.values(), key=lambda s: s.index)
+        pending: dict[str, asyncio.Future[_GpuResult]] = {}
+        results: dict[str, _GpuResult] = {}
+        hung: list[str] = []
+        for slot in slots:
+            if slot.handle is None:
+                results[slot.uuid] = _GpuResult(self._down_gpu(slot), {}, set())
+            elif slot.worker.busy:
+                hung.append(slot.uuid)
+            else:
+                pending[slot.uuid] = slot.worker.submit(self._gpu_job(slot, now))
+        if pending:
+            done, _ = await asyncio.wait(
+                pending.values(), timeout=max(0.0, deadline - time.monotonic())
+            )
+            for uuid, fut in pending.items():
+                if fut in done:
+                    results[uuid] = fut.result()
+                else:
+                    fut.cancel()
+                    hung.append(uuid)
+        if slots and not results and hung:
+            return self._abandon(start_mono, "every GPU's NVML calls are stuck")
+
+        gpus: list[Gpu] = []
+        timings: dict[str, float] = {}
+        failed: set[str] = set()
+        for slot in slots:
+            if slot.uuid in results:
+                res = results[slot.uuid]
+                gpus.append(res.gpu)
+                if res.library_down:
+                    self._library_down = True
+                for name, seconds in res.timings.items():
+                    timings[name] = timings.get(name, 0.0) + seconds
+                failed |= res.failed
+            else:
+                gpus.append(self._hung_gpu(slot))
+        collectors = tuple(
+            CollectorStatus(
+                name=r.name, success=r.name not in failed, duration_seconds=timings.get(r.name, 0.0)
+            )
+            for r in self.readers
+        )
+        health = SamplerHealth(
+            up=system.up and not self._library_down,
+            wedged=False,
+            cycles_total=self._cycles,
+            cycles_abandoned_total=self._abandoned,
+            last_cycle_duration_seconds=time.monotonic() - start_mono,
+            hung_gpus=tuple(sorted(hung)),
+        )
+        return Snapshot(
+            timestamp=self.clock(),
+            driver=system.driver,
+            gpus=tuple(gpus),
+            collectors=collectors,
+            nvml_errors=self.session.error_counts(),
+            health=health,
+            source=self.session.source,
+        )
+
+    def _abandon(self, start_mono: float, why: str) -> Snapshot:
+        self._abandoned += 1
+        log.warning("sampling cycle abandoned: %s", why)
+        health = SamplerHealth(
+            up=False,
+            wedged=True,
+            cycles_total=self._cycles,
+            cycles_abandoned_total=self._abandoned,
+            last_cycle_duration_seconds=time.monotonic() - start_mono,
+            hung_gpus=tuple(sorted(s.uuid for s in self._slots.values() if s.worker.busy)),
+        )
+        return Snapshot(
+            timestamp=self.clock(),
+            driver=self._driver,
+            nvml_errors=self.session.error_counts(),
+            health=health,
+            source=self.session.source,
+        )
+
+    # ------------------------------------------------------------------ system phase (worker)
+
+    def _system_phase(self) -> _SystemResult:
+        s = self.session
+        now = time.monotonic()
+        if self._library_down:
+            if now < self._library_retry_at:
+                return _SystemResult(self._driver, up=False, error="nvml down")
+            s.shutdown()
+            try:
+                s.init()
+            except Exception as exc:  # noqa: BLE001
+                self._library_retry_at = now + self._library_delay
+                self._library_delay = min(self._library_delay * 2, RETRY_MAX_SECONDS)
+                log.warning("NVML re-initialisation failed: %s", exc)
+                return _SystemResult(self._driver, up=False, error=str(exc))
+            self._library_down = False
+            self._library_delay = RETRY_INITIAL_SECONDS
+            for slot in self._slots.values():
+                slot.handle = None  # handles do not survive a shutdown/init cycle
+                slot.retry_at = 0.0
+        try:
+            if self._driver.driver_version is None:
+                self._driver = DriverInfo(
+                    driver_version=s.call(SYSTEM, "nvmlSystemGetDriverVersion"),
+                    nvml_version=s.call(SYSTEM, "nvmlSystemGetNVMLVersion"),
+                    cuda_driver_version=decode_cuda_version(
+                        s.call(SYSTEM, "nvmlSystemGetCudaDriverVersion")
+                    ),
+                )
+            count = s.call(SYSTEM, "nvmlDeviceGetCount")
+            if count is None:
+                return _SystemResult(self._driver, up=False, error="device count unavailable")
+            for index in range(count):
+                self._acquire(index, now)
+        except GpuDown as down:
+            if down.library:
+                self._library_down = True
+                self._library_retry_at = now + self._library_delay
+                return _SystemResult(self._driver, up=False, error=down.error)
+            # A GPU lost while being acquired: its slot is handled in _acquire.
+        return _SystemResult(self._driver, up=True)
+
+    def _acquire(self, index: int, now: float) -> None:
+        uuid = self._by_index.get(index)
+        slot = self._slots.get(uuid) if uuid else None
+        if slot is not None and (slot.handle is not None or now < slot.retry_at):
+            return
+        s = self.session
+        key = f"index:{index}"
+        try:
+            handle = s.call(key, "nvmlDeviceGetHandleByIndex", index)
+            new_uuid = s.call(key, "nvmlDeviceGetUUID", handle) if handle is not None else None
+        except GpuDown as down:
+            if down.library:
+                raise
+            if slot is not None:
+                self._back_off(slot, now, down.error)
+            return
+        if handle is None or new_uuid is None:
+            if slot is not None:
+                self._back_off(slot, now, "handle unavailable")
+            return
+        if slot is None or slot.uuid != new_uuid:
+            slot = self._slots.get(new_uuid) or _Slot(
+                index=index, uuid=new_uuid, handle=None, worker=Worker(f"gpu{index}")
+            )
+            slot.index = index
+            self._slots[new_uuid] = slot
+            self._by_index[index] = new_uuid
+        slot.handle = handle
+        slot.down_reason = None
+        slot.retry_delay = RETRY_INITIAL_SECONDS
+        self.session.reset_gpu(new_uuid)
+        for hook in self._acquire_hooks:
+            try:
+                hook(new_uuid, handle)
+            except Exception:
+                log.exception("acquire hook failed for %s", new_uuid)
+
+    def _back_off(self, slot: _Slot, now: float, reason: str) -> None:
+        slot.handle = None
+        slot.down_reason = reason
+        slot.retry_at = now + slot.retry_delay
+        slot.retry_delay = min(slot.retry_delay * 2, RETRY_MAX_SECONDS)
+
+    # ------------------------------------------------------------------ GPU phase (workers)
+
+    def _gpu_job(self, slot: _Slot, now: float) -> Callable[[], _GpuResult]:
+        previous = slot.last
+
+        def job() -> _GpuResult:
+            ctx = GpuContext(
+                session=self.session,
+                handle=slot.handle,
+                index=slot.index,
+                uuid=slot.uuid,
+                config=self.config,
+                state=slot.state,
+                previous=previous,
+                now=now,
+                shared=self.services,
+            )
+            out = GpuBuilder(slot.index, slot.uuid)
+            timings: dict[str, float] = {}
+            failed: set[str] = set()
+            for reader in self.readers:
+                started = time.perf_counter()
+                try:
+                    reader.read(ctx, out)
+                except GpuDown as down:
+                    timings[reader.name] = time.perf_counter() - started
+                    self._back_off(slot, time.monotonic(), down.error)
+                    gpu = self._down_gpu(slot)
+                    return _GpuResult(gpu, timings, failed, library_down=down.library)
+                except Exception:
+                    failed.add(reader.name)
+                    log.debug(
+                        "reader %s failed on %s", reader.name, slot.uuid, exc_info=True
+                    )
+                    if reader.name not in slot.state.setdefault("_logged_failures", set()):
+                        slot.state["_logged_failures"].add(reader.name)
+                        log.exception("reader %s failed on GPU %s", reader.name, slot.uuid)
+                timings[reader.name] = time.perf_counter() - started
+            gpu = out.build()
+            slot.last = gpu
+            return _GpuResult(gpu, timings, failed)
+
+        return job
+
+    def _down_gpu(self, slot: _Slot) -> Gpu:
+        name = slot.last.name if slot.last else None
+        return Gpu(
+            index=slot.index, uuid=slot.uuid, up=False, down_reason=slot.down_reason, name=name
+        )
+
+    def _hung_gpu(self, slot: _Slot) -> Gpu:
+        name = slot.last.name if slot.last else None
+        return Gpu(index=slot.index, uuid=slot.uuid, up=False, down_reason="hung", name=name)

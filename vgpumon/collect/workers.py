@@ -1,0 +1,77 @@
+"""Daemon worker threads that run NVML calls on behalf of the asyncio sampler.
+
+Why not ``loop.run_in_executor``: NVML calls can hang forever (a GPU fallen off the bus, a driver
+stuck in the kernel). A ``ThreadPoolExecutor`` thread that never returns is joined at interpreter
+exit, so the exporter could never stop, and its pool would silently fill with stuck threads. Here
+each GPU has one daemon thread; while it is stuck the sampler sees it as busy, reports the GPU as
+hung and does not pile up more work behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class Worker:
+    """One daemon thread executing one job at a time."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._jobs: queue.SimpleQueue[
+            tuple[Callable[[], Any], Callable[[Any, BaseException | None], None]] | None
+        ] = queue.SimpleQueue()
+        self._busy = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"vgpumon-{name}", daemon=True)
+        self._thread.start()
+
+    @property
+    def busy(self) -> bool:
+        return self._busy.is_set()
+
+    def _run(self) -> None:
+        while True:
+            item = self._jobs.get()
+            if item is None:
+                return
+            job, done = item
+            try:
+                result = job()
+            except BaseException as exc:  # noqa: BLE001
+                self._busy.clear()
+                done(None, exc)
+            else:
+                self._busy.clear()
+                done(result, None)
+
+    def submit(self, job: Callable[[], T]) -> asyncio.Future[T]:
+        """Run ``job`` on this worker; the returned future resolves on the calling loop."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[T] = loop.create_future()
+
+        def done(result: Any, exc: BaseException | None) -> None:
+            def settle() -> None:
+                if fut.done():
+                    return  # abandoned after its deadline
+                if exc is not None:
+                    fut.set_exception(exc)
+                else:
+                    fut.set_result(result)
+
+            # RuntimeError: the loop closed while the call was stuck; nobody is waiting any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(settle)
+
+        self._busy.set()
+        self._jobs.put((job, done))
+        return fut
+
+    def stop(self) -> None:
+        """Ask the thread to end after its current job (a stuck thread just stays, as a daemon)."""
+        self._jobs.put(None)

@@ -1,0 +1,489 @@
+"""The host snapshot: what one sampling cycle saw, as immutable data.
+
+Everything downstream of the sampler (exporter, JSON API, TUI, validate) reads these classes and
+nothing else, so the exporter never needs NVML and a remote TUI needs only the JSON form.
+
+Conventions, shared by every reader and consumer:
+
+* Units are base units: bytes, seconds, hertz, watts, joules, degrees Celsius; utilizations are
+  ratios in [0, 1] (NVML's percent / 100).
+* ``None`` means NVML did not give the value (not supported, no permission, not sampled yet). It is
+  never replaced by 0: the exporter drops the series and the TUI shows a dash.
+* Enumerations are stored as short lowercase names (``"passthrough"``, ``"equal_share"``) so that
+  the JSON form is readable and stable across NVML versions.
+* Counters (energy, ECC, Xid, scheduler run time) are cumulative values, as NVML reports them.
+
+``to_json`` / ``from_json`` round-trip a :class:`Snapshot` exactly; ``SCHEMA_VERSION`` changes when
+a field is removed or changes meaning (adding an optional field keeps the version).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, Union
+
+SCHEMA_VERSION = 1
+
+VIRTUALIZATION_MODES = ("none", "passthrough", "vgpu", "host_vgpu", "host_vsga")
+SCHEDULER_POLICIES = ("unknown", "best_effort", "equal_share", "fixed_share")
+VGPU_LICENSE_STATES = (
+    "unknown",
+    "uninitialized",
+    "unlicensed_unrestricted",
+    "unlicensed_restricted",
+    "unlicensed",
+    "licensed",
+)
+LICENSE_EXPIRY_STATUSES = ("not_available", "invalid", "valid", "not_applicable", "permanent")
+CLOCK_EVENT_REASONS = (
+    "idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal",
+    "hw_thermal",
+    "power_brake",
+    "display_clock_setting",
+)
+
+
+# --------------------------------------------------------------------------- physical GPU parts
+
+
+@dataclass(frozen=True)
+class DriverInfo:
+    driver_version: str | None = None
+    nvml_version: str | None = None
+    cuda_driver_version: str | None = None  # "13.0", decoded from NVML's 13000
+
+
+@dataclass(frozen=True)
+class Utilization:
+    """NVML's classic utilization ratios for a whole GPU."""
+
+    gpu: float | None = None
+    memory: float | None = None
+    encoder: float | None = None
+    decoder: float | None = None
+
+
+@dataclass(frozen=True)
+class Memory:
+    total_bytes: int | None = None
+    used_bytes: int | None = None
+    free_bytes: int | None = None
+    reserved_bytes: int | None = None  # only with nvmlDeviceGetMemoryInfo v2
+
+
+@dataclass(frozen=True)
+class Temperatures:
+    gpu_celsius: float | None = None
+    memory_celsius: float | None = None
+
+
+@dataclass(frozen=True)
+class Clocks:
+    graphics_hertz: float | None = None
+    sm_hertz: float | None = None
+    memory_hertz: float | None = None
+    video_hertz: float | None = None
+
+
+@dataclass(frozen=True)
+class ClockEvents:
+    """Clock event (throttle) reasons by name, see :data:`CLOCK_EVENT_REASONS`."""
+
+    supported: tuple[str, ...] = ()
+    active: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Ecc:
+    mode_current: bool | None = None
+    mode_pending: bool | None = None
+    corrected_volatile: int | None = None
+    uncorrected_volatile: int | None = None
+    corrected_aggregate: int | None = None
+    uncorrected_aggregate: int | None = None
+
+
+@dataclass(frozen=True)
+class RemappedRows:
+    correctable: int | None = None
+    uncorrectable: int | None = None
+    pending: bool | None = None
+    failed: bool | None = None
+
+
+@dataclass(frozen=True)
+class Gpm:
+    """GPM (Hopper+) activity ratios over the interval between two samples."""
+
+    interval_seconds: float | None = None
+    graphics_active: float | None = None
+    sm_active: float | None = None
+    sm_occupancy: float | None = None
+    tensor_active: float | None = None
+    dram_active: float | None = None
+    fp64_active: float | None = None
+    fp32_active: float | None = None
+    fp16_active: float | None = None
+    pcie_tx_bytes_per_second: float | None = None
+    pcie_rx_bytes_per_second: float | None = None
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    name: str | None = None
+    kind: str = "compute"  # compute | graphics | mps
+    used_memory_bytes: int | None = None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    sm_utilization: float | None = None
+    memory_utilization: float | None = None
+    encoder_utilization: float | None = None
+    decoder_utilization: float | None = None
+
+
+@dataclass(frozen=True)
+class Pcie:
+    link_generation: int | None = None
+    link_width: int | None = None
+    tx_bytes_per_second: float | None = None  # opt-in: the NVML call blocks ~20 ms
+    rx_bytes_per_second: float | None = None
+    replay_errors: int | None = None
+
+
+# --------------------------------------------------------------------------- MIG
+
+
+@dataclass(frozen=True)
+class MigComputeInstance:
+    id: int
+    mig_uuid: str | None = None
+    mig_index: int | None = None
+    name: str | None = None
+    profile_id: int | None = None
+    placement_start: int | None = None
+    placement_size: int | None = None
+    sm_count: int | None = None
+
+
+@dataclass(frozen=True)
+class MigGpuInstance:
+    id: int
+    profile_id: int | None = None
+    profile_name: str | None = None  # e.g. "1g.10gb"
+    placement_start: int | None = None
+    placement_size: int | None = None
+    memory_total_bytes: int | None = None
+    memory_used_bytes: int | None = None
+    gpm: Gpm | None = None
+    compute_instances: tuple[MigComputeInstance, ...] = ()
+
+
+# --------------------------------------------------------------------------- vGPU host
+
+
+@dataclass(frozen=True)
+class VgpuUtilization:
+    """Per-vGPU engine ratios, averaged over the samples NVML gave since the last cycle."""
+
+    sm: float | None = None
+    memory: float | None = None
+    encoder: float | None = None
+    decoder: float | None = None
+    samples: int = 0
+
+
+@dataclass(frozen=True)
+class VgpuLicense:
+    licensed: bool | None = None
+    state: str | None = None  # VGPU_LICENSE_STATES
+    expiry_status: str | None = None  # LICENSE_EXPIRY_STATUSES
+    expiry_timestamp_seconds: float | None = None  # absent when no expiry applies
+
+
+@dataclass(frozen=True)
+class VgpuProcess:
+    vgpu_id: int
+    pid: int  # guest PID
+    name: str | None = None
+    sm_utilization: float | None = None
+    memory_utilization: float | None = None
+    encoder_utilization: float | None = None
+    decoder_utilization: float | None = None
+
+
+@dataclass(frozen=True)
+class VgpuInstance:
+    vgpu_id: int
+    uuid: str | None = None
+    vm_id: str | None = None
+    vm_id_type: str | None = None  # domain_id | uuid
+    type_id: int | None = None
+    type_name: str | None = None
+    type_class: str | None = None
+    mdev_uuid: str | None = None
+    guest_driver_version: str | None = None
+    gpu_instance_id: int | None = None  # MIG-backed vGPU only
+    placement_id: int | None = None
+    framebuffer_total_bytes: int | None = None
+    framebuffer_used_bytes: int | None = None
+    frame_rate_limit: int | None = None  # absent when the limiter is off
+    ecc_enabled: bool | None = None
+    accounting_enabled: bool | None = None
+    encoder_capacity: float | None = None  # ratio of the encoder the vGPU may use
+    encoder_sessions: int | None = None
+    encoder_average_fps: float | None = None
+    encoder_average_latency_seconds: float | None = None
+    fbc_sessions: int | None = None
+    fbc_average_fps: float | None = None
+    fbc_average_latency_seconds: float | None = None
+    utilization: VgpuUtilization = field(default_factory=VgpuUtilization)
+    license: VgpuLicense = field(default_factory=VgpuLicense)
+
+
+@dataclass(frozen=True)
+class VgpuType:
+    """A vGPU type the GPU supports, for capacity planning."""
+
+    type_id: int
+    name: str | None = None
+    type_class: str | None = None
+    framebuffer_bytes: int | None = None
+    max_instances: int | None = None
+    max_instances_per_vm: int | None = None
+    gpu_instance_profile_id: int | None = None
+    creatable: bool = False
+    active_instances: int = 0
+    # How many more instances of this type fit now; None when the driver cannot tell.
+    creatable_instances: int | None = None
+
+
+@dataclass(frozen=True)
+class VgpuSchedulerUsage:
+    """Cumulative scheduler-log totals for one vGPU (counters)."""
+
+    vgpu_id: int
+    run_seconds_total: float = 0.0
+    preemption_seconds_total: float = 0.0
+
+
+@dataclass(frozen=True)
+class VgpuScheduler:
+    gpu_instance_id: int | None = None  # set for per-GPU-instance (MIG-backed) scheduling
+    policy: str | None = None  # SCHEDULER_POLICIES
+    arr_enabled: bool | None = None
+    timeslice_seconds: float | None = None
+    average_factor: int | None = None
+    frequency_hertz: float | None = None
+    supported_policies: tuple[str, ...] = ()
+    min_timeslice_seconds: float | None = None
+    max_timeslice_seconds: float | None = None
+    usage: tuple[VgpuSchedulerUsage, ...] = ()
+    log_entries_total: int = 0  # entries consumed from the ring, de-duplicated
+    log_entries_missed_total: int = 0  # entries the ring overwrote before we read them
+
+
+# --------------------------------------------------------------------------- guest licensing
+
+
+@dataclass(frozen=True)
+class GuestLicenseFeature:
+    feature: str  # vgpu | nvidia_rtx | gaming | compute | vgamedev | unknown
+    licensed: bool | None = None
+    enabled: bool | None = None
+    product_name: str | None = None
+    state: str | None = None  # "licensed" | "unlicensed"
+    expiry_status: str | None = None
+    expiry_timestamp_seconds: float | None = None
+
+
+# --------------------------------------------------------------------------- whole GPU
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    uuid: str
+    up: bool = True
+    down_reason: str | None = None  # NVML error name when up is False
+    name: str | None = None
+    pci_bus_id: str | None = None
+    serial: str | None = None
+    brand: str | None = None
+    architecture: str | None = None
+    compute_capability: str | None = None
+    virtualization_mode: str | None = None  # VIRTUALIZATION_MODES
+    host_vgpu_mode: str | None = None  # sriov | non_sriov
+    vgpu_heterogeneous_mode: bool | None = None
+    mig_mode_current: bool | None = None
+    mig_mode_pending: bool | None = None
+    utilization: Utilization = field(default_factory=Utilization)
+    memory: Memory = field(default_factory=Memory)
+    bar1_memory: Memory = field(default_factory=Memory)
+    power_watts: float | None = None
+    power_limit_watts: float | None = None
+    energy_joules: float | None = None
+    temperatures: Temperatures = field(default_factory=Temperatures)
+    clocks: Clocks = field(default_factory=Clocks)
+    max_clocks: Clocks = field(default_factory=Clocks)
+    clock_events: ClockEvents = field(default_factory=ClockEvents)
+    performance_state: int | None = None
+    fan_speed: float | None = None  # ratio; absent on boards without fans
+    persistence_mode: bool | None = None
+    compute_mode: str | None = None
+    ecc: Ecc = field(default_factory=Ecc)
+    remapped_rows: RemappedRows = field(default_factory=RemappedRows)
+    xid_errors: dict[int, int] = field(default_factory=dict)  # xid -> count since start
+    pcie: Pcie = field(default_factory=Pcie)
+    gpm: Gpm | None = None
+    processes: tuple[Process, ...] | None = None  # None: the list could not be read
+    mig_instances: tuple[MigGpuInstance, ...] = ()
+    vgpu_instances: tuple[VgpuInstance, ...] = ()
+    vgpu_types: tuple[VgpuType, ...] = ()
+    vgpu_processes: tuple[VgpuProcess, ...] = ()
+    vgpu_schedulers: tuple[VgpuScheduler, ...] = ()
+    guest_license_supported: bool | None = None
+    guest_licenses: tuple[GuestLicenseFeature, ...] = ()
+
+
+# --------------------------------------------------------------------------- exporter health
+
+
+@dataclass(frozen=True)
+class CollectorStatus:
+    """One reader's outcome in the cycle (``vgpumon_scrape_collector_*``)."""
+
+    name: str
+    success: bool
+    duration_seconds: float
+
+
+@dataclass(frozen=True)
+class NvmlErrorCount:
+    function: str
+    error: str  # NVML error name in lower case, e.g. "not_supported", "timeout"
+    count: int
+
+
+@dataclass(frozen=True)
+class SamplerHealth:
+    up: bool = False  # NVML initialised and the last cycle finished
+    wedged: bool = False  # a cycle overran its deadline and was abandoned
+    cycles_total: int = 0
+    cycles_abandoned_total: int = 0
+    last_cycle_duration_seconds: float | None = None
+    hung_gpus: tuple[str, ...] = ()  # UUIDs whose calls did not return within the deadline
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    timestamp: float  # Unix seconds at the end of the cycle
+    driver: DriverInfo = field(default_factory=DriverInfo)
+    gpus: tuple[Gpu, ...] = ()
+    collectors: tuple[CollectorStatus, ...] = ()
+    nvml_errors: tuple[NvmlErrorCount, ...] = ()
+    health: SamplerHealth = field(default_factory=SamplerHealth)
+    source: str = "pynvml"  # the NVML module's name, e.g. "pynvml" or "sim:baremetal-8xh100"
+    schema_version: int = SCHEMA_VERSION
+
+    def gpu(self, uuid: str) -> Gpu | None:
+        return next((g for g in self.gpus if g.uuid == uuid), None)
+
+
+# --------------------------------------------------------------------------- JSON round trip
+
+T = TypeVar("T")
+
+
+class SchemaError(ValueError):
+    """A JSON snapshot that does not fit this version's schema."""
+
+
+def to_dict(obj: Any) -> Any:
+    """Plain JSON-able data; dict keys become strings (JSON has no int keys)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (tuple, list)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+def to_json(snapshot: Snapshot, *, indent: int | None = None) -> str:
+    return json.dumps(to_dict(snapshot), indent=indent, sort_keys=False)
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls, vars(sys.modules[__name__]))
+    return _HINTS[cls]
+
+
+def _convert(tp: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None:
+            if type(None) in args:
+                return None
+            raise SchemaError(f"{path}: null is not allowed")
+        inner = [a for a in args if a is not type(None)]
+        return _convert(inner[0], value, path)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return from_dict(tp, value, path)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise SchemaError(f"{path}: expected a list")
+        (item_tp, _ellipsis) = typing.get_args(tp)
+        return tuple(_convert(item_tp, v, f"{path}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise SchemaError(f"{path}: expected an object")
+        key_tp, val_tp = typing.get_args(tp)
+        return {key_tp(k): _convert(val_tp, v, f"{path}.{k}") for k, v in value.items()}
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise SchemaError(f"{path}: expected a number")
+        return float(value)
+    if tp in (int, str, bool):
+        if not isinstance(value, tp) or (tp is int and isinstance(value, bool)):
+            raise SchemaError(f"{path}: expected {tp.__name__}")
+        return value
+    return value
+
+
+def from_dict(cls: type[T], data: Any, path: str = "$") -> T:
+    if not isinstance(data, dict):
+        raise SchemaError(f"{path}: expected an object for {cls.__name__}")
+    hints = _hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in data:
+            kwargs[f.name] = _convert(hints[f.name], data[f.name], f"{path}.{f.name}")
+    return cls(**kwargs)
+
+
+def from_json(text: str | bytes) -> Snapshot:
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise SchemaError("$: expected an object")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise SchemaError(
+            f"snapshot schema version {version!r}, this vgpumon reads {SCHEMA_VERSION}"
+        )
+    return from_dict(Snapshot, data)

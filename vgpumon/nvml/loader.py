@@ -1,0 +1,76 @@
+"""Choosing and starting the NVML module (design rule 6: the module is injectable).
+
+Order of precedence: ``--sim SCENARIO`` (the simulator), ``--nvml-module NAME``, the
+``VGPUMON_NVML_MODULE`` environment variable, then ``pynvml`` from nvidia-ml-py. Nothing else in
+vgpumon imports an NVML module.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from typing import Any
+
+from vgpumon.errors import VgpumonError
+from vgpumon.nvml.errors import error_name
+from vgpumon.nvml.session import NvmlSession
+
+ENV_MODULE = "VGPUMON_NVML_MODULE"
+
+TRY_SIM_HINT = (
+    "try the simulator: vgpumon serve --sim kvm-vgpu-timesliced "
+    "('vgpumon scenarios' lists the simulated hosts)"
+)
+
+
+class NvmlUnavailable(VgpumonError):
+    """NVML could not be loaded or initialised."""
+
+
+def resolve_module(
+    sim: str | None = None, module_name: str | None = None, clock: Any = None
+) -> tuple[Any, str]:
+    """Return (module, source label) without initialising it."""
+    if sim:
+        from vgpumon import sim as simulator  # imported lazily: real hosts never load it
+
+        module = simulator.create(sim, clock=clock)
+        return module, f"sim:{module.scenario.name}"
+    name = module_name or os.environ.get(ENV_MODULE) or "pynvml"
+    try:
+        return importlib.import_module(name), name
+    except ImportError as exc:
+        if name == "pynvml":
+            raise NvmlUnavailable(
+                f"the pynvml module is not installed (pip install nvidia-ml-py); {TRY_SIM_HINT}"
+            ) from exc
+        raise NvmlUnavailable(f"cannot import NVML module {name!r}: {exc}") from exc
+
+
+def open_session(
+    sim: str | None = None,
+    module_name: str | None = None,
+    *,
+    clock: Any = None,
+    init_attempts: int = 1,
+    backoff_seconds: float = 1.0,
+) -> NvmlSession:
+    """Import the module and nvmlInit it; one clear line on failure, never a traceback."""
+    module, source = resolve_module(sim, module_name, clock)
+    session = NvmlSession(module, source)
+    delay = backoff_seconds
+    for attempt in range(1, max(1, init_attempts) + 1):
+        try:
+            session.init()
+            return session
+        except Exception as exc:
+            if attempt >= init_attempts:
+                reason = str(exc) or error_name(exc)
+                raise NvmlUnavailable(
+                    f"NVML could not be loaded from {source} ({reason}); is the NVIDIA driver "
+                    f"installed and loaded? {TRY_SIM_HINT}"
+                ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 30.0)
+    raise AssertionError("unreachable")
