@@ -249,6 +249,8 @@ class VgpuInstance:
     fbc_average_latency_seconds: float | None = None
     utilization: VgpuUtilization = field(default_factory=VgpuUtilization)
     license: VgpuLicense = field(default_factory=VgpuLicense)
+    # Guest PIDs in the vGPU's accounting buffer; read only while accounting mode is on.
+    accounting_pids: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,10 @@ from typing import Any, Protocol
 from vgpumon.model import Gpu
 from vgpumon.nvml.session import NvmlSession
 
+# Key in GpuContext.state: set during a cycle by a reader whose values need a second sample (GPM),
+# so that one-shot users (``vgpumon snapshot``) know to run a second cycle. Cleared every cycle.
+NEEDS_INTERVAL = "_needs_interval"
+
 
 @dataclass
 class SamplerConfig:
@@ -51,6 +55,10 @@ class GpuContext:
     def module_attr(self, name: str, default: Any = None) -> Any:
         return getattr(self.session.module, name, default)
 
+    def want_interval(self) -> None:
+        """Say that this GPU has values that only a later cycle can give (two-sample methods)."""
+        self.state[NEEDS_INTERVAL] = True
+
 
 class GpuBuilder:
     """Mutable collection of the fields of one :class:`Gpu` while its readers run."""
@@ -75,7 +83,13 @@ _GPU_FIELDS = {f.name for f in dataclasses.fields(Gpu)}
 
 
 class Reader(Protocol):
-    """One NVML area. ``name`` is the collector name used by flags and self-metrics."""
+    """One NVML area. ``name`` is the collector name used by flags and self-metrics.
+
+    A reader may also define ``attach(sampler)``, called once when a sampler adopts it, to start
+    sampler-wide services (the Xid event watcher) through ``Sampler.on_acquire`` and
+    ``Sampler.services``. Values in ``GpuContext.state`` that have a ``close()`` method are closed
+    when the GPU is lost or the sampler closes (GPM sample buffers).
+    """
 
     name: str
     default_enabled: bool
@@ -94,6 +108,22 @@ class FunctionReader:
 
     def read(self, ctx: GpuContext, out: GpuBuilder) -> None:
         self.fn(ctx, out)
+
+
+def error_count(session: NvmlSession, function: str, error: str) -> int:
+    """How many times the session counted ``error`` (e.g. "function_not_found") for ``function``."""
+    counts = session.error_counts()
+    return sum(e.count for e in counts if e.function == function and e.error == error)
+
+
+def error_total(session: NvmlSession, function: str) -> int:
+    """How many failures of ``function`` the session has counted, over all GPUs and errors.
+
+    ``NvmlSession.call`` answers None both for "no data" and for a counted failure; comparing this
+    before and after a call tells the two apart (a concurrent failure on another GPU can only make
+    the answer "failed", the safe side: absent rather than a false zero).
+    """
+    return sum(e.count for e in session.error_counts() if e.function == function)
 
 
 def ratio(percent: Any) -> float | None:

@@ -10,8 +10,26 @@ import importlib
 
 from vgpumon.collect.base import Reader, SamplerConfig
 
-# Each module defines READERS: list[Reader]. One module per NVML area.
-READER_MODULES = ("vgpumon.collect.device",)
+# Each module defines READERS: list[Reader]. One module per NVML area. ``mig`` runs before
+# ``processes`` and ``gpm``, which use the MIG devices and GPU instances it found.
+READER_MODULES = (
+    "vgpumon.collect.device",
+    "vgpumon.collect.memory",
+    "vgpumon.collect.utilization",
+    "vgpumon.collect.power",
+    "vgpumon.collect.thermal",
+    "vgpumon.collect.clocks",
+    "vgpumon.collect.health",
+    "vgpumon.collect.pcie",
+    "vgpumon.collect.mig",
+    "vgpumon.collect.processes",
+    "vgpumon.collect.gpm",
+    "vgpumon.collect.events",
+    # vgpu before license and scheduler, which use the instances it found.
+    "vgpumon.collect.vgpu",
+    "vgpumon.collect.licensing",
+    "vgpumon.collect.scheduler",
+)
 
 
 def all_readers() -> list[Reader]:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpumon.collect.base import GpuBuilder, GpuContext, Reader, SamplerConfig
+from vgpumon.collect.base import NEEDS_INTERVAL, GpuBuilder, GpuContext, Reader, SamplerConfig
 from vgpumon.collect.workers import Worker
 from vgpumon.model import CollectorStatus, DriverInfo, Gpu, SamplerHealth, Snapshot
 from vgpumon.nvml.session import SYSTEM, GpuDown, NvmlSession
@@ -104,6 +104,10 @@ class Sampler:
         self._abandoned = 0
         self._acquire_hooks: list[Callable[[str, Any], None]] = []
         self._lock = asyncio.Lock()
+        for reader in self.readers:
+            attach = getattr(reader, "attach", None)
+            if callable(attach):
+                attach(self)
 
     # ------------------------------------------------------------------ public API
 
@@ -114,6 +118,11 @@ class Sampler:
     @property
     def wedged(self) -> bool:
         return bool(self.latest and self.latest.health.wedged)
+
+    @property
+    def needs_interval(self) -> bool:
+        """A reader's values need another cycle (GPM takes two samples), e.g. for a snapshot."""
+        return any(s.state.get(NEEDS_INTERVAL) for s in self._slots.values())
 
     @property
     def ready(self) -> bool:
@@ -145,8 +154,17 @@ class Sampler:
                 await asyncio.wait_for(stop.wait(), timeout=max(0.0, remaining))
 
     def close(self) -> None:
-        """Stop the worker threads (stuck ones stay behind as daemons) and shut NVML down."""
+        """Stop services and worker threads (stuck ones stay behind as daemons), shut NVML down."""
+        for service in self.services.values():
+            stop = getattr(service, "close", None)
+            if callable(stop):
+                try:
+                    stop()
+                except Exception:
+                    log.exception("closing a sampler service failed")
         for slot in self._slots.values():
+            if not slot.worker.busy:
+                _release_state(slot)
             slot.worker.stop()
         self._system.stop()
         if not any(s.worker.busy for s in self._slots.values()) and not self._system.busy:
@@ -257,6 +275,9 @@ class Sampler:
         if self._library_down:
             if now < self._library_retry_at:
                 return _SystemResult(self._driver, up=False, error="nvml down")
+            for slot in self._slots.values():
+                if not slot.worker.busy:
+                    _release_state(slot)
             s.shutdown()
             try:
                 s.init()
@@ -330,6 +351,7 @@ class Sampler:
                 log.exception("acquire hook failed for %s", new_uuid)
 
     def _back_off(self, slot: _Slot, now: float, reason: str) -> None:
+        _release_state(slot)
         slot.handle = None
         slot.down_reason = reason
         slot.retry_at = now + slot.retry_delay
@@ -341,6 +363,7 @@ class Sampler:
         previous = slot.last
 
         def job() -> _GpuResult:
+            slot.state.pop(NEEDS_INTERVAL, None)
             ctx = GpuContext(
                 session=self.session,
                 handle=slot.handle,
@@ -388,3 +411,15 @@ class Sampler:
     def _hung_gpu(self, slot: _Slot) -> Gpu:
         name = slot.last.name if slot.last else None
         return Gpu(index=slot.index, uuid=slot.uuid, up=False, down_reason="hung", name=name)
+
+
+def _release_state(slot: _Slot) -> None:
+    """Free what readers keep per GPU (GPM sample buffers): the GPU is gone or being re-acquired."""
+    for value in list(slot.state.values()):
+        close = getattr(value, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:
+                log.exception("releasing reader state of %s failed", slot.uuid)
+    slot.state.clear()

@@ -1,0 +1,294 @@
+"""Shared pieces for the exporter tests: a snapshot that fills every family, parsing helpers."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from vgpumon.model import (
+    ClockEvents,
+    Clocks,
+    CollectorStatus,
+    DriverInfo,
+    Ecc,
+    Gpm,
+    Gpu,
+    GuestLicenseFeature,
+    Memory,
+    MigComputeInstance,
+    MigGpuInstance,
+    NvmlErrorCount,
+    Pcie,
+    Process,
+    RemappedRows,
+    SamplerHealth,
+    Snapshot,
+    Temperatures,
+    Utilization,
+    VgpuInstance,
+    VgpuLicense,
+    VgpuProcess,
+    VgpuScheduler,
+    VgpuSchedulerUsage,
+    VgpuType,
+    VgpuUtilization,
+)
+
+GIB = 1024**3
+
+
+def _gpm(base: float) -> Gpm:
+    return Gpm(
+        interval_seconds=1.0,
+        graphics_active=base,
+        sm_active=base,
+        sm_occupancy=base / 2,
+        tensor_active=base / 4,
+        dram_active=base / 3,
+        fp64_active=0.0,
+        fp32_active=base,
+        fp16_active=0.1,
+        pcie_tx_bytes_per_second=1.5e9,
+        pcie_rx_bytes_per_second=2.5e9,
+    )
+
+
+def _physical(index: int, uuid: str, mode: str, **extra: object) -> Gpu:
+    fields: dict[str, object] = {
+        "index": index,
+        "uuid": uuid,
+        "name": "NVIDIA H100 80GB HBM3",
+        "pci_bus_id": f"00000000:{index + 1:02X}:00.0",
+        "serial": f"13222200{index:05d}",
+        "brand": "nvidia",
+        "architecture": "hopper",
+        "compute_capability": "9.0",
+        "virtualization_mode": mode,
+        "mig_mode_current": False,
+        "mig_mode_pending": False,
+        "persistence_mode": True,
+        "compute_mode": "default",
+        "utilization": Utilization(gpu=0.5, memory=0.25, encoder=0.0, decoder=0.125),
+        "memory": Memory(80 * GIB, 20 * GIB, 59 * GIB, 1 * GIB),
+        "bar1_memory": Memory(128 * GIB, 2 * GIB, 126 * GIB),
+        "power_watts": 312.5,
+        "power_limit_watts": 700.0,
+        "energy_joules": 123456.789,
+        "temperatures": Temperatures(gpu_celsius=45.0, memory_celsius=52.0),
+        "clocks": Clocks(1.98e9, 1.98e9, 2.619e9, 1.545e9),
+        "max_clocks": Clocks(1.98e9, 1.98e9, 2.619e9, 1.545e9),
+        "clock_events": ClockEvents(supported=("idle", "sw_power_cap"), active=("sw_power_cap",)),
+        "performance_state": 0,
+        "fan_speed": 0.3,
+        "ecc": Ecc(True, True, 1, 0, 12, 0),
+        "remapped_rows": RemappedRows(0, 0, False, False),
+        "xid_errors": {79: 1, 13: 2},
+        "pcie": Pcie(5, 16, 1.0e9, 2.0e9, 3),
+        "gpm": _gpm(0.4),
+        "processes": (
+            Process(
+                pid=4242,
+                name="python3",
+                used_memory_bytes=2 * GIB,
+                sm_utilization=0.5,
+                memory_utilization=0.2,
+                encoder_utilization=0.0,
+                decoder_utilization=0.0,
+            ),
+            Process(pid=4343, name="train", used_memory_bytes=8 * GIB, sm_utilization=0.25),
+        ),
+    }
+    fields.update(extra)
+    return Gpu(**fields)  # type: ignore[arg-type]
+
+
+def rich_snapshot() -> Snapshot:
+    """A host with every kind of GPU vgpumon knows, every field filled: each family has samples."""
+    vgpus = tuple(
+        VgpuInstance(
+            vgpu_id=3251634000 + i,
+            uuid=f"VGPU-{i:08d}-0000-0000-0000-000000000000",
+            vm_id=f"vm-{i}",
+            vm_id_type="uuid",
+            type_id=1001,
+            type_name="NVIDIA H100-8C",
+            type_class="Compute",
+            mdev_uuid=f"mdev-{i}",
+            guest_driver_version="580.65.06",
+            placement_id=i * 8,
+            framebuffer_total_bytes=8 * GIB,
+            framebuffer_used_bytes=GIB * (i + 1),
+            frame_rate_limit=60 if i == 0 else None,
+            encoder_capacity=1.0,
+            encoder_sessions=1,
+            encoder_average_fps=30.0,
+            encoder_average_latency_seconds=0.004,
+            fbc_sessions=0,
+            fbc_average_fps=0.0,
+            fbc_average_latency_seconds=0.0,
+            utilization=VgpuUtilization(sm=0.3, memory=0.1, encoder=0.05, decoder=0.0, samples=5),
+            license=VgpuLicense(
+                licensed=i == 0,
+                state="licensed" if i == 0 else "unlicensed_restricted",
+                expiry_status="valid" if i == 0 else None,
+                expiry_timestamp_seconds=1.8e9 if i == 0 else None,
+            ),
+        )
+        for i in range(2)
+    )
+    host = _physical(
+        0,
+        "GPU-00000000-1111-2222-3333-444444444444",
+        "host_vgpu",
+        host_vgpu_mode="sriov",
+        vgpu_heterogeneous_mode=False,
+        vgpu_instances=vgpus,
+        vgpu_types=(
+            VgpuType(
+                type_id=1001,
+                name="NVIDIA H100-8C",
+                type_class="Compute",
+                framebuffer_bytes=8 * GIB,
+                max_instances=10,
+                max_instances_per_vm=1,
+                creatable=True,
+                active_instances=2,
+                creatable_instances=8,
+            ),
+        ),
+        vgpu_processes=(
+            VgpuProcess(
+                vgpu_id=3251634000,
+                pid=77,
+                name="blender",
+                sm_utilization=0.2,
+                memory_utilization=0.1,
+                encoder_utilization=0.0,
+                decoder_utilization=0.0,
+            ),
+        ),
+        vgpu_schedulers=(
+            VgpuScheduler(
+                policy="equal_share",
+                arr_enabled=True,
+                timeslice_seconds=0.002,
+                average_factor=33,
+                frequency_hertz=480.0,
+                supported_policies=("best_effort", "equal_share", "fixed_share"),
+                min_timeslice_seconds=0.001,
+                max_timeslice_seconds=0.03,
+                usage=(
+                    VgpuSchedulerUsage(3251634000, 12.5, 1.25),
+                    VgpuSchedulerUsage(3251634001, 10.0, 2.0),
+                ),
+                log_entries_total=200,
+                log_entries_missed_total=3,
+            ),
+        ),
+    )
+    mig = _physical(
+        1,
+        "GPU-11111111-1111-2222-3333-444444444444",
+        "none",
+        mig_mode_current=True,
+        mig_mode_pending=True,
+        utilization=Utilization(),
+        gpm=None,
+        mig_instances=(
+            MigGpuInstance(
+                id=1,
+                profile_id=19,
+                profile_name="1g.10gb",
+                placement_start=0,
+                placement_size=1,
+                memory_total_bytes=10 * GIB,
+                memory_used_bytes=GIB,
+                gpm=_gpm(0.7),
+                compute_instances=(
+                    MigComputeInstance(
+                        id=0,
+                        mig_uuid="MIG-aaaaaaaa-0000-0000-0000-000000000000",
+                        placement_start=0,
+                        placement_size=1,
+                        sm_count=16,
+                    ),
+                ),
+            ),
+            MigGpuInstance(
+                id=2,
+                profile_name="3g.40gb",
+                placement_start=4,
+                placement_size=4,
+                memory_total_bytes=40 * GIB,
+                memory_used_bytes=0,
+                compute_instances=(
+                    MigComputeInstance(id=0, mig_uuid="MIG-bbbbbbbb-0000-0000-0000-000000000000"),
+                    MigComputeInstance(id=1, mig_uuid="MIG-cccccccc-0000-0000-0000-000000000000"),
+                ),
+            ),
+        ),
+        processes=(
+            Process(
+                pid=5000,
+                name="infer",
+                used_memory_bytes=GIB,
+                gpu_instance_id=1,
+                compute_instance_id=0,
+            ),
+        ),
+    )
+    guest = _physical(
+        2,
+        "GPU-22222222-1111-2222-3333-444444444444",
+        "vgpu",
+        guest_license_supported=True,
+        guest_licenses=(
+            GuestLicenseFeature(
+                feature="compute", licensed=True, state="licensed", expiry_timestamp_seconds=1.9e9
+            ),
+            GuestLicenseFeature(feature="nvidia_rtx", licensed=False, state="unlicensed"),
+        ),
+    )
+    lost = Gpu(
+        index=3,
+        uuid="GPU-33333333-1111-2222-3333-444444444444",
+        up=False,
+        down_reason="gpu_is_lost",
+        name="NVIDIA H100 80GB HBM3",
+    )
+    return Snapshot(
+        timestamp=1_767_225_601.0,
+        driver=DriverInfo("580.65.06", "13.580.65.06", "13.0"),
+        gpus=(host, mig, guest, lost),
+        collectors=(CollectorStatus("device", True, 0.0), CollectorStatus("memory", False, 0.0)),
+        nvml_errors=(NvmlErrorCount("nvmlDeviceGetFanSpeed_v2", "not_supported", 4),),
+        health=SamplerHealth(
+            up=True,
+            wedged=False,
+            cycles_total=2,
+            cycles_abandoned_total=0,
+            last_cycle_duration_seconds=0.0,
+        ),
+        source="sim:test",
+    )
+
+
+def samples_by_name(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Parse text-format exposition into {sample name: [(labels, value)]}."""
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
+    return out
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def lines(text: str) -> Iterator[str]:
+    return (line for line in text.splitlines() if line and not line.startswith("#"))

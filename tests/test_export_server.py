@@ -1,0 +1,178 @@
+"""The aiohttp app: endpoints, content negotiation, gzip, render cache, in-flight cap."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import gzip
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.typedefs import Handler
+from export_helpers import rich_snapshot, samples_by_name
+
+from vgpumon.export.metrics import ExportOptions
+from vgpumon.export.server import RENDER_CACHE, build_app
+from vgpumon.model import SamplerHealth, Snapshot, from_json
+
+PROMETHEUS_ACCEPT = (
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
+    "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+)
+
+
+@dataclasses.dataclass
+class FakeSampler:
+    latest: Snapshot | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.latest is not None and not self.latest.health.wedged
+
+
+Factory = Callable[..., Any]
+
+
+@pytest.fixture
+async def make_client() -> AsyncIterator[Factory]:
+    clients: list[TestClient[web.Request, web.Application]] = []
+
+    async def make(source: FakeSampler, **kwargs: Any) -> TestClient[web.Request, web.Application]:
+        client_kwargs = kwargs.pop("client_kwargs", {})
+        client = TestClient(TestServer(build_app(source, **kwargs)), **client_kwargs)
+        await client.start_server()
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        await client.close()
+
+
+async def test_landing_page_lists_endpoints(make_client: Factory) -> None:
+    client = await make_client(FakeSampler(rich_snapshot()))
+    resp = await client.get("/")
+    assert resp.status == 200
+    assert resp.content_type == "text/html"
+    page = await resp.text()
+    for path in ("/metrics", "/api/v1/snapshot", "/-/healthy", "/-/ready"):
+        assert f'href="{path}"' in page
+    assert "sim:test" in page
+
+
+async def test_health_and_readiness(make_client: Factory) -> None:
+    source = FakeSampler()
+    client = await make_client(source)
+    assert (await client.get("/-/healthy")).status == 200
+    not_yet = await client.get("/-/ready")
+    assert not_yet.status == 503
+    assert "first sampling cycle" in await not_yet.text()
+    assert (await client.get("/metrics")).status == 503
+    assert (await client.get("/api/v1/snapshot")).status == 503
+    source.latest = rich_snapshot()
+    assert (await client.get("/-/ready")).status == 200
+    source.latest = dataclasses.replace(source.latest, health=SamplerHealth(wedged=True))
+    wedged = await client.get("/-/ready")
+    assert wedged.status == 503 and "wedged" in await wedged.text()
+    assert (await client.get("/-/healthy")).status == 200
+    assert (await client.get("/metrics")).status == 200, "a wedged sampler still serves"
+
+
+async def test_text_format_is_the_default(make_client: Factory) -> None:
+    client = await make_client(FakeSampler(rich_snapshot()))
+    resp = await client.get("/metrics")
+    assert resp.status == 200
+    assert resp.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+    samples = samples_by_name(await resp.text())
+    assert samples["vgpumon_up"] == [({}, 1.0)]
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        PROMETHEUS_ACCEPT,
+        "application/openmetrics-text; version=1.0.0",
+        "application/openmetrics-text",
+    ],
+)
+async def test_openmetrics_by_accept_header(make_client: Factory, accept: str) -> None:
+    client = await make_client(FakeSampler(rich_snapshot()))
+    resp = await client.get("/metrics", headers={"Accept": accept})
+    assert resp.status == 200
+    assert resp.headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
+    body = await resp.text()
+    assert body.endswith("# EOF\n")
+    assert "# TYPE vgpumon_nvml_errors counter" in body
+
+
+async def test_old_openmetrics_version_falls_back_to_text(make_client: Factory) -> None:
+    client = await make_client(FakeSampler(rich_snapshot()))
+    resp = await client.get(
+        "/metrics", headers={"Accept": "application/openmetrics-text;version=0.0.1"}
+    )
+    assert resp.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+
+
+async def test_gzip_when_accepted(make_client: Factory) -> None:
+    client = await make_client(
+        FakeSampler(rich_snapshot()), client_kwargs={"auto_decompress": False}
+    )
+    plain = await (await client.get("/metrics", headers={"Accept-Encoding": "identity"})).read()
+    resp = await client.get("/metrics", headers={"Accept-Encoding": "deflate, gzip;q=0.9"})
+    assert resp.headers["Content-Encoding"] == "gzip"
+    assert "Accept-Encoding" in resp.headers["Vary"]
+    zipped = await resp.read()
+    assert len(zipped) < len(plain)
+    assert gzip.decompress(zipped) == plain
+
+
+async def test_snapshot_api_round_trips(make_client: Factory) -> None:
+    snapshot = rich_snapshot()
+    client = await make_client(FakeSampler(snapshot))
+    resp = await client.get("/api/v1/snapshot")
+    assert resp.status == 200 and resp.content_type == "application/json"
+    assert from_json(await resp.read()) == snapshot
+
+
+async def test_concurrent_scrapes_share_one_render(make_client: Factory) -> None:
+    source = FakeSampler(rich_snapshot())
+    # The cap counts requests waiting for the shared render too: room for all fifty.
+    client = await make_client(source, options=ExportOptions(processes=True), max_requests=60)
+    cache = client.app[RENDER_CACHE] if client.app is not None else None
+    assert cache is not None
+    bodies = await asyncio.gather(*(client.get("/metrics") for _ in range(50)))
+    texts = {await r.text() for r in bodies}
+    assert len(texts) == 1 and cache.renders == 1
+    await asyncio.gather(
+        *(client.get("/metrics", headers={"Accept": PROMETHEUS_ACCEPT}) for _ in range(50))
+    )
+    assert cache.renders == 2, "one more render for the other format"
+    source.latest = dataclasses.replace(source.latest, timestamp=source.latest.timestamp + 1)  # type: ignore[union-attr]
+    newer = await (await client.get("/metrics")).text()
+    assert cache.renders == 3 and newer != texts.pop()
+
+
+async def test_requests_past_the_cap_get_503_at_once(make_client: Factory) -> None:
+    release = asyncio.Event()
+    entered = 0
+
+    @web.middleware
+    async def slow(request: web.Request, handler: Handler) -> web.StreamResponse:
+        nonlocal entered
+        entered += 1
+        await release.wait()
+        return await handler(request)
+
+    client = await make_client(FakeSampler(rich_snapshot()), max_requests=3, middlewares=[slow])
+    held = [asyncio.create_task(client.get("/metrics")) for _ in range(3)]
+    while entered < 3:
+        await asyncio.sleep(0.01)
+    refused = await asyncio.wait_for(client.get("/metrics"), timeout=2)
+    assert refused.status == 503
+    assert refused.headers["Retry-After"] == "1"
+    release.set()
+    assert [r.status for r in await asyncio.gather(*held)] == [200, 200, 200]
+    assert (await client.get("/metrics")).status == 200, "the slots are free again"

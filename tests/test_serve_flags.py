@@ -1,0 +1,109 @@
+"""`vgpumon serve` flags: every collector has a switch, bad input is one line, NVML failure too."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from vgpumon.cli import build_parser, main
+from vgpumon.collect.registry import all_readers, collector_names
+from vgpumon.commands.serve import settings_from_args
+from vgpumon.export.config import ListenAddress, ServeSettings
+
+
+def parse(*argv: str) -> ServeSettings:
+    return settings_from_args(build_parser("serve").parse_args(["serve", *argv]))
+
+
+def test_every_registered_collector_has_both_switches(capsys: pytest.CaptureFixture[str]) -> None:
+    names = collector_names()
+    assert names, "the registry lists collectors"
+    known = [(r.name, r.default_enabled) for r in all_readers()]
+    for name in names:
+        on = parse(f"--collector.{name}")
+        off = parse(f"--no-collector.{name}")
+        assert name in on.enabled_collectors(known)
+        assert name not in off.enabled_collectors(known)
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    help_text = capsys.readouterr().out
+    for name in names:
+        assert f"--collector.{name}" in help_text
+
+
+def test_last_switch_wins() -> None:
+    name = collector_names()[0]
+    settings = parse(f"--no-collector.{name}", f"--collector.{name}")
+    assert settings.collectors == ((name, True),)
+
+
+def test_sampler_config_follows_the_switches() -> None:
+    name = collector_names()[-1]
+    config = parse(f"--no-collector.{name}", "--interval", "0.25", "--pcie-throughput")
+    sampler = config.sampler_config()
+    assert name not in sampler.collectors
+    assert sampler.interval_seconds == 0.25 and sampler.pcie_throughput is True
+
+
+def test_repeatable_listen_and_numbers() -> None:
+    settings = parse(
+        "--listen",
+        "0.0.0.0:9100",
+        "--listen",
+        "[::]:9100",
+        "--processes",
+        "--processes-max",
+        "5",
+        "--web.max-requests",
+        "2",
+        "--web.shutdown-timeout",
+        "0.5",
+        "--deadline",
+        "3",
+    )
+    assert settings.listen == (ListenAddress("0.0.0.0", 9100), ListenAddress("::", 9100))
+    assert settings.processes and settings.processes_max == 5
+    assert settings.max_requests == 2 and settings.shutdown_timeout_seconds == 0.5
+    assert settings.deadline_seconds == 3.0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--interval", "soon"], "--interval: expected a number of seconds"),
+        (["--interval", "0"], "--interval: must be a positive number"),
+        (["--listen", "9839"], "expected HOST:PORT"),
+        (["--processes-max", "-3"], "--processes-max: must be at least 1"),
+        (["--web.max-requests", "many"], "--web.max-requests: expected a whole number"),
+        (["--log-level", "chatty"], "--log-level: expected one of"),
+        (["--interval"], "expected one argument"),
+        (["--sim", "a", "--nvml-module", "b"], "not allowed with argument"),
+        (["--config", "/nonexistent/vgpumon.yml"], "cannot read config file"),
+    ],
+)
+def test_bad_input_is_one_line_and_non_zero(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", *argv]) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("vgpumon: error: ") and message in err
+
+
+def test_nvml_failure_at_start_is_one_line_with_the_simulator_hint(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = types.ModuleType("broken_nvml_for_test")
+
+    def nvml_init() -> None:
+        raise RuntimeError("Driver Not Loaded")
+
+    broken.nvmlInit = nvml_init
+    monkeypatch.setitem(sys.modules, "broken_nvml_for_test", broken)
+    assert main(["serve", "--nvml-module", "broken_nvml_for_test", "--listen", "127.0.0.1:0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "NVML could not be loaded" in err and "Driver Not Loaded" in err
+    assert "--sim" in err

@@ -1,0 +1,99 @@
+"""`vgpumon serve` as a process: it serves, and SIGTERM/SIGINT stop it within its bound."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from export_helpers import free_port
+
+SHUTDOWN_TIMEOUT = 1.0
+# --web.shutdown-timeout, then at most 2 s to close NVML (CLOSE_BOUND_SECONDS), plus the
+# interpreter's own exit.
+EXIT_BOUND = SHUTDOWN_TIMEOUT + 2.0 + 1.5
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+@contextmanager
+def serving(scenario: str, *extra: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "vgpumon.cli", "serve", "--sim", scenario,
+            "--listen", f"127.0.0.1:{port}", "--web.shutdown-timeout", str(SHUTDOWN_TIMEOUT),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: get(f"{base}/-/healthy")[0] == 200, proc, 20)
+        yield proc, base
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+def wait_for(check: object, proc: subprocess.Popen[bytes], seconds: float) -> None:
+    give_up = time.monotonic() + seconds
+    while time.monotonic() < give_up:
+        if proc.poll() is not None:
+            out = proc.stdout.read().decode() if proc.stdout else ""
+            pytest.fail(f"vgpumon serve exited early ({proc.returncode}): {out}")
+        try:
+            if check():  # type: ignore[operator]
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    pytest.fail(f"condition not met within {seconds} s")
+
+
+def stop(proc: subprocess.Popen[bytes], sig: signal.Signals) -> float:
+    started = time.monotonic()
+    proc.send_signal(sig)
+    proc.wait(timeout=EXIT_BOUND + 5)
+    return time.monotonic() - started
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_stops_the_exporter_cleanly(sig: signal.Signals) -> None:
+    with serving("baremetal-8xh100") as (proc, base):
+        wait_for(lambda: get(f"{base}/-/ready")[0] == 200, proc, 20)
+        status, body = get(f"{base}/metrics")
+        assert status == 200 and "vgpumon_gpu_up" in body
+        took = stop(proc, sig)
+        assert proc.returncode == 0
+        assert took < EXIT_BOUND
+        log = proc.stdout.read().decode() if proc.stdout else ""
+        assert "shutting down" in log
+
+
+def test_shutdown_is_bounded_while_nvml_hangs() -> None:
+    """A wedged driver: worker threads are stuck in NVML calls that never return."""
+    with serving(
+        "fault-all-hang-after-start", "--interval", "0.2", "--deadline", "0.5"
+    ) as (proc, base):
+        wait_for(lambda: get(f"{base}/-/ready")[0] == 200, proc, 20)
+        wait_for(lambda: "vgpumon_sampler_wedged 1.0" in get(f"{base}/metrics")[1], proc, 20)
+        took = stop(proc, signal.SIGTERM)
+        assert proc.returncode == 0
+        assert took < EXIT_BOUND

@@ -1,0 +1,282 @@
+"""validate --url: the ladder checked through a running exporter's /metrics (or JSON API).
+
+The exporter is the real aiohttp app on 127.0.0.1 over a simulated host; its sampler cycles once
+per scenario second of a ManualClock that the run's own sleeps move, so an exporter interval is
+simulated exactly and nothing waits for real seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aiohttp import web
+from validate_helpers import FAST, ManualTimer
+
+from vgpumon.collect import Sampler, SamplerConfig
+from vgpumon.export.exposition import render
+from vgpumon.export.metrics import ExportOptions
+from vgpumon.export.server import build_app
+from vgpumon.loadgen.validate_drivers import SimDriver
+from vgpumon.loadgen.validate_readings import GPM, PROCESSES, UTILIZATION, Reading
+from vgpumon.loadgen.validate_run import NOT_RUN, Plan, Progress, Validation
+from vgpumon.loadgen.validate_sources import (
+    ExporterSource,
+    SourceError,
+    normalize_url,
+    snapshot_from_metrics,
+)
+from vgpumon.loadgen.validate_steps import ERROR, PASS, SKIP, Step, default_ladder, select_steps
+from vgpumon.nvml.loader import open_session
+from vgpumon.sim import ManualClock
+
+
+class SimExporter:
+    """``vgpumon serve`` over a simulated host, sampling once per ``interval`` of scenario time."""
+
+    def __init__(self, scenario: str, *, processes: bool = True, interval: float = 1.0) -> None:
+        self.clock = ManualClock()
+        self.session = open_session(sim=scenario, clock=self.clock)
+        self.module: Any = self.session.module
+        self.sampler = Sampler(
+            self.session, SamplerConfig(interval_seconds=interval), clock=self.clock.now
+        )
+        self.app = build_app(self.sampler, options=ExportOptions(processes=processes))
+        self.interval = interval
+        self.next_cycle = self.clock.now()
+        self.stall_after: float | None = None
+        self.cycles = 0
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+
+    async def __aenter__(self) -> SimExporter:
+        self._runner = web.AppRunner(self.app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self._runner is not None
+        await self._runner.cleanup()
+        self.sampler.close()
+
+    async def tick(self, now: float) -> None:
+        while now >= self.next_cycle:
+            if self.stall_after is not None and self.next_cycle >= self.stall_after:
+                return
+            await self.sampler.cycle()
+            self.cycles += 1
+            self.next_cycle += self.interval
+
+    def timer(self) -> ManualTimer:
+        return ManualTimer(self.clock, on_advance=self.tick)
+
+
+class Readings(Progress):
+    def __init__(self) -> None:
+        self.times: dict[str, list[float]] = {}
+
+    def reading(self, step: Step, reading: Reading, fraction: float) -> None:
+        self.times.setdefault(step.name, []).append(reading.timestamp)
+
+
+async def run_through(
+    exporter: SimExporter,
+    device: str = "0",
+    *,
+    steps: str | None = None,
+    via: str = "metrics",
+    progress: Progress | None = None,
+    applied: list[tuple[str | None, float]] | None = None,
+):
+    timer = exporter.timer()
+    source = ExporterSource(exporter.url, timer=timer, via=via, silence_timeout_s=10.0)
+    plan = Plan(
+        device=device,
+        steps=select_steps(default_ladder(), steps),
+        timing=FAST,
+        pids_may_differ=True,
+    )
+
+    def driver(target):
+        sim = SimDriver(exporter.module, target)
+        if applied is None:
+            return sim
+        original = sim.apply
+
+        async def apply(load):
+            applied.append((None if load is None else f"{load.duty}", exporter.clock.now()))
+            return await original(load)
+
+        sim.apply = apply  # type: ignore[method-assign]
+        return sim
+
+    return await Validation(plan, source, driver, timer=timer, progress=progress).run()
+
+
+async def test_the_whole_ladder_passes_through_metrics():
+    async with SimExporter("passthrough-guest") as exporter:
+        progress = Readings()
+        applied: list[tuple[str | None, float]] = []
+        report = await run_through(exporter, progress=progress, applied=applied)
+    assert report.exit_code == 0, [c.message for c in report.failures()]
+    assert report.source.startswith(f"exporter {exporter.url}/metrics")
+    assert all(s.status == PASS for s in report.steps)
+    processes = [c for c in report.checks() if c.check == PROCESSES]
+    assert len(processes) == 9 and all(c.status == PASS for c in processes)
+    # Every reading used was published after the settle time and two fresh exporter samples.
+    for (_, at), step in zip(applied, report.plan.steps, strict=True):
+        first = min(progress.times[step.name])
+        assert first >= at + FAST.settle_s + 2 * exporter.interval - 1e-6, step.name
+
+
+async def test_without_per_process_series_the_process_checks_are_skipped_with_the_reason():
+    async with SimExporter("passthrough-guest", processes=False) as exporter:
+        report = await run_through(exporter, steps="idle,duty-0.50")
+    assert report.exit_code == 0
+    skipped = [c for c in report.checks() if c.status == SKIP]
+    assert {c.check for c in skipped} == {PROCESSES, "process_sm_utilization"}
+    assert all("start it with --processes" in c.reason for c in skipped)
+
+
+async def test_the_json_api_gives_the_process_list_even_without_per_process_series():
+    async with SimExporter("passthrough-guest", processes=False) as exporter:
+        report = await run_through(exporter, steps="duty-0.50", via="snapshot")
+    assert report.exit_code == 0, [c.message for c in report.failures()]
+    assert report.source.endswith("/api/v1/snapshot")
+    assert all(c.status == PASS for c in report.checks())
+
+
+async def test_a_mig_device_through_the_exporter():
+    async with SimExporter("h100-mig-gpm") as exporter:
+        await exporter.tick(exporter.clock.now())
+        latest = exporter.sampler.latest
+        assert latest is not None
+        gi4 = next(gi for gi in latest.gpus[0].mig_instances if gi.id == 4)
+        mig_uuid = gi4.compute_instances[0].mig_uuid
+        assert mig_uuid is not None
+        report = await run_through(exporter, mig_uuid, steps="idle,sm-0.25,multi-process")
+    assert report.exit_code == 0, [c.message for c in report.failures()]
+    gpm = [c for c in report.checks() if c.check == GPM]
+    assert all(c.status == PASS and c.subject == "GPU instance 4" for c in gpm)
+    util = [c for c in report.checks() if c.check == UTILIZATION]
+    assert all(c.status == SKIP and "MIG devices" in c.reason for c in util)
+
+
+async def test_an_exporter_that_stops_sampling_ends_the_run():
+    async with SimExporter("passthrough-guest") as exporter:
+        exporter.stall_after = exporter.clock.now() + 8.0
+        report = await run_through(exporter, steps="idle,duty")
+    assert report.exit_code == 1
+    assert report.aborted is not None and "published no new sample" in report.aborted
+    assert [s.status for s in report.steps][:2] == [PASS, ERROR]
+    assert report.steps[-1].status == NOT_RUN
+
+
+async def test_an_exporter_still_in_its_first_cycle_is_waited_for():
+    async with SimExporter("passthrough-guest") as exporter:
+        exporter.next_cycle = exporter.clock.now() + 3.0  # 503 until then
+        source = ExporterSource(exporter.url, timer=exporter.timer())
+        try:
+            await source.open()
+            target = await source.resolve("0")
+        finally:
+            await source.close()
+        assert target.gpu_uuid.startswith("GPU-") and exporter.cycles == 1
+
+
+async def test_an_exporter_that_never_has_a_sample_is_an_error():
+    async with SimExporter("passthrough-guest") as exporter:
+        exporter.stall_after = exporter.clock.now()
+        source = ExporterSource(exporter.url, timer=exporter.timer(), silence_timeout_s=2.0)
+        with pytest.raises(SourceError, match="has no sample after 2 s"):
+            try:
+                await source.open()
+            finally:
+                await source.close()
+
+
+async def test_an_unreachable_exporter_is_one_line():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    source = ExporterSource(f"http://127.0.0.1:{port}", timer=ManualTimer(ManualClock()))
+    with pytest.raises(SourceError, match=rf"cannot reach the exporter at http://127.0.0.1:{port}"):
+        try:
+            await source.open()
+        finally:
+            await source.close()
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "message"),
+    [
+        (401, "", "wants credentials"),
+        (500, "", "answered HTTP 500"),
+        (200, "something_else 1\n", "not a vgpumon exporter"),
+        (200, "this is { not metrics", "could not be parsed"),
+    ],
+)
+async def test_what_a_wrong_server_answers(status: int, body: str, message: str):
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(status=status, text=body)
+
+    app = web.Application()
+    app.router.add_get("/metrics", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    source = ExporterSource(f"http://127.0.0.1:{port}/metrics", timer=ManualTimer(ManualClock()))
+    try:
+        with pytest.raises(SourceError, match=message):
+            await source.open()
+    finally:
+        await source.close()
+        await runner.cleanup()
+
+
+def test_normalize_url():
+    assert normalize_url("http://h:9400/metrics") == "http://h:9400"
+    assert normalize_url(" https://h:9400/api/v1/snapshot/ ") == "https://h:9400"
+    with pytest.raises(Exception, match="give http://HOST:PORT"):
+        normalize_url("h:9400")
+
+
+async def test_metrics_map_back_to_the_snapshot_values():
+    clock = ManualClock()
+    session = open_session(sim="h100-mig-gpm", clock=clock)
+    sampler = Sampler(session, clock=clock.now)
+    try:
+        await sampler.cycle()
+        clock.advance(1.0)
+        snap = await sampler.cycle()
+    finally:
+        sampler.close()
+    text = render(snap, options=ExportOptions(processes=True)).decode()
+    back, per_process = snapshot_from_metrics(text)
+    assert per_process
+    assert back.timestamp == pytest.approx(snap.timestamp)
+    assert back.health.cycles_total == 2
+    for gpu, again in zip(snap.gpus, back.gpus, strict=True):
+        assert (again.index, again.uuid, again.name) == (gpu.index, gpu.uuid, gpu.name)
+        assert again.mig_mode_current == gpu.mig_mode_current
+        assert again.utilization.gpu == gpu.utilization.gpu
+        assert again.memory.used_bytes == gpu.memory.used_bytes
+        assert (again.gpm and again.gpm.sm_active) == (gpu.gpm and gpu.gpm.sm_active)
+        assert [p.pid for p in again.processes or ()] == [p.pid for p in gpu.processes or ()]
+        for gi, gi_again in zip(gpu.mig_instances, again.mig_instances, strict=True):
+            assert gi_again.id == gi.id and gi_again.profile_name == gi.profile_name
+            assert gi_again.memory_used_bytes == gi.memory_used_bytes
+            assert (gi_again.gpm and gi_again.gpm.sm_active) == (gi.gpm and gi.gpm.sm_active)
+            assert [c.mig_uuid for c in gi_again.compute_instances] == [
+                c.mig_uuid for c in gi.compute_instances
+            ]
+    _, off = snapshot_from_metrics(render(snap).decode())
+    assert not off

@@ -1,0 +1,107 @@
+"""Pass-through (the lent H200): no vGPU section, and every vGPU host call is absent, paid once.
+
+The same checks run on the simulator's ``passthrough-guest`` scenario and, where a GPU is present,
+on real pynvml (``@pytest.mark.gpu``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from vgpu_helpers import VGPU_READERS, sim_host, vgpu_errors
+
+from vgpumon.collect.sampler import Sampler
+from vgpumon.collect.scheduler import SERVICE, SchedulerLogPoller
+from vgpumon.model import Snapshot
+from vgpumon.nvml.session import SYSTEM, NvmlSession
+
+# Every device-level vGPU host call vgpumon makes, with arguments for a GPU handle ``h``.
+HOST_CALLS: list[tuple[str, tuple[Any, ...]]] = [
+    ("nvmlDeviceGetHostVgpuMode", ()),
+    ("nvmlDeviceGetVgpuHeterogeneousMode", ()),
+    ("nvmlDeviceGetActiveVgpus", ()),
+    ("nvmlDeviceGetSupportedVgpus", ()),
+    ("nvmlDeviceGetCreatableVgpus", ()),
+    ("nvmlDeviceGetVgpuUtilization", (0,)),
+    ("nvmlDeviceGetVgpuInstancesUtilizationInfo", (0,)),
+    ("nvmlDeviceGetVgpuProcessUtilization", (0,)),
+    ("nvmlDeviceGetVgpuProcessesUtilizationInfo", (0,)),
+    ("nvmlDeviceGetVgpuSchedulerState", ()),
+    ("nvmlDeviceGetVgpuSchedulerLog", ()),
+    ("nvmlDeviceGetVgpuSchedulerCapabilities", ()),
+]
+V2_CALLS = [
+    ("nvmlDeviceGetVgpuSchedulerState_v2", "c_nvmlVgpuSchedulerStateInfo_v2_t"),
+    ("nvmlDeviceGetVgpuSchedulerLog_v2", "c_nvmlVgpuSchedulerLogInfo_v2_t"),
+]
+
+
+def check_passthrough_snapshot(snap: Snapshot) -> None:
+    assert snap.gpus
+    for g in snap.gpus:
+        assert g.virtualization_mode == "passthrough"
+        assert g.host_vgpu_mode is None and g.vgpu_heterogeneous_mode is None
+        assert (g.vgpu_instances, g.vgpu_types, g.vgpu_processes, g.vgpu_schedulers) == (
+            (),
+            (),
+            (),
+            (),
+        )
+        # The licensing structure answers (isGridLicenseSupported = 0): no guest licensing here.
+        assert g.guest_license_supported is False and g.guest_licenses == ()
+    assert all(c.success for c in snap.collectors)
+    # Nothing vGPU was even asked: the virtualization mode says it cannot apply.
+    assert vgpu_errors(snap) == {}
+
+
+def check_every_host_call_absent_once(session: NvmlSession, uuid: str, handle: Any) -> None:
+    module = session.module
+    for _ in range(3):
+        for name, args in HOST_CALLS:
+            assert session.call(uuid, name, handle, *args) is None
+        for name, cls in V2_CALLS:
+            assert session.call(SYSTEM, name, handle, getattr(module, cls)()) is None
+    counts = {(e.function, e.error): e.count for e in session.error_counts()}
+    for name, _ in HOST_CALLS:
+        assert counts.get((name, "not_supported")) == 1, name
+        assert session.is_absent(uuid, name)
+    for name, _ in V2_CALLS:
+        # R580 lacks the symbol (FUNCTION_NOT_FOUND); a newer driver answers NOT_SUPPORTED.
+        got = {e: n for (f, e), n in counts.items() if f == name}
+        assert got in ({"function_not_found": 1}, {"not_supported": 1}), (name, got)
+
+
+async def test_sim_passthrough_has_no_vgpu_section() -> None:
+    host = sim_host("passthrough-guest")
+    try:
+        await host.cycle()
+        host.advance(1.0)
+        snap = await host.cycle()
+        check_passthrough_snapshot(snap)
+        g = snap.gpus[0]
+        h = host.module.nvmlDeviceGetHandleByIndex(0)
+        check_every_host_call_absent_once(host.session, g.uuid, h)
+    finally:
+        host.close()
+
+
+@pytest.mark.gpu
+async def test_real_passthrough_gpu_has_no_vgpu_section() -> None:
+    import pynvml
+
+    session = NvmlSession(pynvml, "pynvml")
+    session.init()
+    poller = SchedulerLogPoller(session)
+    sampler = Sampler(session, readers=VGPU_READERS, services={SERVICE: poller})
+    try:
+        await sampler.cycle()
+        snap = await sampler.cycle()
+        if any(g.virtualization_mode != "passthrough" for g in snap.gpus):
+            pytest.skip("this GPU is not passed through (the checks are for the lent H200)")
+        check_passthrough_snapshot(snap)
+        for g in snap.gpus:
+            h = pynvml.nvmlDeviceGetHandleByUUID(g.uuid)
+            check_every_host_call_absent_once(session, g.uuid, h)
+    finally:
+        sampler.close()

@@ -1,0 +1,76 @@
+"""Current and maximum clocks, and why the clocks are held down (clock event reasons).
+
+The event-reason getters are the R535+ names; older drivers (and modules) only have the deprecated
+"throttle reason" symbols, which return the same bits, so those are the fallback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext
+from vgpumon.model import CLOCK_EVENT_REASONS, ClockEvents, Clocks
+
+# nvmlClockType_t
+CLOCK_TYPES = {"graphics": 0, "sm": 1, "memory": 2, "video": 3}
+
+
+def _hertz(mhz: Any) -> float | None:
+    if mhz is None or isinstance(mhz, bool) or not isinstance(mhz, (int, float)):
+        return None
+    return float(mhz) * 1e6
+
+
+def _clocks(ctx: GpuContext, function: str) -> Clocks:
+    values = {
+        name: _hertz(ctx.call(function, ctx.handle, clock_type, key=clock_type))
+        for name, clock_type in CLOCK_TYPES.items()
+    }
+    return Clocks(
+        graphics_hertz=values["graphics"],
+        sm_hertz=values["sm"],
+        memory_hertz=values["memory"],
+        video_hertz=values["video"],
+    )
+
+
+def read_clocks(ctx: GpuContext, out: GpuBuilder) -> None:
+    out.set(
+        clocks=_clocks(ctx, "nvmlDeviceGetClockInfo"),
+        max_clocks=_clocks(ctx, "nvmlDeviceGetMaxClockInfo"),
+    )
+
+
+def reason_names(mask: int) -> tuple[str, ...]:
+    """Bit i of the mask is CLOCK_EVENT_REASONS[i] (nvml-reference §4.6); other bits are dropped."""
+    return tuple(name for bit, name in enumerate(CLOCK_EVENT_REASONS) if mask & (1 << bit))
+
+
+def _reasons(ctx: GpuContext, new: str, old: str) -> int | None:
+    value = ctx.call(new, ctx.handle)
+    if value is None and ctx.session.is_absent(ctx.uuid, new):
+        value = ctx.call(old, ctx.handle)
+    return value if isinstance(value, int) else None
+
+
+def read_clock_events(ctx: GpuContext, out: GpuBuilder) -> None:
+    supported = _reasons(
+        ctx,
+        "nvmlDeviceGetSupportedClocksEventReasons",
+        "nvmlDeviceGetSupportedClocksThrottleReasons",
+    )
+    active = _reasons(
+        ctx, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"
+    )
+    out.set(
+        clock_events=ClockEvents(
+            supported=reason_names(supported) if supported is not None else (),
+            active=reason_names(active) if active is not None else (),
+        )
+    )
+
+
+READERS = [
+    FunctionReader("clocks", read_clocks),
+    FunctionReader("clock_events", read_clock_events),
+]

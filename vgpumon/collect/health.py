@@ -1,0 +1,97 @@
+"""Slow-moving health state: P-state, fans, ECC, row remapping.
+
+Each is its own collector so that a board that lacks one (passive cooling has no fans; ECC off; no
+row remapper before Ampere) pays exactly one not-supported call for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, ratio
+from vgpumon.model import Ecc, RemappedRows
+
+PSTATE_UNKNOWN = 32
+# nvmlMemoryErrorType_t x nvmlEccCounterType_t
+CORRECTED, UNCORRECTED = 0, 1
+VOLATILE, AGGREGATE = 0, 1
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def read_performance_state(ctx: GpuContext, out: GpuBuilder) -> None:
+    state = _int(ctx.call("nvmlDeviceGetPerformanceState", ctx.handle))
+    out.set(performance_state=state if state is not None and 0 <= state < PSTATE_UNKNOWN else None)
+
+
+def read_fan(ctx: GpuContext, out: GpuBuilder) -> None:
+    """Mean speed over the board's fans; absent on fanless (passively cooled) boards."""
+    count = _int(ctx.call("nvmlDeviceGetNumFans", ctx.handle))
+    if count is None:
+        if ctx.session.is_absent(ctx.uuid, "nvmlDeviceGetNumFans"):
+            # Drivers before R510 have no fan count, only the single-fan getter.
+            out.set(fan_speed=ratio(_int(ctx.call("nvmlDeviceGetFanSpeed", ctx.handle))))
+        return
+    speeds = [
+        _int(ctx.call("nvmlDeviceGetFanSpeed_v2", ctx.handle, fan, key=fan)) for fan in range(count)
+    ]
+    known = [s for s in speeds if s is not None]
+    out.set(fan_speed=ratio(sum(known) / len(known)) if known else None)
+
+
+def read_ecc(ctx: GpuContext, out: GpuBuilder) -> None:
+    mode = ctx.call("nvmlDeviceGetEccMode", ctx.handle)
+    current = bool(mode[0]) if mode else None
+    pending = bool(mode[1]) if mode else None
+    counts: dict[tuple[int, int], int | None] = {}
+    if current:  # the counters exist only while ECC is on
+        for error_type in (CORRECTED, UNCORRECTED):
+            for counter in (VOLATILE, AGGREGATE):
+                counts[(error_type, counter)] = _int(
+                    ctx.call(
+                        "nvmlDeviceGetTotalEccErrors",
+                        ctx.handle,
+                        error_type,
+                        counter,
+                        key=(error_type, counter),
+                    )
+                )
+    out.set(
+        ecc=Ecc(
+            mode_current=current,
+            mode_pending=pending,
+            corrected_volatile=counts.get((CORRECTED, VOLATILE)),
+            uncorrected_volatile=counts.get((UNCORRECTED, VOLATILE)),
+            corrected_aggregate=counts.get((CORRECTED, AGGREGATE)),
+            uncorrected_aggregate=counts.get((UNCORRECTED, AGGREGATE)),
+        )
+    )
+
+
+def read_remapped_rows(ctx: GpuContext, out: GpuBuilder) -> None:
+    # NOT_SUPPORTED while MIG instances exist (nvml-reference §4.8); asking would cache the GPU as
+    # having no remapper at all.
+    if out.get("mig_mode_current"):
+        return
+    rows = ctx.call("nvmlDeviceGetRemappedRows", ctx.handle)
+    if not rows:
+        return
+    correctable, uncorrectable, pending, failed = (list(rows) + [None] * 4)[:4]
+    out.set(
+        remapped_rows=RemappedRows(
+            correctable=_int(correctable),
+            uncorrectable=_int(uncorrectable),
+            pending=bool(pending) if pending is not None else None,
+            failed=bool(failed) if failed is not None else None,
+        )
+    )
+
+
+READERS = [
+    FunctionReader("performance_state", read_performance_state),
+    FunctionReader("fan", read_fan),
+    FunctionReader("ecc", read_ecc),
+    FunctionReader("remapped_rows", read_remapped_rows),
+]

@@ -1,0 +1,143 @@
+"""vGPU software licensing, from both sides.
+
+* **Host** (reader ``license``, ``host_vgpu`` GPUs): per vGPU instance, the licensed flag, the state
+  enum and the expiry, from ``nvmlVgpuInstanceGetLicenseInfo`` (R510+); on older drivers only the
+  deprecated licensed flag (``nvmlVgpuInstanceGetLicenseStatus``). It runs after the ``vgpu`` reader
+  and fills the ``license`` of the instances that reader found. DRIVER_NOT_LOADED from it means the
+  *guest* driver is not running: the instance simply has no license data, NVML itself is fine.
+* **Guest** (reader ``guest``, any GPU that is not a vGPU host): per licensable feature, whether
+  it is licensed and enabled, the licensed product and the expiry, from
+  ``nvmlDeviceGetGridLicensableFeatures`` (``_v4``). The call succeeds on bare metal and
+  pass-through too, with ``isGridLicenseSupported = 0`` and no features (the lent H200).
+
+Expiry dates are calendar fields without a time zone in the header; vgpumon reads them as UTC.
+A date is only turned into a timestamp when its status is VALID; PERMANENT, NOT_APPLICABLE and
+NOT_AVAILABLE licenses have no expiry (the metric is absent, not 0).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from typing import Any
+
+from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext
+from vgpumon.collect.vgpu import is_vgpu_host
+from vgpumon.collect.vgpu_raw import GONE, GUEST_DRIVER_ABSENT, as_int, text
+from vgpumon.model import (
+    LICENSE_EXPIRY_STATUSES,
+    VGPU_LICENSE_STATES,
+    GuestLicenseFeature,
+    VgpuLicense,
+)
+
+EXPIRY_VALID = 2  # NVML_GRID_LICENSE_EXPIRY_VALID (a 1-tuple in pynvml: compare with the int)
+FEATURE_CODES = {0: "unknown", 1: "vgpu", 2: "nvidia_rtx", 3: "gaming", 4: "compute", 5: "vgamedev"}
+MAX_FEATURES = 3  # NVML_GRID_LICENSE_FEATURE_MAX_COUNT
+HOST_MODES = ("host_vgpu", "host_vsga")
+
+
+def expiry(raw: Any) -> tuple[str | None, float | None]:
+    """(status name, Unix seconds) from a ``c_nvml{Grid,Vgpu}LicenseExpiry_t``."""
+    if raw is None:
+        return None, None
+    status = as_int(getattr(raw, "status", None))
+    name = (
+        LICENSE_EXPIRY_STATUSES[status]
+        if status is not None and 0 <= status < len(LICENSE_EXPIRY_STATUSES)
+        else None
+    )
+    if status != EXPIRY_VALID:
+        return name, None
+    try:
+        when = dt.datetime(
+            int(raw.year),
+            int(raw.month),
+            int(raw.day),
+            int(raw.hour),
+            int(raw.min),
+            int(raw.sec),
+            tzinfo=dt.timezone.utc,
+        )
+    except (ValueError, TypeError, AttributeError):
+        return name, None  # a VALID status with an impossible date: say so without a date
+    return name, when.timestamp()
+
+
+def _state_name(value: int | None) -> str | None:
+    if value is None:
+        return None
+    return VGPU_LICENSE_STATES[value] if 0 <= value < len(VGPU_LICENSE_STATES) else "unknown"
+
+
+def vgpu_license(ctx: GpuContext, vgpu: int) -> VgpuLicense:
+    no_data = (*GONE, GUEST_DRIVER_ABSENT)
+    info = ctx.call("nvmlVgpuInstanceGetLicenseInfo", vgpu, no_data=no_data)
+    if info is None:
+        if not ctx.session.is_absent(ctx.uuid, "nvmlVgpuInstanceGetLicenseInfo"):
+            return VgpuLicense()
+        status = as_int(ctx.call("nvmlVgpuInstanceGetLicenseStatus", vgpu, no_data=no_data))
+        return VgpuLicense(licensed=bool(status) if status is not None else None)
+    status_name, expires = expiry(getattr(info, "licenseExpiry", None))
+    licensed = as_int(getattr(info, "isLicensed", None))
+    return VgpuLicense(
+        licensed=bool(licensed) if licensed is not None else None,
+        state=_state_name(as_int(getattr(info, "currentState", None))),
+        expiry_status=status_name,
+        expiry_timestamp_seconds=expires,
+    )
+
+
+def read_vgpu_license(ctx: GpuContext, out: GpuBuilder) -> None:
+    instances = out.get("vgpu_instances") or ()
+    if not instances or not is_vgpu_host(ctx, out):
+        return
+    out.set(
+        vgpu_instances=tuple(
+            dataclasses.replace(inst, license=vgpu_license(ctx, inst.vgpu_id))
+            for inst in instances
+        )
+    )
+
+
+def guest_features(raw: Any) -> tuple[bool | None, tuple[GuestLicenseFeature, ...]]:
+    """(licensing applies, features) from a ``c_nvmlGridLicensableFeatures_v4_t``."""
+    supported = as_int(getattr(raw, "isGridLicenseSupported", None))
+    count = as_int(getattr(raw, "licensableFeaturesCount", None)) or 0
+    array = getattr(raw, "gridLicensableFeatures", None)
+    features: list[GuestLicenseFeature] = []
+    if array is not None:
+        for i in range(max(0, min(count, MAX_FEATURES))):
+            f = array[i]
+            code = as_int(getattr(f, "featureCode", None))
+            state = as_int(getattr(f, "featureState", None))
+            enabled = as_int(getattr(f, "featureEnabled", None))
+            status_name, expires = expiry(getattr(f, "licenseExpiry", None))
+            features.append(
+                GuestLicenseFeature(
+                    feature=FEATURE_CODES.get(code, "unknown") if code is not None else "unknown",
+                    licensed=bool(state) if state is not None else None,
+                    enabled=bool(enabled) if enabled is not None else None,
+                    product_name=text(getattr(f, "productName", None)),
+                    state=None if state is None else ("licensed" if state else "unlicensed"),
+                    expiry_status=status_name,
+                    expiry_timestamp_seconds=expires,
+                )
+            )
+    return (bool(supported) if supported is not None else None), tuple(features)
+
+
+def read_guest_license(ctx: GpuContext, out: GpuBuilder) -> None:
+    if out.get("virtualization_mode") in HOST_MODES:
+        return
+    raw = ctx.call("nvmlDeviceGetGridLicensableFeatures", ctx.handle)
+    if raw is None:
+        return
+    supported, features = guest_features(raw)
+    out.set(guest_license_supported=supported, guest_licenses=features if supported else ())
+
+
+READERS = [
+    FunctionReader("license", read_vgpu_license),
+    FunctionReader("guest", read_guest_license),
+]

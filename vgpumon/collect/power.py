@@ -1,0 +1,37 @@
+"""Power draw, the enforced limit and the energy counter.
+
+Energy is its own collector because ``nvmlDeviceGetTotalEnergyConsumption`` is by far the slowest
+routine call (about 3 ms, up to 17 ms on an H200; device-findings.md), so it can be turned off
+without losing power readings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext
+
+
+def _milli(value: Any) -> float | None:
+    """mW -> W, mJ -> J."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) / 1000.0
+
+
+def read_power(ctx: GpuContext, out: GpuBuilder) -> None:
+    h = ctx.handle
+    usage = ctx.call("nvmlDeviceGetPowerUsage", h)
+    # The enforced limit includes out-of-band limits; the management limit is what older drivers
+    # and partial modules have.
+    limit = ctx.call("nvmlDeviceGetEnforcedPowerLimit", h)
+    if limit is None and ctx.session.is_absent(ctx.uuid, "nvmlDeviceGetEnforcedPowerLimit"):
+        limit = ctx.call("nvmlDeviceGetPowerManagementLimit", h)
+    out.set(power_watts=_milli(usage), power_limit_watts=_milli(limit))
+
+
+def read_energy(ctx: GpuContext, out: GpuBuilder) -> None:
+    out.set(energy_joules=_milli(ctx.call("nvmlDeviceGetTotalEnergyConsumption", ctx.handle)))
+
+
+READERS = [FunctionReader("power", read_power), FunctionReader("energy", read_energy)]

@@ -1,0 +1,90 @@
+"""Write this host as a simulator scenario file, so a bug report becomes a test.
+
+The snapshot is taken like ``vgpumon snapshot`` does; UUIDs (GPU, MIG, vGPU, mdev) and serial
+numbers are replaced by stable placeholders before the scenario is written, so the file can be
+shared. The scenario goes to stdout unless --output names a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from vgpumon.commands.snapshot import add_snapshot_arguments, snapshot_from_args
+from vgpumon.errors import VgpumonError
+from vgpumon.model import Gpu, MigComputeInstance, MigGpuInstance, Snapshot, VgpuInstance
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_snapshot_arguments(parser)
+    parser.add_argument(
+        "--output", "-o", metavar="FILE", help="write the scenario here (default: stdout)"
+    )
+
+
+def _uuid(prefix: str, kind: int, n: int) -> str:
+    """A well-formed, obviously fake UUID: kind and number in the last group."""
+    body = f"00000000-0000-0000-0000-{kind:04x}{n:08x}"
+    return f"{prefix}-{body}" if prefix else body
+
+
+def mask(snapshot: Snapshot) -> Snapshot:
+    """The snapshot with every UUID and serial number replaced by a stable placeholder."""
+    gpus: list[Gpu] = []
+    mig_n = vgpu_n = 0
+    for g in snapshot.gpus:
+        instances: list[MigGpuInstance] = []
+        for gi in g.mig_instances:
+            cis: list[MigComputeInstance] = []
+            for ci in gi.compute_instances:
+                mig_n += 1
+                cis.append(
+                    dataclasses.replace(
+                        ci, mig_uuid=_uuid("MIG", 2, mig_n) if ci.mig_uuid is not None else None
+                    )
+                )
+            instances.append(dataclasses.replace(gi, compute_instances=tuple(cis)))
+        vgpus: list[VgpuInstance] = []
+        for v in g.vgpu_instances:
+            vgpu_n += 1
+            vgpus.append(
+                dataclasses.replace(
+                    v,
+                    uuid=_uuid("", 3, vgpu_n) if v.uuid is not None else None,
+                    mdev_uuid=_uuid("", 4, vgpu_n) if v.mdev_uuid is not None else None,
+                )
+            )
+        gpus.append(
+            dataclasses.replace(
+                g,
+                uuid=_uuid("GPU", 1, g.index),
+                serial=f"{g.index + 1:013d}" if g.serial is not None else None,
+                mig_instances=tuple(instances),
+                vgpu_instances=tuple(vgpus),
+            )
+        )
+    masked = {g.uuid: m.uuid for g, m in zip(snapshot.gpus, gpus, strict=True)}
+    health = dataclasses.replace(
+        snapshot.health, hung_gpus=tuple(masked.get(u, u) for u in snapshot.health.hung_gpus)
+    )
+    return dataclasses.replace(snapshot, gpus=tuple(gpus), health=health)
+
+
+def run(args: argparse.Namespace) -> int:
+    from vgpumon.sim.record import dump_scenario, scenario_from_snapshot
+
+    snapshot = mask(snapshot_from_args(args))
+    if not snapshot.gpus:
+        raise VgpumonError("NVML reported no GPUs on this host; there is nothing to record")
+    text = dump_scenario(scenario_from_snapshot(snapshot))
+    if args.output:
+        try:
+            Path(args.output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise VgpumonError(f"cannot write {args.output}: {exc.strerror or exc}") from exc
+        print(f"wrote {args.output} ({len(snapshot.gpus)} GPUs)", file=sys.stderr)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0

@@ -1,0 +1,189 @@
+"""Run the Prometheus exporter.
+
+A background sampler reads NVML once per interval into an immutable snapshot; /metrics,
+/api/v1/snapshot, /-/healthy and /-/ready serve that snapshot without ever calling NVML.
+Settings come from defaults, then --config FILE (YAML), then flags; flags win.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+from typing import Any, NoReturn
+
+from vgpumon.commands.common import add_nvml_arguments
+from vgpumon.errors import ConfigError
+from vgpumon.export.config import (
+    DEFAULT_PORT,
+    ServeSettings,
+    _bool,
+    _listen,
+    _log_level,
+    _positive_float,
+    _positive_int,
+    _text,
+    load_file,
+    merge,
+)
+
+COLLECTOR_DEST = "collector:"
+# Closing NVML after the shutdown bound: a healthy driver needs milliseconds.
+CLOSE_BOUND_SECONDS = 2.0
+
+# settings field -> (flag, check); the checks are the config file's, so both say the same thing.
+FLAGS: dict[str, tuple[str, Any]] = {
+    "listen": ("--listen", _listen),
+    "interval_seconds": ("--interval", _positive_float),
+    "deadline_seconds": ("--deadline", _positive_float),
+    "processes": ("--processes", _bool),
+    "processes_max": ("--processes-max", _positive_int),
+    "pcie_throughput": ("--pcie-throughput", _bool),
+    "web_config_file": ("--web.config.file", _text),
+    "max_requests": ("--web.max-requests", _positive_int),
+    "shutdown_timeout_seconds": ("--web.shutdown-timeout", _positive_float),
+    "sim": ("--sim", _text),
+    "nvml_module": ("--nvml-module", _text),
+    "log_level": ("--log-level", _log_level),
+}
+
+
+def _one_line_error(message: str) -> NoReturn:
+    raise ConfigError(f"serve: {message} (see 'vgpumon serve --help')")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from vgpumon.collect.registry import all_readers
+
+    # A bad flag is one line, like every other user error, not a page of usage.
+    parser.error = _one_line_error  # type: ignore[method-assign]
+    defaults = ServeSettings()
+    parser.add_argument(
+        "--config", metavar="FILE", help="YAML file with the same settings (flags win)"
+    )
+    add_nvml_arguments(parser)
+    web = parser.add_argument_group("web")
+    web.add_argument(
+        "--listen",
+        action="append",
+        metavar="ADDR",
+        help=f"address to serve on, repeatable: 0.0.0.0:PORT, [::]:PORT or :PORT "
+        f"(all interfaces; default :{DEFAULT_PORT})",
+    )
+    web.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        metavar="FILE",
+        help="TLS and basic-auth settings in Prometheus' web-config format",
+    )
+    web.add_argument(
+        "--web.max-requests",
+        dest="max_requests",
+        metavar="N",
+        help=f"requests served at once; more get 503 at once (default {defaults.max_requests})",
+    )
+    web.add_argument(
+        "--web.shutdown-timeout",
+        dest="shutdown_timeout_seconds",
+        metavar="SECONDS",
+        help="on SIGTERM/SIGINT, wait at most this long for requests and a running cycle "
+        f"(default {defaults.shutdown_timeout_seconds:g})",
+    )
+    sampling = parser.add_argument_group("sampling")
+    sampling.add_argument(
+        "--interval",
+        dest="interval_seconds",
+        metavar="SECONDS",
+        help=f"time between sampling cycles (default {defaults.interval_seconds:g})",
+    )
+    sampling.add_argument(
+        "--deadline",
+        dest="deadline_seconds",
+        metavar="SECONDS",
+        help="a cycle still running after this is abandoned and the sampler reported wedged "
+        f"(default {defaults.deadline_seconds:g})",
+    )
+    sampling.add_argument(
+        "--processes",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="export per-process series (opt-in: pids churn the TSDB)",
+    )
+    sampling.add_argument(
+        "--processes-max",
+        dest="processes_max",
+        metavar="N",
+        help="at most this many processes get series; vgpumon_process_series_truncated says "
+        f"when more were left out (default {defaults.processes_max})",
+    )
+    sampling.add_argument(
+        "--pcie-throughput",
+        dest="pcie_throughput",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="read PCIe throughput (the NVML call blocks about 20 ms per direction and GPU)",
+    )
+    sampling.add_argument(
+        "--log-level",
+        dest="log_level",
+        metavar="LEVEL",
+        help="debug, info, warning or error (default info)",
+    )
+    collectors = parser.add_argument_group(
+        "collectors", "turn single NVML areas on or off (names as in vgpumon_scrape_collector_*)"
+    )
+    for reader in all_readers():
+        state = "on" if reader.default_enabled else "off"
+        collectors.add_argument(
+            f"--collector.{reader.name}",
+            dest=COLLECTOR_DEST + reader.name,
+            action="store_const",
+            const=True,
+            default=None,
+            help=f"enable the {reader.name} collector (default {state})",
+        )
+        collectors.add_argument(
+            f"--no-collector.{reader.name}",
+            dest=COLLECTOR_DEST + reader.name,
+            action="store_const",
+            const=False,
+            help=argparse.SUPPRESS,
+        )
+
+
+def settings_from_args(args: argparse.Namespace) -> ServeSettings:
+    from vgpumon.collect.registry import collector_names
+
+    flag_values: dict[str, Any] = {}
+    for field_name, (flag, check) in FLAGS.items():
+        value = getattr(args, field_name, None)
+        if value is not None:
+            flag_values[field_name] = check(value, flag)
+    toggles = tuple(
+        (dest[len(COLLECTOR_DEST) :], bool(value))
+        for dest, value in vars(args).items()
+        if dest.startswith(COLLECTOR_DEST) and value is not None
+    )
+    if toggles:
+        flag_values["collectors"] = toggles
+    config = getattr(args, "config", None)
+    file_values = load_file(config, collector_names()) if config else {}
+    return merge(file_values, flag_values, config_file=config)
+
+
+def run(args: argparse.Namespace) -> int:
+    from vgpumon.collect.sampler import Sampler
+    from vgpumon.export.server import close_within, serve
+    from vgpumon.nvml.loader import open_session
+
+    settings = settings_from_args(args)
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    session = open_session(sim=settings.sim, module_name=settings.nvml_module)
+    sampler = Sampler(session, settings.sampler_config())
+    try:
+        return asyncio.run(serve(settings, sampler))
+    finally:
+        close_within(sampler, CLOSE_BOUND_SECONDS)

@@ -1,0 +1,1356 @@
+"""The metric table: every family vgpumon exports, defined once.
+
+Each :class:`Family` row says what an operator types into PromQL (the full name, ``_total`` included
+for counters), its type, unit, help and label names, which collector fills the data, and how to pull
+its samples out of a :class:`~vgpumon.model.Snapshot`. The Prometheus collector
+(:mod:`vgpumon.export.exposition`), ``docs/metrics.md`` (:mod:`vgpumon.export.docs_gen`) and the
+naming tests all read :data:`FAMILIES`, so a family cannot exist in one of them and not the others.
+
+Families are built from *scopes*: a scope knows the identity labels of one kind of thing (a GPU, a
+MIG GPU instance, a vGPU, ...) and how to walk the snapshot for it, so adding a family is one call::
+
+    gauge(VGPU, "vgpumon_vgpu_encoder_average_fps", "Average encoder frame rate.",
+          lambda v: v.encoder_average_fps, collector="vgpu")
+
+The rules of ``metrics-contract.md`` that the structure enforces (and the tests check):
+
+* a value that is ``None`` yields no sample (absent is not zero);
+* per-GPU scopes skip GPUs that are down, except :data:`ALL_GPUS` (``vgpumon_gpu_up`` and the info);
+* identity labels come first and are the scope's; descriptive data only in ``*_info`` families;
+* enumerations are state sets (:func:`state_set`): one series per state, 1 for the current one;
+* per-process series exist only with ``ExportOptions.processes`` and stop at ``processes_max``.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from vgpumon import __version__
+from vgpumon.model import (
+    SCHEDULER_POLICIES,
+    VGPU_LICENSE_STATES,
+    VIRTUALIZATION_MODES,
+    CollectorStatus,
+    Gpu,
+    GuestLicenseFeature,
+    MigComputeInstance,
+    MigGpuInstance,
+    NvmlErrorCount,
+    Process,
+    Snapshot,
+    VgpuInstance,
+    VgpuProcess,
+    VgpuScheduler,
+    VgpuSchedulerUsage,
+    VgpuType,
+)
+
+NAMESPACE = "vgpumon"
+GAUGE, COUNTER = "gauge", "counter"
+# Unit suffixes, longest first so that "_bytes_per_second" wins over "_second(s)".
+UNITS = ("bytes_per_second", "bytes", "seconds", "celsius", "watts", "hertz", "joules", "ratio")
+HOST_VGPU_MODES = ("non_sriov", "sriov")
+COMPUTE_MODES = ("default", "exclusive_thread", "prohibited", "exclusive_process")
+GUEST_LICENSE_STATES = ("unlicensed", "licensed")
+EXPORTER = "exporter"  # the "collector" of the exporter's own health families
+
+LabelValues = tuple[str, ...]
+Sample = tuple[LabelValues, float]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """Exposition choices that are not in the snapshot (flags of ``vgpumon serve``)."""
+
+    processes: bool = False  # per-process series are opt-in: their pids churn the TSDB
+    processes_max: int = 100  # at most this many processes (host and vGPU guest together)
+
+
+# --------------------------------------------------------------------------- scopes
+
+
+@dataclass(frozen=True)
+class Scope(Generic[T]):
+    """One kind of thing that series are about: its identity labels and how to find them."""
+
+    section: str
+    labels: tuple[str, ...]
+    walk: Callable[[Snapshot, ExportOptions], Iterable[tuple[LabelValues, T]]]
+
+
+def _gpu_id(g: Gpu) -> LabelValues:
+    return (str(g.index), g.uuid)
+
+
+def _up(s: Snapshot) -> Iterator[Gpu]:
+    return (g for g in s.gpus if g.up)
+
+
+def _host(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Snapshot]]:
+    yield (), s
+
+
+def _all_gpus(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Gpu]]:
+    return ((_gpu_id(g), g) for g in s.gpus)
+
+
+def _up_gpus(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Gpu]]:
+    return ((_gpu_id(g), g) for g in _up(s))
+
+
+def _collectors(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, CollectorStatus]]:
+    return (((c.name,), c) for c in s.collectors)
+
+
+def _nvml_errors(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, NvmlErrorCount]]:
+    return (((e.function, e.error), e) for e in s.nvml_errors)
+
+
+def _mig_gis(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, MigGpuInstance]]:
+    for g in _up(s):
+        for gi in g.mig_instances:
+            yield (*_gpu_id(g), str(gi.id)), gi
+
+
+def _mig_cis(
+    s: Snapshot, o: ExportOptions
+) -> Iterator[tuple[LabelValues, tuple[MigGpuInstance, MigComputeInstance]]]:
+    for g in _up(s):
+        for gi in g.mig_instances:
+            for ci in gi.compute_instances:
+                yield (*_gpu_id(g), str(gi.id), str(ci.id)), (gi, ci)
+
+
+def _vgpu_hosts(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Gpu]]:
+    # Only a vGPU host can say how many vGPUs it runs; elsewhere "0" would be a made-up value.
+    return ((_gpu_id(g), g) for g in _up(s) if g.virtualization_mode == "host_vgpu")
+
+
+def _vgpus(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, VgpuInstance]]:
+    for g in _up(s):
+        for v in g.vgpu_instances:
+            yield (*_gpu_id(g), str(v.vgpu_id)), v
+
+
+def _vgpu_types(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, VgpuType]]:
+    for g in _up(s):
+        for t in g.vgpu_types:
+            yield (*_gpu_id(g), str(t.type_id)), t
+
+
+def _gi_label(gpu_instance_id: int | None) -> str:
+    # An empty label value is the same as no label in PromQL: time-sliced schedulers have none.
+    return "" if gpu_instance_id is None else str(gpu_instance_id)
+
+
+def _schedulers(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, VgpuScheduler]]:
+    for g in _up(s):
+        for sch in g.vgpu_schedulers:
+            yield (*_gpu_id(g), _gi_label(sch.gpu_instance_id)), sch
+
+
+def _scheduler_usage(
+    s: Snapshot, o: ExportOptions
+) -> Iterator[tuple[LabelValues, VgpuSchedulerUsage]]:
+    for g in _up(s):
+        for sch in g.vgpu_schedulers:
+            for u in sch.usage:
+                yield (*_gpu_id(g), _gi_label(sch.gpu_instance_id), str(u.vgpu_id)), u
+
+
+def _guest_features(
+    s: Snapshot, o: ExportOptions
+) -> Iterator[tuple[LabelValues, GuestLicenseFeature]]:
+    for g in _up(s):
+        seen: set[str] = set()
+        for f in g.guest_licenses:
+            if f.feature not in seen:  # two features NVML cannot name would both be "unknown"
+                seen.add(f.feature)
+                yield (*_gpu_id(g), f.feature), f
+
+
+@dataclass(frozen=True)
+class ProcessWindow:
+    """The processes that get series this scrape: host ones first, then vGPU guest ones."""
+
+    host: tuple[tuple[Gpu, Process], ...]
+    guest: tuple[tuple[Gpu, VgpuProcess], ...]
+    truncated: bool
+
+
+def process_window(s: Snapshot, o: ExportOptions) -> ProcessWindow:
+    if not o.processes:
+        return ProcessWindow((), (), False)
+    host = [(g, p) for g in _up(s) for p in (g.processes or ())]
+    guest = [(g, p) for g in _up(s) for p in g.vgpu_processes]
+    room = max(0, o.processes_max)
+    kept_host = host[:room]
+    kept_guest = guest[: max(0, room - len(kept_host))]
+    truncated = len(kept_host) + len(kept_guest) < len(host) + len(guest)
+    return ProcessWindow(tuple(kept_host), tuple(kept_guest), truncated)
+
+
+def _processes(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Process]]:
+    for g, p in process_window(s, o).host:
+        labels = (
+            *_gpu_id(g),
+            str(p.pid),
+            p.name or "",
+            _gi_label(p.gpu_instance_id),
+            _gi_label(p.compute_instance_id),
+        )
+        yield labels, p
+
+
+def _vgpu_processes(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, VgpuProcess]]:
+    for g, p in process_window(s, o).guest:
+        yield (*_gpu_id(g), str(p.vgpu_id), str(p.pid), p.name or ""), p
+
+
+def _process_host(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, ProcessWindow]]:
+    if o.processes:  # the flag only exists where per-process series were asked for
+        yield (), process_window(s, o)
+
+
+GPU_LABELS = ("gpu", "uuid")
+HOST: Scope[Snapshot] = Scope("Exporter health", (), _host)
+COLLECTOR: Scope[CollectorStatus] = Scope("Exporter health", ("collector",), _collectors)
+NVML_ERROR: Scope[NvmlErrorCount] = Scope("Exporter health", ("function", "error"), _nvml_errors)
+ALL_GPUS: Scope[Gpu] = Scope("Physical GPU", GPU_LABELS, _all_gpus)
+GPU: Scope[Gpu] = Scope("Physical GPU", GPU_LABELS, _up_gpus)
+PROCESS_HOST: Scope[ProcessWindow] = Scope("Processes (opt-in)", (), _process_host)
+PROCESS: Scope[Process] = Scope(
+    "Processes (opt-in)",
+    (*GPU_LABELS, "pid", "process_name", "gpu_instance", "compute_instance"),
+    _processes,
+)
+VGPU_PROCESS: Scope[VgpuProcess] = Scope(
+    "Processes (opt-in)", (*GPU_LABELS, "vgpu_id", "pid", "process_name"), _vgpu_processes
+)
+MIG: Scope[MigGpuInstance] = Scope("MIG", (*GPU_LABELS, "gpu_instance"), _mig_gis)
+MIG_CI: Scope[tuple[MigGpuInstance, MigComputeInstance]] = Scope(
+    "MIG", (*GPU_LABELS, "gpu_instance", "compute_instance"), _mig_cis
+)
+VGPU_HOST: Scope[Gpu] = Scope("vGPU host", GPU_LABELS, _vgpu_hosts)
+VGPU: Scope[VgpuInstance] = Scope("vGPU host", (*GPU_LABELS, "vgpu_id"), _vgpus)
+VGPU_TYPE: Scope[VgpuType] = Scope("vGPU host", (*GPU_LABELS, "vgpu_type_id"), _vgpu_types)
+SCHEDULER: Scope[VgpuScheduler] = Scope(
+    "vGPU scheduler", (*GPU_LABELS, "gpu_instance"), _schedulers
+)
+SCHEDULER_USAGE: Scope[VgpuSchedulerUsage] = Scope(
+    "vGPU scheduler", (*GPU_LABELS, "gpu_instance", "vgpu_id"), _scheduler_usage
+)
+GUEST: Scope[GuestLicenseFeature] = Scope("Guest", (*GPU_LABELS, "feature"), _guest_features)
+
+SECTIONS = (
+    "Exporter health",
+    "Physical GPU",
+    "Processes (opt-in)",
+    "MIG",
+    "vGPU host",
+    "vGPU scheduler",
+    "Guest",
+)
+
+
+# --------------------------------------------------------------------------- the family row
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # as queried: counters include "_total"
+    type: str  # GAUGE | COUNTER
+    unit: str  # one of UNITS or "" (a count, a flag, a state, an info)
+    help: str
+    labels: tuple[str, ...]  # identity labels of the scope, then the family's own
+    section: str
+    collector: str  # the reader (``--collector.NAME``) whose data this is, or "exporter"
+    samples: Callable[[Snapshot, ExportOptions], Iterable[Sample]] = field(repr=False)
+    info: bool = False  # descriptive labels, value always 1
+
+    @property
+    def base_name(self) -> str:
+        """The name without the counter suffix, as prometheus-client wants it."""
+        return self.name[: -len("_total")] if self.type == COUNTER else self.name
+
+
+def unit_of(name: str) -> str:
+    base = name[: -len("_total")] if name.endswith("_total") else name
+    return next((u for u in UNITS if base.endswith("_" + u)), "")
+
+
+Values = Iterable[tuple[Sequence[str], Any]]
+
+
+def _number(value: Any) -> float | None:
+    if value is None:
+        return None
+    return float(value)  # bool -> 1.0 / 0.0
+
+
+def _family(
+    scope: Scope[T],
+    name: str,
+    type_: str,
+    help_: str,
+    extra: tuple[str, ...],
+    values: Callable[[T], Values],
+    collector: str,
+    info: bool = False,
+) -> Family:
+    def samples(s: Snapshot, o: ExportOptions) -> Iterator[Sample]:
+        for ids, item in scope.walk(s, o):
+            for labels, value in values(item):
+                number = _number(value)
+                if number is not None:
+                    yield (*ids, *labels), number
+
+    return Family(
+        name=name,
+        type=type_,
+        unit=unit_of(name),
+        help=help_,
+        labels=(*scope.labels, *extra),
+        section=scope.section,
+        collector=collector,
+        samples=samples,
+        info=info,
+    )
+
+
+def gauge(
+    scope: Scope[T], name: str, help_: str, value: Callable[[T], Any], *, collector: str
+) -> Family:
+    """One sample per scope item (none where ``value`` gives None)."""
+    return _family(scope, name, GAUGE, help_, (), lambda it: [((), value(it))], collector)
+
+
+def counter(
+    scope: Scope[T], name: str, help_: str, value: Callable[[T], Any], *, collector: str
+) -> Family:
+    return _family(scope, name, COUNTER, help_, (), lambda it: [((), value(it))], collector)
+
+
+def labeled(
+    scope: Scope[T],
+    name: str,
+    help_: str,
+    labels: tuple[str, ...],
+    values: Callable[[T], Values],
+    *,
+    collector: str,
+    type_: str = GAUGE,
+) -> Family:
+    """Several samples per item, told apart by ``labels`` (sensor, clock, direction, ...)."""
+    return _family(scope, name, type_, help_, labels, values, collector)
+
+
+def state_set(
+    scope: Scope[T],
+    name: str,
+    help_: str,
+    label: str,
+    states: Sequence[str],
+    current: Callable[[T], str | None],
+    *,
+    collector: str,
+) -> Family:
+    """An enumeration: every state is a series, 1 for the current one; nothing when unknown."""
+
+    def values(item: T) -> Values:
+        now = current(item)
+        if now is None:
+            return []
+        return [((st,), 1.0 if st == now else 0.0) for st in states]
+
+    return _family(scope, name, GAUGE, help_, (label,), values, collector)
+
+
+def info(
+    scope: Scope[T],
+    name: str,
+    help_: str,
+    labels: tuple[str, ...],
+    values: Callable[[T], Sequence[str | int | None] | None],
+    *,
+    collector: str,
+) -> Family:
+    """Descriptive labels with value 1 (joined with ``group_left``); None labels are empty."""
+
+    def one(item: T) -> Values:
+        got = values(item)
+        if got is None:
+            return []
+        return [(tuple("" if v is None else str(v) for v in got), 1.0)]
+
+    return _family(scope, name, GAUGE, help_, labels, one, collector, info=True)
+
+
+def _pairs(**values: Any) -> Values:
+    """``sensor="gpu"``-style extra label values -> samples (the keyword is the label value)."""
+    return [((k,), v) for k, v in values.items()]
+
+
+def _flag(value: bool | None) -> float | None:
+    return None if value is None else float(value)
+
+
+# --------------------------------------------------------------------------- derived values
+
+
+def _compute_process_count(g: Gpu) -> int | None:
+    if g.processes is None:
+        return None
+    return len({p.pid for p in g.processes if p.kind in ("compute", "mps")})
+
+
+def _clock_events(g: Gpu) -> Values:
+    active = set(g.clock_events.active)
+    return [((r,), 1.0 if r in active else 0.0) for r in g.clock_events.supported]
+
+
+def _mig_info(item: tuple[MigGpuInstance, MigComputeInstance]) -> tuple[str | int | None, ...]:
+    gi, ci = item
+    return (gi.profile_name, ci.mig_uuid, gi.placement_start, gi.placement_size)
+
+
+def _vgpu_info(v: VgpuInstance) -> tuple[str | int | None, ...]:
+    return (
+        v.uuid,
+        v.type_name,
+        v.type_class,
+        v.vm_id,
+        v.vm_id_type,
+        v.guest_driver_version,
+        v.mdev_uuid,
+        v.gpu_instance_id,
+        v.placement_id,
+    )
+
+
+def _guest_state(f: GuestLicenseFeature) -> str | None:
+    if f.state is not None:
+        return f.state
+    if f.licensed is not None:
+        return "licensed" if f.licensed else "unlicensed"
+    return None
+
+
+# --------------------------------------------------------------------------- the table
+
+_PROC = "processes"
+
+FAMILIES: tuple[Family, ...] = (
+    # ---- exporter health
+    info(
+        HOST,
+        "vgpumon_build_info",
+        "vgpumon's version and the Python it runs on.",
+        ("version", "python_version"),
+        lambda s: (__version__, platform.python_version()),
+        collector=EXPORTER,
+    ),
+    info(
+        HOST,
+        "vgpumon_driver_info",
+        "NVIDIA driver, NVML and CUDA driver versions.",
+        ("driver_version", "nvml_version", "cuda_driver_version"),
+        lambda s: (
+            (s.driver.driver_version, s.driver.nvml_version, s.driver.cuda_driver_version)
+            if s.driver.driver_version or s.driver.nvml_version
+            else None
+        ),
+        collector=EXPORTER,
+    ),
+    info(
+        HOST,
+        "vgpumon_nvml_module_info",
+        "The NVML module read: pynvml, the simulator (sim:SCENARIO) or another module.",
+        ("module",),
+        lambda s: (s.source,),
+        collector=EXPORTER,
+    ),
+    gauge(
+        HOST,
+        "vgpumon_up",
+        "1 when NVML is initialised and the last sampling cycle finished.",
+        lambda s: s.health.up,
+        collector=EXPORTER,
+    ),
+    gauge(
+        COLLECTOR,
+        "vgpumon_scrape_collector_success",
+        "1 when the collector read every GPU without an unexpected failure in the last cycle.",
+        lambda c: c.success,
+        collector=EXPORTER,
+    ),
+    gauge(
+        COLLECTOR,
+        "vgpumon_scrape_collector_duration_seconds",
+        "Time the collector took in the last cycle, summed over GPUs.",
+        lambda c: c.duration_seconds,
+        collector=EXPORTER,
+    ),
+    gauge(
+        HOST,
+        "vgpumon_last_sample_timestamp_seconds",
+        "When the served sample was taken (Unix time); scrapes never sample.",
+        lambda s: s.timestamp,
+        collector=EXPORTER,
+    ),
+    gauge(
+        HOST,
+        "vgpumon_sampler_wedged",
+        "1 when the last cycle overran its deadline and was abandoned; older data is served.",
+        lambda s: s.health.wedged,
+        collector=EXPORTER,
+    ),
+    counter(
+        HOST,
+        "vgpumon_sampler_cycles_total",
+        "Sampling cycles started.",
+        lambda s: s.health.cycles_total,
+        collector=EXPORTER,
+    ),
+    counter(
+        HOST,
+        "vgpumon_sampler_cycles_abandoned_total",
+        "Sampling cycles abandoned at their deadline.",
+        lambda s: s.health.cycles_abandoned_total,
+        collector=EXPORTER,
+    ),
+    gauge(
+        HOST,
+        "vgpumon_sampler_last_cycle_duration_seconds",
+        "Wall time of the last sampling cycle.",
+        lambda s: s.health.last_cycle_duration_seconds,
+        collector=EXPORTER,
+    ),
+    counter(
+        NVML_ERROR,
+        "vgpumon_nvml_errors_total",
+        "NVML calls that failed, by function and error (unsupported ones count once per GPU).",
+        lambda e: e.count,
+        collector=EXPORTER,
+    ),
+    # ---- physical GPU: identity and modes
+    info(
+        ALL_GPUS,
+        "vgpumon_gpu_info",
+        "GPU identity; kept while the GPU is down.",
+        ("name", "pci_bus_id", "serial", "brand", "architecture", "compute_capability"),
+        lambda g: (g.name, g.pci_bus_id, g.serial, g.brand, g.architecture, g.compute_capability),
+        collector="device",
+    ),
+    gauge(
+        ALL_GPUS,
+        "vgpumon_gpu_up",
+        "1 when the GPU answers; 0 when it is lost or hung (its other series are dropped).",
+        lambda g: g.up,
+        collector="device",
+    ),
+    state_set(
+        GPU,
+        "vgpumon_gpu_virtualization_mode",
+        "Virtualization mode of the GPU as this host sees it (state set).",
+        "mode",
+        VIRTUALIZATION_MODES,
+        lambda g: g.virtualization_mode,
+        collector="device",
+    ),
+    state_set(
+        GPU,
+        "vgpumon_gpu_host_vgpu_mode",
+        "How a vGPU host shares the GPU: SR-IOV virtual functions or not (state set).",
+        "mode",
+        HOST_VGPU_MODES,
+        lambda g: g.host_vgpu_mode,
+        collector="device",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_mig_mode_enabled",
+        "1 when MIG mode is enabled now.",
+        lambda g: _flag(g.mig_mode_current),
+        collector="device",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_mig_mode_pending",
+        "1 when MIG mode will be enabled after the next GPU reset.",
+        lambda g: _flag(g.mig_mode_pending),
+        collector="device",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_persistence_mode_enabled",
+        "1 when persistence mode keeps the driver loaded without clients.",
+        lambda g: _flag(g.persistence_mode),
+        collector="device",
+    ),
+    state_set(
+        GPU,
+        "vgpumon_gpu_compute_mode",
+        "Compute mode: who may create CUDA contexts (state set).",
+        "mode",
+        COMPUTE_MODES,
+        lambda g: g.compute_mode,
+        collector="device",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_vgpu_heterogeneous_mode_enabled",
+        "1 when vGPUs of different types may share this GPU.",
+        lambda g: _flag(g.vgpu_heterogeneous_mode),
+        collector="vgpu",
+    ),
+    # ---- physical GPU: load
+    gauge(
+        GPU,
+        "vgpumon_gpu_utilization_ratio",
+        'Fraction of time a kernel was running (NVML "gpu" utilization).',
+        lambda g: g.utilization.gpu,
+        collector="utilization",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_memory_utilization_ratio",
+        "Fraction of time the memory controller was busy.",
+        lambda g: g.utilization.memory,
+        collector="utilization",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_encoder_utilization_ratio",
+        "Video encoder utilization.",
+        lambda g: g.utilization.encoder,
+        collector="utilization",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_decoder_utilization_ratio",
+        "Video decoder utilization.",
+        lambda g: g.utilization.decoder,
+        collector="utilization",
+    ),
+    # ---- physical GPU: memory
+    gauge(
+        GPU,
+        "vgpumon_gpu_memory_total_bytes",
+        "Framebuffer memory installed.",
+        lambda g: g.memory.total_bytes,
+        collector="memory",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_memory_used_bytes",
+        "Framebuffer memory allocated (without the driver's reservation where NVML splits it).",
+        lambda g: g.memory.used_bytes,
+        collector="memory",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_memory_free_bytes",
+        "Framebuffer memory free.",
+        lambda g: g.memory.free_bytes,
+        collector="memory",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_memory_reserved_bytes",
+        "Framebuffer memory reserved by the driver.",
+        lambda g: g.memory.reserved_bytes,
+        collector="memory",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_bar1_memory_total_bytes",
+        "BAR1 aperture size.",
+        lambda g: g.bar1_memory.total_bytes,
+        collector="memory",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_bar1_memory_used_bytes",
+        "BAR1 aperture in use.",
+        lambda g: g.bar1_memory.used_bytes,
+        collector="memory",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_bar1_memory_free_bytes",
+        "BAR1 aperture free.",
+        lambda g: g.bar1_memory.free_bytes,
+        collector="memory",
+    ),
+    # ---- physical GPU: power, heat, clocks
+    gauge(
+        GPU,
+        "vgpumon_gpu_power_watts",
+        "Power draw.",
+        lambda g: g.power_watts,
+        collector="power",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_power_limit_watts",
+        "Enforced power limit.",
+        lambda g: g.power_limit_watts,
+        collector="power",
+    ),
+    counter(
+        GPU,
+        "vgpumon_gpu_energy_joules_total",
+        "Energy consumed since the driver was loaded.",
+        lambda g: g.energy_joules,
+        collector="energy",
+    ),
+    labeled(
+        GPU,
+        "vgpumon_gpu_temperature_celsius",
+        "Temperature by sensor.",
+        ("sensor",),
+        lambda g: _pairs(gpu=g.temperatures.gpu_celsius, memory=g.temperatures.memory_celsius),
+        collector="temperature",
+    ),
+    labeled(
+        GPU,
+        "vgpumon_gpu_clock_hertz",
+        "Current clock by domain.",
+        ("clock",),
+        lambda g: _pairs(
+            graphics=g.clocks.graphics_hertz,
+            sm=g.clocks.sm_hertz,
+            memory=g.clocks.memory_hertz,
+            video=g.clocks.video_hertz,
+        ),
+        collector="clocks",
+    ),
+    labeled(
+        GPU,
+        "vgpumon_gpu_max_clock_hertz",
+        "Maximum clock by domain.",
+        ("clock",),
+        lambda g: _pairs(
+            graphics=g.max_clocks.graphics_hertz,
+            sm=g.max_clocks.sm_hertz,
+            memory=g.max_clocks.memory_hertz,
+            video=g.max_clocks.video_hertz,
+        ),
+        collector="clocks",
+    ),
+    labeled(
+        GPU,
+        "vgpumon_gpu_clock_event_active",
+        "1 while the reason holds the clocks down; one series per reason the GPU supports.",
+        ("reason",),
+        _clock_events,
+        collector="clock_events",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_performance_state",
+        "Performance state number (0 = P0, the fastest).",
+        lambda g: g.performance_state,
+        collector="performance_state",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_fan_speed_ratio",
+        "Mean fan speed as a fraction of the maximum; absent on fanless boards.",
+        lambda g: g.fan_speed,
+        collector="fan",
+    ),
+    # ---- physical GPU: errors
+    gauge(
+        GPU,
+        "vgpumon_gpu_ecc_mode_enabled",
+        "1 when ECC is enabled now.",
+        lambda g: _flag(g.ecc.mode_current),
+        collector="ecc",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_ecc_mode_pending",
+        "1 when ECC will be enabled after the next reboot.",
+        lambda g: _flag(g.ecc.mode_pending),
+        collector="ecc",
+    ),
+    labeled(
+        GPU,
+        "vgpumon_gpu_ecc_errors_total",
+        "ECC errors over the GPU's lifetime (aggregate counters).",
+        ("type",),
+        lambda g: _pairs(
+            corrected=g.ecc.corrected_aggregate, uncorrected=g.ecc.uncorrected_aggregate
+        ),
+        collector="ecc",
+        type_=COUNTER,
+    ),
+    labeled(
+        GPU,
+        "vgpumon_gpu_ecc_volatile_errors_total",
+        "ECC errors since the driver was loaded (volatile counters).",
+        ("type",),
+        lambda g: _pairs(
+            corrected=g.ecc.corrected_volatile, uncorrected=g.ecc.uncorrected_volatile
+        ),
+        collector="ecc",
+        type_=COUNTER,
+    ),
+    labeled(
+        GPU,
+        "vgpumon_gpu_remapped_rows",
+        "Memory rows remapped, by the kind of error that caused it.",
+        ("kind",),
+        lambda g: _pairs(
+            correctable=g.remapped_rows.correctable, uncorrectable=g.remapped_rows.uncorrectable
+        ),
+        collector="remapped_rows",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_remapped_rows_pending",
+        "1 when a row remapping waits for a GPU reset.",
+        lambda g: _flag(g.remapped_rows.pending),
+        collector="remapped_rows",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_remapped_rows_failed",
+        "1 when a row remapping failed (the GPU needs service).",
+        lambda g: _flag(g.remapped_rows.failed),
+        collector="remapped_rows",
+    ),
+    labeled(
+        GPU,
+        "vgpumon_gpu_xid_errors_total",
+        "Xid errors seen since the exporter started, by Xid number.",
+        ("xid",),
+        lambda g: [((str(x),), n) for x, n in sorted(g.xid_errors.items())],
+        collector="xid",
+        type_=COUNTER,
+    ),
+    # ---- physical GPU: PCIe
+    labeled(
+        GPU,
+        "vgpumon_gpu_pcie_throughput_bytes_per_second",
+        "PCIe throughput by direction (opt-in: --pcie-throughput; the call blocks ~20 ms).",
+        ("direction",),
+        lambda g: _pairs(tx=g.pcie.tx_bytes_per_second, rx=g.pcie.rx_bytes_per_second),
+        collector="pcie",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_pcie_link_generation",
+        "Current PCIe link generation.",
+        lambda g: g.pcie.link_generation,
+        collector="pcie",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_pcie_link_width",
+        "Current PCIe link width (lanes).",
+        lambda g: g.pcie.link_width,
+        collector="pcie",
+    ),
+    counter(
+        GPU,
+        "vgpumon_gpu_pcie_replay_errors_total",
+        "PCIe replays (link-level retransmissions) since the driver was loaded.",
+        lambda g: g.pcie.replay_errors,
+        collector="pcie",
+    ),
+    # ---- physical GPU: GPM (Hopper+)
+    gauge(
+        GPU,
+        "vgpumon_gpu_sm_active_ratio",
+        "GPM: fraction of SM cycles with work, averaged over all SMs.",
+        lambda g: g.gpm.sm_active if g.gpm else None,
+        collector="gpm",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_sm_occupancy_ratio",
+        "GPM: resident warps as a fraction of the maximum.",
+        lambda g: g.gpm.sm_occupancy if g.gpm else None,
+        collector="gpm",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_tensor_active_ratio",
+        "GPM: fraction of cycles the tensor cores were busy.",
+        lambda g: g.gpm.tensor_active if g.gpm else None,
+        collector="gpm",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_dram_active_ratio",
+        "GPM: fraction of cycles the memory interface was busy.",
+        lambda g: g.gpm.dram_active if g.gpm else None,
+        collector="gpm",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_graphics_active_ratio",
+        "GPM: fraction of time the graphics engine was busy.",
+        lambda g: g.gpm.graphics_active if g.gpm else None,
+        collector="gpm",
+    ),
+    labeled(
+        GPU,
+        "vgpumon_gpu_pipe_active_ratio",
+        "GPM: fraction of cycles each floating-point pipe was busy.",
+        ("pipe",),
+        lambda g: (
+            _pairs(fp64=g.gpm.fp64_active, fp32=g.gpm.fp32_active, fp16=g.gpm.fp16_active)
+            if g.gpm
+            else []
+        ),
+        collector="gpm",
+    ),
+    labeled(
+        GPU,
+        "vgpumon_gpu_gpm_pcie_throughput_bytes_per_second",
+        "GPM: PCIe throughput by direction over the GPM interval (no blocking call).",
+        ("direction",),
+        lambda g: (
+            _pairs(tx=g.gpm.pcie_tx_bytes_per_second, rx=g.gpm.pcie_rx_bytes_per_second)
+            if g.gpm
+            else []
+        ),
+        collector="gpm",
+    ),
+    # ---- processes
+    gauge(
+        GPU,
+        "vgpumon_gpu_processes",
+        "Compute processes running on the GPU.",
+        _compute_process_count,
+        collector=_PROC,
+    ),
+    gauge(
+        PROCESS_HOST,
+        "vgpumon_process_series_truncated",
+        "1 when some processes got no per-process series because of --processes-max.",
+        lambda w: w.truncated,
+        collector=_PROC,
+    ),
+    gauge(
+        PROCESS,
+        "vgpumon_process_memory_used_bytes",
+        "GPU memory used by the process.",
+        lambda p: p.used_memory_bytes,
+        collector=_PROC,
+    ),
+    gauge(
+        PROCESS,
+        "vgpumon_process_sm_utilization_ratio",
+        "SM utilization of the process over the last cycle.",
+        lambda p: p.sm_utilization,
+        collector=_PROC,
+    ),
+    gauge(
+        PROCESS,
+        "vgpumon_process_memory_utilization_ratio",
+        "Memory controller utilization of the process over the last cycle.",
+        lambda p: p.memory_utilization,
+        collector=_PROC,
+    ),
+    gauge(
+        PROCESS,
+        "vgpumon_process_encoder_utilization_ratio",
+        "Encoder utilization of the process over the last cycle.",
+        lambda p: p.encoder_utilization,
+        collector=_PROC,
+    ),
+    gauge(
+        PROCESS,
+        "vgpumon_process_decoder_utilization_ratio",
+        "Decoder utilization of the process over the last cycle.",
+        lambda p: p.decoder_utilization,
+        collector=_PROC,
+    ),
+    gauge(
+        VGPU_PROCESS,
+        "vgpumon_vgpu_process_sm_utilization_ratio",
+        "SM utilization of a process inside a vGPU guest, seen from the host.",
+        lambda p: p.sm_utilization,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU_PROCESS,
+        "vgpumon_vgpu_process_memory_utilization_ratio",
+        "Memory controller utilization of a process inside a vGPU guest.",
+        lambda p: p.memory_utilization,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU_PROCESS,
+        "vgpumon_vgpu_process_encoder_utilization_ratio",
+        "Encoder utilization of a process inside a vGPU guest.",
+        lambda p: p.encoder_utilization,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU_PROCESS,
+        "vgpumon_vgpu_process_decoder_utilization_ratio",
+        "Decoder utilization of a process inside a vGPU guest.",
+        lambda p: p.decoder_utilization,
+        collector="vgpu",
+    ),
+    # ---- MIG
+    info(
+        MIG_CI,
+        "vgpumon_mig_instance_info",
+        "One MIG compute instance: its GPU instance profile, MIG device UUID and placement.",
+        ("profile", "mig_uuid", "placement_start", "placement_size"),
+        _mig_info,
+        collector="mig",
+    ),
+    gauge(
+        MIG,
+        "vgpumon_mig_memory_total_bytes",
+        "Memory of the GPU instance.",
+        lambda gi: gi.memory_total_bytes,
+        collector="mig",
+    ),
+    gauge(
+        MIG,
+        "vgpumon_mig_memory_used_bytes",
+        "Memory used in the GPU instance.",
+        lambda gi: gi.memory_used_bytes,
+        collector="mig",
+    ),
+    gauge(
+        MIG,
+        "vgpumon_mig_sm_active_ratio",
+        "GPM: fraction of the instance's SM cycles with work.",
+        lambda gi: gi.gpm.sm_active if gi.gpm else None,
+        collector="gpm",
+    ),
+    gauge(
+        MIG,
+        "vgpumon_mig_sm_occupancy_ratio",
+        "GPM: resident warps in the instance as a fraction of the maximum.",
+        lambda gi: gi.gpm.sm_occupancy if gi.gpm else None,
+        collector="gpm",
+    ),
+    gauge(
+        MIG,
+        "vgpumon_mig_tensor_active_ratio",
+        "GPM: fraction of cycles the instance's tensor cores were busy.",
+        lambda gi: gi.gpm.tensor_active if gi.gpm else None,
+        collector="gpm",
+    ),
+    gauge(
+        MIG,
+        "vgpumon_mig_dram_active_ratio",
+        "GPM: fraction of cycles the instance's memory interface was busy.",
+        lambda gi: gi.gpm.dram_active if gi.gpm else None,
+        collector="gpm",
+    ),
+    gauge(
+        MIG,
+        "vgpumon_mig_graphics_active_ratio",
+        "GPM: fraction of time the instance's graphics engine was busy.",
+        lambda gi: gi.gpm.graphics_active if gi.gpm else None,
+        collector="gpm",
+    ),
+    labeled(
+        MIG,
+        "vgpumon_mig_pipe_active_ratio",
+        "GPM: fraction of cycles each floating-point pipe of the instance was busy.",
+        ("pipe",),
+        lambda gi: (
+            _pairs(fp64=gi.gpm.fp64_active, fp32=gi.gpm.fp32_active, fp16=gi.gpm.fp16_active)
+            if gi.gpm
+            else []
+        ),
+        collector="gpm",
+    ),
+    # ---- vGPU host
+    gauge(
+        VGPU_HOST,
+        "vgpumon_gpu_vgpu_instances",
+        "Active vGPU instances on the GPU (vGPU hosts only).",
+        lambda g: len(g.vgpu_instances),
+        collector="vgpu",
+    ),
+    info(
+        VGPU,
+        "vgpumon_vgpu_info",
+        "One vGPU instance: type, the VM that holds it and its guest driver.",
+        (
+            "vgpu_uuid",
+            "vgpu_type",
+            "vgpu_class",
+            "vm_id",
+            "vm_id_type",
+            "guest_driver_version",
+            "mdev_uuid",
+            "gpu_instance",
+            "placement_id",
+        ),
+        _vgpu_info,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_utilization_ratio",
+        "SM (3D/compute) engine utilization, averaged over the cycle's samples.",
+        lambda v: v.utilization.sm,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_memory_utilization_ratio",
+        "Memory controller utilization, averaged over the cycle's samples.",
+        lambda v: v.utilization.memory,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_encoder_utilization_ratio",
+        "Encoder utilization, averaged over the cycle's samples.",
+        lambda v: v.utilization.encoder,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_decoder_utilization_ratio",
+        "Decoder utilization, averaged over the cycle's samples.",
+        lambda v: v.utilization.decoder,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_framebuffer_used_bytes",
+        "Framebuffer memory the guest uses.",
+        lambda v: v.framebuffer_used_bytes,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_framebuffer_total_bytes",
+        "Framebuffer memory of the vGPU.",
+        lambda v: v.framebuffer_total_bytes,
+        collector="vgpu",
+    ),
+    state_set(
+        VGPU,
+        "vgpumon_vgpu_license_state",
+        "License state of the guest driver (state set).",
+        "state",
+        VGPU_LICENSE_STATES,
+        lambda v: v.license.state,
+        collector="license",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_license_expiry_timestamp_seconds",
+        "When the guest's license expires (Unix time); absent when it has no expiry.",
+        lambda v: v.license.expiry_timestamp_seconds,
+        collector="license",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_encoder_sessions",
+        "Active encoder sessions.",
+        lambda v: v.encoder_sessions,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_encoder_average_fps",
+        "Average frame rate over the active encoder sessions.",
+        lambda v: v.encoder_average_fps,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_encoder_average_latency_seconds",
+        "Average encode latency over the active encoder sessions.",
+        lambda v: v.encoder_average_latency_seconds,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_encoder_capacity_ratio",
+        "Share of the encoder the vGPU may use.",
+        lambda v: v.encoder_capacity,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_fbc_sessions",
+        "Active frame buffer capture sessions.",
+        lambda v: v.fbc_sessions,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_fbc_average_fps",
+        "Average frame rate over the active frame buffer capture sessions.",
+        lambda v: v.fbc_average_fps,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_fbc_average_latency_seconds",
+        "Average capture latency over the active frame buffer capture sessions.",
+        lambda v: v.fbc_average_latency_seconds,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_frame_rate_limit",
+        "Frame rate limit in frames per second; absent when the limiter is off.",
+        lambda v: v.frame_rate_limit,
+        collector="vgpu",
+    ),
+    info(
+        VGPU_TYPE,
+        "vgpumon_vgpu_type_info",
+        "A vGPU type the GPU supports.",
+        ("vgpu_type", "vgpu_class", "gpu_instance_profile_id"),
+        lambda t: (t.name, t.type_class, t.gpu_instance_profile_id),
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU_TYPE,
+        "vgpumon_vgpu_type_framebuffer_bytes",
+        "Framebuffer memory of one vGPU of this type.",
+        lambda t: t.framebuffer_bytes,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU_TYPE,
+        "vgpumon_vgpu_type_max_instances",
+        "Most vGPUs of this type the GPU can hold.",
+        lambda t: t.max_instances,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU_TYPE,
+        "vgpumon_vgpu_type_active_instances",
+        "vGPUs of this type running now.",
+        lambda t: t.active_instances,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU_TYPE,
+        "vgpumon_vgpu_type_creatable",
+        "1 when a vGPU of this type can be created now.",
+        lambda t: t.creatable,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU_TYPE,
+        "vgpumon_vgpu_type_creatable_instances",
+        "How many more vGPUs of this type fit now; absent when the driver cannot tell.",
+        lambda t: t.creatable_instances,
+        collector="vgpu",
+    ),
+    # ---- vGPU scheduler
+    state_set(
+        SCHEDULER,
+        "vgpumon_vgpu_scheduler_policy",
+        "vGPU scheduler policy (state set).",
+        "policy",
+        SCHEDULER_POLICIES,
+        lambda sch: sch.policy,
+        collector="scheduler",
+    ),
+    gauge(
+        SCHEDULER,
+        "vgpumon_vgpu_scheduler_arr_enabled",
+        "1 when adaptive round-robin scheduling is on.",
+        lambda sch: _flag(sch.arr_enabled),
+        collector="scheduler",
+    ),
+    gauge(
+        SCHEDULER,
+        "vgpumon_vgpu_scheduler_timeslice_seconds",
+        "Time slice each vGPU gets.",
+        lambda sch: sch.timeslice_seconds,
+        collector="scheduler",
+    ),
+    gauge(
+        SCHEDULER,
+        "vgpumon_vgpu_scheduler_min_timeslice_seconds",
+        "Shortest time slice the scheduler accepts.",
+        lambda sch: sch.min_timeslice_seconds,
+        collector="scheduler",
+    ),
+    gauge(
+        SCHEDULER,
+        "vgpumon_vgpu_scheduler_max_timeslice_seconds",
+        "Longest time slice the scheduler accepts.",
+        lambda sch: sch.max_timeslice_seconds,
+        collector="scheduler",
+    ),
+    gauge(
+        SCHEDULER,
+        "vgpumon_vgpu_scheduler_average_factor",
+        "Averaging factor of adaptive round-robin.",
+        lambda sch: sch.average_factor,
+        collector="scheduler",
+    ),
+    gauge(
+        SCHEDULER,
+        "vgpumon_vgpu_scheduler_frequency_hertz",
+        "Scheduling frequency, where the driver reports it.",
+        lambda sch: sch.frequency_hertz,
+        collector="scheduler",
+    ),
+    counter(
+        SCHEDULER,
+        "vgpumon_vgpu_scheduler_log_entries_total",
+        "Scheduler log entries read since the exporter started.",
+        lambda sch: sch.log_entries_total,
+        collector="scheduler",
+    ),
+    counter(
+        SCHEDULER,
+        "vgpumon_vgpu_scheduler_log_entries_missed_total",
+        "Scheduler log entries overwritten before they were read (raise the sampling rate).",
+        lambda sch: sch.log_entries_missed_total,
+        collector="scheduler",
+    ),
+    counter(
+        SCHEDULER_USAGE,
+        "vgpumon_vgpu_scheduler_run_seconds_total",
+        "Time the vGPU ran on the GPU, from the scheduler log.",
+        lambda u: u.run_seconds_total,
+        collector="scheduler",
+    ),
+    counter(
+        SCHEDULER_USAGE,
+        "vgpumon_vgpu_scheduler_preemption_seconds_total",
+        "Time the vGPU was preempted, from the scheduler log.",
+        lambda u: u.preemption_seconds_total,
+        collector="scheduler",
+    ),
+    # ---- guest
+    state_set(
+        GUEST,
+        "vgpumon_guest_license_state",
+        "License state of a licensable feature inside the guest (state set).",
+        "state",
+        GUEST_LICENSE_STATES,
+        _guest_state,
+        collector="guest",
+    ),
+    gauge(
+        GUEST,
+        "vgpumon_guest_license_expiry_timestamp_seconds",
+        "When the feature's license expires (Unix time); absent when it has no expiry.",
+        lambda f: f.expiry_timestamp_seconds,
+        collector="guest",
+    ),
+)

@@ -1,0 +1,1 @@
+"""API providers of the simulated NVML, one per NVML area (see ``vgpumon.sim.registry``)."""
