@@ -237,7 +237,8 @@ def main() -> int:
         proc.wait(timeout=15)
 
     print("# Scrape latency\n")
-    print(f"Command: `python bench/scrape_latency.py {' '.join(sys.argv[1:])}`".rstrip() + "\n")
+    command = " ".join(["python bench/scrape_latency.py", *sys.argv[1:]])
+    print(f"Command: `{command}`\n")
     print(
         f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
         f"{platform.python_version()}, {platform.platform()}\n"

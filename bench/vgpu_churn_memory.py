@@ -22,10 +22,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from test_vgpu_churn import CHURN_1000, WARM_UP  # noqa: E402
-from vgpu_helpers import sim_host  # noqa: E402
+from test_vgpu_churn import CHURN_1000, WARM_UP
+from vgpu_helpers import sim_host
 
-import vgpumon.sim as sim_pkg  # noqa: E402
+import vgpumon.sim as sim_pkg
 
 
 def traced() -> dict[str, int]:
@@ -61,7 +61,7 @@ async def run(events: int, step: int) -> list[dict[str, Any]]:
                 continue
             if base is None:
                 continue
-            done = int(round((host.t - base_t) / 0.1)) * 2  # one create and one destroy per VM
+            done = round((host.t - base_t) / 0.1) * 2  # one create and one destroy per VM
             if done >= next_mark:
                 gc.collect()
                 now = traced()
@@ -89,8 +89,10 @@ def main() -> None:
     parser.add_argument("--step", type=int, default=250)
     args = parser.parse_args()
     rows = asyncio.run(run(args.events, args.step))
-    print("| events after warm-up | collector growth (B) | sim growth (B) | other growth (B) | "
-          "collector total (B) | sim total (B) | ms / cycle (traced) |")
+    print(
+        "| events after warm-up | collector growth (B) | sim growth (B) | other growth (B) | "
+        "collector total (B) | sim total (B) | ms / cycle (traced) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(

@@ -9,7 +9,7 @@ from vgpumon.export.metrics import FAMILIES
 def test_committed_metrics_doc_matches_the_table() -> None:
     committed = DOC_PATH.read_text(encoding="utf-8")
     assert committed == render_markdown(), (
-        "docs/metrics.md is out of date: run python -m vgpumon.export.docs_gen --write"
+        "docs/metrics.md is out of date: run python -m vgpumon.export.docs_gen"
     )
 
 

@@ -13,6 +13,7 @@ from vgpumon.export.metrics import (
     EXPORTER,
     FAMILIES,
     GAUGE,
+    NAMESPACE,
     SECTIONS,
     UNITS,
     ExportOptions,
@@ -21,7 +22,7 @@ from vgpumon.export.metrics import (
 )
 from vgpumon.model import Gpu, Snapshot
 
-NAME_RE = re.compile(r"vgpumon_[a-z0-9]+(_[a-z0-9]+)*")
+NAME_RE = re.compile(rf"{NAMESPACE}_[a-z0-9]+(_[a-z0-9]+)*")
 LABEL_RE = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
 # Words that betray a non-base unit or a percentage (the contract wants base units and ratios).
 NON_BASE_UNITS = {
@@ -296,3 +297,16 @@ def test_collectors_named_in_the_table_exist() -> None:
 
     known = {*collector_names(), EXPORTER}
     assert {f.collector for f in FAMILIES} <= known
+
+
+def test_license_state_from_the_licensed_flag_alone(rich: Snapshot) -> None:
+    from vgpumon.model import VgpuLicense
+
+    gpu = rich.gpus[0]
+    only_flag = dataclasses.replace(gpu.vgpu_instances[0], license=VgpuLicense(licensed=False))
+    snap = dataclasses.replace(rich, gpus=(dataclasses.replace(gpu, vgpu_instances=(only_flag,)),))
+    states = {
+        labels[3]: value
+        for labels, value in by_name("vgpumon_vgpu_license_state").samples(snap, ExportOptions())
+    }
+    assert states["unlicensed"] == 1.0 and sum(states.values()) == 1.0

@@ -127,6 +127,7 @@ async def test_gzip_when_accepted(make_client: Factory) -> None:
     zipped = await resp.read()
     assert len(zipped) < len(plain)
     assert gzip.decompress(zipped) == plain
+    assert client.app is not None and client.app[RENDER_CACHE].renders == 1, "gzip reuses it"
 
 
 async def test_snapshot_api_round_trips(make_client: Factory) -> None:

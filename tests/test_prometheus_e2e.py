@@ -50,7 +50,7 @@ CASES = (
     Case("baremetal-8xh100", 'vgpumon_gpu_processes{gpu="7"}', 0.0),
     Case("baremetal-8xh100", 'vgpumon_gpu_processes{gpu="0"}', 1.0),
     # GPU 0 is MIG-enabled: no NVML utilization for it (absent, not 0); GPU 1 runs duty 0.5
-    Case("a100-mig-mixed", "vgpumon_gpu_mig_mode_enabled{gpu=\"0\"}", 1.0),
+    Case("a100-mig-mixed", 'vgpumon_gpu_mig_mode_enabled{gpu="0"}', 1.0),
     Case("a100-mig-mixed", 'vgpumon_gpu_utilization_ratio{gpu="0"}', None),
     Case("a100-mig-mixed", 'vgpumon_gpu_utilization_ratio{gpu="1"}', 0.5),
     # GPU instance 1 (2g.10gb): processes of 6 GiB and 2 GiB; the A100-40GB 2g.10gb profile size
@@ -80,7 +80,9 @@ def compressed_loss_scenario(directory: Path) -> Path:
     doc = yaml.safe_load(builtin_text(LOSS_JOB))
     for fault in doc["faults"]:
         if fault["kind"] == "gpu_lost":
-            fault.update({"gpus": [int(LOST_GPU)], "from": f"{LOST_FROM}s", "until": f"{LOST_UNTIL}s"})
+            fault.update(
+                {"gpus": [int(LOST_GPU)], "from": f"{LOST_FROM}s", "until": f"{LOST_UNTIL}s"}
+            )
         else:
             fault["from"] = f"{LOST_FROM}s"
     path = directory / f"{LOSS_JOB}.yaml"
@@ -143,14 +145,26 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             port = free_port()
             log = tmp / f"vgpumon-{job}.log"
             cmd = [
-                sys.executable, "-m", "vgpumon.cli", "serve", "--sim", scenario,
-                "--listen", f"127.0.0.1:{port}", "--interval", "0.5",
+                sys.executable,
+                "-m",
+                "vgpumon.cli",
+                "serve",
+                "--sim",
+                scenario,
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--interval",
+                "0.5",
             ]
             procs.append(start(cmd, log))
             logs.append(log)
             jobs.append({"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]})
         config = {
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+            "global": {
+                "scrape_interval": "1s",
+                "scrape_timeout": "1s",
+                "evaluation_interval": "1s",
+            },
             "scrape_configs": jobs,
         }
         (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
@@ -202,8 +216,10 @@ def test_prometheus_sees_the_scenario(stack: Stack, case: Case) -> None:
     expected = case.value
     stack.eventually(
         f"{case.selector} == {expected}",
-        lambda: (v := stack.value(case.selector, case.scenario)) is not None
-        and abs(v - expected) <= 1e-9 * max(1.0, abs(expected)),
+        lambda: (
+            (v := stack.value(case.selector, case.scenario)) is not None
+            and abs(v - expected) <= 1e-9 * max(1.0, abs(expected))
+        ),
         SETTLE_SECONDS,
     )
 

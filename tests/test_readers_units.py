@@ -98,6 +98,7 @@ def test_process_utilization_cursor_and_average() -> None:
          _util(10, now_us - 2_000_000, 100)],
         pynvml.NVMLError(6),  # nothing newer: no busy process
         pynvml.NVMLError(0),  # pynvml's SUCCESS-raised-as-error: the same meaning
+        pynvml.NVMLError(6),  # still nothing: the held sample has expired
         pynvml.NVMLError(10),  # a timeout: unknown, not idle
     ]  # fmt: skip
 
@@ -125,10 +126,14 @@ def test_process_utilization_cursor_and_average() -> None:
     assert p11.used_memory_bytes is None  # not available stays absent
     assert p11.sm_utilization == 0.0  # listed but no sample: idle, not unknown
 
-    for _ in range(2):  # NOT_FOUND, then SUCCESS-as-error
+    # NVML samples each process about once a second: a cycle that ends between two samples
+    # keeps the last one for HOLD_CYCLES cycles instead of flapping to idle.
+    for _ in range(processes.HOLD_CYCLES):  # NOT_FOUND, then SUCCESS-as-error
         procs = gpu.read(processes.read_processes).get("processes")
         assert seen[-1] == now_us - 100_000  # the cursor moved to the newest sample seen
-        assert [p.sm_utilization for p in procs] == [0.0, 0.0]
+        assert [p.sm_utilization for p in procs] == [pytest.approx(0.5), 0.0]
+    procs = gpu.read(processes.read_processes).get("processes")
+    assert [p.sm_utilization for p in procs] == [0.0, 0.0]
 
     procs = gpu.read(processes.read_processes).get("processes")
     assert [p.sm_utilization for p in procs] == [None, None]

@@ -34,8 +34,16 @@ def serving(scenario: str, *extra: str) -> Iterator[tuple[subprocess.Popen[bytes
     port = free_port()
     proc = subprocess.Popen(
         [
-            sys.executable, "-m", "vgpumon.cli", "serve", "--sim", scenario,
-            "--listen", f"127.0.0.1:{port}", "--web.shutdown-timeout", str(SHUTDOWN_TIMEOUT),
+            sys.executable,
+            "-m",
+            "vgpumon.cli",
+            "serve",
+            "--sim",
+            scenario,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--web.shutdown-timeout",
+            str(SHUTDOWN_TIMEOUT),
             *extra,
         ],
         stdout=subprocess.PIPE,
@@ -89,9 +97,10 @@ def test_signal_stops_the_exporter_cleanly(sig: signal.Signals) -> None:
 
 def test_shutdown_is_bounded_while_nvml_hangs() -> None:
     """A wedged driver: worker threads are stuck in NVML calls that never return."""
-    with serving(
-        "fault-all-hang-after-start", "--interval", "0.2", "--deadline", "0.5"
-    ) as (proc, base):
+    with serving("fault-all-hang-after-start", "--interval", "0.2", "--deadline", "0.5") as (
+        proc,
+        base,
+    ):
         wait_for(lambda: get(f"{base}/-/ready")[0] == 200, proc, 20)
         wait_for(lambda: "vgpumon_sampler_wedged 1.0" in get(f"{base}/metrics")[1], proc, 20)
         took = stop(proc, signal.SIGTERM)

@@ -46,8 +46,16 @@ def test_tls_and_basic_auth(tmp_path: Path) -> None:
     port = free_port()
     proc = subprocess.Popen(
         [
-            sys.executable, "-m", "vgpumon.cli", "serve", "--sim", "passthrough-guest",
-            "--listen", f"127.0.0.1:{port}", "--web.config.file", str(tmp_path / "web.yml"),
+            sys.executable,
+            "-m",
+            "vgpumon.cli",
+            "serve",
+            "--sim",
+            "passthrough-guest",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--web.config.file",
+            str(tmp_path / "web.yml"),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -85,8 +93,16 @@ def test_bad_web_config_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "web.yml").write_text("tls_server_config:\n  certfile: x\n")
     result = subprocess.run(
         [
-            sys.executable, "-m", "vgpumon.cli", "serve", "--sim", "passthrough-guest",
-            "--listen", "127.0.0.1:0", "--web.config.file", str(tmp_path / "web.yml"),
+            sys.executable,
+            "-m",
+            "vgpumon.cli",
+            "serve",
+            "--sim",
+            "passthrough-guest",
+            "--listen",
+            "127.0.0.1:0",
+            "--web.config.file",
+            str(tmp_path / "web.yml"),
         ],
         capture_output=True,
         timeout=60,

@@ -91,6 +91,7 @@ def test_list_steps(capsys):
         (["--tolerance-util", "lots"], "bad --tolerance-util 'lots'"),
         (["--tolerance-gpm", "150"], "between 0 and 100 percentage points"),
         (["--window", "1s", "--sample-interval", "2s"], "longer than the measurement window"),
+        (["--sample-interval", "50ms"], "at least 100 ms"),
         (["--processes", "1"], "at least 2 processes"),
         (["--memory", "a lot"], "bad size"),
         (["--url", "http://127.0.0.1:1"], "does not go with --sim"),

@@ -75,8 +75,9 @@ async def test_every_step_passes_on_the_simulated_h200():
     assert set(statuses(report).values()) == {PASS}
     counts = report.counts()
     assert counts[FAIL] == counts[ERROR] == counts[SKIP] == 0
-    # idle 2; six one-process steps and memory 5 each; two processes: 3 + 2 per process
-    assert counts[PASS] == 2 + 6 * 5 + 5 + 7
+    # idle 2; six one-process steps and memory 5 each; two processes: 3 + listed per process
+    # + one check of their summed SM utilization
+    assert counts[PASS] == 2 + 6 * 5 + 5 + 3 + 2 + 1
     # the scenario's own process (pid 403, 874 MiB) is the baseline, not our load
     assert report.baseline_memory == 925_696_000
     # scenario seconds, not wall seconds: 9 steps x (2 s settle + 3 s window)

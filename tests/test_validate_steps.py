@@ -190,7 +190,9 @@ def test_expected_gpm_on_a_mig_device_is_its_share_of_the_gpu_instance():
 
 def test_expected_process_utilization():
     assert expected_process_utilization(StepLoad(duty=0.75)) == (0.75, 0.75)
-    assert expected_process_utilization(StepLoad(duty=0.5, processes=2)) == (0.25, 0.5)
+    # several processes: the band of their summed utilization
+    assert expected_process_utilization(StepLoad(duty=0.5, processes=2)) == (0.5, 1.0)
+    assert expected_process_utilization(StepLoad(duty=0.75, processes=2)) == (0.75, 1.0)
 
 
 def test_ratio_check_band_edges():
@@ -343,17 +345,19 @@ def test_multi_process_bands():
     )
     assert by_check(results, UTILIZATION).status == PASS
     assert by_check(results, GPM).status == PASS
-    assert by_check(results, PROCESS_UTILIZATION, "pid 1").status == PASS
-    # one process alone cannot explain less than its own duty
+    summed = "sum over pid 1, pid 2"
+    assert by_check(results, PROCESS_UTILIZATION, summed).status == PASS
+    assert [r.subject for r in results if r.check == PROCESS_UTILIZATION] == [summed]
+    # together the processes cannot have used the GPU for less than one process's duty
     low = evaluate(
         step("multi-process"),
-        measured(util=0.4, gpm=0.4, memory=4 * GIB, processes={1: (GIB, 0.1), 2: (GIB, 0.5)}),
+        measured(util=0.4, gpm=0.4, memory=4 * GIB, processes={1: (GIB, 0.05), 2: (GIB, 0.2)}),
         w,
         CheckContext(GPU, baseline_memory=3 * GIB),
         Tolerances(),
     )
     assert by_check(low, UTILIZATION).status == FAIL
-    assert by_check(low, PROCESS_UTILIZATION, "pid 1").status == FAIL
+    assert by_check(low, PROCESS_UTILIZATION, summed).status == FAIL
 
 
 def test_a_measurement_error_is_a_step_error():
@@ -362,3 +366,8 @@ def test_a_measurement_error_is_a_step_error():
     assert [r.status for r in results] == [ERROR]
     assert step_status(results) == ERROR
     assert results[0].message == "step duty-0.50: step: error: GPU GPU-aaaa is down (gpu_is_lost)"
+
+
+def test_select_steps_refuses_an_empty_list():
+    with pytest.raises(ConfigError, match="names no step"):
+        select_steps(default_ladder(), " , ")

@@ -12,6 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
 from vgpumon import __version__
 from vgpumon.errors import VgpumonError
@@ -39,13 +40,22 @@ def _load(name: str) -> ModuleType | None:
         raise
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad flags as one line (the CLI's error rule), not usage + error."""
+
+    def error(self, message: str) -> NoReturn:
+        where = self.prog.partition(" ")[2]
+        prefix = f"{where}: " if where else ""
+        raise VgpumonError(f"{prefix}{message} (see '{self.prog} --help')")
+
+
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="vgpumon",
         description="Observability for virtualized NVIDIA GPUs (vGPU, MIG, pass-through).",
     )
     parser.add_argument("--version", action="version", version=f"vgpumon {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (_module, help_text) in COMMANDS.items():
         if selected is not None and name != selected:
             sub.add_parser(name, help=help_text, add_help=False)

@@ -3,8 +3,10 @@
 Per-process utilization comes as timestamped samples (design rule 5): a per-GPU cursor keeps the
 newest timestamp seen, each cycle averages the samples newer than it, and NVML's NOT_FOUND (or
 pynvml's SUCCESS-raised-as-error, nvml-reference §1.6) means "no process was busy" — processes
-without a sample are then truly idle (0), not unknown. On a MIG-enabled GPU the parent lists every
-instance's processes only with privileges; otherwise each MIG device lists its own.
+without a sample are then truly idle (0), not unknown, once their last sample is older than
+``HOLD_CYCLES`` cycles (NVML samples each process only about once a second). On a MIG-enabled
+GPU the parent lists every instance's processes only with privileges; otherwise each MIG device
+lists its own.
 """
 
 from __future__ import annotations
@@ -18,6 +20,10 @@ from vgpumon.collect.mig import MigDevice, mig_devices
 from vgpumon.model import Process
 
 CURSOR_KEY = "processes.cursor"
+HELD_KEY = "processes.held"
+# NVML publishes a per-process sample about once a second, so a cycle can end between two samples
+# of a busy process. Its last sample stands in for that many cycles before it counts as idle.
+HOLD_CYCLES = 2
 NOT_FOUND = 6
 INVALID_ID = 0xFFFFFFFF
 UTIL_FUNCTION = "nvmlDeviceGetProcessUtilization"
@@ -167,11 +173,29 @@ def _utilization(ctx: GpuContext) -> dict[int, _Util] | None:
             if value is not None:
                 getattr(util, name).append(float(value))
     ctx.state[CURSOR_KEY] = newest
+    _hold_recent(ctx, by_pid)
     if first and not by_pid:
         # A driver (or simulator) that has only just started has no samples yet: a one-shot
         # snapshot should look again after an interval rather than report everyone idle.
         ctx.want_interval()
     return by_pid
+
+
+def _hold_recent(ctx: GpuContext, by_pid: dict[int, _Util]) -> None:
+    """Fill PIDs without a new sample from their last one, for at most HOLD_CYCLES cycles."""
+    held: dict[int, tuple[_Util, int]] = ctx.state.setdefault(HELD_KEY, {})
+    for pid in list(held):
+        util, age = held[pid]
+        if pid in by_pid:
+            continue
+        if age >= HOLD_CYCLES:
+            del held[pid]
+        else:
+            held[pid] = (util, age + 1)
+            by_pid[pid] = util
+    for pid, util in by_pid.items():
+        if held.get(pid, (None, 0))[0] is not util:
+            held[pid] = (util, 0)
 
 
 def _mean(values: list[float], known: bool) -> float | None:

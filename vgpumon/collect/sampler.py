@@ -250,7 +250,10 @@ class Sampler:
 
     def _abandon(self, start_mono: float, why: str) -> Snapshot:
         self._abandoned += 1
-        log.warning("sampling cycle abandoned: %s", why)
+        # Warn once per wedged episode; every further abandoned cycle would repeat the same line
+        # once per interval for as long as the driver stays stuck.
+        was_wedged = self.latest is not None and self.latest.health.wedged
+        (log.debug if was_wedged else log.warning)("sampling cycle abandoned: %s", why)
         health = SamplerHealth(
             up=False,
             wedged=True,

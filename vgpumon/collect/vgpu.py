@@ -47,6 +47,13 @@ NO_GUEST_DRIVER = "Not Available"  # what GetVmDriverVersion says when the guest
 # A vGPU whose last sample is this much older than the GPU's newest sample has stopped being
 # sampled (its VM is paused or wedged): its carried-over utilization is dropped, not kept.
 UTIL_STALE_SECONDS = 10.0
+# Model field <- NVML sample field (the same names in every vGPU utilization struct).
+UTIL_FIELDS = (
+    ("sm", "smUtil"),
+    ("memory", "memUtil"),
+    ("encoder", "encUtil"),
+    ("decoder", "decUtil"),
+)
 # Type capacity (creatable placements, per-GI counts) is re-derived when the set of instances
 # changes, and at least this often.
 TYPES_REFRESH_SECONDS = 30.0
@@ -521,8 +528,7 @@ def _read_utilization(
         vi = as_int(getattr(s, "vgpuInstance", None))
         if ts is None or vi is None or ts <= st.util_cursor:
             continue
-        for name, attr in (("sm", "smUtil"), ("memory", "memUtil"), ("encoder", "encUtil"),
-                           ("decoder", "decUtil")):
+        for name, attr in UTIL_FIELDS:
             v = union_uint(getattr(s, attr, None))
             if v is not None:
                 fresh[vi][name].append(v)
@@ -593,8 +599,7 @@ def _read_processes(
         newest = max(newest, ts)
         key = (vi, pid)
         names[key] = text(getattr(s, "processName", None))
-        for name, attr in (("sm", "smUtil"), ("memory", "memUtil"), ("encoder", "encUtil"),
-                           ("decoder", "decUtil")):
+        for name, attr in UTIL_FIELDS:
             v = union_uint(getattr(s, attr, None))
             if v is not None:
                 acc[key][name].append(v)

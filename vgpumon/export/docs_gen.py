@@ -1,7 +1,7 @@
 """Generate ``docs/metrics.md`` from the metric table.
 
-The page is never edited by hand: ``python -m vgpumon.export.docs_gen --write`` rewrites it, and a
-test fails when the committed file differs from what the table says.
+The page is never edited by hand: ``python -m vgpumon.export.docs_gen`` rewrites it, and a test
+fails when the committed file differs from what the table says.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ _INTRO = """\
 # vgpumon metrics
 
 Generated from the metric table in `vgpumon/export/metrics.py` by
-`python -m vgpumon.export.docs_gen --write`; do not edit by hand (a test compares them).
+`python -m vgpumon.export.docs_gen`; do not edit by hand (a test compares them).
 Rules and the reasoning behind names: `docs/exporter.md`.
 
 - Names are what PromQL sees; counters already end in `_total`. In OpenMetrics the family name of
@@ -58,13 +58,20 @@ def render_markdown() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--write", action="store_true", help=f"write {DOC_PATH}")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--stdout", action="store_true", help=f"print instead of writing {DOC_PATH}")
+    mode.add_argument("--check", action="store_true", help="exit 1 when the file is out of date")
     args = parser.parse_args(argv)
     text = render_markdown()
-    if args.write:
-        DOC_PATH.write_text(text, encoding="utf-8")
-    else:
+    if args.stdout:
         sys.stdout.write(text)
+    elif args.check:
+        current = DOC_PATH.read_text(encoding="utf-8") if DOC_PATH.exists() else ""
+        if current != text:
+            print(f"{DOC_PATH} is out of date: run python -m vgpumon.export.docs_gen")
+            return 1
+    else:
+        DOC_PATH.write_text(text, encoding="utf-8")
     return 0
 
 

@@ -432,11 +432,12 @@ def _vgpu_info(v: VgpuInstance) -> tuple[str | int | None, ...]:
     )
 
 
-def _guest_state(f: GuestLicenseFeature) -> str | None:
-    if f.state is not None:
-        return f.state
-    if f.licensed is not None:
-        return "licensed" if f.licensed else "unlicensed"
+def _license_state(state: str | None, licensed: bool | None) -> str | None:
+    """The named state; drivers that only say licensed yes/no still give one of two states."""
+    if state is not None:
+        return state
+    if licensed is not None:
+        return "licensed" if licensed else "unlicensed"
     return None
 
 
@@ -1147,7 +1148,7 @@ FAMILIES: tuple[Family, ...] = (
         "License state of the guest driver (state set).",
         "state",
         VGPU_LICENSE_STATES,
-        lambda v: v.license.state,
+        lambda v: _license_state(v.license.state, v.license.licensed),
         collector="license",
     ),
     gauge(
@@ -1343,7 +1344,7 @@ FAMILIES: tuple[Family, ...] = (
         "License state of a licensable feature inside the guest (state set).",
         "state",
         GUEST_LICENSE_STATES,
-        _guest_state,
+        lambda f: _license_state(f.state, f.licensed),
         collector="guest",
     ),
     gauge(

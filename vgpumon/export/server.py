@@ -76,42 +76,53 @@ class RenderCache:
     entries: dict[tuple[str, bool], asyncio.Task[bytes]] = field(default_factory=dict)
     renders: int = 0  # how many times the table was walked (for tests and the benchmark)
 
-    async def _get(
-        self, snapshot: Snapshot, key: tuple[str, bool], build: Callable[[], Awaitable[bytes]]
-    ) -> bytes:
+    def _entries(self, snapshot: Snapshot) -> dict[tuple[str, bool], asyncio.Task[bytes]]:
+        # Handlers call this with ``source.latest`` before their first await, so a snapshot that
+        # differs from the cached one is always the newer one.
         if snapshot is not self.snapshot:
             self.snapshot = snapshot
             self.entries = {}
-        task = self.entries.get(key)
+        return self.entries
+
+    @staticmethod
+    async def _shared(
+        entries: dict[tuple[str, bool], asyncio.Task[bytes]],
+        key: tuple[str, bool],
+        build: Callable[[], Awaitable[bytes]],
+    ) -> bytes:
+        task = entries.get(key)
         if task is None:
             task = asyncio.ensure_future(build())
-            self.entries[key] = task
-            task.add_done_callback(lambda t: self._forget_failure(key, t))
+            entries[key] = task
+
+            def forget_failure(done: asyncio.Task[bytes]) -> None:
+                if (done.cancelled() or done.exception() is not None) and entries.get(key) is done:
+                    del entries[key]
+
+            task.add_done_callback(forget_failure)
         # shield: a scraper that disconnects must not cancel the render the others wait for.
         return await asyncio.shield(task)
-
-    def _forget_failure(self, key: tuple[str, bool], task: asyncio.Task[bytes]) -> None:
-        if (task.cancelled() or task.exception() is not None) and self.entries.get(key) is task:
-            del self.entries[key]
 
     async def metrics(
         self, snapshot: Snapshot, content_type: str, encoder: Encoder, gz: bool
     ) -> bytes:
+        entries = self._entries(snapshot)
+
         async def plain() -> bytes:
             self.renders += 1
             return await asyncio.to_thread(encoder, registry_for(snapshot, self.options))
 
         async def zipped() -> bytes:
-            body = await self._get(snapshot, (content_type, False), plain)
+            body = await self._shared(entries, (content_type, False), plain)
             return await asyncio.to_thread(gzip.compress, body, 6)
 
-        return await self._get(snapshot, (content_type, gz), zipped if gz else plain)
+        return await self._shared(entries, (content_type, gz), zipped if gz else plain)
 
     async def json(self, snapshot: Snapshot) -> bytes:
         async def build() -> bytes:
             return (await asyncio.to_thread(to_json, snapshot)).encode()
 
-        return await self._get(snapshot, ("application/json", False), build)
+        return await self._shared(self._entries(snapshot), ("application/json", False), build)
 
 
 RENDER_CACHE = web.AppKey("render_cache", RenderCache)
@@ -235,26 +246,22 @@ def close_within(sampler: Any, seconds: float) -> bool:
 async def start_sites(
     runner: web.AppRunner, listen: Sequence[ListenAddress], ssl_context: Any
 ) -> list[str]:
-    """Bind every address or fail with one line naming the one that could not be bound."""
-    urls = []
-    scheme = "https" if ssl_context is not None else "http"
+    """Bind every address or fail with one line naming the one that could not be bound.
+
+    Returns the URLs actually bound (``:PORT`` becomes one per address family, port 0 the port the
+    kernel chose).
+    """
     for address in listen:
         site = web.TCPSite(runner, address.host, address.port, ssl_context=ssl_context)
         try:
             await site.start()
         except OSError as err:
             raise ConfigError(f"cannot listen on {address}: {err.strerror or err}") from None
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        ports = sorted({s.getsockname()[1] for s in sockets}) or [address.port]
-        bound = ListenAddress(address.host, ports[0])
-        urls.append(f"{scheme}://{bound}")
-    return urls
+    scheme = "https" if ssl_context is not None else "http"
+    return [f"{scheme}://{ListenAddress(a[0], a[1])}" for a in runner.addresses]
 
 
-async def serve(
-    settings: ServeSettings, sampler: Any, *, ready: asyncio.Event | None = None
-) -> int:
+async def serve(settings: ServeSettings, sampler: Any) -> int:
     """Serve until SIGTERM/SIGINT, then shut down within ``shutdown_timeout_seconds``.
 
     The caller owns ``sampler`` and closes it afterwards (:func:`close_within`).
@@ -285,8 +292,6 @@ async def serve(
         log.info(
             "vgpumon %s serving %s on %s", __version__, sampler.session.source, ", ".join(urls)
         )
-        if ready is not None:
-            ready.set()
         await stop.wait()
         log.info("shutting down (at most %.1f s)", bound)
     finally:

@@ -17,7 +17,7 @@ import contextlib
 import dataclasses
 import math
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from vgpumon.errors import VgpumonError
@@ -280,10 +280,3 @@ class SimDriver:
 
         with contextlib.suppress(VgpumonError):
             live.clear(self.module, self.target.gpu_index, self.target.mig_uuid)
-
-
-def describe_workers(workers: Sequence[WorkerInfo]) -> str:
-    if not workers:
-        return "no load"
-    pids = ", ".join(str(w.pid) for w in workers)
-    return f"pids {pids}; {workers[0].blocks}/{workers[0].sm_count} SMs"

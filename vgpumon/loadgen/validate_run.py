@@ -38,6 +38,7 @@ from vgpumon.loadgen.validate_steps import (
 
 NOT_RUN = "not run"
 MAX_SLEEP_CHUNK_S = 0.25  # progress updates while settling
+MIN_SAMPLE_INTERVAL_S = 0.1  # GPM reads nothing from two samples closer than this
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,11 @@ class Timing:
     def validate(self) -> Timing:
         if not (self.settle_s >= 0 and self.window_s > 0):
             raise ConfigError("settle time must be >= 0 and the measurement window > 0 seconds")
-        if not self.sample_interval_s > 0:
-            raise ConfigError("the sample interval must be more than 0 seconds")
+        if not self.sample_interval_s >= MIN_SAMPLE_INTERVAL_S:
+            raise ConfigError(
+                f"the sample interval must be at least {MIN_SAMPLE_INTERVAL_S * 1000:g} ms "
+                f"(GPM needs that between two samples), got {self.sample_interval_s:g} s"
+            )
         if self.sample_interval_s > self.window_s:
             raise ConfigError(
                 f"the sample interval ({self.sample_interval_s:g} s) is longer than the "
@@ -254,21 +258,10 @@ class Validation:
             self.progress.step_started(index, step)
             try:
                 result = await self._step(step, report)
-            except SourceError as err:
-                report.aborted = str(err)
-                result = StepResult(
-                    step,
-                    ERROR,
-                    (CheckResult(step.name, "step", ERROR, reason=str(err), unit="none"),),
-                    error=str(err),
-                )
             except VgpumonError as err:
-                result = StepResult(
-                    step,
-                    ERROR,
-                    (CheckResult(step.name, "step", ERROR, reason=str(err), unit="none"),),
-                    error=str(err),
-                )
+                if isinstance(err, SourceError):
+                    report.aborted = str(err)
+                result = self._error(step, str(err), self.timer.now())
             report.steps.append(result)
             self.progress.step_finished(result)
 

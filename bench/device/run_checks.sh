@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Real-GPU checks for vgpumon, run on the lent GPU machine from the repository root:
+#   bash bench/device/run_checks.sh PHASE OUTDIR
+# PHASE "facts": environment, nvidia-smi, `vgpumon snapshot`, `vgpumon record`, the gpu-marked tests.
+# PHASE "validate": `vgpumon validate` twice in process (table + JSON) and once through `vgpumon serve`.
+# Wheels for packages the machine lacks (rich, pytest) are expected under .whl/ (see
+# /work/.library/device/README.md); everything writes into OUTDIR.
+set -uo pipefail
+phase=$1
+out=$2
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+if [ -d .whl ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl >/dev/null 2>&1
+    export PYTHONPATH=/tmp/site:.
+else
+    export PYTHONPATH=.
+fi
+vgpumon() { python3 -m vgpumon.cli "$@"; }
+
+case "$phase" in
+facts)
+    {
+        date -u
+        nvidia-smi --query-gpu=name,uuid,memory.total,driver_version,mig.mode.current,serial \
+            --format=csv,noheader
+        python3 --version
+        python3 -c 'import pynvml, importlib.metadata as m; print("nvidia-ml-py", m.version("nvidia-ml-py"))'
+        python3 -c 'import importlib.metadata as m; print("cuda-core", m.version("cuda-core"))'
+    } >"$out/env.txt" 2>&1
+    nvidia-smi -q >"$out/nvidia-smi-q.txt" 2>&1
+    vgpumon snapshot --json >"$out/snapshot.json" 2>"$out/snapshot.err"
+    echo "snapshot exit $?" >>"$out/env.txt"
+    vgpumon snapshot >"$out/snapshot.txt" 2>&1
+    vgpumon record --output "$out/recorded-h200.yaml" 2>"$out/record.err"
+    echo "record exit $?" >>"$out/env.txt"
+    python3 -m pytest -p no:cacheprovider -q -m gpu tests/test_gpu_real.py tests/test_vgpu_passthrough.py \
+        tests/test_loadgen_gpu.py tests/test_validate_gpu.py 2>&1 | tee "$out/gpu-tests.log"
+    ;;
+validate)
+    for run in 1 2; do
+        vgpumon validate --device 0 --no-progress --json >"$out/validate-$run.json" 2>"$out/validate-$run.err"
+        echo "validate run $run exit $?" | tee -a "$out/validate.log"
+    done
+    vgpumon validate --device 0 --no-progress 2>&1 | tee "$out/validate-table.txt"
+    echo "validate table exit ${PIPESTATUS[0]}" | tee -a "$out/validate.log"
+    vgpumon serve --listen 127.0.0.1:9839 --processes --interval 1 >"$out/serve.log" 2>&1 &
+    server=$!
+    sleep 4
+    vgpumon validate --device 0 --url http://127.0.0.1:9839 --no-progress 2>&1 | tee "$out/validate-url.txt"
+    echo "validate --url exit ${PIPESTATUS[0]}" | tee -a "$out/validate.log"
+    kill "$server"
+    wait "$server"
+    ;;
+*)
+    echo "unknown phase $phase" >&2
+    exit 2
+    ;;
+esac
