@@ -140,6 +140,26 @@ async def test_wedged_driver_keeps_the_last_good_data(runs: Any) -> None:
     assert not recovered.health.wedged and all(g.up for g in recovered.gpus)
 
 
+async def test_close_gives_up_on_a_wedged_driver_within_its_timeout(runs: Any) -> None:
+    run = runs("fault-all-hang-after-start", deadline_seconds=0.3)
+    hang_from = min(f.start for f in run.scenario.faults if f.kind == "hang")
+    await run.at(0.0)
+    await run.at(1.0)
+    held = run.allocated - run.freed
+    assert held > 0  # GPM buffers that closing must free through NVML
+    # The driver wedges between cycles: every worker is idle, so closing asks NVML to free the
+    # buffers, and that call never returns.
+    run.clock.advance(run.start + hang_from + 1.0 - run.clock.now())
+    started = time.monotonic()
+    assert run.sampler.close(timeout=0.3) is False
+    assert time.monotonic() - started < 0.3 + 0.3
+    assert run.allocated - run.freed == held
+
+    run.module.release_hangs()  # the driver answers again: the same close completes
+    assert run.sampler.close(timeout=5.0) is True
+    assert run.freed == run.allocated
+
+
 # --------------------------------------------------------------------------- lost GPU
 
 

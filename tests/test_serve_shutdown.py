@@ -16,7 +16,7 @@ import pytest
 from export_helpers import free_port
 
 SHUTDOWN_TIMEOUT = 1.0
-# --web.shutdown-timeout, then at most 2 s to close NVML (CLOSE_BOUND_SECONDS), plus the
+# --web.shutdown-timeout, then at most 2 s to close NVML (CLOSE_TIMEOUT_SECONDS), plus the
 # interpreter's own exit.
 EXIT_BOUND = SHUTDOWN_TIMEOUT + 2.0 + 1.5
 

@@ -73,6 +73,19 @@ def test_fb_usage_wrapper_wraps_at_4gib_raw_call_does_not(stub_c: Any) -> None:
     assert vgpu_fb_usage(session, GPU, 7) == used
 
 
+def test_raw_reads_of_a_destroyed_vgpu_are_no_data_not_errors(stub_c: Any) -> None:
+    # Destroyed between listing and reading: NOT_FOUND, which is churn, not a failure to count.
+    def gone(*_args: Any) -> int:
+        return pynvml.NVML_ERROR_NOT_FOUND
+
+    session = stub_c(
+        {"nvmlVgpuInstanceGetFbUsage": gone, "nvmlVgpuInstanceGetAccountingPids": gone}
+    )
+    assert vgpu_fb_usage(session, GPU, 7) is None
+    assert vgpu_accounting_pids(session, GPU, 7) is None
+    assert session.error_counts() == ()
+
+
 def _accounting(pids: list[int]) -> Callable[..., int]:
     def get_pids(vgpu: Any, count: Any, buf: Any) -> int:
         n = target(count)

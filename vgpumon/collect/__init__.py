@@ -15,7 +15,8 @@ __all__ = ["Sampler", "SamplerConfig", "take_snapshot"]
 async def take_snapshot(
     session: NvmlSession, *, interval: float = 1.0, config: SamplerConfig | None = None
 ) -> Snapshot:
-    """One snapshot of the host, then the sampler is closed (and NVML shut down).
+    """One snapshot of the host, then the sampler is closed (and NVML shut down, or given up on
+    after ``CLOSE_TIMEOUT_SECONDS`` when the driver hangs).
 
     Values that need two samples (GPM) only exist from a second cycle on; when a reader asks for
     one, a second cycle runs ``interval`` seconds after the first.

@@ -3,8 +3,9 @@
 A reader owns one NVML area (memory, power, MIG, vGPU, ...). For each GPU it is called in that GPU's
 worker thread with a :class:`GpuContext` and fills a :class:`GpuBuilder`; the sampler turns the
 builder into an immutable :class:`vgpumon.model.Gpu`. Readers never raise for NVML errors: the
-session returns None for absent values and raises :class:`~vgpumon.nvml.session.GpuDown` only
-when the GPU must be re-acquired, which the sampler handles.
+session returns None for absent values (``attempt`` says why there is none) and raises
+:class:`~vgpumon.nvml.session.GpuDown` only when the GPU must be re-acquired, which the sampler
+handles.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from vgpumon.model import Gpu
-from vgpumon.nvml.session import NvmlSession
+from vgpumon.nvml.session import CallOutcome, NvmlSession
 
 # Key in GpuContext.state: set during a cycle by a reader whose values need a second sample (GPM),
 # so that one-shot users (``vgpumon snapshot``) know to run a second cycle. Cleared every cycle.
@@ -51,6 +52,10 @@ class GpuContext:
     def call(self, function: str, *args: Any, **kwargs: Any) -> Any:
         """Shorthand for a guarded call about this GPU."""
         return self.session.call(self.uuid, function, *args, **kwargs)
+
+    def attempt(self, function: str, *args: Any, **kwargs: Any) -> CallOutcome:
+        """Shorthand for a guarded call about this GPU that says why there is no value."""
+        return self.session.attempt(self.uuid, function, *args, **kwargs)
 
     def module_attr(self, name: str, default: Any = None) -> Any:
         return getattr(self.session.module, name, default)
@@ -108,22 +113,6 @@ class FunctionReader:
 
     def read(self, ctx: GpuContext, out: GpuBuilder) -> None:
         self.fn(ctx, out)
-
-
-def error_count(session: NvmlSession, function: str, error: str) -> int:
-    """How many times the session counted ``error`` (e.g. "function_not_found") for ``function``."""
-    counts = session.error_counts()
-    return sum(e.count for e in counts if e.function == function and e.error == error)
-
-
-def error_total(session: NvmlSession, function: str) -> int:
-    """How many failures of ``function`` the session has counted, over all GPUs and errors.
-
-    ``NvmlSession.call`` answers None both for "no data" and for a counted failure; comparing this
-    before and after a call tells the two apart (a concurrent failure on another GPU can only make
-    the answer "failed", the safe side: absent rather than a false zero).
-    """
-    return sum(e.count for e in session.error_counts() if e.function == function)
 
 
 def ratio(percent: Any) -> float | None:

@@ -47,9 +47,8 @@ def reason_names(mask: int) -> tuple[str, ...]:
 
 
 def _reasons(ctx: GpuContext, new: str, old: str) -> int | None:
-    value = ctx.call(new, ctx.handle)
-    if value is None and ctx.session.is_absent(ctx.uuid, new):
-        value = ctx.call(old, ctx.handle)
+    got = ctx.attempt(new, ctx.handle)
+    value = ctx.call(old, ctx.handle) if got.status == "absent" else got.value
     return value if isinstance(value, int) else None
 
 

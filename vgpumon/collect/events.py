@@ -26,7 +26,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from vgpumon.collect.base import GpuBuilder, GpuContext, error_total
+from vgpumon.collect.base import GpuBuilder, GpuContext
 from vgpumon.nvml.errors import LIFECYCLE_CODES, error_code
 from vgpumon.nvml.session import SYSTEM, GpuDown, NvmlSession
 
@@ -99,11 +99,8 @@ class XidWatcher:
                         self._set = event_set
             if event_set is None:
                 return
-        if ctx.session.is_absent(ctx.uuid, REGISTER):
-            return
-        before = error_total(ctx.session, REGISTER)
-        ctx.call(REGISTER, ctx.handle, XID_EVENT, event_set)
-        if ctx.session.is_absent(ctx.uuid, REGISTER) or error_total(ctx.session, REGISTER) > before:
+        registered = ctx.attempt(REGISTER, ctx.handle, XID_EVENT, event_set)
+        if registered.status in ("absent", "error"):
             return
         with self._lock:
             if self._set is event_set:

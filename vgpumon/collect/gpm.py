@@ -150,12 +150,12 @@ def read_gpm(ctx: GpuContext, out: GpuBuilder) -> None:
     if not isinstance(state, GpmState):
         state = ctx.state[STATE_KEY] = GpmState(ctx.session.module)
     if state.supported is None:
-        support = ctx.call("nvmlGpmQueryDeviceSupport", ctx.handle)
-        if support is None:
-            if ctx.session.is_absent(ctx.uuid, "nvmlGpmQueryDeviceSupport"):
+        support = ctx.attempt("nvmlGpmQueryDeviceSupport", ctx.handle)
+        if support.value is None:
+            if support.status == "absent":
                 state.supported = False
             return
-        state.supported = bool(getattr(support, "isSupportedDevice", 0))
+        state.supported = bool(getattr(support.value, "isSupportedDevice", 0))
     if not state.supported:
         return
     h = ctx.handle

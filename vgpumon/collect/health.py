@@ -28,9 +28,10 @@ def read_performance_state(ctx: GpuContext, out: GpuBuilder) -> None:
 
 def read_fan(ctx: GpuContext, out: GpuBuilder) -> None:
     """Mean speed over the board's fans; absent on fanless (passively cooled) boards."""
-    count = _int(ctx.call("nvmlDeviceGetNumFans", ctx.handle))
+    fans = ctx.attempt("nvmlDeviceGetNumFans", ctx.handle)
+    count = _int(fans.value)
     if count is None:
-        if ctx.session.is_absent(ctx.uuid, "nvmlDeviceGetNumFans"):
+        if fans.status == "absent":
             # Drivers before R510 have no fan count, only the single-fan getter.
             out.set(fan_speed=ratio(_int(ctx.call("nvmlDeviceGetFanSpeed", ctx.handle))))
         return

@@ -72,9 +72,10 @@ def _state_name(value: int | None) -> str | None:
 
 def vgpu_license(ctx: GpuContext, vgpu: int) -> VgpuLicense:
     no_data = (*GONE, GUEST_DRIVER_ABSENT)
-    info = ctx.call("nvmlVgpuInstanceGetLicenseInfo", vgpu, no_data=no_data)
+    got = ctx.attempt("nvmlVgpuInstanceGetLicenseInfo", vgpu, no_data=no_data)
+    info = got.value
     if info is None:
-        if not ctx.session.is_absent(ctx.uuid, "nvmlVgpuInstanceGetLicenseInfo"):
+        if got.status != "absent":
             return VgpuLicense()
         status = as_int(ctx.call("nvmlVgpuInstanceGetLicenseStatus", vgpu, no_data=no_data))
         return VgpuLicense(licensed=bool(status) if status is not None else None)

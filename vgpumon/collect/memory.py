@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, error_count
+from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext
 from vgpumon.model import Memory
 
 FUNCTION = "nvmlDeviceGetMemoryInfo"
@@ -43,13 +43,12 @@ def read_memory_info(ctx: GpuContext, handle: Any, scope: str = "gpu") -> Memory
     if version is None:
         versions[scope] = "v1"
     if versions.get(scope) != "v1":
-        before = error_count(ctx.session, FUNCTION, "function_not_found")
-        info = ctx.call(FUNCTION, handle, version=version, key=(scope, "v2"))
-        if info is not None:
-            return _memory(info, reserved=True)
-        if not ctx.session.is_absent(ctx.uuid, FUNCTION, (scope, "v2")):
+        got = ctx.attempt(FUNCTION, handle, version=version, key=(scope, "v2"))
+        if got.value is not None:
+            return _memory(got.value, reserved=True)
+        if got.status != "absent":
             return None  # a counted failure this cycle; try v2 again next time
-        if error_count(ctx.session, FUNCTION, "function_not_found") == before:
+        if got.error != "function_not_found":
             return None  # absent for a reason v1 shares
         versions[scope] = "v1"  # a driver older than v2 (R510)
     info = ctx.call(FUNCTION, handle, key=(scope, "v1"))

@@ -165,15 +165,16 @@ def _read_tree(ctx: GpuContext) -> _Tree:
     for index in range(gi_count):
         # 3: not on this GPU; 2: an index this driver does not know. Both are normal answers
         # while enumerating, not errors to count.
-        profile = ctx.call(
+        got = ctx.attempt(
             PROFILE_INFO,
             h,
             index,
             key=("profile", index),
             no_data=ENUMERATION_MISSES,
         )
+        profile = got.value
         if profile is None:
-            if ctx.session.is_absent(ctx.uuid, PROFILE_INFO, ("profile", index)):
+            if got.status == "absent":
                 # No privilege, or no such function: every index would answer the same.
                 return tree
             continue

@@ -24,8 +24,9 @@ def read_power(ctx: GpuContext, out: GpuBuilder) -> None:
     usage = ctx.call("nvmlDeviceGetPowerUsage", h)
     # The enforced limit includes out-of-band limits; the management limit is what older drivers
     # and partial modules have.
-    limit = ctx.call("nvmlDeviceGetEnforcedPowerLimit", h)
-    if limit is None and ctx.session.is_absent(ctx.uuid, "nvmlDeviceGetEnforcedPowerLimit"):
+    enforced = ctx.attempt("nvmlDeviceGetEnforcedPowerLimit", h)
+    limit = enforced.value
+    if enforced.status == "absent":
         limit = ctx.call("nvmlDeviceGetPowerManagementLimit", h)
     out.set(power_watts=_milli(usage), power_limit_watts=_milli(limit))
 

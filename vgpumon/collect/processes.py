@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, error_total, ratio
+from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, ratio
 from vgpumon.collect.mig import MigDevice, mig_devices
 from vgpumon.model import Process
 
@@ -122,14 +122,11 @@ def _list_processes(ctx: GpuContext, mig: bool) -> dict[_Key, _Entry] | None:
     def read(handle: Any, device: MigDevice | None, key: Any) -> None:
         nonlocal read_any, failed
         for kind, function in LISTS:
-            before = error_total(ctx.session, function)
-            listed = ctx.call(function, handle, key=key)
-            if listed is not None:
+            got = ctx.attempt(function, handle, key=key)
+            if got.value is not None:
                 read_any = True
-                _add(entries, kind, listed, device)
-            elif error_total(ctx.session, function) > before and not ctx.session.is_absent(
-                ctx.uuid, function, key
-            ):
+                _add(entries, kind, got.value, device)
+            elif got.status == "error":
                 failed = True
 
     read(ctx.handle, None, ())
@@ -145,15 +142,11 @@ def _utilization(ctx: GpuContext) -> dict[int, _Util] | None:
     first = not isinstance(cursor, int)
     if not isinstance(cursor, int):
         cursor = max(0, int((ctx.now - 1.0) * 1_000_000))
-    before = error_total(ctx.session, UTIL_FUNCTION)
-    samples = ctx.call(UTIL_FUNCTION, ctx.handle, cursor, no_data=(NOT_FOUND,))
-    if samples is None:
-        if (
-            ctx.session.is_absent(ctx.uuid, UTIL_FUNCTION)
-            or error_total(ctx.session, UTIL_FUNCTION) > before
-        ):
-            return None
-        samples = []  # NOT_FOUND / SUCCESS-as-error: nothing was busy since the cursor
+    got = ctx.attempt(UTIL_FUNCTION, ctx.handle, cursor, no_data=(NOT_FOUND,))
+    if got.status in ("absent", "error"):
+        return None
+    # NOT_FOUND / SUCCESS-as-error: nothing was busy since the cursor
+    samples = got.value if got.value is not None else []
     by_pid: dict[int, _Util] = {}
     newest = cursor
     for sample in samples:

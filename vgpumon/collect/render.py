@@ -58,7 +58,8 @@ def flag(value: bool | None, yes: str = "on", no: str = "off") -> str:
     return DASH if value is None else (yes if value else no)
 
 
-def _table(title: str, *columns: str) -> Table:
+def titled_table(title: str, *columns: str) -> Table:
+    """A section of the snapshot picture: bold left-aligned title, columns that fold, not cut."""
     table = Table(title=title, title_justify="left", title_style="bold", header_style="bold")
     for column in columns:
         table.add_column(column, overflow="fold")
@@ -83,7 +84,7 @@ def _header(snapshot: Snapshot) -> Text:
 
 
 def _identity_table(gpus: Iterable[Gpu]) -> Table:
-    table = _table("GPUs", "#", "name", "uuid", "virtualization", "MIG")
+    table = titled_table("GPUs", "#", "name", "uuid", "virtualization", "MIG")
     table.columns[2].no_wrap = True
     for g in gpus:
         mig = flag(g.mig_mode_current, "enabled", "disabled")
@@ -95,7 +96,7 @@ def _identity_table(gpus: Iterable[Gpu]) -> Table:
 
 
 def _activity_table(gpus: Iterable[Gpu]) -> Table:
-    table = _table(
+    table = titled_table(
         "Activity", "#", "util", "mem busy", "memory used/total", "power/limit", "temp gpu/mem",
         "MHz sm/mem", "P", "GPM sm/tensor/dram",
     )  # fmt: skip
@@ -126,11 +127,11 @@ def _gpm(gpm: Gpm | None) -> str:
 
 
 def _mig_tables(gpus: Iterable[Gpu]) -> list[Table]:
-    instances = _table(
+    instances = titled_table(
         "MIG GPU instances", "gpu", "GI", "profile", "placement", "memory used/total",
         "GPM sm", "occupancy", "tensor", "dram",
     )  # fmt: skip
-    devices = _table("MIG devices", "gpu", "GI", "CI", "MIG UUID", "SMs")
+    devices = titled_table("MIG devices", "gpu", "GI", "CI", "MIG UUID", "SMs")
     devices.columns[3].no_wrap = True
     for g in gpus:
         for gi in g.mig_instances:
@@ -159,7 +160,7 @@ def _mig_tables(gpus: Iterable[Gpu]) -> list[Table]:
 
 
 def _process_table(gpus: Iterable[Gpu]) -> Table | None:
-    table = _table("Processes", "gpu", "pid", "name", "kind", "GI/CI", "memory", "sm util")
+    table = titled_table("Processes", "gpu", "pid", "name", "kind", "GI/CI", "memory", "sm util")
     for g in gpus:
         for p in g.processes or ():
             mig = (
@@ -176,7 +177,7 @@ def _process_table(gpus: Iterable[Gpu]) -> Table | None:
 
 def _vgpu_tables(gpus: Iterable[Gpu]) -> list[Table]:
     gpus = list(gpus)
-    instances = _table(
+    instances = titled_table(
         "vGPU instances", "gpu", "vgpu id", "type", "vm", "license", "framebuffer", "sm util",
         "enc/dec",
     )  # fmt: skip
@@ -192,8 +193,9 @@ def _vgpu_tables(gpus: Iterable[Gpu]) -> list[Table]:
                 pct(v.utilization.sm),
                 f"{pct(v.utilization.encoder)}/{pct(v.utilization.decoder)}",
             )
-    types = _table("vGPU types", "gpu", "type id", "name", "class", "framebuffer", "active",
-                   "creatable")  # fmt: skip
+    types = titled_table(
+        "vGPU types", "gpu", "type id", "name", "class", "framebuffer", "active", "creatable"
+    )
     for g in gpus:
         for t in g.vgpu_types:
             types.add_row(

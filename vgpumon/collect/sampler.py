@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 
 RETRY_INITIAL_SECONDS = 1.0
 RETRY_MAX_SECONDS = 60.0
+# How long :meth:`Sampler.close` waits for NVML to free reader state and shut down.
+CLOSE_TIMEOUT_SECONDS = 2.0
 
 
 @dataclass
@@ -104,6 +107,8 @@ class Sampler:
         self._abandoned = 0
         self._acquire_hooks: list[Callable[[str, Any], None]] = []
         self._lock = asyncio.Lock()
+        self._close_lock = threading.Lock()
+        self._closer: threading.Thread | None = None
         for reader in self.readers:
             attach = getattr(reader, "attach", None)
             if callable(attach):
@@ -153,8 +158,29 @@ class Sampler:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=max(0.0, remaining))
 
-    def close(self) -> None:
-        """Stop services and worker threads (stuck ones stay behind as daemons), shut NVML down."""
+    def close(self, timeout: float = CLOSE_TIMEOUT_SECONDS) -> bool:
+        """Stop services and worker threads, free reader state and shut NVML down, or give up.
+
+        Freeing GPM buffers and Xid event sets and ``nvmlShutdown`` are NVML calls, which a wedged
+        driver never answers, so they run on a daemon thread: after ``timeout`` seconds the caller
+        goes on without them (a process that then exits leaves the driver to free what it held).
+        True when closing finished. Closing again waits for the same close, it never repeats it.
+        """
+        with self._close_lock:
+            if self._closer is None:
+                self._closer = threading.Thread(
+                    target=self._close_now, name="vgpumon-close", daemon=True
+                )
+                self._closer.start()
+            closer = self._closer
+        closer.join(max(0.0, timeout))
+        if closer.is_alive():
+            log.warning("NVML did not shut down within %.1f s; going on without it", timeout)
+            return False
+        return True
+
+    def _close_now(self) -> None:
+        """The NVML-touching part of :meth:`close`; stuck workers are skipped, left as daemons."""
         for service in self.services.values():
             stop = getattr(service, "close", None)
             if callable(stop):

@@ -80,14 +80,10 @@ class _Static:
 
 @dataclass
 class _TypeInfo:
-    name: str | None = None
-    type_class: str | None = None
-    framebuffer_bytes: int | None = None
-    max_instances: int | None = None
-    max_instances_per_vm: int | None = None
-    gpu_instance_profile_id: int | None = None
-    max_per_gpu_instance: int | None = None
-    asked: bool = False
+    """A type's fixed properties (the model's own fields, asked once per GPU)."""
+
+    fixed: VgpuType
+    max_per_gpu_instance: int | None = None  # asked only for MIG-backed capacity
     asked_per_gi: bool = False
 
 
@@ -285,7 +281,7 @@ def _read_instance(
     capacity = as_int(call(gpu, "nvmlVgpuInstanceGetEncoderCapacity", vi, no_data=GONE))
     enc_count, enc_fps, enc_latency = _encoder_stats(ctx, vi)
     fbc_count, fbc_fps, fbc_latency = _fbc_stats(ctx, vi)
-    type_info = _type_info(ctx, st, s.type_id) if s.type_id is not None else None
+    type_info = _type_info(ctx, st, s.type_id).fixed if s.type_id is not None else None
     pids = vgpu_accounting_pids(ctx.session, gpu, vi) if accounting else None
     return VgpuInstance(
         vgpu_id=vi,
@@ -355,19 +351,27 @@ def _fbc_stats(ctx: GpuContext, vi: int) -> tuple[int | None, float | None, floa
 def _type_info(ctx: GpuContext, st: VgpuHostState, type_id: int) -> _TypeInfo:
     """A type's fixed properties, asked once per GPU (unknown ids answer INVALID_ARGUMENT)."""
     info = st.types.get(type_id)
-    if info is not None and info.asked:
+    if info is not None:
         return info
-    info = _TypeInfo(asked=True)
     call = ctx.session.call
     gpu = ctx.uuid
-    info.name = text(call(gpu, "nvmlVgpuTypeGetName", type_id))
-    info.type_class = text(call(gpu, "nvmlVgpuTypeGetClass", type_id))
-    info.framebuffer_bytes = as_int(call(gpu, "nvmlVgpuTypeGetFramebufferSize", type_id))
-    info.max_instances = as_int(call(gpu, "nvmlVgpuTypeGetMaxInstances", ctx.handle, type_id))
-    info.max_instances_per_vm = as_int(call(gpu, "nvmlVgpuTypeGetMaxInstancesPerVm", type_id))
+    name = text(call(gpu, "nvmlVgpuTypeGetName", type_id))
+    type_class = text(call(gpu, "nvmlVgpuTypeGetClass", type_id))
+    framebuffer = as_int(call(gpu, "nvmlVgpuTypeGetFramebufferSize", type_id))
+    max_instances = as_int(call(gpu, "nvmlVgpuTypeGetMaxInstances", ctx.handle, type_id))
+    max_per_vm = as_int(call(gpu, "nvmlVgpuTypeGetMaxInstancesPerVm", type_id))
     profile = as_int(call(gpu, "nvmlVgpuTypeGetGpuInstanceProfileId", type_id))
-    info.gpu_instance_profile_id = profile if profile not in (None, INVALID_ID) else None
-    st.types[type_id] = info
+    info = st.types[type_id] = _TypeInfo(
+        VgpuType(
+            type_id=type_id,
+            name=name,
+            type_class=type_class,
+            framebuffer_bytes=framebuffer,
+            max_instances=max_instances,
+            max_instances_per_vm=max_per_vm,
+            gpu_instance_profile_id=profile if profile not in (None, INVALID_ID) else None,
+        )
+    )
     return info
 
 
@@ -403,32 +407,24 @@ def _read_types(
     types: list[VgpuType] = []
     for type_id in st.supported_types:
         info = _type_info(ctx, st, type_id)
+        fixed = info.fixed
         is_creatable = type_id in creatable
         active = active_by_type.get(type_id, 0)
         if not is_creatable:
             fits: int | None = 0
-        elif info.gpu_instance_profile_id is not None:
+        elif fixed.gpu_instance_profile_id is not None:
             fits = _fits_mig_backed(ctx, info, type_id, mig_gis, instances)
         elif hetero:
             fits = _fits_placements(ctx, type_id)
-        elif info.max_instances is not None:
+        elif fixed.max_instances is not None:
             # Homogeneous (one vGPU size per GPU): the GPU is max_instances equal slots, and every
             # active time-sliced vGPU, of this type or another type of the same size, holds one.
-            fits = max(0, info.max_instances - sliced)
+            fits = max(0, fixed.max_instances - sliced)
         else:
             fits = None
         types.append(
-            VgpuType(
-                type_id=type_id,
-                name=info.name,
-                type_class=info.type_class,
-                framebuffer_bytes=info.framebuffer_bytes,
-                max_instances=info.max_instances,
-                max_instances_per_vm=info.max_instances_per_vm,
-                gpu_instance_profile_id=info.gpu_instance_profile_id,
-                creatable=is_creatable,
-                active_instances=active,
-                creatable_instances=fits,
+            dataclasses.replace(
+                fixed, creatable=is_creatable, active_instances=active, creatable_instances=fits
             )
         )
     st.types_signature = signature
@@ -483,7 +479,7 @@ def _fits_mig_backed(
             used[inst.gpu_instance_id] += 1
     fits = 0
     for gi_id, profile in mig_gis:
-        if profile == info.gpu_instance_profile_id:
+        if profile == info.fixed.gpu_instance_profile_id:
             fits += max(0, per_gi - used.get(gi_id, 0))
     return fits
 

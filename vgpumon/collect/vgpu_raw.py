@@ -39,6 +39,9 @@ ENGINE_GRAPHICS = 1  # NVML_VGPU_SCHEDULER_ENGINE_TYPE_GRAPHICS
 ARR_DEFAULT, ARR_DISABLE, ARR_ENABLE = 0, 1, 2
 POLICY_BEST_EFFORT = 1
 RING_ENTRIES = 200  # NVML_SCHEDULER_SW_MAX_LOG_ENTRIES
+# Struct versions of the GPU-instance v1 scheduler getters, for modules without the constants.
+STATE_INFO_V1 = 0x01000018  # nvmlVgpuSchedulerStateInfo_v1
+LOG_INFO_V1 = 0x010025A0  # nvmlVgpuSchedulerLogInfo_v1
 
 # A vGPU host has at most a few hundred guest processes per vGPU in its accounting buffer; asking
 # with room for this many makes the sizing round trip (and its SUCCESS-on-empty trap) unnecessary.
@@ -79,7 +82,7 @@ def vgpu_fb_usage(session: NvmlSession, gpu: str, vgpu: int) -> int | None:
     if has_raw(session):
         out = ctypes.c_ulonglong(0)
         ok = session.call_raw(
-            gpu, "nvmlVgpuInstanceGetFbUsage", ctypes.c_uint(vgpu), ctypes.byref(out)
+            gpu, "nvmlVgpuInstanceGetFbUsage", ctypes.c_uint(vgpu), ctypes.byref(out), no_data=GONE
         )
         return int(out.value) if ok else None
     return as_int(session.call(gpu, "nvmlVgpuInstanceGetFbUsage", vgpu, no_data=GONE))
@@ -96,6 +99,7 @@ def vgpu_accounting_pids(session: NvmlSession, gpu: str, vgpu: int) -> list[int]
             ctypes.c_uint(vgpu),
             ctypes.byref(count),
             buf,
+            no_data=GONE,
         )
         if not ok:
             return None
@@ -222,27 +226,13 @@ def newer_then_older(
     with 16 GPUs pays, and counts, one failed call, not 16.
     """
     no_data = tuple(no_data)
-    if newer_args is not None and not session.is_absent(SYSTEM, newer, key):
-        value = session.call(SYSTEM, newer, *newer_args, key=key, no_data=no_data)
-        if value is not None or not session.is_absent(SYSTEM, newer, key):
-            return value, True
+    if newer_args is not None:
+        got = session.attempt(SYSTEM, newer, *newer_args, key=key, no_data=no_data)
+        if got.status != "absent":
+            return got.value, True
     if older_args is None:
         return None, False
     return session.call(gpu, older, *older_args, key=key, no_data=no_data), False
-
-
-def _v2_then_v1(
-    session: NvmlSession,
-    gpu: str,
-    v2: str,
-    v1: str,
-    v2_args: Iterable[Any] | None,
-    v1_args: Iterable[Any] | None,
-    key: Hashable,
-) -> tuple[Any, str]:
-    """The ``_v2`` scheduler call (R595+), the v1 call where the driver lacks it."""
-    value, newer = newer_then_older(session, gpu, v2, v1, v2_args, v1_args, key)
-    return value, "v2" if newer else "v1"
 
 
 def _struct(session: NvmlSession, name: str, **fields: int) -> Any:
@@ -260,6 +250,42 @@ def _module_const(session: NvmlSession, name: str, default: int) -> int:
     return value if isinstance(value, int) else default
 
 
+def _scheduler_info(
+    session: NvmlSession,
+    gpu: str,
+    target: Any,
+    what: str,
+    v1_version: int,
+    *,
+    gpu_instance: bool,
+) -> tuple[Any, str]:
+    """``nvml{Device,GpuInstance}GetVgpuScheduler<what>``: ``_v2`` (R595+) first, v1 where the
+    driver lacks it. Returns (the info struct or None, "v2" | "v1").
+
+    ``what`` is "State" or "Log": the two getters take the same arguments and structs of the same
+    naming. The device v1 call allocates its own struct; the GPU-instance v1 call takes a versioned
+    one (``v1_version`` where the module has no ``nvmlVgpuScheduler<what>Info_v1`` constant).
+    """
+    v2_struct = _struct(session, f"c_nvmlVgpuScheduler{what}Info_v2_t", engineId=ENGINE_GRAPHICS)
+    v2_args = (target, v2_struct) if v2_struct is not None else None
+    v1_args: tuple[Any, ...] | None
+    key: Hashable
+    if gpu_instance:
+        v1_struct = _struct(
+            session,
+            f"c_nvmlVgpuScheduler{what}Info_v1_t",
+            version=_module_const(session, f"nvmlVgpuScheduler{what}Info_v1", v1_version),
+            engineId=ENGINE_GRAPHICS,
+        )
+        v1_args = (target, v1_struct) if v1_struct is not None else None
+        v1, key = f"nvmlGpuInstanceGetVgpuScheduler{what}", "gpu_instance"
+    else:
+        v1_args = (target,)
+        v1, key = f"nvmlDeviceGetVgpuScheduler{what}", ()
+    value, newer = newer_then_older(session, gpu, f"{v1}_v2", v1, v2_args, v1_args, key)
+    return value, "v2" if newer else "v1"
+
+
 def scheduler_state(
     session: NvmlSession,
     gpu: str,
@@ -269,33 +295,9 @@ def scheduler_state(
     bounds: tuple[int, int] | None = None,
 ) -> SchedulerParams | None:
     """Scheduler policy and parameters of a GPU (``target`` = device handle) or GPU instance."""
-    v2_struct = _struct(session, "c_nvmlVgpuSchedulerStateInfo_v2_t", engineId=ENGINE_GRAPHICS)
-    if gpu_instance:
-        v1_struct = _struct(
-            session,
-            "c_nvmlVgpuSchedulerStateInfo_v1_t",
-            version=_module_const(session, "nvmlVgpuSchedulerStateInfo_v1", 0x01000018),
-            engineId=ENGINE_GRAPHICS,
-        )
-        value, api = _v2_then_v1(
-            session,
-            gpu,
-            "nvmlGpuInstanceGetVgpuSchedulerState_v2",
-            "nvmlGpuInstanceGetVgpuSchedulerState",
-            (target, v2_struct) if v2_struct is not None else None,
-            (target, v1_struct) if v1_struct is not None else None,
-            "gpu_instance",
-        )
-    else:
-        value, api = _v2_then_v1(
-            session,
-            gpu,
-            "nvmlDeviceGetVgpuSchedulerState_v2",
-            "nvmlDeviceGetVgpuSchedulerState",
-            (target, v2_struct) if v2_struct is not None else None,
-            (target,),
-            (),
-        )
+    value, api = _scheduler_info(
+        session, gpu, target, "State", STATE_INFO_V1, gpu_instance=gpu_instance
+    )
     if value is None:
         return None
     return _params(value, api, bounds)
@@ -361,33 +363,9 @@ def scheduler_log(
     bounds: tuple[int, int] | None = None,
 ) -> SchedulerLog | None:
     """One read of the scheduler's 200-entry ring for a GPU or GPU instance."""
-    v2_struct = _struct(session, "c_nvmlVgpuSchedulerLogInfo_v2_t", engineId=ENGINE_GRAPHICS)
-    if gpu_instance:
-        v1_struct = _struct(
-            session,
-            "c_nvmlVgpuSchedulerLogInfo_v1_t",
-            version=_module_const(session, "nvmlVgpuSchedulerLogInfo_v1", 0x010025A0),
-            engineId=ENGINE_GRAPHICS,
-        )
-        value, api = _v2_then_v1(
-            session,
-            gpu,
-            "nvmlGpuInstanceGetVgpuSchedulerLog_v2",
-            "nvmlGpuInstanceGetVgpuSchedulerLog",
-            (target, v2_struct) if v2_struct is not None else None,
-            (target, v1_struct) if v1_struct is not None else None,
-            "gpu_instance",
-        )
-    else:
-        value, api = _v2_then_v1(
-            session,
-            gpu,
-            "nvmlDeviceGetVgpuSchedulerLog_v2",
-            "nvmlDeviceGetVgpuSchedulerLog",
-            (target, v2_struct) if v2_struct is not None else None,
-            (target,),
-            (),
-        )
+    value, api = _scheduler_info(
+        session, gpu, target, "Log", LOG_INFO_V1, gpu_instance=gpu_instance
+    )
     if value is None:
         return None
     count = max(0, min(int(value.entriesCount), RING_ENTRIES))

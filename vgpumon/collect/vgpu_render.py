@@ -13,15 +13,8 @@ from collections.abc import Iterable
 
 from rich.table import Table
 
-from vgpumon.collect.render import DASH, flag, text
+from vgpumon.collect.render import DASH, flag, text, titled_table
 from vgpumon.model import Gpu, VgpuScheduler
-
-
-def _table(title: str, *columns: str) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", header_style="bold")
-    for column in columns:
-        table.add_column(column, overflow="fold")
-    return table
 
 
 def _seconds(value: float | None, unit: str = "ms", scale: float = 1e3) -> str:
@@ -36,6 +29,11 @@ def _when(ts: float | None) -> str:
     )
 
 
+def _expiry(timestamp: float | None, status: str | None) -> str:
+    """The expiry date where there is one, else the expiry status (permanent, not applicable)."""
+    return _when(timestamp) if timestamp else text(status)
+
+
 def _share(s: VgpuScheduler) -> str:
     """Run time so far, per vGPU, as ``id:seconds``."""
     if not s.usage:
@@ -44,7 +42,7 @@ def _share(s: VgpuScheduler) -> str:
 
 
 def scheduler_table(gpus: Iterable[Gpu]) -> Table | None:
-    table = _table(
+    table = titled_table(
         "vGPU scheduler", "gpu", "gpu instance", "policy", "ARR", "time slice", "avg factor",
         "log entries (missed)", "run time per vGPU",
     )  # fmt: skip
@@ -65,8 +63,9 @@ def scheduler_table(gpus: Iterable[Gpu]) -> Table | None:
 
 def license_table(gpus: Iterable[Gpu]) -> Table | None:
     """Host side per vGPU (expiry only; the state is in the instance table) and guest features."""
-    table = _table("vGPU licenses", "gpu", "vgpu id / feature", "licensed", "state", "expires",
-                   "product")  # fmt: skip
+    table = titled_table(
+        "vGPU licenses", "gpu", "vgpu id / feature", "licensed", "state", "expires", "product"
+    )
     for g in gpus:
         for v in g.vgpu_instances:
             lic = v.license
@@ -77,9 +76,7 @@ def license_table(gpus: Iterable[Gpu]) -> Table | None:
                 str(v.vgpu_id),
                 flag(lic.licensed, "yes", "no"),
                 text(lic.state),
-                _when(lic.expiry_timestamp_seconds)
-                if lic.expiry_timestamp_seconds
-                else text(lic.expiry_status),
+                _expiry(lic.expiry_timestamp_seconds, lic.expiry_status),
                 DASH,
             )
         for f in g.guest_licenses:
@@ -88,9 +85,7 @@ def license_table(gpus: Iterable[Gpu]) -> Table | None:
                 f.feature,
                 flag(f.licensed, "yes", "no"),
                 text(f.state),
-                _when(f.expiry_timestamp_seconds)
-                if f.expiry_timestamp_seconds
-                else text(f.expiry_status),
+                _expiry(f.expiry_timestamp_seconds, f.expiry_status),
                 text(f.product_name),
             )
     return table if table.row_count else None

@@ -24,7 +24,6 @@ import gzip
 import html
 import logging
 import signal
-import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -229,20 +228,6 @@ def _web_config(path: str | None) -> Any:
     return WebConfigRuntime(path)
 
 
-def close_within(sampler: Any, seconds: float) -> bool:
-    """``sampler.close()`` with a bound: closing frees GPM buffers and shuts NVML down, calls a
-    wedged driver never answers. It runs on a daemon thread; past the bound the process exits
-    without it (the driver frees what a dead process held). True when it finished.
-    """
-    closer = threading.Thread(target=sampler.close, name="vgpumon-close", daemon=True)
-    closer.start()
-    closer.join(max(0.0, seconds))
-    if closer.is_alive():
-        log.warning("NVML did not shut down within %.1f s; exiting without it", seconds)
-        return False
-    return True
-
-
 async def start_sites(
     runner: web.AppRunner, listen: Sequence[ListenAddress], ssl_context: Any
 ) -> list[str]:
@@ -264,7 +249,7 @@ async def start_sites(
 async def serve(settings: ServeSettings, sampler: Any) -> int:
     """Serve until SIGTERM/SIGINT, then shut down within ``shutdown_timeout_seconds``.
 
-    The caller owns ``sampler`` and closes it afterwards (:func:`close_within`).
+    The caller owns ``sampler`` and closes it afterwards (``Sampler.close`` is bounded).
 
     Shutdown: stop accepting, let in-flight requests finish, let a running sampling cycle end
     (it is itself bounded by the cycle deadline), then close. A worker thread stuck inside an NVML

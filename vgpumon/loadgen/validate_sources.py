@@ -15,10 +15,11 @@ and it returns each published sample once.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from vgpumon.collect.base import Reader, SamplerConfig
@@ -93,10 +94,25 @@ class ReadingSource(Protocol):
     async def close(self) -> None: ...
 
 
+class _SnapshotSource(abc.ABC):
+    """A source that finds targets in the newest snapshot it has, opening itself on first use."""
+
+    _latest: Snapshot | None = None
+
+    @abc.abstractmethod
+    async def open(self) -> None: ...
+
+    async def resolve(self, selector: str) -> Target:
+        if self._latest is None:
+            await self.open()
+        assert self._latest is not None
+        return resolve_target(self._latest, selector)
+
+
 # ---------------------------------------------------------------------- in-process readers
 
 
-class SamplerSource:
+class SamplerSource(_SnapshotSource):
     """The exporter's readers, run here: one sampler cycle per reading.
 
     ``readers`` replaces the reader list (tests inject a deliberately wrong one); ``clock`` is the
@@ -125,12 +141,6 @@ class SamplerSource:
         self._latest = await self.sampler.cycle()
         if self._latest.health.wedged:
             raise SourceError("the first NVML sampling cycle did not finish (the driver hangs)")
-
-    async def resolve(self, selector: str) -> Target:
-        if self._latest is None:
-            await self.open()
-        assert self._latest is not None
-        return resolve_target(self._latest, selector)
 
     async def start_window(self) -> None:
         # A cycle now makes the next one's GPM interval and process-sample cursor start here.
@@ -161,7 +171,7 @@ def normalize_url(url: str) -> str:
     return text
 
 
-class ExporterSource:
+class ExporterSource(_SnapshotSource):
     """Readings from a running ``vgpumon serve`` over HTTP."""
 
     def __init__(
@@ -191,8 +201,7 @@ class ExporterSource:
 
     @property
     def name(self) -> str:
-        path = "/metrics" if self.via == "metrics" else "/api/v1/snapshot"
-        return f"exporter {self.base}{path}"
+        return f"exporter {self.url}"
 
     @property
     def url(self) -> str:
@@ -216,12 +225,6 @@ class ExporterSource:
                     "(it answers 503: its first sampling cycle did not finish)"
                 )
             await self.timer.sleep(self.poll_s)
-
-    async def resolve(self, selector: str) -> Target:
-        if self._latest is None:
-            await self.open()
-        assert self._latest is not None
-        return resolve_target(self._latest, selector)
 
     async def start_window(self) -> None:
         """Wait until the exporter published ``fresh_samples`` samples after this moment."""
@@ -382,35 +385,38 @@ def snapshot_from_metrics(text: str) -> tuple[Snapshot, bool]:
             return None
         return fields.setdefault(uuid, {"index": index, "uuid": uuid})
 
-    for labels, _ in series["vgpumon_gpu_info"]:
-        g = gpu(labels)
-        if g is not None:
-            g["name"] = labels.get("name") or None
-            g["architecture"] = labels.get("architecture") or None
-    for labels, value in series["vgpumon_gpu_up"]:
-        g = gpu(labels)
-        if g is not None:
-            g["up"] = value == 1.0
-    for labels, value in series["vgpumon_gpu_virtualization_mode"]:
-        g = gpu(labels)
-        if g is not None and value == 1.0:
+    def of_gpus(name: str) -> Iterator[tuple[dict[str, Any], Mapping[str, str], float]]:
+        """The samples of ``name`` that name a GPU, with that GPU's fields."""
+        for labels, value in series[name]:
+            g = gpu(labels)
+            if g is not None:
+                yield g, labels, value
+
+    def of_gpus_by(
+        name: str, label: str
+    ) -> Iterator[tuple[dict[str, Any], int, Mapping[str, str], float]]:
+        """The samples of ``name`` that name a GPU and an integer ``label`` (pid, GPU instance)."""
+        for g, labels, value in of_gpus(name):
+            ident = _int(labels.get(label))
+            if ident is not None:
+                yield g, ident, labels, value
+
+    for g, labels, _ in of_gpus("vgpumon_gpu_info"):
+        g["name"] = labels.get("name") or None
+        g["architecture"] = labels.get("architecture") or None
+    for g, _, value in of_gpus("vgpumon_gpu_up"):
+        g["up"] = value == 1.0
+    for g, labels, value in of_gpus("vgpumon_gpu_virtualization_mode"):
+        if value == 1.0:
             g["virtualization_mode"] = labels.get("mode")
-    for labels, value in series["vgpumon_gpu_mig_mode_enabled"]:
-        g = gpu(labels)
-        if g is not None:
-            g["mig_mode_current"] = value == 1.0
-    for labels, value in series["vgpumon_gpu_utilization_ratio"]:
-        g = gpu(labels)
-        if g is not None:
-            g["utilization"] = Utilization(gpu=value)
-    for labels, value in series["vgpumon_gpu_memory_used_bytes"]:
-        g = gpu(labels)
-        if g is not None:
-            g["memory"] = Memory(used_bytes=int(value))
-    for labels, value in series["vgpumon_gpu_sm_active_ratio"]:
-        g = gpu(labels)
-        if g is not None:
-            g["gpm"] = Gpm(sm_active=value)
+    for g, _, value in of_gpus("vgpumon_gpu_mig_mode_enabled"):
+        g["mig_mode_current"] = value == 1.0
+    for g, _, value in of_gpus("vgpumon_gpu_utilization_ratio"):
+        g["utilization"] = Utilization(gpu=value)
+    for g, _, value in of_gpus("vgpumon_gpu_memory_used_bytes"):
+        g["memory"] = Memory(used_bytes=int(value))
+    for g, _, value in of_gpus("vgpumon_gpu_sm_active_ratio"):
+        g["gpm"] = Gpm(sm_active=value)
 
     per_process = "vgpumon_process_series_truncated" in series
     processes: dict[str, dict[tuple[int, int | None], dict[str, Any]]] = defaultdict(dict)
@@ -418,11 +424,7 @@ def snapshot_from_metrics(text: str) -> tuple[Snapshot, bool]:
         ("vgpumon_process_memory_used_bytes", "used_memory_bytes"),
         ("vgpumon_process_sm_utilization_ratio", "sm_utilization"),
     ):
-        for labels, value in series[name]:
-            g = gpu(labels)
-            pid = _int(labels.get("pid"))
-            if g is None or pid is None:
-                continue
+        for g, pid, labels, value in of_gpus_by(name, "pid"):
             gi = _int(labels.get("gpu_instance"))
             entry = processes[g["uuid"]].setdefault(
                 (pid, gi),
@@ -436,11 +438,7 @@ def snapshot_from_metrics(text: str) -> tuple[Snapshot, bool]:
             entry[key] = int(value) if key == "used_memory_bytes" else value
 
     instances: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
-    for labels, _ in series["vgpumon_mig_instance_info"]:
-        g = gpu(labels)
-        gi = _int(labels.get("gpu_instance"))
-        if g is None or gi is None:
-            continue
+    for g, gi, labels, _ in of_gpus_by("vgpumon_mig_instance_info", "gpu_instance"):
         inst = instances[g["uuid"]].setdefault(
             gi, {"id": gi, "profile_name": labels.get("profile") or None, "cis": []}
         )
@@ -457,11 +455,7 @@ def snapshot_from_metrics(text: str) -> tuple[Snapshot, bool]:
         ("vgpumon_mig_memory_used_bytes", "memory_used_bytes"),
         ("vgpumon_mig_sm_active_ratio", "sm_active"),
     ):
-        for labels, value in series[name]:
-            g = gpu(labels)
-            gi = _int(labels.get("gpu_instance"))
-            if g is None or gi is None:
-                continue
+        for g, gi, _, value in of_gpus_by(name, "gpu_instance"):
             inst = instances[g["uuid"]].setdefault(gi, {"id": gi, "profile_name": None, "cis": []})
             inst[key] = value
 

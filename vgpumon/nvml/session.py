@@ -1,6 +1,6 @@
 """Guarded NVML calls: the only way readers touch the NVML module.
 
-Every call goes through :meth:`NvmlSession.call`, which
+Every call goes through :meth:`NvmlSession.attempt` (``call`` is its value alone), which
 
 * resolves the function on the injected module (pynvml, the simulator, or any compatible module);
   a module that lacks it costs exactly the values that function gives (design rule 6);
@@ -8,6 +8,9 @@ Every call goes through :meth:`NvmlSession.call`, which
 * classifies failures (:mod:`vgpumon.nvml.errors`): absent values are cached per GPU and call so
   that an unsupported call is paid for once, lifecycle errors abort the GPU's read with
   :class:`GpuDown`, and the rest are counted by function and error name.
+
+A reader that must tell "nothing new" from "unsupported" from "failed" (to report an empty list as
+empty, not unknown) reads :attr:`CallOutcome.status` instead of guessing from the error counters.
 
 Readers run in worker threads, several GPUs at once, so all shared state here is under one lock.
 """
@@ -20,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from vgpumon.model import NvmlErrorCount
 from vgpumon.nvml.errors import LIBRARY_CODES, ErrorClass, classify, error_code, error_name
@@ -46,6 +49,31 @@ class CallStats:
 
 SYSTEM = ""  # the gpu key for calls that are not about one GPU
 
+CallStatus = Literal["ok", "no_data", "absent", "error"]
+
+
+@dataclass(frozen=True)
+class CallOutcome:
+    """What one guarded call came to; ``value`` is None unless ``status`` is "ok".
+
+    * ``ok``: the call returned (its value may still be None).
+    * ``no_data``: a return code the caller listed as a normal "nothing here" answer (or pynvml's
+      SUCCESS raised as an error); neither counted nor cached.
+    * ``absent``: not supported here (or the function is missing), now or cached from before;
+      ``error`` names why, e.g. "function_not_found" (a driver too old for this call).
+    * ``error``: a failure counted in the error counters; the value is unknown this time.
+
+    Lifecycle errors have no outcome: they raise :class:`GpuDown`.
+    """
+
+    value: Any = None
+    status: CallStatus = "ok"
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
 
 class NvmlSession:
     """One NVML module plus the bookkeeping that keeps reading it honest."""
@@ -54,7 +82,8 @@ class NvmlSession:
         self.module = module
         self.source = source
         self._lock = threading.Lock()
-        self._absent: set[tuple[str, str, Hashable]] = set()
+        # (gpu, function, key) -> the error name that made it absent
+        self._absent: dict[tuple[str, str, Hashable], str] = {}
         self._errors: dict[tuple[str, str], int] = {}
         self._stats: dict[str, CallStats] = {}
 
@@ -71,7 +100,7 @@ class NvmlSession:
     def reset_gpu(self, gpu: str) -> None:
         """Forget cached absences for a GPU that was re-acquired (its support may differ now)."""
         with self._lock:
-            self._absent = {k for k in self._absent if k[0] != gpu}
+            self._absent = {k: v for k, v in self._absent.items() if k[0] != gpu}
 
     # ------------------------------------------------------------------ calls
 
@@ -93,26 +122,34 @@ class NvmlSession:
     ) -> Any:
         """Call ``module.<function>(*args)``; return its value or None when there is none.
 
+        The value of :meth:`attempt`, for callers to whom every kind of "no value" is the same.
+        """
+        return self.attempt(gpu, function, *args, key=key, no_data=no_data, **kwargs).value
+
+    def attempt(
+        self,
+        gpu: str,
+        function: str,
+        *args: Any,
+        key: Hashable = (),
+        no_data: Iterable[int] = (),
+        **kwargs: Any,
+    ) -> CallOutcome:
+        """Call ``module.<function>(*args)`` and say what came of it.
+
         ``gpu`` is the GPU's UUID (or :data:`SYSTEM`); ``key`` distinguishes calls of the same
         function whose support differs by argument (clock type, sensor, cap id). ``no_data`` lists
         return codes that are a normal "nothing new" answer for this call (e.g. NOT_FOUND from the
-        sample APIs): they return None without being counted or cached.
+        sample APIs): they come back as "no_data", neither counted nor cached. Raises
+        :class:`GpuDown` for lifecycle errors.
         """
         cache_key = (gpu, function, key)
-        with self._lock:
-            if cache_key in self._absent:
-                return None
-        fn: Callable[..., Any] | None = getattr(self.module, function, None)
+        fn = getattr(self.module, function, None)
         if not callable(fn):
-            self._mark_absent(cache_key, function, "function_not_found")
-            return None
-        start = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001
-            return self._failed(exc, cache_key, set(no_data))
-        finally:
-            self._time(function, time.perf_counter() - start)
+            # Not timed: nothing was called. Counted once, like any absence.
+            return self._mark_absent(cache_key, function, "function_not_found")
+        call: Callable[..., Any] = fn
+        return self._guarded(cache_key, no_data, lambda: CallOutcome(call(*args, **kwargs)))
 
     def raw_function(self, symbol: str) -> Any:
         """A C function pointer from the loaded library, for calls pynvml wraps wrongly.
@@ -131,57 +168,86 @@ class NvmlSession:
         symbol: str,
         *args: Any,
         key: Hashable = (),
+        no_data: Iterable[int] = (),
     ) -> bool | None:
-        """Call a raw C symbol with ctypes arguments; True on success, None when absent/failed.
+        """Call a raw C symbol with ctypes arguments; True on success, None when there is no value.
 
-        Errors are classified exactly like :meth:`call`.
+        ``no_data`` and error handling are those of :meth:`attempt`.
         """
+        return self.attempt_raw(gpu, symbol, *args, key=key, no_data=no_data).value
+
+    def attempt_raw(
+        self,
+        gpu: str,
+        symbol: str,
+        *args: Any,
+        key: Hashable = (),
+        no_data: Iterable[int] = (),
+    ) -> CallOutcome:
+        """:meth:`attempt` for a raw C symbol; an "ok" outcome's value is True (return code 0)."""
         cache_key = (gpu, symbol, key)
-        with self._lock:
-            if cache_key in self._absent:
-                return None
-        start = time.perf_counter()
-        try:
+
+        def invoke() -> CallOutcome:
+            # Looking the symbol up is part of the call: pynvml raises FUNCTION_NOT_FOUND for a
+            # symbol the loaded driver lacks, which is classified like any other absence.
             fn = self.raw_function(symbol)
             if fn is None:
-                self._mark_absent(cache_key, symbol, "function_not_found")
-                return None
+                return self._mark_absent(cache_key, symbol, "function_not_found")
             ret = fn(*args)
             if ret != 0:
                 raise self.module.NVMLError(ret)
-            return True
-        except Exception as exc:  # noqa: BLE001
-            self._failed(exc, cache_key, set())
-            return None
-        finally:
-            self._time(symbol, time.perf_counter() - start)
+            return CallOutcome(True)
+
+        return self._guarded(cache_key, no_data, invoke)
 
     # ------------------------------------------------------------------ bookkeeping
 
+    def _guarded(
+        self,
+        cache_key: tuple[str, str, Hashable],
+        no_data: Iterable[int],
+        invoke: Callable[[], CallOutcome],
+    ) -> CallOutcome:
+        """Run ``invoke`` unless the call is known to be absent; time it and classify failures."""
+        with self._lock:
+            reason = self._absent.get(cache_key)
+        if reason is not None:
+            return CallOutcome(status="absent", error=reason)
+        start = time.perf_counter()
+        try:
+            return invoke()
+        except Exception as exc:  # noqa: BLE001
+            return self._failed(exc, cache_key, frozenset(no_data))
+        finally:
+            self._time(cache_key[1], time.perf_counter() - start)
+
     def _failed(
-        self, exc: Exception, cache_key: tuple[str, str, Hashable], no_data: set[int]
-    ) -> None:
+        self, exc: Exception, cache_key: tuple[str, str, Hashable], no_data: frozenset[int]
+    ) -> CallOutcome:
         gpu, function, _key = cache_key
         code = error_code(exc)
+        name = error_name(exc)
         if code == 0 or (code is not None and code in no_data):
             # code 0: pynvml raises NVMLError(SUCCESS) when a sizing call finds no samples.
-            return None
-        name = error_name(exc)
+            return CallOutcome(status="no_data", error=name)
         kind = classify(exc)
         if kind is ErrorClass.ABSENT:
-            self._mark_absent(cache_key, function, name)
-            return None
+            return self._mark_absent(cache_key, function, name)
         self._count(function, name)
         if kind is ErrorClass.LIFECYCLE:
             raise GpuDown(gpu, function, name, library=code in LIBRARY_CODES) from exc
-        return None
+        return CallOutcome(status="error", error=name)
 
-    def _mark_absent(self, cache_key: tuple[str, str, Hashable], function: str, name: str) -> None:
+    def _mark_absent(
+        self, cache_key: tuple[str, str, Hashable], function: str, name: str
+    ) -> CallOutcome:
+        """Cache the absence (counted once, by whoever caches it first)."""
         with self._lock:
-            if cache_key in self._absent:
-                return
-            self._absent.add(cache_key)
-        self._count(function, name)
+            first = cache_key not in self._absent
+            reason = self._absent.setdefault(cache_key, name)
+        if first:
+            self._count(function, name)
+        return CallOutcome(status="absent", error=reason)
 
     def _count(self, function: str, name: str) -> None:
         with self._lock:

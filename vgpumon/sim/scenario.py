@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -29,6 +30,7 @@ from vgpumon.sim.schema import (
     Bool,
     Ctx,
     Enum,
+    IdOrName,
     Int,
     Key,
     Map,
@@ -338,20 +340,10 @@ COMPUTE_INSTANCE = OneOf(
 )
 
 
-class _ProfileRefType(Type):
-    expected = 'a profile name like "3g.40gb" or a profile id'
-
-    def parse(self, node: yaml.Node, path: str, ctx: Ctx) -> str | int:
-        value = self.scalar(node, path, ctx)
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise self.fail(node, path, ctx)
-        return value
-
-
 GPU_INSTANCE = Map(
     {
         "profile": Key(
-            _ProfileRefType(),
+            IdOrName('a profile name like "3g.40gb" or a profile id'),
             'profile name ("3g.40gb" or "MIG 3g.40gb") or profile id',
             required=True,
         ),
@@ -837,6 +829,27 @@ def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return a[0] < b[0] + b[1] and b[0] < a[0] + a[1]
 
 
+def _claim(
+    wanted: int | None,
+    used: set[int],
+    first: int,
+    ctx: Ctx,
+    path: str,
+    what: str,
+    reserved: Collection[int | None] = (),
+) -> int:
+    """An id for a new entry: ``wanted`` unless another entry has it, else (when none is given)
+    the lowest from ``first`` that is neither used nor ``reserved`` for a later entry."""
+    if wanted is None:
+        wanted = first
+        while wanted in used or wanted in reserved:
+            wanted += 1
+    elif wanted in used:
+        raise ctx.error_at(path, f"{what} {wanted} is used twice")
+    used.add(wanted)
+    return wanted
+
+
 def _build_mig(
     d: dict[str, Any], profiles: tuple[MigProfile, ...], seed: int, index: int, path: str, ctx: Ctx
 ) -> tuple[GpuInstanceSpec, ...]:
@@ -887,14 +900,7 @@ def _build_mig(
             raise ctx.error_at(
                 join(gpath, "profile"), "the GPU instances need more than 7 compute slices"
             )
-        gi_id = g.get("id")
-        if gi_id is None:
-            gi_id = 1
-            while gi_id in used_ids:
-                gi_id += 1
-        elif gi_id in used_ids:
-            raise ctx.error_at(join(gpath, "id"), f"GPU instance id {gi_id} is used twice")
-        used_ids.add(gi_id)
+        gi_id = _claim(g.get("id"), used_ids, 1, ctx, join(gpath, "id"), "GPU instance id")
         cis = []
         ci_taken: list[tuple[int, int]] = []
         ci_ids: set[int] = set()
@@ -931,24 +937,16 @@ def _build_mig(
                     )
                 start = free[0]
             ci_taken.append((start, slices))
-            ci_id = c.get("id")
-            if ci_id is None:
-                ci_id = 0
-                while ci_id in ci_ids:
-                    ci_id += 1
-            elif ci_id in ci_ids:
-                raise ctx.error_at(join(cpath, "id"), f"compute instance id {ci_id} is used twice")
-            ci_ids.add(ci_id)
-            mig_index = c.get("mig_index")
-            if mig_index is None:
-                mig_index = 0
-                while mig_index in used_mig_indexes or mig_index in wanted_indexes:
-                    mig_index += 1
-            elif mig_index in used_mig_indexes:
-                raise ctx.error_at(
-                    join(cpath, "mig_index"), f"MIG device index {mig_index} is used twice"
-                )
-            used_mig_indexes.add(mig_index)
+            ci_id = _claim(c.get("id"), ci_ids, 0, ctx, join(cpath, "id"), "compute instance id")
+            mig_index = _claim(
+                c.get("mig_index"),
+                used_mig_indexes,
+                0,
+                ctx,
+                join(cpath, "mig_index"),
+                "MIG device index",
+                reserved=wanted_indexes,
+            )
             cis.append(
                 ComputeInstanceSpec(
                     id=ci_id,

@@ -134,6 +134,20 @@ class Str(Type):
         return value
 
 
+class IdOrName(Type):
+    """An integer id or a name, looked up later in a table the scenario defines (vGPU types, MIG
+    profiles), so either spelling is accepted here."""
+
+    def __init__(self, expected: str):
+        self.expected = expected
+
+    def parse(self, node: yaml.Node, path: str, ctx: Ctx) -> int | str:
+        value = self.scalar(node, path, ctx)
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise self.fail(node, path, ctx)
+        return value
+
+
 class Int(Type):
     def __init__(self, lo: int | None = None, hi: int | None = None, expected: str | None = None):
         self.lo, self.hi = lo, hi

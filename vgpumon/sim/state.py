@@ -283,6 +283,9 @@ class GpuState:
         self.pcie_tx_total = Integrator(lambda t: self.activity(t).pcie_tx, constant=steady)
         self.pcie_rx_total = Integrator(lambda t: self.activity(t).pcie_rx, constant=steady)
         self.ext: dict[str, Any] = {}  # per-GPU state of extensions (registry.register_gpu_state)
+        # Framebuffer that extensions hold outside this model's processes, e.g. the vGPUs of a
+        # vGPU host: each running vGPU has its whole profile allocated on the physical GPU.
+        self.memory_claims: list[Callable[[float], int]] = []
 
     # ---------------------------------------------------------------- activity
 
@@ -363,6 +366,7 @@ class GpuState:
             used = int(self._memory_used(t))
         else:
             used = sum(p.memory(t) for p in self.running_processes(t))
+        used += sum(claim(t) for claim in self.memory_claims)
         return min(used, max(0, self.spec.memory_total - self.spec.memory_reserved))
 
     def process_utilization(self, process: ProcessState, t: float) -> dict[str, float]:

@@ -33,6 +33,7 @@ from vgpumon.sim.schema import (
     Bool,
     Ctx,
     Enum,
+    IdOrName,
     Int,
     Key,
     Map,
@@ -73,16 +74,7 @@ LOAD_KEYS = ("sm", "memory", "encoder", "decoder")
 # --------------------------------------------------------------------------- scenario keys
 
 
-class _TypeRef(Type):
-    expected = "a vGPU type id or name"
-
-    def parse(self, node: yaml.Node, path: str, ctx: Ctx) -> int | str:
-        value = self.scalar(node, path, ctx)
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise self.fail(node, path, ctx)
-        return value
-
-
+TYPE_REF = IdOrName("a vGPU type id or name")
 VGPU_TYPE = Map(
     {
         "id": Key(Int(1, 0xFFFFFFFE), "vGPU type id", required=True),
@@ -155,7 +147,7 @@ class _OptionalStr(Type):
 
 INSTANCE_KEYS: dict[str, Key] = {
     "id": Key(Int(1, CHURN_ID_BASE - 1), "vGPU instance id", "1, 2, … across the host"),
-    "type": Key(_TypeRef(), "type id or name from the GPU's types", required=True),
+    "type": Key(TYPE_REF, "type id or name from the GPU's types", required=True),
     "vm_id": Key(Str(), "VM id (a UUID on KVM, a domain number elsewhere)", "derived"),
     "uuid": Key(Str(), "vGPU UUID", "derived"),
     "mdev_uuid": Key(Str(), "mdev UUID (KVM only)", "derived"),
@@ -194,7 +186,7 @@ CHURN = Map(
     {
         "gpu": Key(Int(lo=0), "GPU index", required=True),
         "types": Key(
-            Seq(_TypeRef(), min_len=1, one_or_many=True), "types, used in turn", required=True
+            Seq(TYPE_REF, min_len=1, one_or_many=True), "types, used in turn", required=True
         ),
         "start": Key(Unit("duration", lo=0), "first VM starts", "0s"),
         "every": Key(Unit("duration", lo=1e-3), "a new VM every", required=True),
@@ -372,6 +364,17 @@ class VgpuHost:
                     out.append(inst)
         out.sort(key=lambda i: (i.spec.start, i.id))
         return out
+
+    def framebuffer_allocated(self, t: float) -> int:
+        """Physical framebuffer the running time-sliced vGPUs hold: each its whole profile.
+
+        MIG-backed vGPUs live inside a GPU instance, whose memory is accounted there.
+        """
+        return sum(
+            self.types[i.spec.type_id].framebuffer
+            for i in self.active(t)
+            if self.types[i.spec.type_id].gi_profile is None
+        )
 
     def known(self, t: float) -> list[InstanceRuntime]:
         """Instances alive at any time in the recent past (for sample history)."""
@@ -772,7 +775,7 @@ def _host_factory(gpu: GpuState, core: SimCore) -> VgpuHost | None:
     hetero = bool(raw.get("heterogeneous", False))
     if hetero:
         instances = _assign_placements(instances, types, slot_bytes, slots)
-    return VgpuHost(
+    host = VgpuHost(
         gpu=gpu,
         seed=core.scenario.seed,
         sriov=bool(raw.get("sriov", spec.architecture >= ARCHITECTURES["ampere"])),
@@ -785,6 +788,8 @@ def _host_factory(gpu: GpuState, core: SimCore) -> VgpuHost | None:
         slot_bytes=slot_bytes,
         slots=slots,
     )
+    gpu.memory_claims.append(host.framebuffer_allocated)
+    return host
 
 
 _BUILT_ATTR = "_vgpu_built"

@@ -11,6 +11,7 @@ Enumeration calls write into the caller's ctypes array and ``byref`` count and r
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Iterable
 from typing import Any
 
 import pynvml
@@ -64,6 +65,29 @@ def fill(array: Any, items: list[Any]) -> None:
             array[i] = ctypes.cast(item, element)
         else:
             array[i] = item
+
+
+def answer_array(array: Any, count_ref: Any, items: list[Any], *, null_sizes: bool = False) -> int:
+    """NVML's caller-allocated-array answer: ``items`` into ``array``, their number into the count.
+
+    ``null_sizes``: a None array only asks for the count (the ``…PossiblePlacements`` calls);
+    otherwise a None array with something to write is INVALID_ARGUMENT, as in the enumerations.
+    """
+    write = array is not None if null_sizes else bool(items)
+    if write:
+        fill(array, items)
+    set_count(count_ref, len(items))
+    return pynvml.NVML_SUCCESS
+
+
+def placements(struct_type: Any, spans: Iterable[tuple[int, int]]) -> list[Any]:
+    """GPU- or compute-instance placement structs from (start, size) pairs."""
+    items = []
+    for start, size in spans:
+        placement = struct_type()
+        placement.start, placement.size = start, size
+        items.append(placement)
+    return items
 
 
 def _gi_profile_v2(profile: MigProfile) -> Any:
@@ -244,15 +268,8 @@ class MigApi(Provider):
         gpu = self._parent(device)
         self.core.require_privilege()
         profile = self._profile_by_id(gpu, profileId)
-        items = []
-        for start, size in profile.placements:
-            placement = pynvml.c_nvmlGpuInstancePlacement_t()
-            placement.start, placement.size = start, size
-            items.append(placement)
-        if placementsRef is not None:
-            fill(placementsRef, items)
-        set_count(countRef, len(items))
-        return pynvml.NVML_SUCCESS
+        items = placements(pynvml.c_nvmlGpuInstancePlacement_t, profile.placements)
+        return answer_array(placementsRef, countRef, items, null_sizes=True)
 
     # ---------------------------------------------------------------- GPU instances
 
@@ -266,10 +283,7 @@ class MigApi(Provider):
         handles = [
             self.core.gpu_instance_handle(gi) for gi in gpu.gis if gi.profile.id == profile.id
         ]
-        if handles:
-            fill(gpuInstancesRef, handles)
-        set_count(countRef, len(handles))
-        return pynvml.NVML_SUCCESS
+        return answer_array(gpuInstancesRef, countRef, handles)
 
     @nvml_function()
     def nvmlDeviceGetGpuInstanceById(self, device: Any, gpuInstanceId: int) -> Any:
@@ -366,15 +380,9 @@ class MigApi(Provider):
         gi = self.core.gpu_instance(gpuInstance)
         self.core.require_privilege()
         slices = self._ci_slices(gi, profileId)
-        items = []
-        for start in ci_placements(gi.profile.slices, slices):
-            placement = pynvml.c_nvmlComputeInstancePlacement_t()
-            placement.start, placement.size = start, slices
-            items.append(placement)
-        if placementsRef is not None:
-            fill(placementsRef, items)
-        set_count(countRef, len(items))
-        return pynvml.NVML_SUCCESS
+        spans = ((start, slices) for start in ci_placements(gi.profile.slices, slices))
+        items = placements(pynvml.c_nvmlComputeInstancePlacement_t, spans)
+        return answer_array(placementsRef, countRef, items, null_sizes=True)
 
     @nvml_function()
     def nvmlGpuInstanceGetComputeInstances(
@@ -384,10 +392,7 @@ class MigApi(Provider):
         self.core.require_privilege()
         slices = self._ci_slices(gi, profileId)
         handles = [self.core.compute_instance_handle(ci) for ci in gi.cis if ci.slices == slices]
-        if handles:
-            fill(computeInstancesRef, handles)
-        set_count(countRef, len(handles))
-        return pynvml.NVML_SUCCESS
+        return answer_array(computeInstancesRef, countRef, handles)
 
     @nvml_function()
     def nvmlGpuInstanceGetComputeInstanceById(
