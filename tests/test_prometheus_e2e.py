@@ -58,6 +58,20 @@ CASES = (
     Case("a100-mig-mixed", 'vgpumon_mig_memory_total_bytes{gpu="0",gpu_instance="1"}', 10468982784),
     # four vGPU instances on GPU 0
     Case("kvm-vgpu-timesliced", 'vgpumon_gpu_vgpu_instances{gpu="0"}', 4.0),
+    # equal share on GPU 1: busy vGPUs 11 and 12 get 40 % each; fixed share on GPU 2: 25 % each
+    Case("kvm-vgpu-timesliced", 'vgpumon_vgpu_utilization_ratio{gpu="1",vgpu_id="11"}', 0.4),
+    Case("kvm-vgpu-timesliced", 'vgpumon_vgpu_utilization_ratio{gpu="2",vgpu_id="21"}', 0.25),
+    Case("kvm-vgpu-timesliced", 'vgpumon_vgpu_scheduler_policy{gpu="2",policy="fixed_share"}', 1),
+    # license states: vGPU 1 licensed, vGPU 3 restricted, vGPU 4 has no guest driver (absent)
+    Case("kvm-vgpu-timesliced", 'vgpumon_vgpu_license_state{vgpu_id="1",state="licensed"}', 1.0),
+    Case(
+        "kvm-vgpu-timesliced",
+        'vgpumon_vgpu_license_state{vgpu_id="3",state="unlicensed_restricted"}',
+        1.0,
+    ),
+    Case("kvm-vgpu-timesliced", 'vgpumon_vgpu_license_state{vgpu_id="4",state="licensed"}', None),
+    # 6 GiB in use: above 4 GiB, where pynvml's 32-bit wrapper would have wrapped it to 2 GiB
+    Case("kvm-vgpu-timesliced", 'vgpumon_vgpu_framebuffer_used_bytes{vgpu_id="1"}', 6 * GIB),
 )
 
 # fault-gpu-lost with its timeline compressed so that the test waits seconds, not a minute: GPU 2
