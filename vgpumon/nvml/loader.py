@@ -19,7 +19,7 @@ from vgpumon.nvml.session import NvmlSession
 ENV_MODULE = "VGPUMON_NVML_MODULE"
 
 TRY_SIM_HINT = (
-    "try the simulator: vgpumon serve --sim kvm-vgpu-timesliced "
+    "to try vgpumon without a GPU, add --sim SCENARIO, e.g. --sim kvm-vgpu-timesliced "
     "('vgpumon scenarios' lists the simulated hosts)"
 )
 
