@@ -298,6 +298,16 @@ def test_clock_event_reasons_fall_back_to_throttle_names() -> None:
     assert len(events_.supported) == 9
 
 
+def test_clock_event_reasons_absent_when_active_mask_fails() -> None:
+    # A failed active mask must not turn every supported reason into "not active" (0).
+    module = make_module(
+        nvmlDeviceGetCurrentClocksEventReasons=raises(10),
+        nvmlDeviceGetSupportedClocksEventReasons=lambda h: 0x1FF,
+    )
+    events_ = Gpu(module).read(clocks.read_clock_events).get("clock_events")
+    assert events_ is None or (events_.supported == () and events_.active == ())
+
+
 def test_clocks_are_hertz_and_absent_per_type() -> None:
     def info(_h: Any, clock_type: int) -> int:
         if clock_type == 3:

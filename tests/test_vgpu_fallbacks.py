@@ -88,3 +88,23 @@ def test_fresh_samples_are_averaged() -> None:
         None,
         2,
     )
+
+
+async def test_gpu_without_scheduler_log_is_not_watched() -> None:
+    # Both log calls unsupported (the _v2 one's absence is recorded for the whole library): one
+    # probe is enough, and the GPU is not watched (no poller thread re-armed every cycle).
+    faults = """faults:
+  - {kind: error, function: nvmlDeviceGetVgpuSchedulerLog, code: not_supported}
+  - {kind: error, function: nvmlDeviceGetVgpuSchedulerState, code: not_supported}
+"""
+    host = sim_host(parse_scenario(R535_VMWARE + faults, "no-sched-log.yaml"))
+    try:
+        for _ in range(3):
+            host.advance(1.0)
+            snap = await host.cycle()
+        watched = dict(host.poller._gpus)  # closing forgets every GPU
+    finally:
+        host.close()
+    assert all(g.vgpu_schedulers == () for g in snap.gpus)
+    assert all(len(g.vgpu_instances) == 2 for g in snap.gpus)
+    assert watched == {}

@@ -61,11 +61,12 @@ def read_clock_events(ctx: GpuContext, out: GpuBuilder) -> None:
     active = _reasons(
         ctx, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"
     )
+    if supported is None or active is None:
+        # Every supported reason is exported as active or not: without the active mask that
+        # would be a 0 for each, a value NVML did not give (design rule 4).
+        return
     out.set(
-        clock_events=ClockEvents(
-            supported=reason_names(supported) if supported is not None else (),
-            active=reason_names(active) if active is not None else (),
-        )
+        clock_events=ClockEvents(supported=reason_names(supported), active=reason_names(active))
     )
 
 

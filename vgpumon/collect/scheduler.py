@@ -51,6 +51,7 @@ from vgpumon.collect.vgpu_raw import (
     SchedulerLog,
     SchedulerParams,
     as_int,
+    newer_and_older_absent,
     scheduler_log,
     scheduler_state,
 )
@@ -446,12 +447,9 @@ class SchedulerReader:
 
 def _absent(ctx: GpuContext, *, gpu_instance: bool) -> bool:
     """Both the ``_v2`` and the v1 log call are known to be unsupported here."""
-    s = ctx.session
-    if gpu_instance:
-        names = ("nvmlGpuInstanceGetVgpuSchedulerLog_v2", "nvmlGpuInstanceGetVgpuSchedulerLog")
-        return all(s.is_absent(ctx.uuid, n, "gpu_instance") for n in names)
-    names = ("nvmlDeviceGetVgpuSchedulerLog_v2", "nvmlDeviceGetVgpuSchedulerLog")
-    return all(s.is_absent(ctx.uuid, n) for n in names)
+    v1 = "nvmlGpuInstanceGetVgpuSchedulerLog" if gpu_instance else "nvmlDeviceGetVgpuSchedulerLog"
+    key = "gpu_instance" if gpu_instance else ()
+    return newer_and_older_absent(ctx.session, ctx.uuid, f"{v1}_v2", v1, key)
 
 
 def _fixed(members: list[int]) -> Callable[[], Sequence[int] | None]:

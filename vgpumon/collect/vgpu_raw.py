@@ -235,6 +235,16 @@ def newer_then_older(
     return session.call(gpu, older, *older_args, key=key, no_data=no_data), False
 
 
+def newer_and_older_absent(
+    session: NvmlSession, gpu: str, newer: str, older: str, key: Hashable = ()
+) -> bool:
+    """Whether both calls of a :func:`newer_then_older` pair are known to be absent for ``gpu``.
+
+    The newer call's absence is recorded for the library (``SYSTEM``), the older one's per GPU.
+    """
+    return session.is_absent(SYSTEM, newer, key) and session.is_absent(gpu, older, key)
+
+
 def _struct(session: NvmlSession, name: str, **fields: int) -> Any:
     cls = getattr(session.module, name, None)
     if cls is None:
