@@ -79,6 +79,16 @@ class XidWatcher:
             self._registered.pop(uuid, None)
             self._counts.setdefault(uuid, {})
 
+    def library_reinitialized(self) -> None:
+        """Sampler re-init hook: the event set died with the old NVML state; start a new one.
+
+        The old set is dropped, not freed: handing a handle from before ``nvmlShutdown`` back to
+        the library is undefined. Every GPU registers again into a fresh set on its next cycle.
+        """
+        with self._lock:
+            self._set = None
+            self._registered.clear()
+
     def register(self, ctx: GpuContext) -> None:
         """Register this GPU for Xid events if it is not yet (called in the GPU's worker)."""
         with self._lock:
@@ -179,6 +189,12 @@ class XidWatcher:
             elif code != TIMEOUT:
                 log.debug("nvmlEventSetWait failed: %s", exc)
             return 0
+        with self._lock:
+            current = self._set is event_set
+        if not current:
+            # The set was replaced (NVML re-initialised) while this wait ran: its events belong to
+            # the old library state, and the GPUs' new registrations will report them again.
+            return 0
         self._count(data)
         return 1
 
@@ -231,6 +247,7 @@ class XidReader:
             watcher = XidWatcher(sampler.session)
             sampler.services[SERVICE] = watcher
         sampler.on_acquire(watcher.gpu_acquired)
+        sampler.on_reinit(watcher.library_reinitialized)
 
     def read(self, ctx: GpuContext, out: GpuBuilder) -> None:
         watcher = ctx.shared.get(SERVICE)

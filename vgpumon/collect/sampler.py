@@ -106,6 +106,7 @@ class Sampler:
         self._cycles = 0
         self._abandoned = 0
         self._acquire_hooks: list[Callable[[str, Any], None]] = []
+        self._reinit_hooks: list[Callable[[], None]] = []
         self._lock = asyncio.Lock()
         self._close_lock = threading.Lock()
         self._closer: threading.Thread | None = None
@@ -115,6 +116,14 @@ class Sampler:
                 attach(self)
 
     # ------------------------------------------------------------------ public API
+
+    def on_reinit(self, hook: Callable[[], None]) -> None:
+        """Call ``hook()`` (in the system worker) after NVML was shut down and initialised again.
+
+        Everything NVML handed out before (handles, event sets, GPM samples) died with the old
+        library state; services holding such objects drop them here.
+        """
+        self._reinit_hooks.append(hook)
 
     def on_acquire(self, hook: Callable[[str, Any], None]) -> None:
         """Call ``hook(uuid, handle)`` (in the system worker) whenever a GPU handle is acquired."""
@@ -320,6 +329,11 @@ class Sampler:
             for slot in self._slots.values():
                 slot.handle = None  # handles do not survive a shutdown/init cycle
                 slot.retry_at = 0.0
+            for hook in self._reinit_hooks:
+                try:
+                    hook()
+                except Exception:  # a hook failure must not keep NVML down
+                    log.exception("re-init hook failed")
         try:
             if self._driver.driver_version is None:
                 self._driver = DriverInfo(

@@ -105,9 +105,10 @@ class EventApi(Provider):
 
     @nvml_function()
     def nvmlEventSetWait_v2(self, eventSet: Any, timeoutms: int) -> Any:
-        event_set = self._set(eventSet)
         deadline = time.monotonic() + max(0, timeoutms) / 1000.0
         while True:
+            # A wait in flight ends when NVML is shut down: the set dies with the library state.
+            event_set = self._set(eventSet)
             data = self._next(event_set)
             if data is not None:
                 return data
