@@ -262,7 +262,11 @@ def rich_snapshot() -> Snapshot:
         timestamp=1_767_225_601.0,
         driver=DriverInfo("580.65.06", "13.580.65.06", "13.0"),
         gpus=(host, mig, guest, lost),
-        collectors=(CollectorStatus("device", True, 0.0), CollectorStatus("memory", False, 0.0)),
+        collectors=(
+            CollectorStatus("device", True, 0.0),
+            CollectorStatus("memory", False, 0.0),
+            CollectorStatus("vgpu", True, 0.0),
+        ),
         nvml_errors=(NvmlErrorCount("nvmlDeviceGetFanSpeed_v2", "not_supported", 4),),
         health=SamplerHealth(
             up=True,

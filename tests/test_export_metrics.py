@@ -279,6 +279,15 @@ def test_vgpu_counts_only_on_vgpu_hosts(rich: Snapshot) -> None:
     assert counts == {("0", rich.gpus[0].uuid): 2.0}
 
 
+def test_vgpu_count_absent_when_the_vgpu_reader_did_not_run(rich: Snapshot) -> None:
+    # With --no-collector.vgpu the host is still a vGPU host (device reader) but its instance
+    # list is just empty: "0 vGPUs" would be made up.
+    without = dataclasses.replace(
+        rich, collectors=tuple(c for c in rich.collectors if c.name != "vgpu")
+    )
+    assert not list(by_name("vgpumon_gpu_vgpu_instances").samples(without, ExportOptions()))
+
+
 def test_scheduler_without_gpu_instance_has_empty_label(rich: Snapshot) -> None:
     policy = list(by_name("vgpumon_vgpu_scheduler_policy").samples(rich, ExportOptions()))
     assert {labels[2] for labels, _ in policy} == {""}

@@ -127,6 +127,10 @@ def _mig_cis(
 
 def _vgpu_hosts(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Gpu]]:
     # Only a vGPU host can say how many vGPUs it runs; elsewhere "0" would be a made-up value.
+    # So would an empty list where the vgpu reader did not run (--no-collector.vgpu): the mode
+    # comes from the device reader, the instances only from the vgpu reader.
+    if not any(c.name == "vgpu" for c in s.collectors):
+        return iter(())
     return ((_gpu_id(g), g) for g in _up(s) if g.virtualization_mode == "host_vgpu")
 
 
