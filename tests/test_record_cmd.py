@@ -9,7 +9,14 @@ import yaml
 
 from vgpumon.cli import main
 from vgpumon.commands.record import mask
-from vgpumon.model import Gpu, MigComputeInstance, MigGpuInstance, Snapshot, from_json
+from vgpumon.model import (
+    Gpu,
+    MigComputeInstance,
+    MigGpuInstance,
+    Snapshot,
+    VgpuInstance,
+    from_json,
+)
 from vgpumon.sim import load_scenario
 
 
@@ -67,11 +74,18 @@ def test_mask_replaces_every_identity() -> None:
     gi = MigGpuInstance(
         id=1, compute_instances=(MigComputeInstance(id=0, mig_uuid="MIG-secret-0"),)
     )
-    gpu = Gpu(index=0, uuid="GPU-secret", serial="1324", mig_instances=(gi,))
+    vms = (
+        VgpuInstance(vgpu_id=1, uuid="secret-vgpu", vm_id="secret-vm-uuid", vm_id_type="uuid"),
+        VgpuInstance(vgpu_id=2, mdev_uuid="secret-mdev", vm_id="4711", vm_id_type="domain_id"),
+    )
+    gpu = Gpu(
+        index=0, uuid="GPU-secret", serial="1324", mig_instances=(gi,), vgpu_instances=vms
+    )
     down = Gpu(index=1, uuid="GPU-secret-2")
     snap = Snapshot(timestamp=0.0, gpus=(gpu, down))
     masked = mask(snap)
     text = repr(masked)
-    assert "secret" not in text and "1324" not in text
+    assert "secret" not in text and "1324" not in text and "4711" not in text
+    assert [v.vm_id_type for v in masked.gpus[0].vgpu_instances] == ["uuid", "domain_id"]
     assert masked.gpus[1].serial is None  # absent stays absent
     assert masked.gpus[0].mig_instances[0].compute_instances[0].mig_uuid is not None

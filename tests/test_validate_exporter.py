@@ -21,6 +21,9 @@ from vgpumon.loadgen.validate_drivers import SimDriver
 from vgpumon.loadgen.validate_readings import GPM, PROCESSES, UTILIZATION, Reading
 from vgpumon.loadgen.validate_run import NOT_RUN, Plan, Progress, Validation
 from vgpumon.loadgen.validate_sources import (
+    PROCESS_SERIES_COMPLETE,
+    PROCESS_SERIES_OFF,
+    PROCESS_SERIES_TRUNCATED,
     ExporterSource,
     SourceError,
     normalize_url,
@@ -260,8 +263,8 @@ async def test_metrics_map_back_to_the_snapshot_values():
     finally:
         sampler.close()
     text = render(snap, options=ExportOptions(processes=True)).decode()
-    back, per_process = snapshot_from_metrics(text)
-    assert per_process
+    back, process_series = snapshot_from_metrics(text)
+    assert process_series == PROCESS_SERIES_COMPLETE
     assert back.timestamp == pytest.approx(snap.timestamp)
     assert back.health.cycles_total == 2
     for gpu, again in zip(snap.gpus, back.gpus, strict=True):
@@ -279,4 +282,10 @@ async def test_metrics_map_back_to_the_snapshot_values():
                 c.mig_uuid for c in gi.compute_instances
             ]
     _, off = snapshot_from_metrics(render(snap).decode())
-    assert not off
+    assert off == PROCESS_SERIES_OFF
+    # a cap that left processes out: the list is unknown, not "these are all the processes"
+    capped = render(snap, options=ExportOptions(processes=True, processes_max=1)).decode()
+    back, truncated = snapshot_from_metrics(capped)
+    assert truncated == PROCESS_SERIES_TRUNCATED
+    assert sum(len(g.processes or ()) for g in snap.gpus) > 1
+    assert all(g.processes is None for g in back.gpus)

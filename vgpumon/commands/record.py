@@ -30,8 +30,18 @@ def _uuid(prefix: str, kind: int, n: int) -> str:
     return f"{prefix}-{body}" if prefix else body
 
 
+def _vm_id(vm_id: str | None, vm_id_type: str | None, n: int) -> str | None:
+    if vm_id is None:
+        return None
+    return str(n) if vm_id_type == "domain_id" else _uuid("", 5, n)
+
+
 def mask(snapshot: Snapshot) -> Snapshot:
-    """The snapshot with every UUID and serial number replaced by a stable placeholder."""
+    """The snapshot with every UUID, serial number and VM id replaced by a stable placeholder.
+
+    VM ids are the hypervisor's names for customers' machines (a libvirt domain UUID, a domain
+    number), so they leave the host no more than GPU serials do.
+    """
     gpus: list[Gpu] = []
     mig_n = vgpu_n = 0
     for g in snapshot.gpus:
@@ -54,6 +64,7 @@ def mask(snapshot: Snapshot) -> Snapshot:
                     v,
                     uuid=_uuid("", 3, vgpu_n) if v.uuid is not None else None,
                     mdev_uuid=_uuid("", 4, vgpu_n) if v.mdev_uuid is not None else None,
+                    vm_id=_vm_id(v.vm_id, v.vm_id_type, vgpu_n),
                 )
             )
         gpus.append(

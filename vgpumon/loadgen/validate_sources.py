@@ -196,7 +196,7 @@ class ExporterSource(_SnapshotSource):
         self.silence_timeout_s = silence_timeout_s
         self._http: Any = None
         self._latest: Snapshot | None = None
-        self._has_process_series = True
+        self._process_series = PROCESS_SERIES_COMPLETE
         self._last_returned: tuple[float, int] | None = None
 
     @property
@@ -289,10 +289,16 @@ class ExporterSource(_SnapshotSource):
         }
         if not target.is_mig:
             reasons[UTILIZATION] = "the exporter has no vgpumon_gpu_utilization_ratio for this GPU"
-        if not self._has_process_series:
+        if self._process_series == PROCESS_SERIES_OFF:
             reasons[PROCESSES] = (
                 "the exporter has no per-process series (start it with --processes, or "
                 "use --via snapshot)"
+            )
+        elif self._process_series == PROCESS_SERIES_TRUNCATED:
+            reasons[PROCESSES] = (
+                "the exporter's per-process series are capped and left processes out "
+                "(vgpumon_process_series_truncated 1: raise its --processes-max, or use "
+                "--via snapshot)"
             )
         return reasons
 
@@ -329,8 +335,7 @@ class ExporterSource(_SnapshotSource):
                 raise SourceError(
                     f"{self.url} did not give a vgpumon snapshot: {_one_line(exc)}"
                 ) from None
-        snapshot, per_process = snapshot_from_metrics(body)
-        self._has_process_series = per_process
+        snapshot, self._process_series = snapshot_from_metrics(body)
         return snapshot
 
 
@@ -356,11 +361,20 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def snapshot_from_metrics(text: str) -> tuple[Snapshot, bool]:
+# What the exporter's per-process series can tell (``snapshot_from_metrics``).
+PROCESS_SERIES_OFF = "off"  # started without --processes
+PROCESS_SERIES_COMPLETE = "complete"
+PROCESS_SERIES_TRUNCATED = "truncated"  # --processes-max left some processes out
+
+
+def snapshot_from_metrics(text: str) -> tuple[Snapshot, str]:
     """The part of a Snapshot that validate reads, rebuilt from a vgpumon exposition.
 
-    Returns the snapshot and whether the exporter has per-process series turned on (it then
-    always exports ``vgpumon_process_series_truncated``).
+    Returns the snapshot and the state of the exporter's per-process series, one of the
+    ``PROCESS_SERIES_*`` values: with ``--processes`` the exporter always exports
+    ``vgpumon_process_series_truncated``, 1 when its cap left processes out. Only a complete
+    list becomes ``Gpu.processes``; otherwise it stays unknown (None), so that a process the cap
+    left out is not reported as one NVML does not list.
     """
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -418,7 +432,12 @@ def snapshot_from_metrics(text: str) -> tuple[Snapshot, bool]:
     for g, _, value in of_gpus("vgpumon_gpu_sm_active_ratio"):
         g["gpm"] = Gpm(sm_active=value)
 
-    per_process = "vgpumon_process_series_truncated" in series
+    if "vgpumon_process_series_truncated" not in series:
+        process_series = PROCESS_SERIES_OFF
+    elif any(v == 1.0 for _, v in series["vgpumon_process_series_truncated"]):
+        process_series = PROCESS_SERIES_TRUNCATED
+    else:
+        process_series = PROCESS_SERIES_COMPLETE
     processes: dict[str, dict[tuple[int, int | None], dict[str, Any]]] = defaultdict(dict)
     for name, key in (
         ("vgpumon_process_memory_used_bytes", "used_memory_bytes"),
@@ -461,7 +480,7 @@ def snapshot_from_metrics(text: str) -> tuple[Snapshot, bool]:
 
     gpus = []
     for uuid, g in fields.items():
-        if per_process:
+        if process_series == PROCESS_SERIES_COMPLETE:
             g["processes"] = tuple(
                 Process(**entry)
                 for _, entry in sorted(processes.get(uuid, {}).items(), key=lambda kv: kv[0][0])
@@ -491,4 +510,4 @@ def snapshot_from_metrics(text: str) -> tuple[Snapshot, bool]:
         health=SamplerHealth(up=up == 1.0, cycles_total=int(cycles)),
         source="exporter",
     )
-    return snapshot, per_process
+    return snapshot, process_series
