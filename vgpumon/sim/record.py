@@ -7,7 +7,9 @@ placeholders (``GPU-00000000-0000-4000-8000-000000000000`` for GPU 0). The resul
 :func:`vgpumon.sim.load_scenario` once written with :func:`dump_scenario`.
 
 Sections other modules simulate (vGPU instances, guest licensing) are added by hooks registered
-with :func:`register_record_hook`.
+with :func:`register_record_hook`; the simulator's extension modules
+(``registry.EXTENSION_MODULES``) are imported before recording, so their hooks also run on a real
+host, where no simulator was created.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from typing import Any
 import yaml
 
 from vgpumon.model import Gpu, MigGpuInstance, Snapshot
+from vgpumon.sim import registry
 from vgpumon.sim.models import FOUR, MODELS, ONE, SEVEN, THREE, TWO
 from vgpumon.sim.scenario import ARCHITECTURES, CI_PROFILE_BY_SLICES
 
 MIB = 2**20
 MHZ = 1e6
-RecordHook = Callable[[Gpu, dict[str, Any]], None]
+RecordHook = Callable[[Gpu, dict[str, Any], Snapshot], None]
 RECORD_HOOKS: list[RecordHook] = []
 
 # SM counts used when a GPU matches no preset (the scenario needs one; readings never carry it).
@@ -42,7 +45,10 @@ _PLACEMENTS = {1: ONE, 2: TWO, 3: THREE, 4: FOUR, 7: SEVEN}
 
 
 def register_record_hook(hook: RecordHook) -> None:
-    """``hook(gpu, entry)`` may add keys to the scenario entry of ``gpu``."""
+    """``hook(gpu, entry, snapshot)`` may add or adjust keys of the scenario entry of ``gpu``.
+
+    ``snapshot`` is the whole recorded snapshot (its timestamp is the scenario's t = 0).
+    """
     if hook not in RECORD_HOOKS:
         RECORD_HOOKS.append(hook)
 
@@ -308,8 +314,6 @@ def _gpu_entry(gpu: Gpu, index: int) -> dict[str, Any]:
     for xid, count in sorted(gpu.xid_errors.items()):
         xids.extend({"at": float(1 + n), "xid": int(xid)} for n in range(min(count, 10)))
     _put(entry, "xid_events", xids)
-    for hook in RECORD_HOOKS:
-        hook(gpu, entry)
     return entry
 
 
@@ -320,7 +324,11 @@ def scenario_from_snapshot(snapshot: Snapshot, name: str = "recorded") -> dict[s
     _put(driver, "version", snapshot.driver.driver_version)
     _put(driver, "nvml_version", snapshot.driver.nvml_version)
     _put(driver, "cuda_driver_version", snapshot.driver.cuda_driver_version)
+    registry.load_modules()  # the extensions register their record hooks on import
     gpus = [_gpu_entry(gpu, i) for i, gpu in enumerate(snapshot.gpus)]
+    for gpu, entry in zip(snapshot.gpus, gpus, strict=True):
+        for hook in RECORD_HOOKS:
+            hook(gpu, entry, snapshot)
     version = snapshot.driver.driver_version or "unknown"
     doc: dict[str, Any] = {
         "name": name,

@@ -5,7 +5,8 @@ Functions live on "API provider" classes (one per NVML area). A method decorated
 pynvml's own (the contract test checks). A later module (the vGPU simulation) adds functions and
 per-GPU state without editing the core: it defines providers with :func:`register_provider`,
 registers per-GPU state with :func:`register_gpu_state`, registers its scenario keys in
-:mod:`vgpumon.sim.schema`, and lists its module in :data:`EXTENSION_MODULES`.
+:mod:`vgpumon.sim.schema`, its ``vgpumon record`` hook with
+:func:`vgpumon.sim.record.register_record_hook`, and lists its module in :data:`EXTENSION_MODULES`.
 """
 
 from __future__ import annotations
@@ -140,6 +141,7 @@ EXTENSION_MODULES: list[str] = [
     "vgpumon.sim.vgpu",
     "vgpumon.sim.scheduler",
     "vgpumon.sim.vgpu_api",
+    "vgpumon.sim.vgpu_record",
 ]
 
 
