@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import sys
 import time
 import tracemalloc
@@ -22,7 +21,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from test_vgpu_churn import CHURN_1000, WARM_UP
+from test_vgpu_churn import CHURN_1000, PACKAGE_DIR, SIM_DIR, WARM_UP, _settle
 from vgpu_helpers import sim_host
 
 import vgpumon.sim as sim_pkg
@@ -32,7 +31,13 @@ def traced() -> dict[str, int]:
     out = {"collector": 0, "sim": 0, "other": 0}
     for stat in tracemalloc.take_snapshot().statistics("filename"):
         name = stat.traceback[0].filename
-        kind = "sim" if "/vgpumon/sim/" in name else "collector" if "/vgpumon/" in name else "other"
+        kind = (
+            "sim"
+            if name.startswith(SIM_DIR)
+            else "collector"
+            if name.startswith(PACKAGE_DIR)
+            else "other"
+        )
         out[kind] += stat.size
     return out
 
@@ -55,7 +60,7 @@ async def run(events: int, step: int) -> list[dict[str, Any]]:
             await host.cycle()
             cycles += 1
             if base is None and host.t >= WARM_UP:
-                gc.collect()
+                _settle()
                 base, base_t = traced(), host.t
                 started, cycles = time.perf_counter(), 0
                 continue
@@ -63,7 +68,7 @@ async def run(events: int, step: int) -> list[dict[str, Any]]:
                 continue
             done = round((host.t - base_t) / 0.1) * 2  # one create and one destroy per VM
             if done >= next_mark:
-                gc.collect()
+                _settle()
                 now = traced()
                 rows.append(
                     {

@@ -25,7 +25,7 @@ import ctypes
 import struct
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from vgpumon.nvml.session import SYSTEM, NvmlSession
 
@@ -260,6 +260,36 @@ def _module_const(session: NvmlSession, name: str, default: int) -> int:
     return value if isinstance(value, int) else default
 
 
+class _SchedulerNames(NamedTuple):
+    """pynvml names of one scheduler getter ("State" or "Log") and its structs.
+
+    Built once: the poller calls these several times a second per GPU, and a fresh name string per
+    call would only churn the interpreter's attribute caches.
+    """
+
+    v2_struct: str
+    v1_struct: str
+    v1_version_const: str
+    device_v1: str
+    device_v2: str
+    gpu_instance_v1: str
+    gpu_instance_v2: str
+
+
+_SCHEDULER_NAMES = {
+    what: _SchedulerNames(
+        v2_struct=f"c_nvmlVgpuScheduler{what}Info_v2_t",
+        v1_struct=f"c_nvmlVgpuScheduler{what}Info_v1_t",
+        v1_version_const=f"nvmlVgpuScheduler{what}Info_v1",
+        device_v1=f"nvmlDeviceGetVgpuScheduler{what}",
+        device_v2=f"nvmlDeviceGetVgpuScheduler{what}_v2",
+        gpu_instance_v1=f"nvmlGpuInstanceGetVgpuScheduler{what}",
+        gpu_instance_v2=f"nvmlGpuInstanceGetVgpuScheduler{what}_v2",
+    )
+    for what in ("State", "Log")
+}
+
+
 def _scheduler_info(
     session: NvmlSession,
     gpu: str,
@@ -276,23 +306,24 @@ def _scheduler_info(
     naming. The device v1 call allocates its own struct; the GPU-instance v1 call takes a versioned
     one (``v1_version`` where the module has no ``nvmlVgpuScheduler<what>Info_v1`` constant).
     """
-    v2_struct = _struct(session, f"c_nvmlVgpuScheduler{what}Info_v2_t", engineId=ENGINE_GRAPHICS)
+    names = _SCHEDULER_NAMES[what]
+    v2_struct = _struct(session, names.v2_struct, engineId=ENGINE_GRAPHICS)
     v2_args = (target, v2_struct) if v2_struct is not None else None
     v1_args: tuple[Any, ...] | None
     key: Hashable
     if gpu_instance:
         v1_struct = _struct(
             session,
-            f"c_nvmlVgpuScheduler{what}Info_v1_t",
-            version=_module_const(session, f"nvmlVgpuScheduler{what}Info_v1", v1_version),
+            names.v1_struct,
+            version=_module_const(session, names.v1_version_const, v1_version),
             engineId=ENGINE_GRAPHICS,
         )
         v1_args = (target, v1_struct) if v1_struct is not None else None
-        v1, key = f"nvmlGpuInstanceGetVgpuScheduler{what}", "gpu_instance"
+        v1, v2, key = names.gpu_instance_v1, names.gpu_instance_v2, "gpu_instance"
     else:
         v1_args = (target,)
-        v1, key = f"nvmlDeviceGetVgpuScheduler{what}", ()
-    value, newer = newer_then_older(session, gpu, f"{v1}_v2", v1, v2_args, v1_args, key)
+        v1, v2, key = names.device_v1, names.device_v2, ()
+    value, newer = newer_then_older(session, gpu, v2, v1, v2_args, v1_args, key)
     return value, "v2" if newer else "v1"
 
 
