@@ -115,6 +115,22 @@ class FunctionReader:
         self.fn(ctx, out)
 
 
+# NVML's "no such instance" id (INVALID_GPU_INSTANCE_ID, the GI/CI ids of a process outside MIG,
+# INVALID_GPU_INSTANCE_PROFILE_ID): a C unsigned -1.
+NO_ID = 0xFFFFFFFF
+
+
+def nvml_int(value: Any) -> int | None:
+    """An integer NVML gave, or None (bool and non-int answers are not numbers here)."""
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def nvml_id(value: Any) -> int | None:
+    """An instance / profile id, None when NVML said "none" (:data:`NO_ID`) or gave nothing."""
+    value = nvml_int(value)
+    return None if value is None or value == NO_ID else value
+
+
 def ratio(percent: Any) -> float | None:
     """NVML percent -> ratio in [0, 1]; None stays None."""
     if percent is None:

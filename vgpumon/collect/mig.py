@@ -13,13 +13,12 @@ import ctypes
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext
+from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, nvml_id, nvml_int
 from vgpumon.collect.memory import read_memory_info
 from vgpumon.model import MigComputeInstance, MigGpuInstance
 
 STATE_KEY = "mig"
 MIB = 1024 * 1024
-INVALID_ID = 0xFFFFFFFF
 NOT_FOUND = 6
 INVALID_ARGUMENT = 2
 NOT_SUPPORTED = 3
@@ -79,15 +78,6 @@ def mig_devices(ctx: GpuContext) -> list[MigDevice]:
     return list(state.devices) if isinstance(state, MigState) else []
 
 
-def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _id(value: Any) -> int | None:
-    value = _int(value)
-    return None if value is None or value == INVALID_ID else value
-
-
 def profile_name_from_device_name(name: str | None) -> str | None:
     """'NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb' -> '3g.40gb' (the GPU instance's profile)."""
     if not name or "MIG " not in name:
@@ -109,10 +99,12 @@ def _static(ctx: GpuContext, state: MigState, uuid: str | None, handle: Any) -> 
     if uuid is not None and uuid in state.static:
         return state.static[uuid]
     attrs = ctx.call("nvmlDeviceGetAttributes", handle, key="mig")
-    memory_mb = _int(getattr(attrs, "memorySizeMB", None)) if attrs is not None else None
+    memory_mb = nvml_int(getattr(attrs, "memorySizeMB", None)) if attrs is not None else None
     info = _Static(
         name=ctx.call("nvmlDeviceGetName", handle, key="mig"),
-        sm_count=_int(getattr(attrs, "multiprocessorCount", None)) if attrs is not None else None,
+        sm_count=nvml_int(getattr(attrs, "multiprocessorCount", None))
+        if attrs is not None
+        else None,
         memory_size_bytes=memory_mb * MIB if memory_mb is not None else None,
     )
     if uuid is not None:
@@ -122,13 +114,13 @@ def _static(ctx: GpuContext, state: MigState, uuid: str | None, handle: Any) -> 
 
 def _enumerate(ctx: GpuContext) -> list[MigDevice]:
     h = ctx.handle
-    count = _int(ctx.call("nvmlDeviceGetMaxMigDeviceCount", h)) or 0
+    count = nvml_int(ctx.call("nvmlDeviceGetMaxMigDeviceCount", h)) or 0
     devices: list[MigDevice] = []
     for index in range(count):
         mh = ctx.call("nvmlDeviceGetMigDeviceHandleByIndex", h, index, no_data=(NOT_FOUND,))
         if mh is None:
             continue  # a hole in the index space
-        gi = _id(ctx.call("nvmlDeviceGetGpuInstanceId", mh, key="mig"))
+        gi = nvml_id(ctx.call("nvmlDeviceGetGpuInstanceId", mh, key="mig"))
         if gi is None:
             continue
         devices.append(
@@ -137,14 +129,17 @@ def _enumerate(ctx: GpuContext) -> list[MigDevice]:
                 index=index,
                 uuid=ctx.call("nvmlDeviceGetUUID", mh, key="mig"),
                 gpu_instance_id=gi,
-                compute_instance_id=_id(ctx.call("nvmlDeviceGetComputeInstanceId", mh, key="mig")),
+                compute_instance_id=nvml_id(
+                    ctx.call("nvmlDeviceGetComputeInstanceId", mh, key="mig")
+                ),
             )
         )
     return devices
 
 
-def _handles(ctx: GpuContext, function: str, owner: Any, profile_id: int, capacity: int,
-             array_type: Any) -> list[Any] | None:
+def _handles(
+    ctx: GpuContext, function: str, owner: Any, profile_id: int, capacity: int, array_type: Any
+) -> list[Any] | None:
     """The caller-allocated-array pattern of GetGpuInstances / GetComputeInstances (§1.6)."""
     handles = (array_type * max(1, capacity))()
     count = ctypes.c_uint(0)
@@ -178,7 +173,7 @@ def _read_tree(ctx: GpuContext) -> _Tree:
                 # No privilege, or no such function: every index would answer the same.
                 return tree
             continue
-        profile_id = _int(getattr(profile, "id", None))
+        profile_id = nvml_int(getattr(profile, "id", None))
         if profile_id is None:
             continue
         gis = _handles(
@@ -186,7 +181,7 @@ def _read_tree(ctx: GpuContext) -> _Tree:
             "nvmlDeviceGetGpuInstances",
             h,
             profile_id,
-            _int(getattr(profile, "instanceCount", None)) or 8,
+            nvml_int(getattr(profile, "instanceCount", None)) or 8,
             gi_type,
         )
         if gis is None:
@@ -195,15 +190,15 @@ def _read_tree(ctx: GpuContext) -> _Tree:
             continue
         for gi in gis:
             info = ctx.call("nvmlGpuInstanceGetInfo", gi, key="tree")
-            gi_id = _id(getattr(info, "id", None)) if info is not None else None
+            gi_id = nvml_id(getattr(info, "id", None)) if info is not None else None
             if gi_id is None:
                 continue
             placement = getattr(info, "placement", None)
             tree.gpu_instances[gi_id] = _Placement(
-                profile_id=_int(getattr(info, "profileId", None)) or profile_id,
+                profile_id=nvml_int(getattr(info, "profileId", None)) or profile_id,
                 profile_name=_strip_mig(getattr(profile, "name", None)),
-                start=_int(getattr(placement, "start", None)),
-                size=_int(getattr(placement, "size", None)),
+                start=nvml_int(getattr(placement, "start", None)),
+                size=nvml_int(getattr(placement, "size", None)),
             )
             _read_compute_instances(ctx, tree, gi, gi_id, profile_id, ci_count, ci_type)
     return tree
@@ -221,7 +216,7 @@ def _read_compute_instances(
             key=("profile", gi_profile, index),
             no_data=ENUMERATION_MISSES,
         )
-        profile_id = _int(getattr(profile, "id", None)) if profile is not None else None
+        profile_id = nvml_int(getattr(profile, "id", None)) if profile is not None else None
         if profile_id is None:
             continue
         cis = _handles(
@@ -229,20 +224,20 @@ def _read_compute_instances(
             "nvmlGpuInstanceGetComputeInstances",
             gi,
             profile_id,
-            _int(getattr(profile, "instanceCount", None)) or 8,
+            nvml_int(getattr(profile, "instanceCount", None)) or 8,
             ci_type,
         )
         for ci in cis or ():
             info = ctx.call("nvmlComputeInstanceGetInfo", ci, key="tree")
-            ci_id = _id(getattr(info, "id", None)) if info is not None else None
+            ci_id = nvml_id(getattr(info, "id", None)) if info is not None else None
             if ci_id is None:
                 continue
             placement = getattr(info, "placement", None)
             tree.compute_instances[(gi_id, ci_id)] = _Placement(
-                profile_id=_int(getattr(info, "profileId", None)) or profile_id,
+                profile_id=nvml_int(getattr(info, "profileId", None)) or profile_id,
                 profile_name=_strip_mig(getattr(profile, "name", None)),
-                start=_int(getattr(placement, "start", None)),
-                size=_int(getattr(placement, "size", None)),
+                start=nvml_int(getattr(placement, "start", None)),
+                size=nvml_int(getattr(placement, "size", None)),
             )
 
 
@@ -270,7 +265,7 @@ def read_mig(ctx: GpuContext, out: GpuBuilder) -> None:
     gi_ids = sorted(set(by_gi) | set(state.tree.gpu_instances))
     instances: list[MigGpuInstance] = []
     for gi_id in gi_ids:
-        members = sorted(by_gi.get(gi_id, []), key=lambda m: (m[0].compute_instance_id or 0))
+        members = sorted(by_gi.get(gi_id, []), key=lambda m: m[0].compute_instance_id or 0)
         placement = state.tree.gpu_instances.get(gi_id, _Placement())
         # Compute instances of one GI share its memory: any member's handle reports the GI's.
         memory = read_memory_info(ctx, members[0][0].handle, scope="mig") if members else None

@@ -6,22 +6,16 @@ about 40 ms per GPU per cycle; it only runs with ``SamplerConfig.pcie_throughput
 
 from __future__ import annotations
 
-from typing import Any
-
-from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext
+from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, nvml_int
 from vgpumon.model import Pcie
 
 PCIE_UTIL_TX_BYTES, PCIE_UTIL_RX_BYTES = 0, 1
 KIB = 1024  # the throughput counters are in KB/s, NVML's KB being 1024 bytes
 
 
-def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _throughput(ctx: GpuContext, counter: int) -> float | None:
     # TX and RX share support: one not-supported answer covers both (no per-counter key).
-    value = _int(ctx.call("nvmlDeviceGetPcieThroughput", ctx.handle, counter))
+    value = nvml_int(ctx.call("nvmlDeviceGetPcieThroughput", ctx.handle, counter))
     return float(value * KIB) if value is not None else None
 
 
@@ -33,11 +27,11 @@ def read_pcie(ctx: GpuContext, out: GpuBuilder) -> None:
         rx = _throughput(ctx, PCIE_UTIL_RX_BYTES)
     out.set(
         pcie=Pcie(
-            link_generation=_int(ctx.call("nvmlDeviceGetCurrPcieLinkGeneration", h)),
-            link_width=_int(ctx.call("nvmlDeviceGetCurrPcieLinkWidth", h)),
+            link_generation=nvml_int(ctx.call("nvmlDeviceGetCurrPcieLinkGeneration", h)),
+            link_width=nvml_int(ctx.call("nvmlDeviceGetCurrPcieLinkWidth", h)),
             tx_bytes_per_second=tx,
             rx_bytes_per_second=rx,
-            replay_errors=_int(ctx.call("nvmlDeviceGetPcieReplayCounter", h)),
+            replay_errors=nvml_int(ctx.call("nvmlDeviceGetPcieReplayCounter", h)),
         )
     )
 

@@ -15,7 +15,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, ratio
+from vgpumon.collect.base import (
+    FunctionReader,
+    GpuBuilder,
+    GpuContext,
+    nvml_id,
+    nvml_int,
+    ratio,
+)
 from vgpumon.collect.mig import MigDevice, mig_devices
 from vgpumon.model import Process
 
@@ -25,7 +32,6 @@ HELD_KEY = "processes.held"
 # of a busy process. Its last sample stands in for that many cycles before it counts as idle.
 HOLD_CYCLES = 2
 NOT_FOUND = 6
-INVALID_ID = 0xFFFFFFFF
 UTIL_FUNCTION = "nvmlDeviceGetProcessUtilization"
 LISTS = (
     ("compute", "nvmlDeviceGetComputeRunningProcesses"),
@@ -51,15 +57,6 @@ class _Util:
     memory: list[float] = field(default_factory=list)
     encoder: list[float] = field(default_factory=list)
     decoder: list[float] = field(default_factory=list)
-
-
-def _int(value: Any) -> int | None:
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _id(value: Any) -> int | None:
-    value = _int(value)
-    return None if value is None or value == INVALID_ID else value
 
 
 def _proc_name(pid: int) -> str | None:
@@ -92,16 +89,16 @@ def _add(
     device: MigDevice | None,
 ) -> None:
     for p in listed:
-        pid = _int(getattr(p, "pid", None))
+        pid = nvml_int(getattr(p, "pid", None))
         if pid is None:
             continue
-        gi = _id(getattr(p, "gpuInstanceId", None))
-        ci = _id(getattr(p, "computeInstanceId", None))
+        gi = nvml_id(getattr(p, "gpuInstanceId", None))
+        ci = nvml_id(getattr(p, "computeInstanceId", None))
         if device is not None:
             gi = device.gpu_instance_id if gi is None else gi
             ci = device.compute_instance_id if ci is None else ci
         key = (pid, gi, ci)
-        memory = _int(getattr(p, "usedGpuMemory", None))
+        memory = nvml_int(getattr(p, "usedGpuMemory", None))
         known = entries.get(key)
         if known is None:
             entries[key] = _Entry(pid, kind, memory, gi, ci)
@@ -150,8 +147,8 @@ def _utilization(ctx: GpuContext) -> dict[int, _Util] | None:
     by_pid: dict[int, _Util] = {}
     newest = cursor
     for sample in samples:
-        pid = _int(getattr(sample, "pid", None))
-        stamp = _int(getattr(sample, "timeStamp", None))
+        pid = nvml_int(getattr(sample, "pid", None))
+        stamp = nvml_int(getattr(sample, "timeStamp", None))
         if pid is None or stamp is None or stamp <= cursor:
             continue
         newest = max(newest, stamp)
@@ -162,7 +159,7 @@ def _utilization(ctx: GpuContext) -> dict[int, _Util] | None:
             ("encoder", "encUtil"),
             ("decoder", "decUtil"),
         ):
-            value = _int(getattr(sample, attr, None))
+            value = nvml_int(getattr(sample, attr, None))
             if value is not None:
                 getattr(util, name).append(float(value))
     ctx.state[CURSOR_KEY] = newest

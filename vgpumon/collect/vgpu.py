@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, ratio
+from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, nvml_id, ratio
 from vgpumon.collect.vgpu_raw import (
     GONE,
     GUEST_DRIVER_ABSENT,
@@ -40,7 +40,6 @@ from vgpumon.collect.vgpu_raw import (
 from vgpumon.model import VgpuInstance, VgpuProcess, VgpuType, VgpuUtilization
 
 STATE_KEY = "vgpu"
-INVALID_ID = 0xFFFFFFFF  # INVALID_GPU_INSTANCE_ID / INVALID_GPU_INSTANCE_PROFILE_ID
 INVALID_PLACEMENT = 0xFFFF  # NVML_INVALID_VGPU_PLACEMENT_ID
 NO_GUEST_DRIVER = "Not Available"  # what GetVmDriverVersion says when the guest driver is absent
 
@@ -247,7 +246,7 @@ def _read_static(ctx: GpuContext, s: _Static, vi: int, gi_hint: int | None) -> N
     s.mdev_uuid = text(call(gpu, "nvmlVgpuInstanceGetMdevUUID", vi, no_data=GONE))
     if gi_hint is None:
         gi = as_int(call(gpu, "nvmlVgpuInstanceGetGpuInstanceId", vi, no_data=GONE))
-        s.gpu_instance_id = gi if gi is not None and gi != INVALID_ID else None
+        s.gpu_instance_id = nvml_id(gi)
     placement = as_int(call(gpu, "nvmlVgpuInstanceGetPlacementId", vi, no_data=GONE))
     s.placement_id = placement if placement not in (None, INVALID_PLACEMENT) else None
     # NOT_SUPPORTED here is a per-instance answer (limiter off, no ECC for this vGPU): a normal
@@ -369,7 +368,7 @@ def _type_info(ctx: GpuContext, st: VgpuHostState, type_id: int) -> _TypeInfo:
             framebuffer_bytes=framebuffer,
             max_instances=max_instances,
             max_instances_per_vm=max_per_vm,
-            gpu_instance_profile_id=profile if profile not in (None, INVALID_ID) else None,
+            gpu_instance_profile_id=nvml_id(profile),
         )
     )
     return info
@@ -392,9 +391,7 @@ def _read_types(
         if inst.type_id is not None:
             active_by_type[inst.type_id] += 1
     sliced = sum(1 for inst in instances if inst.gpu_instance_id is None)
-    mig_gis = tuple(
-        (gi.id, gi.profile_id) for gi in (out.get("mig_instances") or ())
-    )
+    mig_gis = tuple((gi.id, gi.profile_id) for gi in (out.get("mig_instances") or ()))
     signature = (
         tuple(sorted((i.vgpu_id, i.type_id, i.gpu_instance_id) for i in instances)),
         tuple(sorted(creatable)),
@@ -564,9 +561,7 @@ def _merge_utilization(
     return VgpuUtilization(prev.sm, prev.memory, prev.encoder, prev.decoder, samples=0)
 
 
-def _read_processes(
-    ctx: GpuContext, st: VgpuHostState, alive: set[int]
-) -> tuple[VgpuProcess, ...]:
+def _read_processes(ctx: GpuContext, st: VgpuHostState, alive: set[int]) -> tuple[VgpuProcess, ...]:
     """Guest processes with GPU use in this cycle's samples (NVML lists only non-idle ones).
 
     A cycle that brings no new process sample at all keeps the previous list: the cycle was shorter

@@ -18,7 +18,6 @@ Readers run in worker threads, several GPUs at once, so all shared state here is
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
@@ -268,8 +267,3 @@ class NvmlSession:
     def call_stats(self) -> dict[str, CallStats]:
         with self._lock:
             return {k: CallStats(v.calls, v.seconds, v.max_seconds) for k, v in self._stats.items()}
-
-
-def c_ulonglong_out() -> ctypes.c_ulonglong:
-    """An out-parameter for raw calls returning 64-bit values."""
-    return ctypes.c_ulonglong(0)
