@@ -35,8 +35,8 @@ facts)
     vgpumon snapshot >"$out/snapshot.txt" 2>&1
     vgpumon record --output "$out/recorded-h200.yaml" 2>"$out/record.err"
     echo "record exit $?" >>"$out/env.txt"
-    python3 -m pytest -p no:cacheprovider -q -m gpu tests/test_gpu_real.py tests/test_vgpu_passthrough.py \
-        tests/test_loadgen_gpu.py tests/test_validate_gpu.py 2>&1 | tee "$out/gpu-tests.log"
+    python3 -m pytest -p no:cacheprovider -q -m gpu tests/gpu/test_gpu_real.py tests/collect/test_vgpu_passthrough.py \
+        tests/gpu/test_loadgen_gpu.py tests/gpu/test_validate_gpu.py 2>&1 | tee "$out/gpu-tests.log"
     ;;
 validate)
     for run in 1 2; do

@@ -8,7 +8,7 @@ from pathlib import Path
 from vgpumon.export.config import DEFAULT_PORT
 from vgpumon.sim import builtin_scenarios
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 
 

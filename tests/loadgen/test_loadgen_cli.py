@@ -17,7 +17,7 @@ import pytest
 
 from vgpumon.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _run_cli(

@@ -3,7 +3,7 @@
 ``tests/golden/<scenario>.prom`` is the text-format exposition of the snapshot after the second
 cycle. Regenerate after an intended change with::
 
-    VGPUMON_UPDATE_GOLDENS=1 pytest tests/test_export_golden.py
+    VGPUMON_UPDATE_GOLDENS=1 pytest tests/export/test_export_golden.py
 
 which rewrites every golden file and removes those of scenarios that no longer exist; review the
 diff like code. Timing-dependent values are made deterministic before rendering: the sampler and
@@ -34,7 +34,7 @@ from vgpumon.model import Snapshot
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim.clock import ManualClock
 
-GOLDEN_DIR = Path(__file__).parent / "golden"
+GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
 UPDATE = os.environ.get("VGPUMON_UPDATE_GOLDENS") == "1"
 SCENARIOS = tuple(sorted(sim.builtin_scenarios()))
 OPTIONS = ExportOptions(processes=True)  # goldens cover the opt-in families too

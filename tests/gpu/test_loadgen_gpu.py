@@ -23,7 +23,7 @@ from vgpumon.loadgen.spec import LoadSpec
 pytestmark = pytest.mark.gpu
 
 MIB = 1024**2
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

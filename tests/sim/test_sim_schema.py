@@ -13,7 +13,7 @@ from vgpumon.sim import builtin_scenarios, load_scenario, parse_scenario, regist
 from vgpumon.sim import scenario as scenario_module
 from vgpumon.sim.patterns import PatternSpec
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "scenarios.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "scenarios.md"
 
 H100 = "gpus:\n  - model: h100-sxm-80gb\n"
 
