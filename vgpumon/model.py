@@ -39,6 +39,18 @@ VGPU_LICENSE_STATES = (
     "unlicensed",
     "licensed",
 )
+# libvirt's domain states (virDomainState), lower case.
+VM_STATES = (
+    "nostate",
+    "running",
+    "blocked",
+    "paused",
+    "shutdown",
+    "shutoff",
+    "crashed",
+    "pmsuspended",
+)
+DEVICE_KINDS = ("gpu", "mig", "vgpu")
 LICENSE_EXPIRY_STATUSES = ("not_available", "invalid", "valid", "not_applicable", "permanent")
 CLOCK_EVENT_REASONS = (
     "idle",
@@ -223,6 +235,20 @@ class VgpuProcess:
 
 
 @dataclass(frozen=True)
+class VirtualMachine:
+    """The hypervisor's record of the VM that holds a vGPU (from libvirt, not NVML).
+
+    NVML knows a VM only by an id (a UUID on KVM); the name is what a person on call recognises.
+    """
+
+    name: str
+    uuid: str | None = None
+    state: str | None = None  # VM_STATES
+    title: str | None = None  # libvirt's one-line title metadata, when set
+    description: str | None = None  # libvirt's free-text description metadata, when set
+
+
+@dataclass(frozen=True)
 class VgpuInstance:
     vgpu_id: int
     uuid: str | None = None
@@ -251,6 +277,10 @@ class VgpuInstance:
     license: VgpuLicense = field(default_factory=VgpuLicense)
     # Guest PIDs in the vGPU's accounting buffer; read only while accounting mode is on.
     accounting_pids: tuple[int, ...] | None = None
+    # Filled by the libvirt enricher: the domain holding the vGPU, and for SR-IOV vGPUs the host
+    # PCI address of the virtual function it sits on.
+    vm: VirtualMachine | None = None
+    vf_pci_bus_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -358,6 +388,31 @@ class Gpu:
     guest_licenses: tuple[GuestLicenseFeature, ...] = ()
 
 
+# --------------------------------------------------------------------------- Kubernetes
+
+
+@dataclass(frozen=True)
+class DeviceAllocation:
+    """One device the kubelet hands out, and the container it is given to (if any).
+
+    ``device_id`` is what the device plugin reported (a GPU or MIG UUID, an mdev UUID or a PCI
+    address); ``kind`` and the ids after it say which part of this host's snapshot it is, and are
+    None when the id matches nothing NVML reported (another vendor's device, a GPU that is down).
+    """
+
+    resource: str  # e.g. "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"
+    device_id: str
+    namespace: str | None = None  # None: allocatable, not given to any container
+    pod: str | None = None
+    container: str | None = None
+    vm_name: str | None = None  # KubeVirt: the VM whose virt-launcher pod holds the device
+    kind: str | None = None  # DEVICE_KINDS
+    gpu_uuid: str | None = None
+    gpu_instance_id: int | None = None  # MIG
+    compute_instance_id: int | None = None  # MIG
+    vgpu_id: int | None = None  # vGPU
+
+
 # --------------------------------------------------------------------------- exporter health
 
 
@@ -396,6 +451,8 @@ class Snapshot:
     nvml_errors: tuple[NvmlErrorCount, ...] = ()
     health: SamplerHealth = field(default_factory=SamplerHealth)
     source: str = "pynvml"  # the NVML module's name, e.g. "pynvml" or "sim:baremetal-8xh100"
+    # Kubernetes devices of this node (the kubelet enricher); empty when it is off.
+    allocations: tuple[DeviceAllocation, ...] = ()
     schema_version: int = SCHEMA_VERSION
 
     def gpu(self, uuid: str) -> Gpu | None:

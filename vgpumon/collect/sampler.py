@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpumon.collect.base import NEEDS_INTERVAL, GpuBuilder, GpuContext, Reader, SamplerConfig
+from vgpumon.collect.enrich.base import Enricher
 from vgpumon.collect.workers import Worker
 from vgpumon.model import CollectorStatus, DriverInfo, Gpu, SamplerHealth, Snapshot
 from vgpumon.nvml.session import SYSTEM, GpuDown, NvmlSession
@@ -86,6 +87,7 @@ class Sampler:
         *,
         clock: Callable[[], float] = time.time,
         services: dict[str, Any] | None = None,
+        enrichers: Sequence[Enricher] = (),
     ) -> None:
         from vgpumon.collect.registry import enabled_readers
 
@@ -94,6 +96,7 @@ class Sampler:
         self.readers = list(readers) if readers is not None else enabled_readers(self.config)
         self.clock = clock
         self.services: dict[str, Any] = dict(services or {})
+        self.enrichers = list(enrichers)
         self.latest: Snapshot | None = None
         self.previous: Snapshot | None = None
         self._slots: dict[str, _Slot] = {}
@@ -146,7 +149,11 @@ class Sampler:
     async def cycle(self) -> Snapshot:
         """Run one sampling cycle and return (and publish) its snapshot."""
         async with self._lock:  # one cycle at a time, never queued behind a stuck one
+            for enricher in self.enrichers:
+                enricher.start()
             snap = await self._cycle()
+            if not snap.health.wedged:
+                snap = self._enrich(snap)
             if snap.health.wedged and self.latest is not None:
                 # Keep serving the last good data, flagged as wedged.
                 snap = dataclasses.replace(self.latest, health=snap.health)
@@ -190,6 +197,11 @@ class Sampler:
 
     def _close_now(self) -> None:
         """The NVML-touching part of :meth:`close`; stuck workers are skipped, left as daemons."""
+        for enricher in self.enrichers:
+            try:
+                enricher.close()
+            except Exception:
+                log.exception("closing the %s enricher failed", enricher.name)
         for service in self.services.values():
             stop = getattr(service, "close", None)
             if callable(stop):
@@ -282,6 +294,28 @@ class Sampler:
             health=health,
             source=self.session.source,
         )
+
+    def _enrich(self, snap: Snapshot) -> Snapshot:
+        """Merge what the enrichers last learned (names of VMs and pods) into the snapshot.
+
+        Enrichers ask libvirt and the kubelet on their own threads; here they only merge, so a
+        slow peer never holds a cycle. Each one adds its own collector status; one that is
+        switched off (no kubelet socket) adds none, so it has no success series.
+        """
+        statuses: list[CollectorStatus] = []
+        for enricher in self.enrichers:
+            started = time.perf_counter()
+            ok = enricher.status()
+            try:
+                snap = enricher.apply(snap)
+            except Exception:  # a bug in one enricher must not cost the cycle its GPU data
+                log.exception("enricher %s failed", enricher.name)
+                ok = False
+            if ok is not None:
+                statuses.append(CollectorStatus(enricher.name, ok, time.perf_counter() - started))
+        if not statuses:
+            return snap
+        return dataclasses.replace(snap, collectors=(*snap.collectors, *statuses))
 
     def _abandon(self, start_mono: float, why: str) -> Snapshot:
         self._abandoned += 1
@@ -432,9 +466,7 @@ class Sampler:
                     return _GpuResult(gpu, timings, failed, library_down=down.library)
                 except Exception:
                     failed.add(reader.name)
-                    log.debug(
-                        "reader %s failed on %s", reader.name, slot.uuid, exc_info=True
-                    )
+                    log.debug("reader %s failed on %s", reader.name, slot.uuid, exc_info=True)
                     if reader.name not in slot.state.setdefault("_logged_failures", set()):
                         slot.state["_logged_failures"].add(reader.name)
                         log.exception("reader %s failed on GPU %s", reader.name, slot.uuid)

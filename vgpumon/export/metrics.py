@@ -33,6 +33,7 @@ from vgpumon.model import (
     SCHEDULER_POLICIES,
     VGPU_LICENSE_STATES,
     VIRTUALIZATION_MODES,
+    VM_STATES,
     CollectorStatus,
     Gpu,
     GuestLicenseFeature,
@@ -433,6 +434,10 @@ def _vgpu_info(v: VgpuInstance) -> tuple[str | int | None, ...]:
         v.mdev_uuid,
         v.gpu_instance_id,
         v.placement_id,
+        v.vm.name if v.vm else None,
+        v.vm.uuid if v.vm else None,
+        v.vm.title if v.vm else None,
+        v.vf_pci_bus_id,
     )
 
 
@@ -1089,7 +1094,8 @@ FAMILIES: tuple[Family, ...] = (
     info(
         VGPU,
         "vgpumon_vgpu_info",
-        "One vGPU instance: type, the VM that holds it and its guest driver.",
+        "One vGPU instance: type, the VM that holds it (named by libvirt when enabled), its "
+        "SR-IOV virtual function and its guest driver.",
         (
             "vgpu_uuid",
             "vgpu_type",
@@ -1100,9 +1106,22 @@ FAMILIES: tuple[Family, ...] = (
             "mdev_uuid",
             "gpu_instance",
             "placement_id",
+            "vm_name",
+            "vm_uuid",
+            "vm_title",
+            "vf_pci_bus_id",
         ),
         _vgpu_info,
         collector="vgpu",
+    ),
+    state_set(
+        VGPU,
+        "vgpumon_vgpu_vm_state",
+        "State of the libvirt domain holding the vGPU (state set; --libvirt-uri).",
+        "state",
+        VM_STATES,
+        lambda v: v.vm.state if v.vm else None,
+        collector="libvirt",
     ),
     gauge(
         VGPU,
