@@ -79,6 +79,10 @@ VALUE_LABELS = {
     "feature",
     "pid",
     "process_name",
+    # opt-in per-pod series (--kubernetes-pod-series), bounded by the devices like processes
+    "namespace",
+    "pod",
+    "container",
 }
 FORBIDDEN_LABELS = {"hostname", "host", "instance", "job", "node", "le", "quantile"}
 IDS = ("gpu", "uuid")
@@ -302,9 +306,10 @@ def test_scheduler_without_gpu_instance_has_empty_label(rich: Snapshot) -> None:
 
 
 def test_collectors_named_in_the_table_exist() -> None:
+    from vgpumon.collect.enrich import ENRICHER_NAMES
     from vgpumon.collect.registry import collector_names
 
-    known = {*collector_names(), EXPORTER}
+    known = {*collector_names(), *ENRICHER_NAMES, EXPORTER}
     assert {f.collector for f in FAMILIES} <= known
 
 

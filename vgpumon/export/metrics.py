@@ -35,6 +35,7 @@ from vgpumon.model import (
     VIRTUALIZATION_MODES,
     VM_STATES,
     CollectorStatus,
+    DeviceAllocation,
     Gpu,
     GuestLicenseFeature,
     MigComputeInstance,
@@ -69,6 +70,8 @@ class ExportOptions:
 
     processes: bool = False  # per-process series are opt-in: their pids churn the TSDB
     processes_max: int = 100  # at most this many processes (host and vGPU guest together)
+    # Per-pod value series (namespace/pod/container labels) are opt-in too: pods churn like pids.
+    pod_series: bool = False
 
 
 # --------------------------------------------------------------------------- scopes
@@ -221,6 +224,41 @@ def _process_host(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, 
         yield (), process_window(s, o)
 
 
+def _allocated(s: Snapshot) -> Iterator[tuple[Gpu, DeviceAllocation]]:
+    """Allocations the kubelet reported that are devices of an up GPU of this snapshot."""
+    if not s.allocations:
+        return
+    gpus = {g.uuid: g for g in _up(s)}
+    for a in s.allocations:
+        g = gpus.get(a.gpu_uuid) if a.gpu_uuid else None
+        if g is not None:
+            yield g, a
+
+
+def _allocations(
+    s: Snapshot, o: ExportOptions
+) -> Iterator[tuple[LabelValues, tuple[Gpu, DeviceAllocation]]]:
+    return ((_gpu_id(g), (g, a)) for g, a in _allocated(s))
+
+
+def _pod_devices(
+    s: Snapshot, o: ExportOptions
+) -> Iterator[tuple[LabelValues, tuple[Gpu, DeviceAllocation]]]:
+    if not o.pod_series:
+        return
+    for g, a in _allocated(s):
+        if a.pod is not None:
+            labels = (
+                *_gpu_id(g),
+                _gi_label(a.gpu_instance_id),
+                _gi_label(a.vgpu_id),
+                a.namespace or "",
+                a.pod,
+                a.container or "",
+            )
+            yield labels, (g, a)
+
+
 GPU_LABELS = ("gpu", "uuid")
 HOST: Scope[Snapshot] = Scope("Exporter health", (), _host)
 COLLECTOR: Scope[CollectorStatus] = Scope("Exporter health", ("collector",), _collectors)
@@ -250,6 +288,12 @@ SCHEDULER_USAGE: Scope[VgpuSchedulerUsage] = Scope(
     "vGPU scheduler", (*GPU_LABELS, "gpu_instance", "vgpu_id"), _scheduler_usage
 )
 GUEST: Scope[GuestLicenseFeature] = Scope("Guest", (*GPU_LABELS, "feature"), _guest_features)
+ALLOCATION: Scope[tuple[Gpu, DeviceAllocation]] = Scope("Kubernetes", GPU_LABELS, _allocations)
+POD: Scope[tuple[Gpu, DeviceAllocation]] = Scope(
+    "Kubernetes",
+    (*GPU_LABELS, "gpu_instance", "vgpu_id", "namespace", "pod", "container"),
+    _pod_devices,
+)
 
 SECTIONS = (
     "Exporter health",
@@ -259,6 +303,7 @@ SECTIONS = (
     "vGPU host",
     "vGPU scheduler",
     "Guest",
+    "Kubernetes",
 )
 
 
@@ -439,6 +484,36 @@ def _vgpu_info(v: VgpuInstance) -> tuple[str | int | None, ...]:
         v.vm.title if v.vm else None,
         v.vf_pci_bus_id,
     )
+
+
+def _allocation_info(item: tuple[Gpu, DeviceAllocation]) -> tuple[str | int | None, ...]:
+    _, a = item
+    return (
+        a.resource,
+        a.device_id,
+        a.kind,
+        a.gpu_instance_id,
+        a.compute_instance_id,
+        a.vgpu_id,
+        a.namespace,
+        a.pod,
+        a.container,
+        a.vm_name,
+    )
+
+
+def _device_usage(item: tuple[Gpu, DeviceAllocation]) -> tuple[float | None, int | None]:
+    """(utilization ratio, memory used bytes) of the allocated device itself."""
+    g, a = item
+    if a.kind == "vgpu":
+        v = next((v for v in g.vgpu_instances if v.vgpu_id == a.vgpu_id), None)
+        return (v.utilization.sm, v.framebuffer_used_bytes) if v else (None, None)
+    if a.kind == "mig":
+        gi = next((gi for gi in g.mig_instances if gi.id == a.gpu_instance_id), None)
+        if gi is None:
+            return None, None
+        return (gi.gpm.sm_active if gi.gpm else None), gi.memory_used_bytes
+    return g.utilization.gpu, g.memory.used_bytes
 
 
 def _license_state(state: str | None, licensed: bool | None) -> str | None:
@@ -1376,5 +1451,42 @@ FAMILIES: tuple[Family, ...] = (
         "When the feature's license expires (Unix time); absent when it has no expiry.",
         lambda f: f.expiry_timestamp_seconds,
         collector="guest",
+    ),
+    # ---- Kubernetes
+    info(
+        ALLOCATION,
+        "vgpumon_gpu_allocation_info",
+        "A GPU, MIG device or vGPU the kubelet offers and the container it was given to "
+        "(pod labels empty while free; KubeVirt VMs named from their virt-launcher pod).",
+        (
+            "resource",
+            "device_id",
+            "device_kind",
+            "gpu_instance",
+            "compute_instance",
+            "vgpu_id",
+            "namespace",
+            "pod",
+            "container",
+            "vm_name",
+        ),
+        _allocation_info,
+        collector="kubelet",
+    ),
+    gauge(
+        POD,
+        "vgpumon_pod_gpu_utilization_ratio",
+        "Utilization of the device the container holds: whole GPU, vGPU (SM) or MIG (GPM SM "
+        "activity); opt-in, --kubernetes-pod-series.",
+        lambda it: _device_usage(it)[0],
+        collector="kubelet",
+    ),
+    gauge(
+        POD,
+        "vgpumon_pod_gpu_memory_used_bytes",
+        "Memory used on the device the container holds (GPU memory, vGPU framebuffer, MIG GPU "
+        "instance); opt-in, --kubernetes-pod-series.",
+        lambda it: _device_usage(it)[1],
+        collector="kubelet",
     ),
 )

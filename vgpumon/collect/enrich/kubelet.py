@@ -1,0 +1,167 @@
+"""Pods, namespaces and containers of GPUs, MIG devices and vGPUs, from the kubelet.
+
+The kubelet serves its pod-resources v1 gRPC API on a unix socket
+(``/var/lib/kubelet/pod-resources/kubelet.sock``). On its own thread the enricher calls ``List``
+(which container holds which device) and ``GetAllocatableResources`` (every device the node
+offers) every ``interval_seconds``, each call bounded by ``timeout_seconds``, and keeps the
+devices of the configured resource names (:mod:`vgpumon.collect.enrich.pods` matches them to the
+snapshot at the end of each cycle).
+
+* No socket at start: the node is not a Kubernetes node; the enricher stays off (one log line, no
+  success series) until the socket appears.
+* The socket vanishes, the kubelet answers late, garbage or an error: the last devices stay (pods
+  keep their devices across a kubelet restart) and ``vgpumon_scrape_collector_success
+  {collector="kubelet"}`` is 0 until a read works again; the channel is rebuilt for that read, so
+  a restarted kubelet is found at once rather than after gRPC's reconnect backoff.
+
+gRPC is the optional ``kubernetes`` extra, imported only when the enricher is configured.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import stat
+from dataclasses import dataclass
+from typing import Any
+
+from vgpumon.collect.enrich.base import Refresher
+from vgpumon.collect.enrich.pods import PodDevice, merge, pod_devices
+from vgpumon.errors import ConfigError
+from vgpumon.model import Snapshot
+
+log = logging.getLogger(__name__)
+
+NAME = "kubelet"
+DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
+# Everything under nvidia.com/: the NVIDIA device plugin's nvidia.com/gpu and
+# nvidia.com/mig-<profile>, and the names KubeVirt's GPU and vGPU device plugins are configured with
+# (nvidia.com/<device> for pass-through GPUs, nvidia.com/<vGPU type> for mediated devices). Ids
+# that match no GPU of the snapshot are kept in the JSON snapshot but get no series.
+DEFAULT_RESOURCES = ("nvidia.com/*",)
+
+
+@dataclass(frozen=True)
+class KubeletConfig:
+    socket: str = DEFAULT_SOCKET
+    resources: tuple[str, ...] = DEFAULT_RESOURCES
+    interval_seconds: float = 10.0
+    timeout_seconds: float = 2.0  # per gRPC call
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What the last refresh found; ``present`` False: no socket has ever been seen."""
+
+    devices: tuple[PodDevice, ...] = ()
+    present: bool = True
+
+
+def binding() -> tuple[Any, Any, Any]:
+    """``(grpc, api_pb2, api_pb2_grpc)``, or a :class:`ConfigError` saying how to install them."""
+    try:
+        grpc = importlib.import_module("grpc")
+        pb2 = importlib.import_module("vgpumon.collect.enrich.podresources.api_pb2")
+        pb2_grpc = importlib.import_module("vgpumon.collect.enrich.podresources.api_pb2_grpc")
+    except (ImportError, RuntimeError) as exc:  # RuntimeError: grpcio older than the stubs
+        raise ConfigError(
+            f"kubelet enrichment needs gRPC: pip install 'vgpumon[kubernetes]' ({exc})"
+        ) from exc
+    return grpc, pb2, pb2_grpc
+
+
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+class KubeletEnricher:
+    """Attaches pods to devices; see the module docstring."""
+
+    name = NAME
+
+    def __init__(self, config: KubeletConfig | None = None) -> None:
+        self.config = config or KubeletConfig()
+        self._grpc, self._pb2, self._pb2_grpc = binding()
+        self._channel: Any = None
+        self._seen = False
+        self._refresher: Refresher[_Read] = Refresher(
+            NAME,
+            self._fetch,
+            interval=self.config.interval_seconds,
+            timeout=self.config.timeout_seconds * 2 + 1.0,
+        )
+
+    # ------------------------------------------------------------------ Enricher
+
+    def start(self) -> None:
+        self._refresher.start()
+
+    def apply(self, snapshot: Snapshot) -> Snapshot:
+        read = self._refresher.result
+        if read is None or not read.present:
+            return snapshot
+        return merge(snapshot, read.devices)
+
+    def status(self) -> bool | None:
+        read = self._refresher.result
+        if read is not None and not read.present and self._refresher.ok():
+            return None  # off: not a Kubernetes node (yet)
+        return self._refresher.ok()
+
+    def close(self) -> None:
+        self._refresher.stop()
+        self._drop()
+
+    @property
+    def refreshes(self) -> int:
+        return self._refresher.refreshes
+
+    @property
+    def devices(self) -> tuple[PodDevice, ...]:
+        read = self._refresher.result
+        return read.devices if read is not None else ()
+
+    # ------------------------------------------------------------------ the enricher's thread
+
+    def _fetch(self) -> _Read:
+        path = self.config.socket
+        if not _is_socket(path):
+            if not self._seen:
+                if self._refresher.result is None:
+                    log.info("no kubelet pod-resources socket at %s: pod names are off", path)
+                return _Read(present=False)
+            self._drop()
+            raise FileNotFoundError(f"kubelet pod-resources socket {path} is gone")
+        if not self._seen:
+            log.info("reading pods from the kubelet at %s", path)
+        self._seen = True
+        try:
+            return _Read(self._read())
+        except Exception:
+            self._drop()  # a fresh channel next time: no reconnect backoff after a restart
+            raise
+
+    def _read(self) -> tuple[PodDevice, ...]:
+        if self._channel is None:
+            self._channel = self._grpc.insecure_channel(f"unix://{self.config.socket}")
+        stub = self._pb2_grpc.PodResourcesListerStub(self._channel)
+        timeout = self.config.timeout_seconds
+        listed = stub.List(self._pb2.ListPodResourcesRequest(), timeout=timeout)
+        try:
+            allocatable = stub.GetAllocatableResources(
+                self._pb2.AllocatableResourcesRequest(), timeout=timeout
+            )
+        except self._grpc.RpcError as exc:
+            if exc.code() != self._grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            allocatable = None  # kubelets before 1.23 without the feature gate
+        return pod_devices(listed, allocatable, self.config.resources)
+
+    def _drop(self) -> None:
+        channel, self._channel = self._channel, None
+        if channel is not None:
+            channel.close()
