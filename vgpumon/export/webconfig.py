@@ -37,7 +37,7 @@ import yaml
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from vgpumon.errors import ConfigError
+from vgpumon.errors import ConfigError, one_line
 from vgpumon.export.auth import BasicAuth, bcrypt_hash_error
 
 log = logging.getLogger(__name__)
@@ -230,10 +230,6 @@ def file_stamp(path: str) -> Stamp | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev, st.st_ctime_ns)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 class _Loader:
     """Walks the YAML node tree (not plain dicts) so every error can name its line."""
 
@@ -247,7 +243,7 @@ class _Loader:
 
     def error(self, node: yaml.Node | None, message: str) -> ConfigError:
         where = self.path if node is None else f"{self.path} line {node.start_mark.line + 1}"
-        return ConfigError(f"web config {where}: {_one_line(message)}")
+        return ConfigError(f"web config {where}: {one_line(message)}")
 
     @staticmethod
     def _is_null(node: yaml.Node) -> bool:
@@ -338,11 +334,11 @@ class _Loader:
         except yaml.MarkedYAMLError as err:
             line = f" line {err.problem_mark.line + 1}" if err.problem_mark is not None else ""
             raise ConfigError(
-                f"web config {self.path}{line}: invalid YAML: {_one_line(err.problem or str(err))}"
+                f"web config {self.path}{line}: invalid YAML: {one_line(err.problem or str(err))}"
             ) from None
         except yaml.YAMLError as err:
             raise ConfigError(
-                f"web config {self.path}: invalid YAML: {_one_line(str(err))}"
+                f"web config {self.path}: invalid YAML: {one_line(str(err))}"
             ) from None
 
         top = {} if root is None else self.mapping(root, "the web config", _TOP_KEYS)
@@ -619,7 +615,7 @@ class _Loader:
             ctx.set_ecdh_curve(names[0])
         except (ssl.SSLError, ValueError) as err:
             raise self.error(
-                at("curve_preferences"), f"curve_preferences: {_one_line(str(err))}"
+                at("curve_preferences"), f"curve_preferences: {one_line(str(err))}"
             ) from None
         if len(names) > 1:
             first, *rest = c.curve_preferences
@@ -686,7 +682,7 @@ def _refuse_password() -> str:
 
 def _ssl_reason(err: Exception) -> str:
     reason = getattr(err, "reason", None)
-    return _one_line(str(reason).replace("_", " ").lower() if reason else str(err))
+    return one_line(str(reason).replace("_", " ").lower() if reason else str(err))
 
 
 @contextlib.contextmanager
