@@ -78,14 +78,14 @@ def read_bytes(path: str | os.PathLike[str], what: str, max_bytes: int = CONFIG_
     try:
         before = os.stat(name)
     except OSError as err:
-        raise ConfigError(f"{what} {name}: cannot read: {err.strerror or err}") from None
+        raise ConfigError(f"cannot read {what} {name}: {err.strerror or err}") from None
     if not stat.S_ISREG(before.st_mode):
         raise ConfigError(f"{what} {name}: {_kind(before.st_mode)}, not a regular file")
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
     try:
         fd = os.open(name, flags)
     except OSError as err:
-        raise ConfigError(f"{what} {name}: cannot read: {err.strerror or err}") from None
+        raise ConfigError(f"cannot read {what} {name}: {err.strerror or err}") from None
     try:
         after = os.fstat(fd)
         if not stat.S_ISREG(after.st_mode):  # replaced between stat and open
@@ -101,7 +101,7 @@ def read_bytes(path: str | os.PathLike[str], what: str, max_bytes: int = CONFIG_
             chunks.append(chunk)
             left -= len(chunk)
     except OSError as err:
-        raise ConfigError(f"{what} {name}: cannot read: {err.strerror or err}") from None
+        raise ConfigError(f"cannot read {what} {name}: {err.strerror or err}") from None
     finally:
         os.close(fd)
     data = b"".join(chunks)
@@ -135,19 +135,29 @@ class _Loader(yaml.SafeLoader):
     def __init__(self, text: str, label: str) -> None:
         super().__init__(text)
         self.label = label
-        self.depth = 0
+        self.path: list[str] = []  # keys and [indexes] from the root to the node being composed
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        self.depth += 1
+        # PyYAML passes a mapping value's key node, or a sequence item's position, as ``index``.
+        if isinstance(index, yaml.ScalarNode):
+            self.path.append(str(index.value))
+        elif isinstance(index, int) and not isinstance(index, bool):
+            self.path.append(f"[{index}]")
+        else:
+            self.path.append("")
         try:
-            if self.depth > MAX_DEPTH:
+            if len(self.path) > MAX_DEPTH:
                 mark = self.peek_event().start_mark
                 raise ConfigError(
                     f"{self.label} line {mark.line + 1}: nested more than {MAX_DEPTH} levels deep"
                 )
             return super().compose_node(parent, index)  # type: ignore[no-any-return]
         finally:
-            self.depth -= 1
+            self.path.pop()
+
+    def where(self) -> str:
+        text = "".join(p if p.startswith("[") else f".{p}" for p in self.path if p).lstrip(".")
+        return text or "the top level"
 
     def compose_mapping_node(self, anchor: str | None) -> yaml.MappingNode:
         node: yaml.MappingNode = super().compose_mapping_node(anchor)
@@ -156,8 +166,11 @@ class _Loader(yaml.SafeLoader):
             if not isinstance(key, yaml.ScalarNode) or key.tag == MERGE_TAG:
                 continue
             if key.value in seen:
+                where = self.where()
+                path = key.value if where == "the top level" else f"{where}.{key.value}"
                 raise ConfigError(
-                    f"{self.label} line {key.start_mark.line + 1}: duplicate key {key.value!r}"
+                    f"{self.label} line {key.start_mark.line + 1}: {path}: "
+                    f'duplicate key "{key.value}" in {where}'
                 )
             seen.add(key.value)
         return node

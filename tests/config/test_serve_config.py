@@ -114,7 +114,7 @@ def test_empty_file_keeps_the_defaults(tmp_path: Path) -> None:
         ("deadline: .inf\n", "not a finite number"),
         ("processes_max: 1e20\n", "expected a whole number"),
         ("processes_max: 100000000000000000000\n", "must be at most 1000000"),
-        ("interval: 1\ninterval: 2\n", "line 2: duplicate key 'interval'"),
+        ("interval: 1\ninterval: 2\n", 'line 2: interval: duplicate key "interval" in the top level'),
         ("processes: yes please\n", "processes: expected true or false"),
         ("processes_max: 0\n", "processes_max: must be at least 1"),
         ("listen: 9839\n", "listen: expected an address"),
@@ -123,7 +123,7 @@ def test_empty_file_keeps_the_defaults(tmp_path: Path) -> None:
         ("log_level: loud\n", "log_level: expected one of"),
         ("- a\n- b\n", "expected a mapping of settings"),
         ("listen: [\n", "invalid YAML"),
-        ("web:\n  max_requests: 3\n  max_requests: 4\n", "line 3: duplicate key"),
+        ("web:\n  max_requests: 3\n  max_requests: 4\n", "line 3: web.max_requests: duplicate key"),
     ],
 )
 def test_bad_files_name_the_key(tmp_path: Path, text: str, message: str) -> None:
@@ -135,7 +135,7 @@ def test_bad_files_name_the_key(tmp_path: Path, text: str, message: str) -> None
 
 
 def test_missing_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="config file .*: cannot read: No such file"):
+    with pytest.raises(ConfigError, match="cannot read config file"):
         load_file(str(tmp_path / "absent.yml"), COLLECTORS)
 
 

@@ -83,7 +83,7 @@ def test_repeatable_listen_and_numbers() -> None:
         (["--log-level", "chatty"], "--log-level: expected one of"),
         (["--interval"], "expected one argument"),
         (["--sim", "a", "--nvml-module", "b"], "not allowed with argument"),
-        (["--config", "/nonexistent/vgpumon.yml"], "vgpumon.yml: cannot read"),
+        (["--config", "/nonexistent/vgpumon.yml"], "cannot read config file"),
     ],
 )
 def test_bad_input_is_one_line_and_non_zero(

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from vgpumon import units
+from vgpumon import units, yamlfile
 from vgpumon.errors import ConfigError
 from vgpumon.sim.patterns import PATTERN_PARAMS, PatternSpec
 
@@ -460,16 +460,9 @@ class _StepType(Type):
 
 
 def compose(text: str, label: str) -> yaml.Node:
-    """YAML text to a node tree; syntax errors become one-line ConfigErrors with the line."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise ConfigError(f"scenario {label}{where}: invalid YAML: {problem}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"scenario {label}: invalid YAML: {exc}") from None
+    """YAML text to a node tree through the shared hardened composer (depth cap, duplicate keys,
+    alias budget); syntax errors become one-line ConfigErrors with the line."""
+    node = yamlfile.compose(text, f"scenario {label}")
     if node is None:
         raise ConfigError(f"scenario {label}: the file is empty")
     return node
