@@ -15,3 +15,15 @@ class VgpumonError(Exception):
 
 class ConfigError(VgpumonError):
     """A bad flag, config file, scenario file or web-config file."""
+
+
+def one_line(value: object, limit: int = 400) -> str:
+    """``value`` (a message or an exception) as one line of at most ``limit`` characters.
+
+    Every user-facing error is one line (docs/design.md, rule 7); library messages (OpenSSL,
+    PyYAML, CUDA) often span several, and an exception with an empty message is named by type.
+    """
+    text = " ".join(str(value).split())
+    if not text and isinstance(value, BaseException):
+        text = type(value).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"

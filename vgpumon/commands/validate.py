@@ -22,7 +22,7 @@ from typing import Any
 
 from vgpumon.commands.common import add_nvml_arguments, session_from_args
 from vgpumon.errors import ConfigError, VgpumonError
-from vgpumon.loadgen.spec import parse_duration, parse_size
+from vgpumon.units import parse_duration, parse_size
 
 DEFAULTS = {
     "settle": "2s",

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from vgpumon.collect.base import Reader, SamplerConfig
-from vgpumon.errors import ConfigError, VgpumonError
+from vgpumon.errors import ConfigError, VgpumonError, one_line
 from vgpumon.loadgen.validate_readings import (
     GPM,
     MEMORY,
@@ -313,7 +313,7 @@ class ExporterSource(_SnapshotSource):
                 status = response.status
         except aiohttp.ClientError as exc:
             raise SourceError(
-                f"cannot reach the exporter at {self.url}: {_one_line(exc)}"
+                f"cannot reach the exporter at {self.url}: {one_line(exc)}"
             ) from None
         except asyncio.TimeoutError:
             raise SourceError(
@@ -333,7 +333,7 @@ class ExporterSource(_SnapshotSource):
                 return from_json(body)
             except (SchemaError, ValueError) as exc:
                 raise SourceError(
-                    f"{self.url} did not give a vgpumon snapshot: {_one_line(exc)}"
+                    f"{self.url} did not give a vgpumon snapshot: {one_line(exc)}"
                 ) from None
         snapshot, self._process_series = snapshot_from_metrics(body)
         return snapshot
@@ -343,10 +343,6 @@ def _sample_id(snapshot: Snapshot | None) -> tuple[float, int]:
     if snapshot is None:
         return (0.0, -1)
     return (snapshot.timestamp, snapshot.health.cycles_total)
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300] or type(exc).__name__
 
 
 # ------------------------------------------------------------------ /metrics → Snapshot
@@ -385,7 +381,7 @@ def snapshot_from_metrics(text: str) -> tuple[Snapshot, str]:
                 series[sample.name].append((sample.labels, float(sample.value)))
     except (ValueError, TypeError, IndexError) as exc:
         raise SourceError(
-            f"the exporter's /metrics could not be parsed: {_one_line(exc)}"
+            f"the exporter's /metrics could not be parsed: {one_line(exc)}"
         ) from None
     if "vgpumon_gpu_info" not in series and "vgpumon_up" not in series:
         raise SourceError("this /metrics is not a vgpumon exporter's (no vgpumon_* families)")

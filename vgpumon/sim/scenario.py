@@ -19,6 +19,7 @@ from typing import Any
 import pynvml
 import yaml
 
+from vgpumon import yamlfile
 from vgpumon.errors import ConfigError
 from vgpumon.sim import registry
 from vgpumon.sim.faults import FaultSpec, build_faults
@@ -1277,14 +1278,9 @@ def load_scenario(name_or_path: str) -> Scenario:
         return parse_scenario(
             builtin_text(name_or_path), f"{name_or_path}.yaml", f"builtin:{name_or_path}"
         )
-    if os.path.isfile(name_or_path):
-        try:
-            with open(name_or_path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as exc:
-            raise ConfigError(f"scenario {name_or_path}: cannot read: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"scenario {name_or_path}: not UTF-8 text") from None
+    if "\0" in name_or_path or os.path.lexists(name_or_path):
+        # Regular files only, size cap, UTF-8: the shared hardened reader.
+        text = yamlfile.read_text(name_or_path, "scenario", yamlfile.SCENARIO_MAX_BYTES)
         return parse_scenario(text, os.path.basename(name_or_path), name_or_path)
     known = ", ".join(builtin_names())
     raise ConfigError(
