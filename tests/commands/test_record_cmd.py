@@ -50,9 +50,7 @@ def test_recorded_scenario_replays_the_host(
         assert [(gi.id, gi.profile_name, gi.placement_start) for gi in gpu.mig_instances] == sorted(
             (gi.id, gi.profile.name, gi.placement) for gi in spec.gpu_instances
         )
-        assert sorted(p.pid for p in gpu.processes or ()) == sorted(
-            p.pid for p in spec.processes
-        )
+        assert sorted(p.pid for p in gpu.processes or ()) == sorted(p.pid for p in spec.processes)
 
 
 def test_record_to_stdout_is_yaml(capsys: pytest.CaptureFixture[str]) -> None:
@@ -78,9 +76,7 @@ def test_mask_replaces_every_identity() -> None:
         VgpuInstance(vgpu_id=1, uuid="secret-vgpu", vm_id="secret-vm-uuid", vm_id_type="uuid"),
         VgpuInstance(vgpu_id=2, mdev_uuid="secret-mdev", vm_id="4711", vm_id_type="domain_id"),
     )
-    gpu = Gpu(
-        index=0, uuid="GPU-secret", serial="1324", mig_instances=(gi,), vgpu_instances=vms
-    )
+    gpu = Gpu(index=0, uuid="GPU-secret", serial="1324", mig_instances=(gi,), vgpu_instances=vms)
     down = Gpu(index=1, uuid="GPU-secret-2")
     snap = Snapshot(timestamp=0.0, gpus=(gpu, down))
     masked = mask(snap)
@@ -89,3 +85,55 @@ def test_mask_replaces_every_identity() -> None:
     assert [v.vm_id_type for v in masked.gpus[0].vgpu_instances] == ["uuid", "domain_id"]
     assert masked.gpus[1].serial is None  # absent stays absent
     assert masked.gpus[0].mig_instances[0].compute_instances[0].mig_uuid is not None
+
+
+def test_mask_replaces_vm_and_pod_names() -> None:
+    from vgpumon.model import DeviceAllocation, VirtualMachine
+
+    vm = VirtualMachine(
+        name="secret-vm-name",
+        uuid="secret-vm-uuid",
+        state="running",
+        title="secret title",
+        description="secret description",
+    )
+    vgpu = VgpuInstance(
+        vgpu_id=1,
+        mdev_uuid="Secret-Mdev",
+        vm_id="secret-vm-uuid",
+        vm_id_type="uuid",
+        vm=vm,
+        vf_pci_bus_id="0000:18:00.4",
+    )
+    gpu = Gpu(index=0, uuid="GPU-secret", vgpu_instances=(vgpu,))
+    allocations = (
+        DeviceAllocation(
+            resource="nvidia.com/NVIDIA_L40S-2B",
+            device_id="secret-mdev",
+            namespace="secret-ns",
+            pod="virt-launcher-secret-vm-name-abcde",
+            container="compute",
+            vm_name="secret-vm-name",
+            kind="vgpu",
+            gpu_uuid="GPU-secret",
+            vgpu_id=1,
+        ),
+        DeviceAllocation(
+            resource="nvidia.com/gpu", device_id="GPU-secret::2", kind="gpu", gpu_uuid="GPU-secret"
+        ),
+        DeviceAllocation(resource="nvidia.com/x", device_id="0000:2a:00.0"),
+        DeviceAllocation(resource="nvidia.com/x", device_id="secret-other"),
+    )
+    masked = mask(Snapshot(timestamp=0.0, gpus=(gpu,), allocations=allocations))
+    assert "secret" not in repr(masked).lower()
+    mvgpu = masked.gpus[0].vgpu_instances[0]
+    assert mvgpu.vm is not None and mvgpu.vm.state == "running"
+    assert mvgpu.vm.uuid == mvgpu.vm_id  # still the same VM as NVML's id says
+    assert mvgpu.vf_pci_bus_id == "0000:18:00.4"  # an address, not an identity
+    held, whole, pci, other = masked.allocations
+    assert held.device_id == mvgpu.mdev_uuid and held.gpu_uuid == masked.gpus[0].uuid
+    assert held.vm_name == mvgpu.vm.name  # the pod's VM and the vGPU's VM stay one VM
+    assert (held.namespace, held.pod) == ("namespace-1", "pod-1")
+    assert whole.device_id == masked.gpus[0].uuid and whole.pod is None
+    assert pci.device_id == "0000:2a:00.0"
+    assert other.device_id == "device-4"
