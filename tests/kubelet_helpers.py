@@ -54,13 +54,13 @@ class Servicer(api_pb2_grpc.PodResourcesListerServicer):
     def __init__(self, kubelet: FakeKubelet) -> None:
         self.kubelet = kubelet
 
-    def List(self, request: Any, context: Any) -> Any:  # noqa: N802 - the gRPC method name
+    def List(self, request: Any, context: Any) -> Any:  # the gRPC method name
         self.kubelet.wait()
         return api_pb2.ListPodResourcesResponse(
             pod_resources=[p.message() for p in self.kubelet.pods]
         )
 
-    def GetAllocatableResources(self, request: Any, context: Any) -> Any:  # noqa: N802
+    def GetAllocatableResources(self, request: Any, context: Any) -> Any:
         if self.kubelet.allocatable is None:  # an old kubelet without the call
             return super().GetAllocatableResources(request, context)
         self.kubelet.wait()

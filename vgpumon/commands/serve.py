@@ -21,6 +21,7 @@ from vgpumon.config.serve import (
     check_interval,
     check_listen,
     check_log_level,
+    check_patterns,
     check_text,
     check_timeout,
     load_file,
@@ -30,6 +31,7 @@ from vgpumon.errors import ConfigError
 
 if TYPE_CHECKING:
     from vgpumon.collect.base import SamplerConfig
+    from vgpumon.collect.enrich.base import Enricher
 
 COLLECTOR_DEST = "collector:"
 
@@ -47,6 +49,10 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "sim": ("--sim", check_text),
     "nvml_module": ("--nvml-module", check_text),
     "log_level": ("--log-level", check_log_level),
+    "libvirt_uri": ("--libvirt-uri", check_text),
+    "kubelet_socket": ("--kubelet-socket", check_text),
+    "kubernetes_resources": ("--kubernetes-resource", check_patterns),
+    "kubernetes_pod_series": ("--kubernetes-pod-series", check_bool),
 }
 
 
@@ -131,6 +137,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="LEVEL",
         help="debug, info, warning or error (default info)",
     )
+    add_enricher_arguments(parser)
     collectors = parser.add_argument_group(
         "collectors", "turn single NVML areas on or off (names as in vgpumon_scrape_collector_*)"
     )
@@ -151,6 +158,65 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             const=False,
             help=argparse.SUPPRESS,
         )
+
+
+def add_enricher_arguments(parser: argparse.ArgumentParser) -> None:
+    from vgpumon.collect.enrich.kubelet import DEFAULT_RESOURCES, DEFAULT_SOCKET
+    from vgpumon.collect.enrich.libvirt import DEFAULT_URI
+
+    names = parser.add_argument_group(
+        "names", "who holds each GPU: VMs from libvirt, pods from the kubelet (off by default)"
+    )
+    names.add_argument(
+        "--libvirt-uri",
+        nargs="?",
+        const=DEFAULT_URI,
+        metavar="URI",
+        help=f"name the VM of each vGPU from libvirt, read-only (URI default {DEFAULT_URI}; "
+        "needs the libvirt extra)",
+    )
+    names.add_argument(
+        "--kubelet-socket",
+        nargs="?",
+        const=DEFAULT_SOCKET,
+        metavar="PATH",
+        help="attach pods to GPUs through the kubelet's pod-resources socket "
+        f"(default {DEFAULT_SOCKET}; needs the kubernetes extra)",
+    )
+    names.add_argument(
+        "--kubernetes-resource",
+        dest="kubernetes_resources",
+        action="append",
+        metavar="PATTERN",
+        help="resource names to read, repeatable, shell patterns "
+        f"(default {' '.join(DEFAULT_RESOURCES)})",
+    )
+    names.add_argument(
+        "--kubernetes-pod-series",
+        dest="kubernetes_pod_series",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="per-pod utilization and memory series (opt-in: pods churn the TSDB)",
+    )
+
+
+def build_enrichers(settings: ServeSettings) -> list[Enricher]:
+    """The enrichers the settings ask for, libvirt first (the kubelet uses its VF addresses).
+
+    A missing binding (the libvirt or kubernetes extra) is a one-line :class:`ConfigError`.
+    """
+    from vgpumon.collect.enrich.kubelet import DEFAULT_RESOURCES, KubeletConfig, KubeletEnricher
+    from vgpumon.collect.enrich.libvirt import LibvirtConfig, LibvirtEnricher
+
+    enrichers: list[Enricher] = []
+    if settings.libvirt_uri is not None:
+        enrichers.append(LibvirtEnricher(LibvirtConfig(uri=settings.libvirt_uri)))
+    if settings.kubelet_socket is not None:
+        resources = settings.kubernetes_resources or DEFAULT_RESOURCES
+        enrichers.append(
+            KubeletEnricher(KubeletConfig(socket=settings.kubelet_socket, resources=resources))
+        )
+    return enrichers
 
 
 def settings_from_args(args: argparse.Namespace) -> ServeSettings:
@@ -199,14 +265,16 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     session = open_session(sim=settings.sim, module_name=settings.nvml_module)
-    sampler = Sampler(session, sampler_config(settings))
+    sampler = Sampler(session, sampler_config(settings), enrichers=build_enrichers(settings))
     try:
         return asyncio.run(
             serve(
                 sampler,
                 listen=settings.listen,
                 options=ExportOptions(
-                    processes=settings.processes, processes_max=settings.processes_max
+                    processes=settings.processes,
+                    processes_max=settings.processes_max,
+                    pod_series=settings.kubernetes_pod_series,
                 ),
                 max_requests=settings.max_requests,
                 web_config_file=settings.web_config_file,

@@ -18,6 +18,12 @@ Example::
       max_requests: 40
       shutdown_timeout: 5
     log_level: info
+    libvirt:
+      uri: qemu:///system    # VM names for vGPUs (needs the libvirt extra)
+    kubernetes:
+      socket: /var/lib/kubelet/pod-resources/kubelet.sock   # pods of GPUs (kubernetes extra)
+      resources: ["nvidia.com/*"]
+      pod_series: false      # per-pod value series (opt-in)
 """
 
 from __future__ import annotations
@@ -99,6 +105,11 @@ class ServeSettings:
     sim: str | None = None
     nvml_module: str | None = None
     log_level: str = "info"
+    # Enrichers (names from outside NVML); None / () leave them off / at their defaults.
+    libvirt_uri: str | None = None
+    kubelet_socket: str | None = None
+    kubernetes_resources: tuple[str, ...] = ()
+    kubernetes_pod_series: bool = False
     config_file: str | None = field(default=None, compare=False)
 
     def enabled_collectors(self, names: Iterable[tuple[str, bool]]) -> frozenset[str]:
@@ -172,6 +183,14 @@ def check_log_level(value: Any, where: str) -> str:
     return level
 
 
+def check_patterns(value: Any, where: str) -> tuple[str, ...]:
+    """One or more non-empty names or shell-style patterns (``nvidia.com/mig-*``)."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items:
+        raise ConfigError(f"{where}: expected a name or a list of names")
+    return tuple(check_text(item, where) for item in items)
+
+
 def check_listen(value: Any, where: str) -> tuple[ListenAddress, ...]:
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not items:
@@ -201,6 +220,10 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "sim": ("sim", check_text),
     "nvml_module": ("nvml_module", check_text),
     "log_level": ("log_level", check_log_level),
+    "libvirt.uri": ("libvirt_uri", check_text),
+    "kubernetes.socket": ("kubelet_socket", check_text),
+    "kubernetes.resources": ("kubernetes_resources", check_patterns),
+    "kubernetes.pod_series": ("kubernetes_pod_series", check_bool),
 }
 COLLECTORS_KEY = "collectors"
 _SECTIONS = {key.split(".")[0] for key in FILE_KEYS if "." in key}
