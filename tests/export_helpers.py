@@ -11,6 +11,7 @@ from vgpumon.model import (
     ClockEvents,
     Clocks,
     CollectorStatus,
+    DeviceAllocation,
     DriverInfo,
     Ecc,
     Gpm,
@@ -34,6 +35,7 @@ from vgpumon.model import (
     VgpuSchedulerUsage,
     VgpuType,
     VgpuUtilization,
+    VirtualMachine,
 )
 
 GIB = 1024**3
@@ -135,6 +137,10 @@ def rich_snapshot() -> Snapshot:
                 expiry_status="valid" if i == 0 else None,
                 expiry_timestamp_seconds=1.8e9 if i == 0 else None,
             ),
+            vm=VirtualMachine(name="vm-render-07", uuid="vm-0", state="running", title="Render")
+            if i == 0
+            else None,
+            vf_pci_bus_id="0000:18:00.4" if i == 0 else None,
         )
         for i in range(2)
     )
@@ -276,6 +282,31 @@ def rich_snapshot() -> Snapshot:
             last_cycle_duration_seconds=0.0,
         ),
         source="sim:test",
+        allocations=(
+            DeviceAllocation(
+                "nvidia.com/NVIDIA_H100-8C",
+                "mdev-0",
+                "vdi",
+                "virt-launcher-vm-render-07-x7k2p",
+                "compute",
+                vm_name="vm-render-07",
+                kind="vgpu",
+                gpu_uuid=host.uuid,
+                vgpu_id=vgpus[0].vgpu_id,
+            ),
+            DeviceAllocation(
+                "nvidia.com/mig-1g.10gb",
+                "MIG-bbbbbbbb-0000-0000-0000-000000000000",
+                "ml",
+                "infer-a",
+                "server",
+                kind="mig",
+                gpu_uuid=mig.uuid,
+                gpu_instance_id=mig.mig_instances[0].id,
+                compute_instance_id=0,
+            ),
+            DeviceAllocation("nvidia.com/gpu", guest.uuid, kind="gpu", gpu_uuid=guest.uuid),
+        ),
     )
 
 

@@ -14,7 +14,7 @@ from prometheus_client.openmetrics.parser import (
 from vgpumon.export.exposition import render
 from vgpumon.export.metrics import FAMILIES, ExportOptions
 
-OPTIONS = ExportOptions(processes=True)
+OPTIONS = ExportOptions(processes=True, pod_series=True)
 
 
 def test_text_format_names_counters_with_total() -> None:

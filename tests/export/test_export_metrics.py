@@ -189,13 +189,13 @@ def test_contract_core_is_present() -> None:
 
 
 def test_every_family_has_samples_on_a_full_host(rich: Snapshot) -> None:
-    options = ExportOptions(processes=True)
+    options = ExportOptions(processes=True, pod_series=True)
     empty = [f.name for f in FAMILIES if not list(f.samples(rich, options))]
     assert empty == []
 
 
 def test_sample_values_obey_the_data_rules(rich: Snapshot) -> None:
-    options = ExportOptions(processes=True)
+    options = ExportOptions(processes=True, pod_series=True)
     for family in FAMILIES:
         samples = list(family.samples(rich, options))
         keys = [labels for labels, _ in samples]
@@ -211,7 +211,7 @@ def test_sample_values_obey_the_data_rules(rich: Snapshot) -> None:
 def test_down_gpu_keeps_only_up_and_info(rich: Snapshot) -> None:
     lost = rich.gpus[3]
     assert not lost.up
-    options = ExportOptions(processes=True)
+    options = ExportOptions(processes=True, pod_series=True)
     families = {
         f.name
         for f in FAMILIES
@@ -225,7 +225,7 @@ def test_down_gpu_keeps_only_up_and_info(rich: Snapshot) -> None:
 
 def test_absent_values_give_no_sample() -> None:
     bare = Snapshot(timestamp=1.0, gpus=(Gpu(index=0, uuid="GPU-x"),))
-    options = ExportOptions(processes=True)
+    options = ExportOptions(processes=True, pod_series=True)
     per_gpu = {f.name for f in FAMILIES if f.labels[:2] == IDS and list(f.samples(bare, options))}
     assert per_gpu == {"vgpumon_gpu_up", "vgpumon_gpu_info"}
     assert not list(by_name("vgpumon_driver_info").samples(bare, options))
