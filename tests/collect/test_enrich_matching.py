@@ -142,3 +142,25 @@ def test_malformed_pods_are_skipped_not_trusted() -> None:
         PodDevice("nvidia.com/gpu", "GPU-1"),  # its pod had no name: free as far as we know
         PodDevice("nvidia.com/gpu", "GPU-3", "ns", "ok", None),
     )
+
+
+def test_snapshots_without_names_still_read_and_names_round_trip() -> None:
+    """Names are optional fields: the schema version stays, older JSON reads as 'no names'."""
+    import json
+
+    from vgpumon.model import SCHEMA_VERSION, DeviceAllocation, VirtualMachine, from_json, to_json
+
+    vgpu = VgpuInstance(vgpu_id=1, vm=VirtualMachine(name="vm-a", state="paused"))
+    snap = Snapshot(
+        timestamp=1.0,
+        gpus=(Gpu(index=0, uuid="GPU-a", vgpu_instances=(vgpu,)),),
+        allocations=(DeviceAllocation("nvidia.com/gpu", "GPU-a", "ns", "p", "c", kind="gpu"),),
+    )
+    assert from_json(to_json(snap)) == snap
+    old = json.loads(to_json(snap))
+    del old["allocations"]
+    for key in ("vm", "vf_pci_bus_id"):
+        del old["gpus"][0]["vgpu_instances"][0][key]
+    assert old["schema_version"] == SCHEMA_VERSION == 1
+    read = from_json(json.dumps(old))
+    assert read.allocations == () and read.gpus[0].vgpu_instances[0].vm is None
