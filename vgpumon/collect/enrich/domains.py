@@ -20,6 +20,7 @@ vGPU's own GPU, when there is exactly one.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
@@ -39,7 +40,9 @@ class Domain:
     mdev_uuids: tuple[str, ...] = ()  # lower case
     pci_addresses: tuple[str, ...] = ()  # "0000:18:00.4"
 
+    @functools.cached_property
     def vm(self) -> VirtualMachine:
+        """The model's view of this domain, built once per read (merged every cycle)."""
         return VirtualMachine(
             name=self.name,
             uuid=self.uuid,
@@ -206,8 +209,13 @@ def _merge_gpu(g: Gpu, inv: Inventory) -> Gpu:
     vgpus = []
     for v in g.vgpu_instances:
         domain = _domain_of(v, inv)
-        vm = domain.vm() if domain is not None else None
-        vgpus.append(dataclasses.replace(v, vm=vm, vf_pci_bus_id=_vf_of(v, gpu_pci, domain, inv)))
+        vm = domain.vm if domain is not None else None
+        vf = _vf_of(v, gpu_pci, domain, inv)
+        # Replacing a vGPU costs far more than the look-ups: only where there is a name to add.
+        if vm is None and vf is None:
+            vgpus.append(v)
+        else:
+            vgpus.append(dataclasses.replace(v, vm=vm, vf_pci_bus_id=vf))
     return dataclasses.replace(g, vgpu_instances=tuple(vgpus))
 
 
