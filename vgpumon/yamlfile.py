@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import stat
 from collections.abc import Iterable
 from typing import Any
@@ -176,8 +177,12 @@ class _Loader(yaml.SafeLoader):
         return node
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _check_size(root: yaml.Node, label: str) -> None:
-    """Refuse alias cycles and trees whose expansion passes MAX_NODES, without recursion."""
+    """Refuse alias cycles, trees whose expansion passes MAX_NODES and text no UTF-8 can hold (a
+    ``"\\ud800"`` escape makes a lone surrogate, which fails later when encoded), iteratively."""
     sizes: dict[int, int] = {}
     active: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
@@ -194,6 +199,11 @@ def _check_size(root: yaml.Node, label: str) -> None:
             continue
         if key in sizes:
             continue
+        if isinstance(node, yaml.ScalarNode) and _SURROGATE.search(str(node.value)):
+            raise ConfigError(
+                f"{label} line {node.start_mark.line + 1}: not valid Unicode text "
+                "(a lone surrogate such as \\ud800)"
+            )
         if key in active:
             raise ConfigError(
                 f"{label} line {node.start_mark.line + 1}: an alias refers to its own anchor"
