@@ -138,7 +138,7 @@ class _Loader(yaml.SafeLoader):
         self.label = label
         self.path: list[str] = []  # keys and [indexes] from the root to the node being composed
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         # PyYAML passes a mapping value's key node, or a sequence item's position, as ``index``.
         if isinstance(index, yaml.ScalarNode):
             self.path.append(str(index.value))
@@ -152,7 +152,7 @@ class _Loader(yaml.SafeLoader):
                 raise ConfigError(
                     f"{self.label} line {mark.line + 1}: nested more than {MAX_DEPTH} levels deep"
                 )
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self.path.pop()
 
@@ -160,7 +160,7 @@ class _Loader(yaml.SafeLoader):
         text = "".join(p if p.startswith("[") else f".{p}" for p in self.path if p).lstrip(".")
         return text or "the top level"
 
-    def compose_mapping_node(self, anchor: str | None) -> yaml.MappingNode:
+    def compose_mapping_node(self, anchor: Any) -> yaml.MappingNode:
         node: yaml.MappingNode = super().compose_mapping_node(anchor)
         seen: set[str] = set()
         for key, _value in node.value:

@@ -7,6 +7,7 @@ hardened loader (vgpumon/yamlfile.py) existed; docs/reliability.md lists them wi
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -129,7 +130,7 @@ def test_lone_surrogate_text_is_refused(tmp_path: Path, loader: Callable[[str], 
 def test_duplicate_keys_name_the_path(tmp_path: Path) -> None:
     path = tmp_path / "dup.yml"
     path.write_text("a:\n  b: 1\n  b: 2\n")
-    with pytest.raises(ConfigError, match='line 3: a.b: duplicate key "b" in a'):
+    with pytest.raises(ConfigError, match=re.escape('line 3: a.b: duplicate key "b" in a')):
         yamlfile.load_node(str(path), "config file")
 
 

@@ -11,10 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from vgpumon.collect.base import GpuContext
-from vgpumon.nvml.errors import ABSENT_CODES
+from vgpumon.nvml.errors import ABSENT_CODES, INVALID_ARGUMENT
 
 _STATE_KEY = "fields.absent"
-INVALID_ARGUMENT = 2
 
 # nvmlValueType_t -> the c_nvmlValue_t member holding the value (nvml-reference §1.8).
 _UNION_MEMBERS = {

@@ -22,6 +22,7 @@ from typing import Any
 
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, ratio
 from vgpumon.model import Gpm, MigGpuInstance
+from vgpumon.nvml.errors import SUCCESS
 
 STATE_KEY = "gpm"
 MIN_INTERVAL_SECONDS = 0.1
@@ -99,7 +100,7 @@ def _metrics(ctx: GpuContext, older: Any, newer: Any, interval: float, scope: st
         metric = result.metrics[i]
         value = getattr(metric, "value", None)
         if (
-            int(getattr(metric, "nvmlReturn", -1)) != 0
+            int(getattr(metric, "nvmlReturn", -1)) != SUCCESS
             or not isinstance(value, (int, float))
             or not math.isfinite(value)
             or value < 0

@@ -16,12 +16,10 @@ from typing import Any
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, nvml_id, nvml_int
 from vgpumon.collect.memory import read_memory_info
 from vgpumon.model import MigComputeInstance, MigGpuInstance
+from vgpumon.nvml.errors import INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED
 
 STATE_KEY = "mig"
 MIB = 1024 * 1024
-NOT_FOUND = 6
-INVALID_ARGUMENT = 2
-NOT_SUPPORTED = 3
 # Profile indexes a GPU lacks (3) or its driver does not know (2), met while enumerating them all.
 ENUMERATION_MISSES = (INVALID_ARGUMENT, NOT_SUPPORTED)
 GI_PROFILE_COUNT = 0x12  # NVML_GPU_INSTANCE_PROFILE_COUNT in pynvml 13.615

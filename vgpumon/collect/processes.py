@@ -25,13 +25,13 @@ from vgpumon.collect.base import (
 )
 from vgpumon.collect.mig import MigDevice, mig_devices
 from vgpumon.model import Process
+from vgpumon.nvml.errors import NOT_FOUND
 
 CURSOR_KEY = "processes.cursor"
 HELD_KEY = "processes.held"
 # NVML publishes a per-process sample about once a second, so a cycle can end between two samples
 # of a busy process. Its last sample stands in for that many cycles before it counts as idle.
 HOLD_CYCLES = 2
-NOT_FOUND = 6
 UTIL_FUNCTION = "nvmlDeviceGetProcessUtilization"
 LISTS = (
     ("compute", "nvmlDeviceGetComputeRunningProcesses"),

@@ -38,6 +38,7 @@ from vgpumon.collect.vgpu_raw import (
     vm_id,
 )
 from vgpumon.model import VgpuInstance, VgpuProcess, VgpuType, VgpuUtilization
+from vgpumon.nvml.errors import NOT_SUPPORTED
 
 STATE_KEY = "vgpu"
 INVALID_PLACEMENT = 0xFFFF  # NVML_INVALID_VGPU_PLACEMENT_ID
@@ -251,9 +252,9 @@ def _read_static(ctx: GpuContext, s: _Static, vi: int, gi_hint: int | None) -> N
     s.placement_id = placement if placement not in (None, INVALID_PLACEMENT) else None
     # NOT_SUPPORTED here is a per-instance answer (limiter off, no ECC for this vGPU): a normal
     # "no value", neither cached for the whole GPU nor counted as an error.
-    frl = as_int(call(gpu, "nvmlVgpuInstanceGetFrameRateLimit", vi, no_data=(3, *GONE)))
+    frl = as_int(call(gpu, "nvmlVgpuInstanceGetFrameRateLimit", vi, no_data=(NOT_SUPPORTED, *GONE)))
     s.frame_rate_limit = frl if frl else None
-    ecc = as_int(call(gpu, "nvmlVgpuInstanceGetEccMode", vi, no_data=(3, *GONE)))
+    ecc = as_int(call(gpu, "nvmlVgpuInstanceGetEccMode", vi, no_data=(NOT_SUPPORTED, *GONE)))
     s.ecc_enabled = bool(ecc) if ecc is not None else None
     s.asked_once = True
 

@@ -27,13 +27,14 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from vgpumon.nvml.errors import DRIVER_NOT_LOADED, NOT_FOUND
 from vgpumon.nvml.session import SYSTEM, NvmlSession
 
 # NOT_FOUND for an instance id: the vGPU was destroyed between listing and reading it (churn).
-GONE = (6,)
+GONE = (NOT_FOUND,)
 # DRIVER_NOT_LOADED from per-instance getters means "the guest driver is not running", not that the
 # host driver is gone: it must never reach the session's lifecycle handling (which re-inits NVML).
-GUEST_DRIVER_ABSENT = 9
+GUEST_DRIVER_ABSENT = DRIVER_NOT_LOADED
 
 ENGINE_GRAPHICS = 1  # NVML_VGPU_SCHEDULER_ENGINE_TYPE_GRAPHICS
 ARR_DEFAULT, ARR_DISABLE, ARR_ENABLE = 0, 1, 2

@@ -60,14 +60,28 @@ CODE_NAMES: dict[int, str] = {
     999: "unknown",
 }
 
+# The codes the collectors name, as in nvml.h's nvmlReturn_t (NVML_SUCCESS, NVML_ERROR_*). Every
+# module imports them from here: the one place NVML's numbers are written (docs/design.md, rule 6).
+SUCCESS = 0
+UNINITIALIZED = 1
+INVALID_ARGUMENT = 2
 NOT_SUPPORTED = 3
+NO_PERMISSION = 4
 NOT_FOUND = 6
+INSUFFICIENT_SIZE = 7
+DRIVER_NOT_LOADED = 9
+TIMEOUT = 10
+FUNCTION_NOT_FOUND = 13
 GPU_IS_LOST = 15
+LIB_RM_VERSION_MISMATCH = 18
+NO_DATA = 21
 
-ABSENT_CODES = frozenset({3, 4, 13})
-LIFECYCLE_CODES = frozenset({1, 9, 15, 18})
+ABSENT_CODES = frozenset({NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND})
+LIFECYCLE_CODES = frozenset(
+    {UNINITIALIZED, DRIVER_NOT_LOADED, GPU_IS_LOST, LIB_RM_VERSION_MISMATCH}
+)
 # Lifecycle codes that mean the whole library must be re-initialised, not just one GPU.
-LIBRARY_CODES = frozenset({1, 9, 18})
+LIBRARY_CODES = frozenset({UNINITIALIZED, DRIVER_NOT_LOADED, LIB_RM_VERSION_MISMATCH})
 
 
 def error_code(exc: BaseException) -> int | None:
