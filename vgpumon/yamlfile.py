@@ -229,18 +229,25 @@ def _children(node: yaml.Node) -> Iterable[yaml.Node]:
 
 def compose(text: str, label: str) -> yaml.Node | None:
     """YAML text to a node tree (None for an empty document), within every limit above."""
-    loader = _Loader(text, label)
+    loader: _Loader | None = None
     try:
+        loader = _Loader(text, label)  # the reader checks the characters here already
         node = loader.get_single_node()
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = err.problem or err.context or "invalid YAML"
         raise ConfigError(f"{label}{where}: invalid YAML: {one_line(problem)}") from None
+    except yaml.reader.ReaderError as err:
+        line = text.count("\n", 0, err.position) + 1
+        raise ConfigError(
+            f"{label} line {line}: invalid YAML: character #x{err.character:04x} is not allowed"
+        ) from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{label}: invalid YAML: {one_line(err)}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if node is not None:
         _check_size(node, label)
     return node
