@@ -1,4 +1,4 @@
-"""The import rules of docs/design.md (rules 1 and 2), checked on the source with ``ast``.
+"""The import rules of docs/design.md (rule 10), checked on the source with ``ast``.
 
 Producers (``model``, ``nvml``, ``sim``, ``collect``) never import consumers; ``view`` is free of
 textual; ``export`` never reaches into ``collect`` (it gets snapshots, not samplers) nor textual

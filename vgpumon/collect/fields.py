@@ -1,7 +1,7 @@
 """Reading NVML field values, whose failures come per entry, not as exceptions.
 
-``nvmlDeviceGetFieldValues`` succeeds even when every entry failed (nvml-reference §4.14), so the
-guarded call alone cannot tell absent from present. This module decodes each entry's value union
+``nvmlDeviceGetFieldValues`` succeeds even when every entry failed (docs/nvml-notes.md §4.14), so
+the guarded call alone cannot tell absent from present. This module decodes each entry's value union
 and remembers, per GPU, the field ids that answered "not supported", so they are not asked again.
 """
 
@@ -15,7 +15,7 @@ from vgpumon.nvml.errors import ABSENT_CODES, INVALID_ARGUMENT
 
 _STATE_KEY = "fields.absent"
 
-# nvmlValueType_t -> the c_nvmlValue_t member holding the value (nvml-reference §1.8).
+# nvmlValueType_t -> the c_nvmlValue_t member holding the value (docs/nvml-notes.md §1.8).
 _UNION_MEMBERS = {
     0: "dVal",
     1: "uiVal",

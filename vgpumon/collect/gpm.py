@@ -1,6 +1,6 @@
 """GPM (Hopper+): SM, tensor and DRAM activity for the whole GPU and for each MIG GPU instance.
 
-GPM metrics are rates between two counter snapshots (nvml-reference §9.2). Each GPU and each GPU
+GPM metrics are rates between two counter snapshots (docs/nvml-notes.md §9.2). Each GPU and each GPU
 instance keeps two sample buffers, allocated once and kept in the GPU's state: every cycle fills
 the older one and computes (previous → current), then the roles swap. Intervals under 0.1 s
 silently give zeros on real drivers, so they give no values here; samples in the wrong order give

@@ -1,10 +1,10 @@
 """MIG layout: GPU instances, their compute instances (MIG devices) and per-instance memory.
 
-Enumeration follows the unprivileged path first (nvml-reference §8.1): MIG device handles by index
-(with holes: NOT_FOUND at an index is normal), and per handle its UUID, name, GPU/compute instance
-ids, attributes and memory. The GI/CI tree APIs add profile ids and placements but need root, so
-they are only tried when the layout changes, and their absence (NO_PERMISSION) is cached by the
-session like any unsupported call.
+Enumeration follows the unprivileged path first (docs/nvml-notes.md §8.1): MIG device handles by
+index (with holes: NOT_FOUND at an index is normal), and per handle its UUID, name, GPU/compute
+instance ids, attributes and memory. The GI/CI tree APIs add profile ids and placements but need
+root, so they are only tried when the layout changes, and their absence (NO_PERMISSION) is cached by
+the session like any unsupported call.
 """
 
 from __future__ import annotations
@@ -138,7 +138,10 @@ def _enumerate(ctx: GpuContext) -> list[MigDevice]:
 def _handles(
     ctx: GpuContext, function: str, owner: Any, profile_id: int, capacity: int, array_type: Any
 ) -> list[Any] | None:
-    """The caller-allocated-array pattern of GetGpuInstances / GetComputeInstances (§1.6)."""
+    """The caller-allocated-array pattern of GetGpuInstances / GetComputeInstances.
+
+    See docs/nvml-notes.md §1.6.
+    """
     handles = (array_type * max(1, capacity))()
     count = ctypes.c_uint(0)
     if ctx.call(function, owner, profile_id, handles, ctypes.byref(count), key="tree") is None:

@@ -1,7 +1,7 @@
 """What an NVML failure means for the collector.
 
-Design rule 3: every error is classified once, here, so that readers never decide on their own
-whether an error is "no value", "GPU gone" or "something to count".
+docs/design.md, rule 3: every error is classified once, here, so that readers never decide on their
+own whether an error is "no value", "GPU gone" or "something to count".
 
 * ``ABSENT``: the value does not exist on this GPU / driver / permission level. The reader records
   ``None`` and the guard remembers the (GPU, call) pair so the call is never made again.
@@ -23,8 +23,8 @@ class ErrorClass(enum.Enum):
     COUNTED = "counted"
 
 
-# NVML return codes (nvml-reference §2.1). Kept here, not read from pynvml, so that any NVML module
-# (the simulator, a vendor shim) is classified the same way.
+# NVML return codes (docs/nvml-notes.md §2.1). Kept here, not read from pynvml, so that any NVML
+# module (the simulator, a vendor shim) is classified the same way.
 CODE_NAMES: dict[int, str] = {
     0: "success",
     1: "uninitialized",
@@ -61,7 +61,7 @@ CODE_NAMES: dict[int, str] = {
 }
 
 # The codes the collectors name, as in nvml.h's nvmlReturn_t (NVML_SUCCESS, NVML_ERROR_*). Every
-# module imports them from here: the one place NVML's numbers are written (docs/design.md, rule 6).
+# module imports them from here: the one place NVML's numbers are written (docs/design.md, rule 11).
 SUCCESS = 0
 UNINITIALIZED = 1
 INVALID_ARGUMENT = 2
@@ -100,7 +100,7 @@ def error_name(exc: BaseException) -> str:
     if code is not None:
         return CODE_NAMES.get(code, f"code_{code}")
     # Not an NVMLError: pynvml's own bugs (UnboundLocalError, TypeError) and
-    # NVMLLibraryMismatchError on pre-R510 drivers (nvml-reference §1.2, §11).
+    # NVMLLibraryMismatchError on pre-R510 drivers (docs/nvml-notes.md §1.2, §11).
     if type(exc).__name__ == "NVMLLibraryMismatchError":
         return "library_mismatch"
     return "python_" + type(exc).__name__.lower()

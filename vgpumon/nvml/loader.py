@@ -1,4 +1,4 @@
-"""Choosing and starting the NVML module (design rule 6: the module is injectable).
+"""Choosing and starting the NVML module (docs/design.md, rule 6: the module is injectable).
 
 Order of precedence: ``--sim SCENARIO`` (the simulator), ``--nvml-module NAME``, the
 ``VGPUMON_NVML_MODULE`` environment variable, then ``pynvml`` from nvidia-ml-py. Nothing else in

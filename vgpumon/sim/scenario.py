@@ -91,7 +91,7 @@ MAX_MHZ = 100_000.0  # GPU clocks are a few GHz
 MAX_SM_COUNT = 1024  # the largest GPUs have fewer than 200
 DEFAULT_DRIVER_VERSION = "580.159.04"
 
-# Medians measured on the H200 (device-findings.md); calls faster than ~40 µs are left out.
+# Medians measured on the H200 (docs/nvml-notes.md §14); calls faster than ~40 µs are left out.
 REALISTIC_LATENCY = {
     "nvmlDeviceGetTotalEnergyConsumption": 3.026e-3,
     "nvmlDeviceGetPcieThroughput": 20.927e-3,
