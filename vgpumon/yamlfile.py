@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import stat
 from collections.abc import Iterable
 from typing import Any
@@ -137,7 +138,7 @@ class _Loader(yaml.SafeLoader):
         self.label = label
         self.path: list[str] = []  # keys and [indexes] from the root to the node being composed
 
-    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         # PyYAML passes a mapping value's key node, or a sequence item's position, as ``index``.
         if isinstance(index, yaml.ScalarNode):
             self.path.append(str(index.value))
@@ -151,7 +152,7 @@ class _Loader(yaml.SafeLoader):
                 raise ConfigError(
                     f"{self.label} line {mark.line + 1}: nested more than {MAX_DEPTH} levels deep"
                 )
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self.path.pop()
 
@@ -159,7 +160,7 @@ class _Loader(yaml.SafeLoader):
         text = "".join(p if p.startswith("[") else f".{p}" for p in self.path if p).lstrip(".")
         return text or "the top level"
 
-    def compose_mapping_node(self, anchor: str | None) -> yaml.MappingNode:
+    def compose_mapping_node(self, anchor: Any) -> yaml.MappingNode:
         node: yaml.MappingNode = super().compose_mapping_node(anchor)
         seen: set[str] = set()
         for key, _value in node.value:
@@ -176,8 +177,12 @@ class _Loader(yaml.SafeLoader):
         return node
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _check_size(root: yaml.Node, label: str) -> None:
-    """Refuse alias cycles and trees whose expansion passes MAX_NODES, without recursion."""
+    """Refuse alias cycles, trees whose expansion passes MAX_NODES and text no UTF-8 can hold (a
+    ``"\\ud800"`` escape makes a lone surrogate, which fails later when encoded), iteratively."""
     sizes: dict[int, int] = {}
     active: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]
@@ -194,6 +199,11 @@ def _check_size(root: yaml.Node, label: str) -> None:
             continue
         if key in sizes:
             continue
+        if isinstance(node, yaml.ScalarNode) and _SURROGATE.search(str(node.value)):
+            raise ConfigError(
+                f"{label} line {node.start_mark.line + 1}: not valid Unicode text "
+                "(a lone surrogate such as \\ud800)"
+            )
         if key in active:
             raise ConfigError(
                 f"{label} line {node.start_mark.line + 1}: an alias refers to its own anchor"
@@ -219,18 +229,25 @@ def _children(node: yaml.Node) -> Iterable[yaml.Node]:
 
 def compose(text: str, label: str) -> yaml.Node | None:
     """YAML text to a node tree (None for an empty document), within every limit above."""
-    loader = _Loader(text, label)
+    loader: _Loader | None = None
     try:
+        loader = _Loader(text, label)  # the reader checks the characters here already
         node = loader.get_single_node()
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f" line {mark.line + 1}" if mark is not None else ""
         problem = err.problem or err.context or "invalid YAML"
         raise ConfigError(f"{label}{where}: invalid YAML: {one_line(problem)}") from None
+    except yaml.reader.ReaderError as err:
+        line = text.count("\n", 0, err.position) + 1
+        raise ConfigError(
+            f"{label} line {line}: invalid YAML: character #x{err.character:04x} is not allowed"
+        ) from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{label}: invalid YAML: {one_line(err)}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if node is not None:
         _check_size(node, label)
     return node

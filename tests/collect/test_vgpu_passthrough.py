@@ -1,4 +1,5 @@
-"""Pass-through (the lent H200): no vGPU section, and every vGPU host call is absent, paid once.
+"""Pass-through (a real H200, docs/nvml-notes.md §14): no vGPU section, and every vGPU host call is
+absent, paid once.
 
 The same checks run on the simulator's ``passthrough-guest`` scenario and, where a GPU is present,
 on real pynvml (``@pytest.mark.gpu``).
@@ -98,7 +99,7 @@ async def test_real_passthrough_gpu_has_no_vgpu_section() -> None:
         await sampler.cycle()
         snap = await sampler.cycle()
         if any(g.virtualization_mode != "passthrough" for g in snap.gpus):
-            pytest.skip("this GPU is not passed through (the checks are for the lent H200)")
+            pytest.skip("this GPU is not passed through (the checks are for a pass-through GPU)")
         check_passthrough_snapshot(snap)
         for g in snap.gpus:
             h = pynvml.nvmlDeviceGetHandleByUUID(g.uuid)

@@ -114,7 +114,10 @@ def test_empty_file_keeps_the_defaults(tmp_path: Path) -> None:
         ("deadline: .inf\n", "not a finite number"),
         ("processes_max: 1e20\n", "expected a whole number"),
         ("processes_max: 100000000000000000000\n", "must be at most 1000000"),
-        ("interval: 1\ninterval: 2\n", 'line 2: interval: duplicate key "interval" in the top level'),
+        (
+            "interval: 1\ninterval: 2\n",
+            'line 2: interval: duplicate key "interval" in the top level',
+        ),
         ("processes: yes please\n", "processes: expected true or false"),
         ("processes_max: 0\n", "processes_max: must be at least 1"),
         ("listen: 9839\n", "listen: expected an address"),

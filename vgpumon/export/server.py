@@ -9,10 +9,10 @@ Endpoints:
 * ``/-/healthy`` (the process serves) and ``/-/ready`` (first cycle done and sampler not wedged);
 * ``/``: a landing page listing the above.
 
-Design rule 1: no handler calls NVML. Handlers read ``source.latest``, an immutable snapshot the
-sampler swaps in, and the bytes rendered from it are cached per snapshot, format and encoding, so
-fifty scrapers arriving together cost one render (done in a worker thread). Requests beyond
-``max_requests`` in flight (those waiting for a render included) get a 503 at once instead of
+docs/design.md, rule 1: no handler calls NVML. Handlers read ``source.latest``, an immutable
+snapshot the sampler swaps in, and the bytes rendered from it are cached per snapshot, format and
+encoding, so fifty scrapers arriving together cost one render (done in a worker thread). Requests
+beyond ``max_requests`` in flight (those waiting for a render included) get a 503 at once instead of
 queueing behind the others.
 """
 

@@ -65,9 +65,7 @@ def import_cuda_core() -> ModuleType:
         if all(hasattr(module, attr) for attr in ("Device", "Program", "ProgramOptions", "launch")):
             return module
     detail = (
-        f" ({one_line(problems[-1])})"
-        if problems and "No module named" not in problems[-1]
-        else ""
+        f" ({one_line(problems[-1])})" if problems and "No module named" not in problems[-1] else ""
     )
     raise VgpumonError(f"cuda-core is not installed or not usable{detail}: {INSTALL_HINT}")
 

@@ -1,6 +1,6 @@
 """A validate run's final report: JSON, and a table (rich where installed, plain text otherwise).
 
-The plain form exists for minimal images (a lent GPU machine, a container with only the runtime
+The plain form exists for minimal images (a rented GPU machine, a container with only the runtime
 dependencies someone chose): a validation must still be readable there.
 """
 

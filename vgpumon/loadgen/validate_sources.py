@@ -312,9 +312,7 @@ class ExporterSource(_SnapshotSource):
                 body = await response.text()
                 status = response.status
         except aiohttp.ClientError as exc:
-            raise SourceError(
-                f"cannot reach the exporter at {self.url}: {one_line(exc)}"
-            ) from None
+            raise SourceError(f"cannot reach the exporter at {self.url}: {one_line(exc)}") from None
         except asyncio.TimeoutError:
             raise SourceError(
                 f"the exporter at {self.url} did not answer within {self.request_timeout_s:g} s"
@@ -380,9 +378,7 @@ def snapshot_from_metrics(text: str) -> tuple[Snapshot, str]:
             for sample in family.samples:
                 series[sample.name].append((sample.labels, float(sample.value)))
     except (ValueError, TypeError, IndexError) as exc:
-        raise SourceError(
-            f"the exporter's /metrics could not be parsed: {one_line(exc)}"
-        ) from None
+        raise SourceError(f"the exporter's /metrics could not be parsed: {one_line(exc)}") from None
     if "vgpumon_gpu_info" not in series and "vgpumon_up" not in series:
         raise SourceError("this /metrics is not a vgpumon exporter's (no vgpumon_* families)")
 

@@ -1,7 +1,7 @@
 """The validate ladder and what each step expects: pure logic, no GPU, no I/O.
 
 Each expectation follows from how the load generator works and what the H200 showed
-(``device-findings.md``, ``bench/results/loadgen-device.md``), with the spin kernel only:
+(``docs/nvml-notes.md`` §14, ``bench/results/loadgen-device.md``), with the spin kernel only:
 
 * NVML utilization counts time with any kernel running: it reads the duty cycle.
 * GPM SM activity counts busy SMs: duty × blocks / SMs, one block per SM. On a MIG device it is

@@ -148,11 +148,20 @@ class IdOrName(Type):
         return value
 
 
+# NVML's widest integers are unsigned 64-bit: no count, id or counter a scenario gives may pass it
+# (a larger one would wrap modulo 2^64 in a real driver's answer).
+NVML_MAX_INT = 2**64 - 1
+
+
 class Int(Type):
     def __init__(self, lo: int | None = None, hi: int | None = None, expected: str | None = None):
+        if hi is None and lo is not None and lo >= 0:
+            hi = NVML_MAX_INT
         self.lo, self.hi = lo, hi
         if expected is None:
-            if lo is not None and hi is not None:
+            if lo is not None and hi == NVML_MAX_INT:
+                expected = f"an integer >= {lo}"
+            elif lo is not None and hi is not None:
                 expected = f"an integer from {lo} to {hi}"
             elif lo is not None:
                 expected = f"an integer >= {lo}"
@@ -245,8 +254,10 @@ class Unit(Type):
 
 
 class Size(Unit):
-    def __init__(self) -> None:
-        super().__init__("size")
+    """Bytes; the grammar caps every size at 2^50 (docs/design.md, rule 9)."""
+
+    def __init__(self, lo: float | None = None, hi: float | None = None) -> None:
+        super().__init__("size", lo, hi)
 
     def parse(self, node: yaml.Node, path: str, ctx: Ctx) -> int:
         return int(super().parse(node, path, ctx))
