@@ -135,6 +135,10 @@ async def test_names_reach_the_snapshot_the_json_and_the_exposition(host: Any) -
     assert "vm_name" not in text.split("vgpumon_vgpu_utilization_ratio{", 1)[1].split("}")[0]
     assert 'vgpumon_scrape_collector_success{collector="libvirt"} 1.0' in text
 
+    # The enricher's own connection is read-only: libvirt refuses to change a domain through it.
+    with pytest.raises(libvirt.libvirtError, match="read only"):
+        enricher._conn.lookupByName("vm-render-07").destroy()
+
 
 async def test_domain_start_and_stop_are_followed_by_events(host: Any) -> None:
     link = Link()
