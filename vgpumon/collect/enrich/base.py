@@ -98,6 +98,12 @@ class Refresher(Generic[T]):
         self._wake.set()
 
     @property
+    def busy(self) -> bool:
+        """A fetch is running now (its peer may still be using a connection)."""
+        with self._lock:
+            return self._started_at is not None
+
+    @property
     def result(self) -> T | None:
         with self._lock:
             return self._result

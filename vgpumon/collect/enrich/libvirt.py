@@ -169,7 +169,10 @@ class LibvirtEnricher:
 
     def close(self) -> None:
         self._refresher.stop()
-        self._drop()
+        # Closing a connection another thread is calling through is not safe in libvirt; a read
+        # still running (a hung libvirtd) keeps its connection until the process ends.
+        if not self._refresher.busy:
+            self._drop()
 
     @property
     def refreshes(self) -> int:
