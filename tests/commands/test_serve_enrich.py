@@ -83,6 +83,14 @@ def test_config_file_keys(tmp_path: Path) -> None:
         parse("--config", str(path))
 
 
+def test_kubernetes_api_outside_a_pod_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    settings = parse("--kubelet-socket", "--kubernetes-api")
+    assert settings.kubernetes_api is True
+    with pytest.raises(ConfigError, match="needs to run in a pod"):
+        build_enrichers(settings)
+
+
 def test_a_missing_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "grpc", None)
     with pytest.raises(ConfigError, match=r"vgpumon\[kubernetes\]"):

@@ -53,6 +53,7 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "kubelet_socket": ("--kubelet-socket", check_text),
     "kubernetes_resources": ("--kubernetes-resource", check_patterns),
     "kubernetes_pod_series": ("--kubernetes-pod-series", check_bool),
+    "kubernetes_api": ("--kubernetes-api", check_bool),
 }
 
 
@@ -198,6 +199,13 @@ def add_enricher_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="per-pod utilization and memory series (opt-in: pods churn the TSDB)",
     )
+    names.add_argument(
+        "--kubernetes-api",
+        dest="kubernetes_api",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="read KubeVirt VM names from the API server (in a pod, with 'get pods' rights)",
+    )
 
 
 def build_enrichers(settings: ServeSettings) -> list[Enricher]:
@@ -213,9 +221,12 @@ def build_enrichers(settings: ServeSettings) -> list[Enricher]:
         enrichers.append(LibvirtEnricher(LibvirtConfig(uri=settings.libvirt_uri)))
     if settings.kubelet_socket is not None:
         resources = settings.kubernetes_resources or DEFAULT_RESOURCES
-        enrichers.append(
-            KubeletEnricher(KubeletConfig(socket=settings.kubelet_socket, resources=resources))
+        config = KubeletConfig(
+            socket=settings.kubelet_socket,
+            resources=resources,
+            kubevirt_api=settings.kubernetes_api,
         )
+        enrichers.append(KubeletEnricher(config))
     return enrichers
 
 

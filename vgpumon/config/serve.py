@@ -24,6 +24,7 @@ Example::
       socket: /var/lib/kubelet/pod-resources/kubelet.sock   # pods of GPUs (kubernetes extra)
       resources: ["nvidia.com/*"]
       pod_series: false      # per-pod value series (opt-in)
+      api: false             # KubeVirt VM names from the API server (in a pod only)
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ class ServeSettings:
     kubelet_socket: str | None = None
     kubernetes_resources: tuple[str, ...] = ()
     kubernetes_pod_series: bool = False
+    kubernetes_api: bool = False  # KubeVirt VM names from the API server (in-cluster)
     config_file: str | None = field(default=None, compare=False)
 
     def enabled_collectors(self, names: Iterable[tuple[str, bool]]) -> frozenset[str]:
@@ -224,6 +226,7 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "kubernetes.socket": ("kubelet_socket", check_text),
     "kubernetes.resources": ("kubernetes_resources", check_patterns),
     "kubernetes.pod_series": ("kubernetes_pod_series", check_bool),
+    "kubernetes.api": ("kubernetes_api", check_bool),
 }
 COLLECTORS_KEY = "collectors"
 _SECTIONS = {key.split(".")[0] for key in FILE_KEYS if "." in key}

@@ -19,6 +19,7 @@ gRPC is the optional ``kubernetes`` extra, imported only when the enricher is co
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import os
@@ -27,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpumon.collect.enrich.base import Refresher
-from vgpumon.collect.enrich.pods import PodDevice, merge, pod_devices
+from vgpumon.collect.enrich.kubeapi import DOMAIN_ANNOTATION, ApiServer
+from vgpumon.collect.enrich.pods import PodDevice, merge, pod_devices, vm_name_of
 from vgpumon.errors import ConfigError
 from vgpumon.model import Snapshot
 
@@ -47,7 +49,14 @@ class KubeletConfig:
     socket: str = DEFAULT_SOCKET
     resources: tuple[str, ...] = DEFAULT_RESOURCES
     interval_seconds: float = 10.0
-    timeout_seconds: float = 2.0  # per gRPC call
+    timeout_seconds: float = 2.0  # per gRPC call (and per API server request)
+    # Ask the API server (in-cluster) for virt-launcher pods' kubevirt.io/domain annotation.
+    kubevirt_api: bool = False
+
+
+# New virt-launcher pods asked about per read: a node starting many VMs at once is named over a
+# few reads instead of holding one read for minutes.
+MAX_LOOKUPS_PER_READ = 20
 
 
 @dataclass(frozen=True)
@@ -83,9 +92,16 @@ class KubeletEnricher:
 
     name = NAME
 
-    def __init__(self, config: KubeletConfig | None = None) -> None:
+    def __init__(
+        self, config: KubeletConfig | None = None, *, api: ApiServer | None = None
+    ) -> None:
         self.config = config or KubeletConfig()
         self._grpc, self._pb2, self._pb2_grpc = binding()
+        if api is None and self.config.kubevirt_api:
+            api = ApiServer.in_cluster()
+        self._api = api
+        self._vm_names: dict[tuple[str, str], str | None] = {}
+        self._api_failing = False
         self._channel: Any = None
         self._seen = False
         self._refresher: Refresher[_Read] = Refresher(
@@ -140,10 +156,43 @@ class KubeletEnricher:
             log.info("reading pods from the kubelet at %s", path)
         self._seen = True
         try:
-            return _Read(self._read())
+            devices = self._read()
         except Exception:
             self._drop()  # a fresh channel next time: no reconnect backoff after a restart
             raise
+        return _Read(self._name_vms(devices))
+
+    def _name_vms(self, devices: tuple[PodDevice, ...]) -> tuple[PodDevice, ...]:
+        """virt-launcher pods' VM names from the API server, asked once per pod.
+
+        Optional: a failing API server costs only the exact names (the pod-name guess stays), not
+        the kubelet's success series.
+        """
+        if self._api is None:
+            return devices
+        pods = {
+            (d.namespace, d.pod) for d in devices if d.namespace and d.pod and vm_name_of(d.pod)
+        }
+        self._vm_names = {k: v for k, v in self._vm_names.items() if k in pods}
+        for key in sorted(pods - self._vm_names.keys())[:MAX_LOOKUPS_PER_READ]:
+            try:
+                self._vm_names[key] = self._api.pod_annotation(
+                    *key, DOMAIN_ANNOTATION, self.config.timeout_seconds
+                )
+            except (OSError, ValueError) as exc:
+                (log.debug if self._api_failing else log.warning)(
+                    "kubelet enricher: API server: %s", exc
+                )
+                self._api_failing = True
+                break  # ask again next read
+            else:
+                self._api_failing = False
+        return tuple(
+            dataclasses.replace(d, vm_name=self._vm_names.get((d.namespace, d.pod)))
+            if d.namespace and d.pod and self._vm_names.get((d.namespace, d.pod))
+            else d
+            for d in devices
+        )
 
     def _read(self) -> tuple[PodDevice, ...]:
         if self._channel is None:

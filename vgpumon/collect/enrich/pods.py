@@ -11,7 +11,9 @@ snapshot by the first that matches:
   ``pci_bus_id``, or a vGPU's ``vf_pci_bus_id`` once libvirt has named it).
 
 KubeVirt runs each VM in a ``virt-launcher-<vm>-<5 characters>`` pod; the VM name is taken from the
-pod name. Pure functions over plain data: the gRPC side is :mod:`vgpumon.collect.enrich.kubelet`.
+pod name, or from the pod's ``kubevirt.io/domain`` annotation where the API server was asked
+(:mod:`vgpumon.collect.enrich.kubeapi`). Pure functions over plain data: the gRPC side is
+:mod:`vgpumon.collect.enrich.kubelet`.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class PodDevice:
     namespace: str | None = None
     pod: str | None = None
     container: str | None = None
+    vm_name: str | None = None  # from the API server's kubevirt.io/domain annotation, when asked
 
 
 def vm_name_of(pod: str | None) -> str | None:
@@ -137,7 +140,7 @@ def allocations(snapshot: Snapshot, devices: Iterable[PodDevice]) -> tuple[Devic
                 namespace=d.namespace,
                 pod=d.pod,
                 container=d.container,
-                vm_name=vm_name_of(d.pod),
+                vm_name=d.vm_name or vm_name_of(d.pod),
                 kind=t.kind if t else None,
                 gpu_uuid=t.gpu.uuid if t else None,
                 gpu_instance_id=t.gpu_instance_id if t else None,
