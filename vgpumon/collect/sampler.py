@@ -152,8 +152,10 @@ class Sampler:
             for enricher in self.enrichers:
                 enricher.start()
             snap = await self._cycle()
-            if not snap.health.wedged:
-                snap = self._enrich(snap)
+            if not snap.health.wedged and self.enrichers:
+                # Off the event loop: merging names into a large host takes milliseconds, which
+                # the HTTP server sharing the loop should not wait for.
+                snap = await asyncio.to_thread(self._enrich, snap)
             if snap.health.wedged and self.latest is not None:
                 # Keep serving the last good data, flagged as wedged.
                 snap = dataclasses.replace(self.latest, health=snap.health)
