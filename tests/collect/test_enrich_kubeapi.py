@@ -8,6 +8,7 @@ import json
 import os
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -31,10 +32,13 @@ FULL = "win11-desktop-for-the-design-team-in-building-seven"
 class _Api(http.server.BaseHTTPRequestHandler):
     pods: ClassVar[dict[str, dict[str, Any]]] = {}
     status = 200
+    delay = 0.0
     requests: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
         _Api.requests.append(self.path)
+        if _Api.delay:
+            time.sleep(_Api.delay)
         if self.headers.get("Authorization") != "Bearer secret-token":
             self.send_error(401)
             return
@@ -69,6 +73,7 @@ def api(tmp_path: Path) -> Iterator[ApiServer]:
     }
     _Api.pods = {POD: {"metadata": {"annotations": {"kubevirt.io/domain": FULL}}}}
     _Api.status = 200
+    _Api.delay = 0.0
     _Api.requests = []
     yield ApiServer.in_cluster(env, root=str(tmp_path))
     server.shutdown()
@@ -84,9 +89,10 @@ def kubelet(socket_dir: str) -> Iterator[FakeKubelet]:  # noqa: F811 - the fixtu
     k.stop()
 
 
-async def _snapshot(kubelet: FakeKubelet, api: ApiServer, reads: int) -> Any:
+async def _snapshot(kubelet: FakeKubelet, api: ApiServer, reads: int, timeout: float = 2.0) -> Any:
     host = sim_host("kvm-vgpu-timesliced")
-    enricher = KubeletEnricher(KubeletConfig(socket=kubelet.path, interval_seconds=0.02), api=api)
+    config = KubeletConfig(socket=kubelet.path, interval_seconds=0.02, timeout_seconds=timeout)
+    enricher = KubeletEnricher(config, api=api)
     host.sampler.enrichers = [enricher]
     try:
         await host.cycle()
@@ -115,6 +121,16 @@ async def test_a_refusing_api_server_leaves_the_pod_name_guess(
     assert allocation.vm_name == "win11-desktop-for-the-design-te"
     assert next(c.success for c in snap.collectors if c.name == "kubelet") is True
     assert len(_Api.requests) >= 2  # asked again on later reads
+
+
+async def test_a_slow_api_server_never_fails_the_kubelet_read(
+    kubelet: FakeKubelet, api: ApiServer
+) -> None:
+    _Api.delay = 2.0  # ten times the timeout below
+    snap = await _snapshot(kubelet, api, reads=2, timeout=0.2)
+    (allocation,) = snap.allocations
+    assert allocation.vm_name == "win11-desktop-for-the-design-te"
+    assert next(c.success for c in snap.collectors if c.name == "kubelet") is True
 
 
 def test_in_cluster_needs_a_pod(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ import importlib
 import logging
 import os
 import stat
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,7 +109,8 @@ class KubeletEnricher:
             NAME,
             self._fetch,
             interval=self.config.interval_seconds,
-            timeout=self.config.timeout_seconds * 2 + 1.0,
+            # Two gRPC calls and the API server's share (one more timeout), plus slack.
+            timeout=self.config.timeout_seconds * 3 + 1.0,
         )
 
     # ------------------------------------------------------------------ Enricher
@@ -174,11 +176,14 @@ class KubeletEnricher:
             (d.namespace, d.pod) for d in devices if d.namespace and d.pod and vm_name_of(d.pod)
         }
         self._vm_names = {k: v for k, v in self._vm_names.items() if k in pods}
+        # All the lookups of one read share one timeout, so a slow API server cannot hold the read.
+        deadline = time.monotonic() + self.config.timeout_seconds
         for key in sorted(pods - self._vm_names.keys())[:MAX_LOOKUPS_PER_READ]:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break  # the rest next read
             try:
-                self._vm_names[key] = self._api.pod_annotation(
-                    *key, DOMAIN_ANNOTATION, self.config.timeout_seconds
-                )
+                self._vm_names[key] = self._api.pod_annotation(*key, DOMAIN_ANNOTATION, left)
             except (OSError, ValueError) as exc:
                 (log.debug if self._api_failing else log.warning)(
                     "kubelet enricher: API server: %s", exc
