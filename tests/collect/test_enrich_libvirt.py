@@ -236,3 +236,20 @@ def test_enricher_closes_with_the_sampler(host: Any) -> None:
     host.sampler.close()
     assert enricher._conn is None
     assert dataclasses.is_dataclass(enricher.inventory)
+
+
+async def test_a_local_source_carries_the_names() -> None:
+    """What ``top`` on this host reads: the same enrichers in the in-process source."""
+    from vgpumon.nvml.loader import open_session
+    from vgpumon.sources.local import LocalSource
+
+    enricher = LibvirtEnricher(LibvirtConfig(uri=URI))
+    source = LocalSource(open_session(sim="kvm-vgpu-timesliced"), enrichers=[enricher])
+    try:
+        await source.cycle_once()
+        await asyncio.to_thread(wait_for, lambda: enricher.refreshes >= 1, "a libvirt read")
+        update = await source.cycle_once()
+    finally:
+        source.sampler.close()
+    assert update.snapshot is not None
+    assert by_id(update.snapshot.gpus[0])[1].vm.name == "vm-render-07"

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from vgpumon.commands import names
 from vgpumon.commands.common import add_nvml_arguments
 from vgpumon.config.serve import (
     DEFAULT_PORT,
@@ -138,7 +139,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="LEVEL",
         help="debug, info, warning or error (default info)",
     )
-    add_enricher_arguments(parser)
+    names.add_arguments(parser)
     collectors = parser.add_argument_group(
         "collectors", "turn single NVML areas on or off (names as in vgpumon_scrape_collector_*)"
     )
@@ -161,73 +162,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
-def add_enricher_arguments(parser: argparse.ArgumentParser) -> None:
-    from vgpumon.collect.enrich.kubelet import DEFAULT_RESOURCES, DEFAULT_SOCKET
-    from vgpumon.collect.enrich.libvirt import DEFAULT_URI
-
-    names = parser.add_argument_group(
-        "names", "who holds each GPU: VMs from libvirt, pods from the kubelet (off by default)"
-    )
-    names.add_argument(
-        "--libvirt-uri",
-        nargs="?",
-        const=DEFAULT_URI,
-        metavar="URI",
-        help=f"name the VM of each vGPU from libvirt, read-only (URI default {DEFAULT_URI}; "
-        "needs the libvirt extra)",
-    )
-    names.add_argument(
-        "--kubelet-socket",
-        nargs="?",
-        const=DEFAULT_SOCKET,
-        metavar="PATH",
-        help="attach pods to GPUs through the kubelet's pod-resources socket "
-        f"(default {DEFAULT_SOCKET}; needs the kubernetes extra)",
-    )
-    names.add_argument(
-        "--kubernetes-resource",
-        dest="kubernetes_resources",
-        action="append",
-        metavar="PATTERN",
-        help="resource names to read, repeatable, shell patterns "
-        f"(default {' '.join(DEFAULT_RESOURCES)})",
-    )
-    names.add_argument(
-        "--kubernetes-pod-series",
-        dest="kubernetes_pod_series",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="per-pod utilization and memory series (opt-in: pods churn the TSDB)",
-    )
-    names.add_argument(
-        "--kubernetes-api",
-        dest="kubernetes_api",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="read KubeVirt VM names from the API server (in a pod, with 'get pods' rights)",
-    )
-
-
 def build_enrichers(settings: ServeSettings) -> list[Enricher]:
-    """The enrichers the settings ask for, libvirt first (the kubelet uses its VF addresses).
-
-    A missing binding (the libvirt or kubernetes extra) is a one-line :class:`ConfigError`.
-    """
-    from vgpumon.collect.enrich.kubelet import DEFAULT_RESOURCES, KubeletConfig, KubeletEnricher
-    from vgpumon.collect.enrich.libvirt import LibvirtConfig, LibvirtEnricher
-
-    enrichers: list[Enricher] = []
-    if settings.libvirt_uri is not None:
-        enrichers.append(LibvirtEnricher(LibvirtConfig(uri=settings.libvirt_uri)))
-    if settings.kubelet_socket is not None:
-        resources = settings.kubernetes_resources or DEFAULT_RESOURCES
-        config = KubeletConfig(
-            socket=settings.kubelet_socket,
-            resources=resources,
-            kubevirt_api=settings.kubernetes_api,
-        )
-        enrichers.append(KubeletEnricher(config))
-    return enrichers
+    """The enrichers the settings ask for (:func:`vgpumon.commands.names.build`)."""
+    return names.build(
+        libvirt_uri=settings.libvirt_uri,
+        kubelet_socket=settings.kubelet_socket,
+        resources=settings.kubernetes_resources,
+        kubernetes_api=settings.kubernetes_api,
+    )
 
 
 def settings_from_args(args: argparse.Namespace) -> ServeSettings:

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from vgpumon.collect import Sampler
 from vgpumon.collect.base import SamplerConfig
+from vgpumon.collect.enrich.base import Enricher
 from vgpumon.nvml.session import NvmlSession
 from vgpumon.sources.base import HostState, HostUpdate, UpdateHub
 
@@ -34,9 +35,11 @@ class LocalSource:
         *,
         host: str = LOCAL_HOST,
         clock: Callable[[], float] = time.time,
+        enrichers: Sequence[Enricher] = (),
     ) -> None:
         self.session = session
-        self.sampler = Sampler(session, config, clock=clock)
+        # Enrichers (VM names from libvirt, pods from the kubelet) as ``serve`` has them.
+        self.sampler = Sampler(session, config, clock=clock, enrichers=enrichers)
         self.host = host
         self._hub = UpdateHub([host])
         self._task: asyncio.Task[None] | None = None

@@ -1,0 +1,91 @@
+"""Flags that name who holds each GPU: VMs from libvirt, pods from the kubelet.
+
+Shared by the commands that run a sampler in this process (``serve``; ``top`` on this host can use
+the same two functions): :func:`add_arguments` adds the flags, :func:`build` makes the enrichers
+from their values. The enrichers themselves are producers in :mod:`vgpumon.collect.enrich`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vgpumon.collect.enrich.base import Enricher
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of the enrichers; ``serve`` checks their values like its other flags."""
+    from vgpumon.collect.enrich.kubelet import DEFAULT_RESOURCES, DEFAULT_SOCKET
+    from vgpumon.collect.enrich.libvirt import DEFAULT_URI
+
+    names = parser.add_argument_group(
+        "names", "who holds each GPU: VMs from libvirt, pods from the kubelet (off by default)"
+    )
+    names.add_argument(
+        "--libvirt-uri",
+        nargs="?",
+        const=DEFAULT_URI,
+        metavar="URI",
+        help=f"name the VM of each vGPU from libvirt, read-only (URI default {DEFAULT_URI}; "
+        "needs the libvirt extra)",
+    )
+    names.add_argument(
+        "--kubelet-socket",
+        nargs="?",
+        const=DEFAULT_SOCKET,
+        metavar="PATH",
+        help="attach pods to GPUs through the kubelet's pod-resources socket "
+        f"(default {DEFAULT_SOCKET}; needs the kubernetes extra)",
+    )
+    names.add_argument(
+        "--kubernetes-resource",
+        dest="kubernetes_resources",
+        action="append",
+        metavar="PATTERN",
+        help="resource names to read, repeatable, shell patterns "
+        f"(default {' '.join(DEFAULT_RESOURCES)})",
+    )
+    names.add_argument(
+        "--kubernetes-pod-series",
+        dest="kubernetes_pod_series",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="per-pod utilization and memory series (opt-in: pods churn the TSDB)",
+    )
+    names.add_argument(
+        "--kubernetes-api",
+        dest="kubernetes_api",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="read KubeVirt VM names from the API server (in a pod, with 'get pods' rights)",
+    )
+
+
+def build(
+    *,
+    libvirt_uri: str | None = None,
+    kubelet_socket: str | None = None,
+    resources: Sequence[str] = (),
+    kubernetes_api: bool = False,
+) -> list[Enricher]:
+    """The enrichers asked for, libvirt first (the kubelet uses the VF addresses it finds).
+
+    None leaves an enricher off; empty ``resources`` means the kubelet enricher's defaults. A
+    missing binding (the libvirt or kubernetes extra) is a one-line :class:`ConfigError`.
+    """
+    from vgpumon.collect.enrich.kubelet import DEFAULT_RESOURCES, KubeletConfig, KubeletEnricher
+    from vgpumon.collect.enrich.libvirt import LibvirtConfig, LibvirtEnricher
+
+    enrichers: list[Enricher] = []
+    if libvirt_uri is not None:
+        enrichers.append(LibvirtEnricher(LibvirtConfig(uri=libvirt_uri)))
+    if kubelet_socket is not None:
+        config = KubeletConfig(
+            socket=kubelet_socket,
+            resources=tuple(resources) or DEFAULT_RESOURCES,
+            kubevirt_api=kubernetes_api,
+        )
+        enrichers.append(KubeletEnricher(config))
+    return enrichers
