@@ -39,6 +39,9 @@ class _Stuck:
     def status(self) -> bool | None:
         return self.refresher.ok()
 
+    def settled(self) -> bool:
+        return self.refresher.settled()
+
     def close(self) -> None:
         self.release.set()
         self.refresher.stop()

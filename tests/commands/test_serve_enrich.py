@@ -149,3 +149,28 @@ async def test_names_and_pods_over_http(socket_dir: str) -> None:  # noqa: F811 
         await asyncio.wait_for(sampling, timeout=10)
         sampler.close()
         kubelet.stop()
+
+
+def test_snapshot_json_carries_the_names(capsys: pytest.CaptureFixture[str]) -> None:
+    """A one-shot snapshot waits for the enrichers' first read, so the names are in it."""
+    from vgpumon.cli import main
+
+    optional_binding("libvirt", "libvirt")
+    rc = main(
+        ["snapshot", "--sim", "kvm-vgpu-timesliced", "--libvirt-uri", f"test://{FIXTURE}", "--json"]
+    )
+    assert rc == 0
+    snap = from_json(capsys.readouterr().out)
+    assert snap.gpus[0].vgpu_instances[0].vm is not None
+    assert snap.gpus[0].vgpu_instances[0].vm.name == "vm-render-07"
+    assert any(c.name == "libvirt" and c.success for c in snap.collectors)
+
+
+def test_record_masks_what_the_enrichers_named(capsys: pytest.CaptureFixture[str]) -> None:
+    from vgpumon.cli import main
+
+    optional_binding("libvirt", "libvirt")
+    rc = main(["record", "--sim", "kvm-vgpu-timesliced", "--libvirt-uri", f"test://{FIXTURE}"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "vm-render-07" not in out and "Render node" not in out

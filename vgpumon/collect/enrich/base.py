@@ -45,6 +45,9 @@ class Enricher(Protocol):
     def status(self) -> bool | None:
         """True when the last refresh worked, False when it failed, None when switched off."""
 
+    def settled(self) -> bool:
+        """The first refresh has finished, well or not (one-shot snapshots wait for it)."""
+
     def close(self) -> None:
         """Stop the background thread and drop connections."""
 
@@ -96,6 +99,10 @@ class Refresher(Generic[T]):
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+
+    def settled(self) -> bool:
+        with self._lock:
+            return self.refreshes > 0
 
     @property
     def busy(self) -> bool:

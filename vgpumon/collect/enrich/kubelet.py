@@ -134,6 +134,9 @@ class KubeletEnricher:
         self._refresher.stop()
         self._drop()
 
+    def settled(self) -> bool:
+        return self._refresher.settled()
+
     @property
     def refreshes(self) -> int:
         return self._refresher.refreshes

@@ -174,6 +174,9 @@ class LibvirtEnricher:
         if not self._refresher.busy:
             self._drop()
 
+    def settled(self) -> bool:
+        return self._refresher.settled()
+
     @property
     def refreshes(self) -> int:
         return self._refresher.refreshes
