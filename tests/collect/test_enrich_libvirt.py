@@ -152,6 +152,12 @@ async def test_domain_start_and_stop_are_followed_by_events(host: Any) -> None:
 
     link.conn.lookupByName("vm-render-07").destroy()
     link.conn.lookupByName("spare-22").create()
+    # A domain defined and started while vgpumon runs (vGPU 12's VM): named without a resync.
+    link.conn.createXML(
+        "<domain type='test'><name>late-12</name>"
+        "<uuid>8218c946-8c03-3d65-abd6-83c388280040</uuid><memory>1048576</memory>"
+        "<vcpu>1</vcpu><os><type>hvm</type></os></domain>"
+    )
     await asyncio.to_thread(
         wait_for,
         lambda: (
@@ -164,9 +170,15 @@ async def test_domain_start_and_stop_are_followed_by_events(host: Any) -> None:
         ),
         "the lifecycle events to be read",
     )
+    await asyncio.to_thread(
+        wait_for,
+        lambda: any(d.name == "late-12" for d in enricher.inventory.domains),
+        "the new domain to be read",
+    )
     snap = await host.cycle()
     assert by_id(snap.gpus[0])[1].vm.state == "shutoff"
     assert by_id(snap.gpus[2])[22].vm.state == "running"
+    assert by_id(snap.gpus[1])[12].vm.name == "late-12"
     assert enricher.events >= 2
     assert link.connects == 1
 
