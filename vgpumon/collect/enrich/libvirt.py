@@ -110,26 +110,49 @@ def read_inventory(lv: Any, conn: Any) -> Inventory:
             raise
         domains.append(parse_domain(xml, state=state_name(state), domain_id=domain_id))
     mdev_parents: dict[str, str] = {}
+    for xml in _node_devices(lv, conn):
+        mdev, parent, _ = parse_node_device(xml)
+        if mdev is not None and parent is not None:
+            mdev_parents[mdev] = parent
+    # Only the PCI devices that can be a vGPU's VF: parents of mdevs and domains' PCI hostdevs
+    # (listing every PCI device of a large host on each lifecycle event would cost far more).
+    candidates = set(mdev_parents.values()) | {a for d in domains for a in d.pci_addresses}
     physfn: dict[str, str] = {}
-    flags = lv.VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV | lv.VIR_CONNECT_LIST_NODE_DEVICES_CAP_PCI_DEV
+    for address in sorted(candidates):
+        xml = _node_device(lv, conn, "pci_" + address.replace(":", "_").replace(".", "_"))
+        if xml is not None:
+            _, vf, pf = parse_node_device(xml)
+            if vf is not None and pf is not None:
+                physfn[vf] = pf
+    return Inventory.build(domains, mdev_parents, physfn)
+
+
+def _node_devices(lv: Any, conn: Any) -> list[str]:
+    """XML of every mdev node device; none where the driver has no node devices."""
     try:
-        devices = conn.listAllDevices(flags)
+        devices = conn.listAllDevices(lv.VIR_CONNECT_LIST_NODE_DEVICES_CAP_MDEV)
     except lv.libvirtError as exc:
         if exc.get_error_code() != lv.VIR_ERR_NO_SUPPORT:
             raise
-        devices = []  # a driver without node devices: names still come from the domains
+        return []  # names still come from the domains
+    out = []
     for dev in devices:
         try:
-            mdev, address, pf = parse_node_device(dev.XMLDesc(0))
+            out.append(dev.XMLDesc(0))
         except lv.libvirtError as exc:
-            if exc.get_error_code() == lv.VIR_ERR_NO_NODE_DEVICE:
-                continue
-            raise
-        if mdev is not None and address is not None:
-            mdev_parents[mdev] = address
-        elif address is not None and pf is not None:
-            physfn[address] = pf
-    return Inventory.build(domains, mdev_parents, physfn)
+            if exc.get_error_code() != lv.VIR_ERR_NO_NODE_DEVICE:  # removed meanwhile
+                raise
+    return out
+
+
+def _node_device(lv: Any, conn: Any, name: str) -> str | None:
+    """One node device's XML, None when there is no such device (or no node devices)."""
+    try:
+        return str(conn.nodeDeviceLookupByName(name).XMLDesc(0))
+    except lv.libvirtError as exc:
+        if exc.get_error_code() in (lv.VIR_ERR_NO_NODE_DEVICE, lv.VIR_ERR_NO_SUPPORT):
+            return None
+        raise
 
 
 class LibvirtEnricher:
