@@ -859,7 +859,7 @@ def variable_json(name: str) -> dict[str, Any]:
         "label": label,
         "type": "query",
         "datasource": DATASOURCE,
-        "query": {"qryType": 1, "query": query, "refId": f"{name}-variable"},
+        "query": query,  # the classic string form: every Grafana version reads it
         "definition": query,
         "refresh": 2,
         "includeAll": True,
