@@ -224,7 +224,7 @@ def _process_host(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, 
 # buckets of NVIDIA's Xid catalog. Critical: the GPU (or its memory, NVLink or GSP firmware) needs a
 # reset, a drain or service. Informational: the running application is at fault or the hardware
 # already recovered; worth a look, not a page.
-XID_CRITICAL = (46, 48, 62, 64, 74, 79, 95, 109, 119, 120, 140)
+XID_CRITICAL = (46, 48, 62, 64, 74, 79, 95, 109, 119, 120, 140, 154)
 XID_INFORMATIONAL = (13, 31, 43, 45, 63, 68, 92, 94)
 XID_CATALOG = tuple(sorted((*XID_CRITICAL, *XID_INFORMATIONAL)))
 
