@@ -8,7 +8,9 @@ expiry dates). Then:
 * every query, with the dashboard variables replaced by match-all, parses and evaluates;
 * every query returns data on each scenario kind it names (``$instance`` set to that host);
 * every variable's ``label_values`` query lists values;
-* every rule evaluates without error.
+* every rule evaluates without error;
+* the first Xid on a GPU fires its alert (the bare-metal host's idle GPUs get Xid 63 and 48 a few
+  seconds after start instead of the scenario's 30 s), and nothing else fires a critical alert.
 """
 
 from __future__ import annotations
@@ -39,12 +41,31 @@ from dashboard_helpers import (
 )
 from export_helpers import free_port
 
+from vgpumon.sim.scenario import builtin_text
+
 pytestmark = pytest.mark.e2e
 
 STARTUP_SECONDS = 30.0
 # Rates over the recording rules' 5 m window need two samples of each counter, and the recording
 # rules one evaluation after that; seconds in practice, this bounds a loaded machine.
 SETTLE_SECONDS = 45.0
+
+
+# The bare-metal scenario with its Xid timeline compressed: one informational and one critical Xid
+# on each idle GPU, early enough for the test and late enough that Prometheus saw the zeros first.
+XID_AT = "6s"
+XID_EVENTS = ({"at": XID_AT, "xid": 63}, {"at": XID_AT, "xid": 48})
+IDLE_GPUS = ("6", "7")
+
+
+def compressed_xid_scenario(directory: Path) -> Path:
+    doc = yaml.safe_load(builtin_text(SCENARIOS["baremetal"]))
+    idle = doc["gpus"][-1]
+    assert idle.get("count") == len(IDLE_GPUS) and "xid_events" in idle
+    idle["xid_events"] = [dict(e) for e in XID_EVENTS]
+    path = directory / f"{SCENARIOS['baremetal']}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
 
 
 class QueryError(Exception):
@@ -95,7 +116,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     targets: dict[str, str] = {}
     jobs = []
     try:
-        for kind, scenario in SCENARIOS.items():
+        for kind, builtin in SCENARIOS.items():
+            scenario = str(compressed_xid_scenario(tmp)) if kind == "baremetal" else builtin
             target = f"127.0.0.1:{free_port()}"
             log = tmp / f"vgpumon-{kind}.log"
             cmd = [sys.executable, "-m", "vgpumon.cli", "serve", "--sim", scenario]
@@ -219,3 +241,25 @@ def test_every_rule_evaluates_without_error(stack: Stack) -> None:
     for record in recording_rule_names():
         if record.startswith("vgpumon:vgpu"):
             assert stack.query(f'{record}{{instance="{target}"}}'), record
+
+
+def test_the_first_xid_on_a_gpu_fires_its_alert(stack: Stack) -> None:
+    """The catalogued Xid counters exist at 0, so increase() sees the very first event."""
+    target = stack.targets["baremetal"]
+    expected = {("VgpumonXidInformational", gpu, "63") for gpu in IDLE_GPUS} | {
+        ("VgpumonXidCritical", gpu, "48") for gpu in IDLE_GPUS
+    }
+
+    def firing() -> set[tuple[str, str, str]]:
+        alerts = stack.query(f'ALERTS{{alertstate="firing", instance="{target}"}}')
+        return {(a["metric"]["alertname"], a["metric"]["gpu"], a["metric"]["xid"]) for a in alerts}
+
+    give_up = time.monotonic() + SETTLE_SECONDS
+    while firing() != expected and time.monotonic() < give_up:
+        time.sleep(0.5)
+    assert firing() == expected
+    # The simulated hosts are otherwise healthy: no other critical alert anywhere.
+    critical = stack.query('ALERTS{alertstate="firing", severity="critical"}')
+    assert {(a["metric"]["alertname"], a["metric"]["instance"]) for a in critical} == {
+        ("VgpumonXidCritical", target)
+    }
