@@ -106,3 +106,19 @@ def test_xid_sets_in_the_rules_are_the_exporters_catalog() -> None:
     assert f'xid=~"{critical}"' in rules["VgpumonXidCritical"]["expr"]
     assert f'xid!~"{critical}"' in rules["VgpumonXidInformational"]["expr"]
     assert set(XID_CRITICAL) <= set(XID_CATALOG)
+
+
+def test_counters_alerts_take_increase_of_exist_before_their_first_event() -> None:
+    """increase() needs an earlier sample: a counter an alert watches must be exposed at 0 on a
+    healthy host, or its first event would never fire (the golden exposition of a healthy
+    bare-metal host, taken before any scenario event, shows what a fresh exporter serves)."""
+    golden = (ROOT / "tests" / "golden" / "baremetal-8xh100.prom").read_text(encoding="utf-8")
+    watched = {
+        name
+        for rule in alerts().values()
+        for name in re.findall(r"(?:increase|rate)\((vgpumon_\w+_total)", rule["expr"])
+    }
+    assert "vgpumon_gpu_xid_errors_total" in watched
+    for name in watched:
+        zeros = re.findall(rf"^{name}\{{[^}}]*\}} 0\.0$", golden, flags=re.M)
+        assert zeros, f"{name} is not exposed at 0 before its first event"
