@@ -63,3 +63,28 @@ def test_image_is_multi_stage_non_root_and_built_from_the_wheel() -> None:
         for source in sources.split():
             assert (ROOT / source).exists(), source
             assert f"!{source.rstrip('/')}" in ignore.replace("/\n", "\n"), source
+
+
+def test_the_wheel_stage_builds_from_exactly_what_it_copies(tmp_path: Path) -> None:
+    """Stage 1's COPY lines bring enough of the tree to build the wheel (no docker needed)."""
+    text = CONTAINERFILE.read_text(encoding="utf-8")
+    stage = text.split("FROM ", 2)[1]  # the first stage only
+    src = tmp_path / "src"
+    src.mkdir()
+    for line in re.findall(r"^COPY (?!--from)(.+)$", stage, re.M):
+        *sources, _dest = line.split()
+        for source in sources:
+            path = ROOT / source
+            if path.is_dir():
+                shutil.copytree(path, src / source, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy2(path, src / source)
+    (command,) = re.findall(r"^RUN (python -m pip wheel .+)$", stage, re.M)
+    args = command.split()[1:]  # run with this interpreter instead of the image's "python"
+    out = tmp_path / "dist"
+    args[args.index("/dist")] = str(out)
+    result = subprocess.run(
+        [sys.executable, *args], cwd=src, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert [p.name for p in out.glob("vgpumon-*.whl")]
