@@ -280,6 +280,27 @@ VGPU_HOST = Dashboard(
     (
         Row("vGPUs"),
         Panel(
+            "How the GPUs are shared",
+            "table",
+            "none",
+            (
+                q(
+                    f"vgpumon_gpu_host_vgpu_mode{{{SEL}}} == 1",
+                    "GPU {{gpu}} {{mode}}",
+                    VGPU,
+                    instant=True,
+                ),
+                q(
+                    f"vgpumon_gpu_vgpu_heterogeneous_mode_enabled{{{SEL}}}",
+                    "GPU {{gpu}} heterogeneous",
+                    VGPU,
+                    instant=True,
+                ),
+            ),
+            "SR-IOV or not, and whether vGPUs of different types may share a GPU.",
+            width=8,
+        ),
+        Panel(
             "vGPUs per GPU",
             "bargauge",
             "none",
@@ -426,6 +447,25 @@ VGPU_HOST = Dashboard(
             "none",
             (q(by_vm(f"vgpumon_vgpu_encoder_sessions{{{SEL}}}"), "{{vm_id}}", VGPU),),
         ),
+        Panel(
+            "Encoder frame rate by VM",
+            "timeseries",
+            "none",
+            (q(by_vm(f"vgpumon_vgpu_encoder_average_fps{{{SEL}}}"), "{{vm_id}}", VGPU),),
+            "Average frames per second over the VM's active encoder sessions.",
+        ),
+        Panel(
+            "Encoder latency by VM",
+            "timeseries",
+            "s",
+            (
+                q(
+                    by_vm(f"vgpumon_vgpu_encoder_average_latency_seconds{{{SEL}}}"),
+                    "{{vm_id}}",
+                    VGPU,
+                ),
+            ),
+        ),
         Row("Capacity"),
         Panel(
             "vGPUs that still fit, by type",
@@ -536,6 +576,16 @@ MIG_DASH = Dashboard(
                 MIG,
             ),
         ),
+        ratio(
+            "Pipe activity by GPU instance",
+            q(
+                f"vgpumon_mig_pipe_active_ratio{{{SEL}}}",
+                "GPU {{gpu}} GI {{gpu_instance}} {{pipe}}",
+                MIG,
+            ),
+            description="Floating-point pipes (FP16, FP32, FP64, tensor) of each GPU instance.",
+            width=24,
+        ),
     ),
 )
 
@@ -589,6 +639,27 @@ GPU_DETAIL = Dashboard(
             q(f"vgpumon_gpu_tensor_active_ratio{{{SEL}}}", "GPU {{gpu}} tensor", MIG, BARE),
             q(f"vgpumon_gpu_dram_active_ratio{{{SEL}}}", "GPU {{gpu}} DRAM", MIG, BARE),
             description="GPU performance monitoring (Hopper and newer).",
+        ),
+        ratio(
+            "GPM pipe and graphics activity",
+            q(f"vgpumon_gpu_pipe_active_ratio{{{SEL}}}", "GPU {{gpu}} {{pipe}}", MIG, BARE),
+            q(f"vgpumon_gpu_graphics_active_ratio{{{SEL}}}", "GPU {{gpu}} graphics", MIG, BARE),
+        ),
+        Panel(
+            "Modes",
+            "table",
+            "none",
+            (
+                q(f"vgpumon_gpu_virtualization_mode{{{SEL}}} == 1", "{{mode}}", instant=True),
+                q(f"vgpumon_gpu_compute_mode{{{SEL}}} == 1", "{{mode}}", instant=True),
+                q(f"vgpumon_gpu_persistence_mode_enabled{{{SEL}}}", "persistence", instant=True),
+                q(f"vgpumon_gpu_ecc_mode_enabled{{{SEL}}}", "ECC", instant=True),
+                q(f"vgpumon_gpu_ecc_mode_pending{{{SEL}}}", "ECC pending", instant=True),
+                q(f"vgpumon_gpu_mig_mode_enabled{{{SEL}}}", "MIG", instant=True),
+                q(f"vgpumon_gpu_mig_mode_pending{{{SEL}}}", "MIG pending", instant=True),
+            ),
+            "Virtualization and compute mode, and the modes that change at the next reset or "
+            "reboot (pending).",
         ),
         Panel(
             "Compute processes",
