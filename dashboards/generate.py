@@ -226,6 +226,22 @@ FLEET = Dashboard(
         ),
         Row("Problems"),
         Panel(
+            "Firing alerts",
+            "table",
+            "none",
+            (
+                q(
+                    f'ALERTS{{alertname=~"Vgpumon.*", alertstate="firing", {HOST}}}',
+                    "{{alertname}}",
+                    BARE,
+                    instant=True,
+                ),
+            ),
+            "vgpumon's alerts (packaging/prometheus/vgpumon.rules.yml) firing now, with their "
+            "labels; each alert's runbook is in docs/runbooks.md.",
+            width=24,
+        ),
+        Panel(
             "Lost GPUs",
             "table",
             "none",
