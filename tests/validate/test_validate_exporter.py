@@ -14,24 +14,15 @@ from aiohttp import web
 from validate_helpers import FAST, ManualTimer
 
 from vgpumon.collect import Sampler, SamplerConfig
-from vgpumon.export.exposition import render
 from vgpumon.export.metrics import ExportOptions
 from vgpumon.export.server import build_app
-from vgpumon.loadgen.validate_drivers import SimDriver
-from vgpumon.loadgen.validate_readings import GPM, PROCESSES, UTILIZATION, Reading
-from vgpumon.loadgen.validate_run import NOT_RUN, Plan, Progress, Validation
-from vgpumon.loadgen.validate_sources import (
-    PROCESS_SERIES_COMPLETE,
-    PROCESS_SERIES_OFF,
-    PROCESS_SERIES_TRUNCATED,
-    ExporterSource,
-    SourceError,
-    normalize_url,
-    snapshot_from_metrics,
-)
-from vgpumon.loadgen.validate_steps import ERROR, PASS, SKIP, Step, default_ladder, select_steps
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock
+from vgpumon.validate.drivers import SimDriver
+from vgpumon.validate.readings import GPM, PROCESSES, UTILIZATION, Reading
+from vgpumon.validate.run import NOT_RUN, Plan, Progress, Validation
+from vgpumon.validate.sources import ExporterSource, SourceError, normalize_url
+from vgpumon.validate.steps import ERROR, PASS, SKIP, Step, default_ladder, select_steps
 
 
 class SimExporter:
@@ -250,42 +241,3 @@ def test_normalize_url():
     assert normalize_url(" https://h:9400/api/v1/snapshot/ ") == "https://h:9400"
     with pytest.raises(Exception, match="give http://HOST:PORT"):
         normalize_url("h:9400")
-
-
-async def test_metrics_map_back_to_the_snapshot_values():
-    clock = ManualClock()
-    session = open_session(sim="h100-mig-gpm", clock=clock)
-    sampler = Sampler(session, clock=clock.now)
-    try:
-        await sampler.cycle()
-        clock.advance(1.0)
-        snap = await sampler.cycle()
-    finally:
-        sampler.close()
-    text = render(snap, options=ExportOptions(processes=True)).decode()
-    back, process_series = snapshot_from_metrics(text)
-    assert process_series == PROCESS_SERIES_COMPLETE
-    assert back.timestamp == pytest.approx(snap.timestamp)
-    assert back.health.cycles_total == 2
-    for gpu, again in zip(snap.gpus, back.gpus, strict=True):
-        assert (again.index, again.uuid, again.name) == (gpu.index, gpu.uuid, gpu.name)
-        assert again.mig_mode_current == gpu.mig_mode_current
-        assert again.utilization.gpu == gpu.utilization.gpu
-        assert again.memory.used_bytes == gpu.memory.used_bytes
-        assert (again.gpm and again.gpm.sm_active) == (gpu.gpm and gpu.gpm.sm_active)
-        assert [p.pid for p in again.processes or ()] == [p.pid for p in gpu.processes or ()]
-        for gi, gi_again in zip(gpu.mig_instances, again.mig_instances, strict=True):
-            assert gi_again.id == gi.id and gi_again.profile_name == gi.profile_name
-            assert gi_again.memory_used_bytes == gi.memory_used_bytes
-            assert (gi_again.gpm and gi_again.gpm.sm_active) == (gi.gpm and gi.gpm.sm_active)
-            assert [c.mig_uuid for c in gi_again.compute_instances] == [
-                c.mig_uuid for c in gi.compute_instances
-            ]
-    _, off = snapshot_from_metrics(render(snap).decode())
-    assert off == PROCESS_SERIES_OFF
-    # a cap that left processes out: the list is unknown, not "these are all the processes"
-    capped = render(snap, options=ExportOptions(processes=True, processes_max=1)).decode()
-    back, truncated = snapshot_from_metrics(capped)
-    assert truncated == PROCESS_SERIES_TRUNCATED
-    assert sum(len(g.processes or ()) for g in snap.gpus) > 1
-    assert all(g.processes is None for g in back.gpus)

@@ -152,8 +152,8 @@ def parse_points(text: str, flag: str) -> float:
 
 
 def plan_from_args(args: argparse.Namespace) -> Any:
-    from vgpumon.loadgen.validate_run import Plan, Timing
-    from vgpumon.loadgen.validate_steps import Tolerances, default_ladder, select_steps
+    from vgpumon.validate.run import Plan, Timing
+    from vgpumon.validate.steps import Tolerances, default_ladder, select_steps
 
     timing = Timing(
         settle_s=parse_duration(args.settle),
@@ -183,7 +183,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
 
 
 def _list_steps(args: argparse.Namespace) -> int:
-    from vgpumon.loadgen.validate_steps import default_ladder
+    from vgpumon.validate.steps import default_ladder
 
     ladder = default_ladder(
         memory_bytes=parse_size(args.memory),
@@ -210,11 +210,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, plan: Any) -> int:
-    from vgpumon.loadgen.validate_drivers import RunnerDriver, SimDriver
-    from vgpumon.loadgen.validate_readings import Target
-    from vgpumon.loadgen.validate_report import print_report, report_json, rich_available
-    from vgpumon.loadgen.validate_run import Progress, Validation
-    from vgpumon.loadgen.validate_sources import ExporterSource, SamplerSource
+    from vgpumon.validate.display import RichProgress, print_report
+    from vgpumon.validate.drivers import RunnerDriver, SimDriver
+    from vgpumon.validate.readings import Target
+    from vgpumon.validate.report import report_json
+    from vgpumon.validate.run import Progress, Validation
+    from vgpumon.validate.sources import ExporterSource, SamplerSource
 
     if args.url is not None:
         source: Any = ExporterSource(args.url, via=args.via)
@@ -241,9 +242,7 @@ async def _run(args: argparse.Namespace, plan: Any) -> int:
 
     progress: Progress = Progress()
     display: Any = None
-    if not args.no_progress and sys.stderr.isatty() and rich_available():
-        from vgpumon.loadgen.validate_display import RichProgress
-
+    if not args.no_progress and sys.stderr.isatty():
         progress = display = RichProgress()
     validation = Validation(plan, source, driver_for, progress=progress)
     with display or contextlib.nullcontext():

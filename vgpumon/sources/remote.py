@@ -143,12 +143,25 @@ class Connection:
 
 
 class FetchError(VgpumonError):
-    """One request to an exporter failed; ``reason`` is one line without the URL."""
+    """One request to an exporter failed; ``reason`` is one line without the URL.
 
-    def __init__(self, url: str, reason: str) -> None:
+    ``kind`` says which way it failed, for callers that word it their own way (``validate``
+    tells a user where credentials go); ``status`` is the HTTP status where there was one.
+    """
+
+    CONNECT = "connect"  # no connection (refused, no route, name unknown, TLS)
+    TIMEOUT = "timeout"
+    AUTH = "auth"  # HTTP 401
+    STATUS = "status"  # any other HTTP status but 200 and 503
+    NOT_READY = "not_ready"  # HTTP 503
+    PAYLOAD = "payload"  # the body is not a snapshot of this schema
+
+    def __init__(self, url: str, reason: str, kind: str, status: int | None = None) -> None:
         super().__init__(f"{url}: {reason}")
         self.url = url
         self.reason = reason
+        self.kind = kind
+        self.status = status
 
 
 class NotReady(FetchError):
@@ -186,32 +199,40 @@ class ExporterClient:
                 body = await response.text()
         except asyncio.TimeoutError:
             raise FetchError(
-                url, f"no answer within {self.connection.timeout_seconds:g} s (timeout)"
+                url,
+                f"no answer within {self.connection.timeout_seconds:g} s (timeout)",
+                FetchError.TIMEOUT,
             ) from None
         except aiohttp.ClientConnectorCertificateError as exc:
-            raise FetchError(
-                url, f"TLS error: certificate not trusted ({_one_line(exc.certificate_error)})"
-            ) from None
+            reason = f"TLS error: certificate not trusted ({_one_line(exc.certificate_error)})"
+            raise FetchError(url, reason, FetchError.CONNECT) from None
         except aiohttp.ClientSSLError as exc:
-            raise FetchError(url, f"TLS error: {_one_line(exc)}") from None
+            raise FetchError(url, f"TLS error: {_one_line(exc)}", FetchError.CONNECT) from None
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, ConnectionRefusedError):
-                raise FetchError(url, "connection refused") from None
-            raise FetchError(url, f"cannot connect: {_one_line(exc.os_error)}") from None
+                raise FetchError(url, "connection refused", FetchError.CONNECT) from None
+            reason = f"cannot connect: {_one_line(exc.os_error)}"
+            raise FetchError(url, reason, FetchError.CONNECT) from None
         except aiohttp.ServerDisconnectedError:
-            raise FetchError(
-                url, "the server closed the connection (plain HTTP to a TLS port?)"
-            ) from None
+            reason = "the server closed the connection (plain HTTP to a TLS port?)"
+            raise FetchError(url, reason, FetchError.CONNECT) from None
         except aiohttp.ClientError as exc:
-            raise FetchError(url, f"{type(exc).__name__}: {_one_line(exc)}") from None
+            reason = f"{type(exc).__name__}: {_one_line(exc)}"
+            raise FetchError(url, reason, FetchError.CONNECT) from None
         if status == 503:
-            raise NotReady(url, "HTTP 503: the exporter has no sample yet")
+            raise NotReady(
+                url, "HTTP 503: the exporter has no sample yet", FetchError.NOT_READY, 503
+            )
         if status == 401:
             if self._authorization is None:
-                raise FetchError(url, "HTTP 401: the exporter wants credentials")
-            raise FetchError(url, "HTTP 401: the exporter refused the credentials")
+                raise FetchError(
+                    url, "HTTP 401: the exporter wants credentials", FetchError.AUTH, 401
+                )
+            raise FetchError(
+                url, "HTTP 401: the exporter refused the credentials", FetchError.AUTH, 401
+            )
         if status != 200:
-            raise FetchError(url, f"HTTP {status}")
+            raise FetchError(url, f"HTTP {status}", FetchError.STATUS, status)
         return body
 
     async def snapshot(self) -> Snapshot:
@@ -220,12 +241,14 @@ class ExporterClient:
         try:
             return from_json(body)
         except SchemaError as exc:
+            reason = f"schema mismatch: {_one_line(exc)}"
             raise FetchError(
-                self.target.endpoint(SNAPSHOT_PATH), f"schema mismatch: {_one_line(exc)}"
+                self.target.endpoint(SNAPSHOT_PATH), reason, FetchError.PAYLOAD
             ) from None
         except (ValueError, TypeError) as exc:
+            reason = f"bad JSON: {_one_line(exc)}"
             raise FetchError(
-                self.target.endpoint(SNAPSHOT_PATH), f"bad JSON: {_one_line(exc)}"
+                self.target.endpoint(SNAPSHOT_PATH), reason, FetchError.PAYLOAD
             ) from None
 
     async def close(self) -> None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from vgpumon.errors import ConfigError
 from vgpumon.loadgen.runner import WorkerInfo
 from vgpumon.loadgen.spec import format_bytes
-from vgpumon.loadgen.validate_readings import (
+from vgpumon.validate.readings import (
     GPM,
     MEMORY,
     PROCESS_UTILIZATION,
