@@ -7,17 +7,23 @@ simulated exactly and nothing waits for real seconds.
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
+import bcrypt
 import pytest
+import trustme
 from aiohttp import web
 from validate_helpers import FAST, ManualTimer
 
 from vgpumon.collect import Sampler, SamplerConfig
 from vgpumon.export.metrics import ExportOptions
 from vgpumon.export.server import build_app
+from vgpumon.export.webconfig import WebConfigRuntime
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock
+from vgpumon.sources.remote import Connection
 from vgpumon.validate.drivers import SimDriver
 from vgpumon.validate.readings import GPM, PROCESSES, UTILIZATION, Reading
 from vgpumon.validate.run import NOT_RUN, Plan, Progress, Validation
@@ -28,14 +34,24 @@ from vgpumon.validate.steps import ERROR, PASS, SKIP, Step, default_ladder, sele
 class SimExporter:
     """``vgpumon serve`` over a simulated host, sampling once per ``interval`` of scenario time."""
 
-    def __init__(self, scenario: str, *, processes: bool = True, interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        scenario: str,
+        *,
+        processes: bool = True,
+        interval: float = 1.0,
+        web_config: str | None = None,
+    ) -> None:
         self.clock = ManualClock()
         self.session = open_session(sim=scenario, clock=self.clock)
         self.module: Any = self.session.module
         self.sampler = Sampler(
             self.session, SamplerConfig(interval_seconds=interval), clock=self.clock.now
         )
-        self.app = build_app(self.sampler, options=ExportOptions(processes=processes))
+        self.web_config = WebConfigRuntime(web_config) if web_config is not None else None
+        self.app = build_app(
+            self.sampler, options=ExportOptions(processes=processes), web_config=self.web_config
+        )
         self.interval = interval
         self.next_cycle = self.clock.now()
         self.stall_after: float | None = None
@@ -46,10 +62,11 @@ class SimExporter:
     async def __aenter__(self) -> SimExporter:
         self._runner = web.AppRunner(self.app)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        ssl_context = self.web_config.ssl_context() if self.web_config is not None else None
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ssl_context)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{port}"
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -85,9 +102,12 @@ async def run_through(
     via: str = "metrics",
     progress: Progress | None = None,
     applied: list[tuple[str | None, float]] | None = None,
+    connection: Connection | None = None,
 ):
     timer = exporter.timer()
-    source = ExporterSource(exporter.url, timer=timer, via=via, silence_timeout_s=10.0)
+    source = ExporterSource(
+        exporter.url, timer=timer, via=via, silence_timeout_s=10.0, connection=connection
+    )
     plan = Plan(
         device=device,
         steps=select_steps(default_ladder(), steps),
@@ -241,3 +261,40 @@ def test_normalize_url():
     assert normalize_url(" https://h:9400/api/v1/snapshot/ ") == "https://h:9400"
     with pytest.raises(Exception, match="give http://HOST:PORT"):
         normalize_url("h:9400")
+
+
+def _tls_and_auth(tmp_path: Path) -> str:
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    cert.private_key_pem.write_to_path(str(tmp_path / "server.key"))
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "server.crt"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(4)).decode()
+    (tmp_path / "web.yml").write_text(
+        "tls_server_config:\n"
+        f"  cert_file: {tmp_path / 'server.crt'}\n"
+        f"  key_file: {tmp_path / 'server.key'}\n"
+        f"basic_auth_users:\n  prometheus: '{hashed}'\n"
+    )
+    return str(tmp_path / "web.yml")
+
+
+async def test_an_exporter_behind_tls_and_basic_auth(tmp_path: Path):
+    web_config = _tls_and_auth(tmp_path)
+    trusted = Connection(ca_file=str(tmp_path / "ca.pem"), username="prometheus")
+    async with SimExporter("passthrough-guest", web_config=web_config) as exporter:
+        assert exporter.url.startswith("https://")
+        good = dataclasses.replace(trusted, password="s3cret")
+        report = await run_through(exporter, steps="duty-0.50", connection=good)
+        assert report.exit_code == 0, [c.message for c in report.failures()]
+        for connection, message in (
+            (dataclasses.replace(trusted, password="wrong"), "refused the credentials"),
+            (Connection(ca_file=str(tmp_path / "ca.pem")), "wants credentials .* --username"),
+            (Connection(username="prometheus", password="s3cret"), "certificate not trusted"),
+        ):
+            source = ExporterSource(exporter.url, timer=exporter.timer(), connection=connection)
+            with pytest.raises(SourceError, match=message):
+                try:
+                    await source.open()
+                finally:
+                    await source.close()

@@ -20,7 +20,12 @@ import contextlib
 import sys
 from typing import Any
 
-from vgpumon.commands.common import add_nvml_arguments, session_from_args
+from vgpumon.commands.common import (
+    add_connection_arguments,
+    add_nvml_arguments,
+    connection_from_args,
+    session_from_args,
+)
 from vgpumon.errors import ConfigError, VgpumonError
 from vgpumon.loadgen.spec import parse_duration, parse_size
 
@@ -129,11 +134,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --url: where the load runs as this machine's CUDA names it (default: the "
         "target's UUID; give an index inside a VM whose GPU has another UUID)",
     )
+    add_connection_arguments(parser)
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print the report as JSON")
     out.add_argument(
         "--no-progress", action="store_true", help="no live display on the terminal (stderr)"
     )
+
+
+CONNECTION_FLAGS = (
+    ("--ca-file", "ca_file"),
+    ("--insecure", "insecure"),
+    ("--username", "username"),
+    ("--password-file", "password_file"),
+    ("--password-env", "password_env"),
+)
 
 
 def parse_points(text: str, flag: str) -> float:
@@ -205,6 +220,10 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.load_device is not None and args.url is None:
         raise ConfigError("--load-device only applies with --url (otherwise --device is used)")
+    if args.url is None:
+        given = [flag for flag, dest in CONNECTION_FLAGS if getattr(args, dest)]
+        if given:
+            raise ConfigError(f"{given[0]} only applies with --url")
     plan = plan_from_args(args)
     return asyncio.run(_run(args, plan))
 
@@ -218,7 +237,7 @@ async def _run(args: argparse.Namespace, plan: Any) -> int:
     from vgpumon.validate.sources import ExporterSource, SamplerSource
 
     if args.url is not None:
-        source: Any = ExporterSource(args.url, via=args.via)
+        source: Any = ExporterSource(args.url, via=args.via, connection=connection_from_args(args))
     else:
         from vgpumon.collect import SamplerConfig
 

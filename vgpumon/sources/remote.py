@@ -180,6 +180,11 @@ class ExporterClient:
         self._authorization = connection.authorization(target)
         self._http: aiohttp.ClientSession | None = None
 
+    @property
+    def sends_credentials(self) -> bool:
+        """Requests carry basic-auth credentials (from the connection or the URL)."""
+        return self._authorization is not None
+
     async def get_text(self, path: str, accept: str) -> str:
         """The body of ``path``; any failure is a :class:`FetchError` with a one-line reason."""
         url = self.target.endpoint(path)

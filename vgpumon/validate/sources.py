@@ -327,10 +327,12 @@ class ExporterSource(_SnapshotSource):
         """validate's wording of a failed request (it names the URL and what to do)."""
         if exc.kind == FetchError.TIMEOUT:
             return f"the exporter at {self.url} did not answer within {self.request_timeout_s:g} s"
+        if exc.kind == FetchError.AUTH and self.client.sends_credentials:
+            return f"the exporter at {self.url} refused the credentials (HTTP 401)"
         if exc.kind == FetchError.AUTH:
             return (
-                f"the exporter at {self.url} wants credentials (HTTP 401): put them in the URL, "
-                "http://USER:PASSWORD@HOST:PORT"
+                f"the exporter at {self.url} wants credentials (HTTP 401): give --username and "
+                "--password-file, or put them in the URL, http://USER:PASSWORD@HOST:PORT"
             )
         if exc.kind == FetchError.STATUS:
             return f"the exporter at {self.url} answered HTTP {exc.status}"
