@@ -43,11 +43,21 @@ _KNOWN_PATHS = (METRICS_PATH, SNAPSHOT_PATH)
 # an exporter still in its first cycle answers 503 and is worth asking again soon), each further
 # failure doubles the wait up to the cap; the wait actually slept is drawn from [half, all] of it.
 BACKOFF_FIRST_SECONDS = 1.0
+# A snapshot of a large vGPU host is a few MB of JSON; anything far beyond is not an exporter.
+MAX_BODY_BYTES = 64 << 20
 BACKOFF_CAP_SECONDS = 30.0
 
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300] or type(exc).__name__
+
+
+def _decode(data: bytes, charset: str | None) -> str:
+    """The body as text; an unknown charset is read as UTF-8 (what the exporter sends)."""
+    try:
+        return data.decode(charset or "utf-8", errors="replace")
+    except LookupError:
+        return data.decode("utf-8", errors="replace")
 
 
 @dataclass(frozen=True)
@@ -201,7 +211,13 @@ class ExporterClient:
         try:
             async with self._http.get(url, **kwargs) as response:
                 status = response.status
-                body = await response.text()
+                data = bytearray()
+                async for chunk in response.content.iter_chunked(1 << 16):
+                    data += chunk
+                    if len(data) > MAX_BODY_BYTES:
+                        reason = f"the answer is larger than {MAX_BODY_BYTES >> 20} MiB"
+                        raise FetchError(url, reason, FetchError.PAYLOAD, status)
+                body = _decode(bytes(data), response.charset)
         except asyncio.TimeoutError:
             raise FetchError(
                 url,
@@ -219,7 +235,9 @@ class ExporterClient:
             reason = f"cannot connect: {_one_line(exc.os_error)}"
             raise FetchError(url, reason, FetchError.CONNECT) from None
         except aiohttp.ServerDisconnectedError:
-            reason = "the server closed the connection (plain HTTP to a TLS port?)"
+            reason = "the server closed the connection"
+            if not url.startswith("https://"):
+                reason += " (plain HTTP to a TLS port?)"
             raise FetchError(url, reason, FetchError.CONNECT) from None
         except aiohttp.ClientError as exc:
             reason = f"{type(exc).__name__}: {_one_line(exc)}"
