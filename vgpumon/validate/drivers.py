@@ -26,7 +26,8 @@ from vgpumon.loadgen.spec import LoadSpec, blocks_for, memory_shares
 from vgpumon.validate.readings import Target
 from vgpumon.validate.steps import StepLoad
 
-H200_CONTEXT_BYTES = 520 * 1024**2  # what one CUDA context held on the H200 (loadgen-device.md)
+# What one CUDA context held on an H200 (bench/results/loadgen-device.md).
+H200_CONTEXT_BYTES = 520 * 1024**2
 
 
 @runtime_checkable
