@@ -181,7 +181,8 @@ async def test_refresh_polls_at_once_even_with_a_long_interval(exporter, wait_un
     await source.start()
     try:
         first = await wait_until(source, host, is_up)
-        await asyncio.sleep(0.3)  # the exporter has sampled again since
+        assert first.snapshot is not None
+        await exporter.sampled_after(first.snapshot.timestamp)
         await source.refresh()
         await wait_until(source, host, lambda u: u.sequence > first.sequence)
     finally:
