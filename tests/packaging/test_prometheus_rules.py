@@ -11,7 +11,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from rules_cases import CASES, ROOT, RULES, alerts, promtool_tests
+from rules_cases import (
+    CASES,
+    ROOT,
+    RULES,
+    TEST_FILE,
+    alerts,
+    promtool_tests,
+    render_test_file,
+)
 
 from vgpumon.export.metrics import XID_CATALOG, XID_CRITICAL
 
@@ -36,10 +44,14 @@ def test_promtool_check_rules() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_promtool_test_rules(tmp_path: Path) -> None:
-    test_file = tmp_path / "vgpumon.rules.test.yml"
-    test_file.write_text(yaml.safe_dump(promtool_tests(RULES), sort_keys=False))
-    result = run(promtool(), "test", "rules", str(test_file))
+def test_committed_promtool_tests_are_the_cases() -> None:
+    assert TEST_FILE.read_text(encoding="utf-8") == render_test_file(), (
+        "run python tests/packaging/rules_cases.py"
+    )
+
+
+def test_promtool_test_rules() -> None:
+    result = run(promtool(), "test", "rules", str(TEST_FILE))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
