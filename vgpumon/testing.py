@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 import vgpumon
 import vgpumon.sim as sim
 from vgpumon.collect import device, licensing, mig, scheduler, vgpu
-from vgpumon.collect.base import SamplerConfig
+from vgpumon.collect.base import Reader, SamplerConfig
 from vgpumon.collect.sampler import Sampler
 from vgpumon.collect.scheduler import SERVICE, SchedulerLogPoller
 from vgpumon.model import Snapshot
@@ -28,7 +28,7 @@ from vgpumon.nvml.session import NvmlSession
 from vgpumon.sim.clock import ManualClock
 from vgpumon.sim.scenario import Scenario
 
-VGPU_READERS = [
+VGPU_READERS: list[Reader] = [
     *device.READERS,
     *mig.READERS,
     *vgpu.READERS,
@@ -49,7 +49,8 @@ CHURN_WARM_UP = 20.0
 
 def stress_scenario_text(name: str) -> str:
     """The YAML of a stress scenario shipped beside the built-ins (not listed as one)."""
-    path = resources.files("vgpumon.sim").joinpath("scenarios", "stress", f"{name}.yaml")
+    path = resources.files("vgpumon.sim").joinpath("scenarios").joinpath("stress")
+    path = path.joinpath(f"{name}.yaml")
     return path.read_text(encoding="utf-8")
 
 
@@ -96,7 +97,7 @@ SimHostFactory = Callable[..., SimHost]
 """The type of the ``sim_host`` test fixture: ``sim_host(scenario, readers=None)``."""
 
 
-def sim_host(scenario: str | Scenario, readers: list[Any] | None = None) -> SimHost:
+def sim_host(scenario: str | Scenario, readers: Sequence[Reader] | None = None) -> SimHost:
     """A sampled simulated host; the caller closes it (the test fixture ``sim_host`` does)."""
     clock = ManualClock()
     module = sim.create(scenario, clock=clock)
