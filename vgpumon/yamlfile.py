@@ -286,11 +286,6 @@ def is_null(node: yaml.Node) -> bool:
     return isinstance(node, yaml.ScalarNode) and node.tag == TAG + "null"
 
 
-def scalar(node: yaml.Node, label: str) -> Any:
-    """The Python value of one scalar node (``1e309`` is inf: callers range-check)."""
-    return to_python(node, label)
-
-
 def unknown_key(name: str, allowed: Iterable[str]) -> str:
     """'unknown key "x" (did you mean "y"?); expected one of: ...' for any strict mapping."""
     known = sorted(allowed)
