@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from vgpu_helpers import VGPU_READERS, sim_host, vgpu_errors
+from vgpu_helpers import vgpu_errors
 
 from vgpumon.collect.sampler import Sampler
 from vgpumon.collect.scheduler import SERVICE, SchedulerLogPoller
 from vgpumon.model import Snapshot
 from vgpumon.nvml.session import SYSTEM, NvmlSession
+from vgpumon.testing import VGPU_READERS, SimHostFactory
 
 # Every device-level vGPU host call vgpumon makes, with arguments for a GPU handle ``h``.
 HOST_CALLS: list[tuple[str, tuple[Any, ...]]] = [
@@ -73,7 +74,7 @@ def check_every_host_call_absent_once(session: NvmlSession, uuid: str, handle: A
         assert got in ({"function_not_found": 1}, {"not_supported": 1}), (name, got)
 
 
-async def test_sim_passthrough_has_no_vgpu_section() -> None:
+async def test_sim_passthrough_has_no_vgpu_section(sim_host: SimHostFactory) -> None:
     host = sim_host("passthrough-guest")
     try:
         await host.cycle()

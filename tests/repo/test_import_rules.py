@@ -141,3 +141,36 @@ def test_each_rule_fails_on_a_planted_violation(
     assert len(found) >= 1, f"planted {source!r} in {path} was not caught"
     assert all(f"({RULES[rule].name})" in line for line in found), found
     assert all(line.startswith(path) for line in found), found
+
+
+def cross_imports(root: Path) -> list[str]:
+    """bench/ importing anything from tests/, or a test importing a test module."""
+    tests_modules = {p.stem for p in (root / "tests").rglob("*.py") if p.stem != "conftest"}
+    found = []
+    for path in sorted((root / "bench").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if '"tests"' in text and "sys.path" in text:
+            found.append(f"{path.relative_to(root)}: puts tests/ on sys.path")
+        for line, name in imports_of(path, root):
+            if name.split(".")[0] in tests_modules:
+                found.append(f"{path.relative_to(root)}:{line}: imports {name} from tests/")
+    for path in sorted((root / "tests").rglob("*.py")):
+        for line, name in imports_of(path, root):
+            if name.split(".")[0].startswith("test_"):
+                found.append(f"{path.relative_to(root)}:{line}: imports the test module {name}")
+    return found
+
+
+def test_bench_and_tests_import_no_test_module() -> None:
+    assert cross_imports(ROOT) == []
+
+
+def test_cross_import_check_fails_on_a_planted_import(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("X = 1\n")
+    (tmp_path / "tests" / "test_b.py").write_text("from test_a import X\n")
+    (tmp_path / "bench" / "run.py").write_text("from test_a import X\n")
+    found = cross_imports(tmp_path)
+    assert any("bench/run.py:1: imports test_a" in f for f in found), found
+    assert any("tests/test_b.py:1: imports the test module test_a" in f for f in found), found

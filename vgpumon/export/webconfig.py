@@ -40,6 +40,7 @@ from aiohttp.typedefs import Handler, Middleware
 from vgpumon import yamlfile
 from vgpumon.errors import ConfigError, one_line
 from vgpumon.export.auth import BasicAuth, bcrypt_hash_error
+from vgpumon.units import UnitError, parse_go_duration
 
 log = logging.getLogger(__name__)
 
@@ -141,18 +142,6 @@ GO_CURVES: Mapping[str, str] = {
     "CurveP521": "secp521r1",
     "X25519": "X25519",
 }
-
-_GO_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_GO_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
 _PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----")
 _PEM_KEY = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")
@@ -258,13 +247,7 @@ class _Loader:
             return {}
         if not isinstance(node, yaml.MappingNode):
             raise self.error(node, f"{where} must be a mapping")
-        keys = yamlfile.mapping(node, f"web config {self.path}", where, None)
-        for name, (key, _value) in keys.items():
-            if allowed is not None and name not in allowed:
-                raise self.error(
-                    key, f'unknown key "{name}" in {where} (allowed: {", ".join(allowed)})'
-                )
-        return keys
+        return yamlfile.mapping(node, f"web config {self.path}", where, allowed)
 
     def string(self, node: yaml.Node, where: str) -> str:
         # Like yaml.v2 decoding into a Go string: any scalar is taken as written, null is "".
@@ -694,22 +677,12 @@ def _pem_paths(*blobs: bytes) -> Iterator[list[str]]:
 
 
 def _parse_go_duration(text: str) -> float | None:
-    """Seconds in a Go ``time.ParseDuration`` string, or None when it is not one."""
-    sign, s = 1.0, text
-    if s[:1] in ("+", "-"):
-        sign, s = (-1.0 if s[0] == "-" else 1.0), s[1:]
-    if s == "0":
-        return 0.0
-    if not s:
+    """Seconds in a Go ``time.ParseDuration`` string, or None when it is not one (the web-config
+    dialect of the one units grammar, :func:`vgpumon.units.parse_go_duration`)."""
+    try:
+        return parse_go_duration(text)
+    except UnitError:
         return None
-    pos, total = 0, 0.0
-    while pos < len(s):
-        match = _GO_DURATION_PART.match(s, pos)
-        if match is None:
-            return None
-        total += float(match.group(1)) * _GO_DURATION_UNITS[match.group(2)]
-        pos = match.end()
-    return sign * total
 
 
 # -- serving -------------------------------------------------------------------------------------
