@@ -34,12 +34,18 @@ SEL = f'{HOST}, gpu=~"$gpu"'
 VGPU_KEYS = "instance, job, gpu, uuid, vgpu_id"
 
 
+# vgpumon_vgpu_info with vm_name always set: the VM's name where libvirt or the kubelet gave one
+# (serve --libvirt-uri / --kubelet-socket), NVML's VM id where nothing did.
+VM_INFO = (
+    f'label_replace(vgpumon_vgpu_info{{{HOST}, vm_id=~"$vm", vm_name=""}}, '
+    '"vm_name", "$1", "vm_id", "(.*)")\n'
+    f'or vgpumon_vgpu_info{{{HOST}, vm_id=~"$vm", vm_name!=""}}'
+)
+
+
 def by_vm(expr: str) -> str:
     """Name each vGPU series by its VM: join the labels of vgpumon_vgpu_info onto it."""
-    return (
-        f"({expr})\n* on ({VGPU_KEYS}) group_left (vm_id, vgpu_type)\n"
-        f'vgpumon_vgpu_info{{{HOST}, vm_id=~"$vm"}}'
-    )
+    return f"({expr})\n* on ({VGPU_KEYS}) group_left (vm_id, vm_name, vgpu_type)\n({VM_INFO})"
 
 
 @dataclass(frozen=True)
@@ -329,50 +335,51 @@ VGPU_HOST = Dashboard(
             "none",
             (
                 q(
-                    f'vgpumon_vgpu_info{{{SEL}, vm_id=~"$vm"}}',
-                    "{{vm_id}}",
+                    f"({VM_INFO})\n and on ({VGPU_KEYS}) vgpumon_vgpu_info{{{SEL}}}",
+                    "{{vm_name}}",
                     VGPU,
                     instant=True,
                 ),
             ),
-            "vGPU type, class, VM, guest driver and placement of every vGPU.",
+            "vGPU type, class, VM (name from libvirt or the kubelet where enabled, else NVML's "
+            "VM id), guest driver, mdev, SR-IOV virtual function and placement of every vGPU.",
             width=16,
         ),
         ratio(
             "SM engine utilization by VM",
-            q(by_vm(f"vgpumon_vgpu_utilization_ratio{{{SEL}}}"), "{{vm_id}}", VGPU),
+            q(by_vm(f"vgpumon_vgpu_utilization_ratio{{{SEL}}}"), "{{vm_name}}", VGPU),
         ),
         ratio(
             "Memory controller utilization by VM",
-            q(by_vm(f"vgpumon_vgpu_memory_utilization_ratio{{{SEL}}}"), "{{vm_id}}", VGPU),
+            q(by_vm(f"vgpumon_vgpu_memory_utilization_ratio{{{SEL}}}"), "{{vm_name}}", VGPU),
         ),
         ratio(
             "Encoder and decoder utilization by VM",
-            q(by_vm(f"vgpumon_vgpu_encoder_utilization_ratio{{{SEL}}}"), "{{vm_id}} enc", VGPU),
-            q(by_vm(f"vgpumon_vgpu_decoder_utilization_ratio{{{SEL}}}"), "{{vm_id}} dec", VGPU),
+            q(by_vm(f"vgpumon_vgpu_encoder_utilization_ratio{{{SEL}}}"), "{{vm_name}} enc", VGPU),
+            q(by_vm(f"vgpumon_vgpu_decoder_utilization_ratio{{{SEL}}}"), "{{vm_name}} dec", VGPU),
         ),
         Panel(
             "Framebuffer used by VM",
             "timeseries",
             "bytes",
-            (q(by_vm(f"vgpumon_vgpu_framebuffer_used_bytes{{{SEL}}}"), "{{vm_id}}", VGPU),),
+            (q(by_vm(f"vgpumon_vgpu_framebuffer_used_bytes{{{SEL}}}"), "{{vm_name}}", VGPU),),
             min=0,
         ),
         ratio(
             "Framebuffer used by VM (of its vGPU)",
-            q(by_vm(f"vgpumon:vgpu_framebuffer_used:ratio{{{SEL}}}"), "{{vm_id}}", VGPU),
+            q(by_vm(f"vgpumon:vgpu_framebuffer_used:ratio{{{SEL}}}"), "{{vm_name}}", VGPU),
         ),
         Row("Scheduler"),
         ratio(
             "Run share against entitlement",
             q(
                 by_vm(f"vgpumon:vgpu_scheduler_run_share:rate5m{{{SEL}}}"),
-                "{{vm_id}} ran",
+                "{{vm_name}} ran",
                 VGPU,
             ),
             q(
                 by_vm(f"vgpumon:vgpu_scheduler_entitled_share:ratio{{{SEL}}}"),
-                "{{vm_id}} entitled",
+                "{{vm_name}} entitled",
                 VGPU,
             ),
             description="Fraction of time each vGPU ran (scheduler log) and the share its policy "
@@ -429,7 +436,7 @@ VGPU_HOST = Dashboard(
             (
                 q(
                     by_vm(f"vgpumon_vgpu_license_state{{{SEL}}} == 1"),
-                    "{{vm_id}}",
+                    "{{vm_name}}",
                     VGPU,
                     instant=True,
                 ),
@@ -443,7 +450,7 @@ VGPU_HOST = Dashboard(
             (
                 q(
                     by_vm(f"vgpumon_vgpu_license_expiry_timestamp_seconds{{{SEL}}} - time()"),
-                    "{{vm_id}}",
+                    "{{vm_name}}",
                     LICENSE,
                     instant=True,
                 ),
@@ -454,20 +461,20 @@ VGPU_HOST = Dashboard(
             "Frame rate limit by VM",
             "timeseries",
             "none",
-            (q(by_vm(f"vgpumon_vgpu_frame_rate_limit{{{SEL}}}"), "{{vm_id}}", VGPU),),
+            (q(by_vm(f"vgpumon_vgpu_frame_rate_limit{{{SEL}}}"), "{{vm_name}}", VGPU),),
             "Frames per second; absent where the limiter is off.",
         ),
         Panel(
             "Encoder sessions by VM",
             "timeseries",
             "none",
-            (q(by_vm(f"vgpumon_vgpu_encoder_sessions{{{SEL}}}"), "{{vm_id}}", VGPU),),
+            (q(by_vm(f"vgpumon_vgpu_encoder_sessions{{{SEL}}}"), "{{vm_name}}", VGPU),),
         ),
         Panel(
             "Encoder frame rate by VM",
             "timeseries",
             "none",
-            (q(by_vm(f"vgpumon_vgpu_encoder_average_fps{{{SEL}}}"), "{{vm_id}}", VGPU),),
+            (q(by_vm(f"vgpumon_vgpu_encoder_average_fps{{{SEL}}}"), "{{vm_name}}", VGPU),),
             "Average frames per second over the VM's active encoder sessions.",
         ),
         Panel(
@@ -477,7 +484,7 @@ VGPU_HOST = Dashboard(
             (
                 q(
                     by_vm(f"vgpumon_vgpu_encoder_average_latency_seconds{{{SEL}}}"),
-                    "{{vm_id}}",
+                    "{{vm_name}}",
                     VGPU,
                 ),
             ),

@@ -45,6 +45,14 @@ from vgpumon.sim.scenario import builtin_text
 
 pytestmark = pytest.mark.e2e
 
+LIBVIRT_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures/libvirt/kvm-vgpu-timesliced.xml"
+try:
+    import libvirt  # noqa: F401 - only whether the [libvirt] extra is there
+
+    LIBVIRT = True
+except ImportError:
+    LIBVIRT = False
+
 STARTUP_SECONDS = 30.0
 # Rates over the recording rules' 5 m window need two samples of each counter, and the recording
 # rules one evaluation after that; seconds in practice, this bounds a loaded machine.
@@ -121,6 +129,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             target = f"127.0.0.1:{free_port()}"
             log = tmp / f"vgpumon-{kind}.log"
             cmd = [sys.executable, "-m", "vgpumon.cli", "serve", "--sim", scenario]
+            if kind == "vgpu" and LIBVIRT:
+                # Names from libvirt's test driver for some of the vGPUs (docs/names.md); the
+                # others keep NVML's VM id, so the dashboards' fallback is exercised too.
+                cmd += ["--libvirt-uri", f"test://{LIBVIRT_FIXTURE}"]
             procs.append(start([*cmd, "--listen", target, "--interval", "0.5"], log))
             logs.append(log)
             targets[kind] = target
@@ -222,6 +234,25 @@ def test_every_variable_lists_values(stack: Stack) -> None:
         kind = "vgpu"  # the vGPU host has a value for every variable, vm included
         promql = instantiate(label_values_query(definition), instance=stack.targets[kind])
         assert stack.query(promql), f"${name}: {definition} lists nothing"
+
+
+def test_vgpu_dashboard_names_vms_by_name_or_id(stack: Stack) -> None:
+    if not LIBVIRT:
+        if os.environ.get("CI"):
+            pytest.fail("CI must install the [libvirt] extra")
+        pytest.skip("needs the [libvirt] extra")
+    expr = instantiate(
+        generator().by_vm("vgpumon_vgpu_utilization_ratio"), instance=stack.targets["vgpu"]
+    )
+    give_up = time.monotonic() + SETTLE_SECONDS
+    names: dict[str, str] = {}
+    while time.monotonic() < give_up:
+        names = {r["metric"]["vgpu_id"]: r["metric"]["vm_name"] for r in stack.query(expr)}
+        if names.get("1") == "vm-render-07":
+            break
+        time.sleep(0.5)
+    assert names.get("1") == "vm-render-07"  # from libvirt
+    assert names.get("4") == "6f9c984a-d134-bbaa-478c-f15eeba17637"  # NVML's VM id
 
 
 def test_every_rule_evaluates_without_error(stack: Stack) -> None:
