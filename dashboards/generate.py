@@ -34,13 +34,17 @@ SEL = f'{HOST}, gpu=~"$gpu"'
 VGPU_KEYS = "instance, job, gpu, uuid, vgpu_id"
 
 
-# vgpumon_vgpu_info with vm_name always set: the VM's name where libvirt or the kubelet gave one
-# (serve --libvirt-uri / --kubelet-socket), NVML's VM id where nothing did.
-VM_INFO = (
-    f'label_replace(vgpumon_vgpu_info{{{HOST}, vm_id=~"$vm", vm_name=""}}, '
-    '"vm_name", "$1", "vm_id", "(.*)")\n'
-    f'or vgpumon_vgpu_info{{{HOST}, vm_id=~"$vm", vm_name!=""}}'
-)
+def vm_info(selector: str) -> str:
+    """vgpumon_vgpu_info with vm_name always set: the VM's name where libvirt or the kubelet gave
+    one (serve --libvirt-uri / --kubelet-socket), NVML's VM id where nothing did."""
+    return (
+        f'label_replace(vgpumon_vgpu_info{{{selector}, vm_name=""}}, '
+        '"vm_name", "$1", "vm_id", "(.*)")\n'
+        f'or vgpumon_vgpu_info{{{selector}, vm_name!=""}}'
+    )
+
+
+VM_INFO = vm_info(f'{HOST}, vm_id=~"$vm"')
 
 
 def by_vm(expr: str) -> str:
@@ -288,6 +292,30 @@ FLEET = Dashboard(
                     instant=True,
                 ),
             ),
+        ),
+        Row("Who holds the GPUs"),
+        Panel(
+            "VMs on vGPUs",
+            "table",
+            "none",
+            (q(vm_info(HOST), "{{instance}} {{vm_name}}", VGPU, instant=True),),
+            "Every vGPU with the VM that holds it: its name from libvirt (serve --libvirt-uri) or "
+            "from its KubeVirt pod (--kubelet-socket), else NVML's VM id (docs/names.md).",
+        ),
+        Panel(
+            "Pods on GPUs (Kubernetes)",
+            "table",
+            "none",
+            (
+                q(
+                    f'vgpumon_gpu_allocation_info{{{HOST}, pod!=""}}',
+                    "{{instance}} {{namespace}}/{{pod}}",
+                    VGPU,
+                    instant=True,
+                ),
+            ),
+            "Containers holding a GPU, MIG device or vGPU, from the kubelet (serve "
+            "--kubelet-socket); KubeVirt VMs by name.",
         ),
     ),
 )

@@ -15,6 +15,7 @@ expiry dates). Then:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -24,7 +25,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ from vgpumon.sim.scenario import builtin_text
 pytestmark = pytest.mark.e2e
 
 LIBVIRT_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures/libvirt/kvm-vgpu-timesliced.xml"
+KUBEVIRT_MDEV = "fe4138f0-efff-9274-4579-142902701cd9"  # kvm-vgpu-timesliced vGPU 3
 try:
     import libvirt  # noqa: F401 - only whether the [libvirt] extra is there
 
@@ -115,11 +117,29 @@ def start(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
 
 
+def _remove_dir(socket: str) -> None:
+    shutil.rmtree(os.path.dirname(socket), ignore_errors=True)
+
+
+def _kubelet() -> Any:
+    """A pod-resources server (tests/kubelet_helpers.py) on a short socket path."""
+    import tempfile
+
+    from kubelet_helpers import FakeKubelet, pod
+
+    kubelet = FakeKubelet(os.path.join(tempfile.mkdtemp(prefix="vgk", dir="/tmp"), "k.sock"))
+    kubelet.pods = [
+        pod("virt-launcher-vdi-desk-03-x7k2p", "vdi", "nvidia.com/NVIDIA_L40S-2B", KUBEVIRT_MDEV)
+    ]
+    return kubelet.start()
+
+
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     prometheus = prometheus_binary()
     tmp = tmp_path_factory.mktemp("dashboards-e2e")
     procs: list[subprocess.Popen[bytes]] = []
+    cleanups: list[Callable[[], None]] = []
     logs: list[Path] = []
     targets: dict[str, str] = {}
     jobs = []
@@ -133,6 +153,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 # Names from libvirt's test driver for some of the vGPUs (docs/names.md); the
                 # others keep NVML's VM id, so the dashboards' fallback is exercised too.
                 cmd += ["--libvirt-uri", f"test://{LIBVIRT_FIXTURE}"]
+            if kind == "vgpu":
+                kubelet = _kubelet()  # a KubeVirt pod holding vGPU 3, for the pod panels
+                cleanups += [kubelet.stop, functools.partial(_remove_dir, kubelet.path)]
+                cmd += ["--kubelet-socket", kubelet.path]
             procs.append(start([*cmd, "--listen", target, "--interval", "0.5"], log))
             logs.append(log)
             targets[kind] = target
@@ -176,6 +200,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             time.sleep(0.25)
         yield result
     finally:
+        for cleanup in cleanups:
+            cleanup()
         for proc in procs:
             proc.terminate()
         for proc in procs:
