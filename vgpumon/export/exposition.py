@@ -140,10 +140,13 @@ class Renderer:
         self.options = options or ExportOptions()
         self.plans = tuple(FamilyPlan(f) for f in families)
 
-    def steps(self, snapshot: Snapshot, slice_seconds: float) -> Iterator[Exposition | None]:
+    def steps(
+        self, snapshot: Snapshot, slice_seconds: float, tail: tuple[str, str] = ("", "")
+    ) -> Iterator[Exposition | None]:
         """Render ``snapshot``, yielding None after about ``slice_seconds`` of work each time.
 
-        The last item is the :class:`Exposition`.
+        The last item is the :class:`Exposition`. ``tail`` (text, OpenMetrics) is appended after
+        the table's families: families from outside the table, such as ``process_*``.
         """
         text: list[str] = []
         om: list[str] = []
@@ -157,15 +160,15 @@ class Renderer:
             if time.perf_counter() - started >= slice_seconds:
                 yield None
                 started = time.perf_counter()
-        om.append(OPENMETRICS_EOF)
+        text.append(tail[0])
+        om += (tail[1], OPENMETRICS_EOF)
         yield Exposition("".join(text).encode("utf-8"), "".join(om).encode("utf-8"))
 
     def render(self, snapshot: Snapshot) -> Exposition:
         """Both formats of ``snapshot`` in one go."""
-        result: Exposition | None = None
-        for result in self.steps(snapshot, float("inf")):
-            pass
-        assert result is not None  # steps always ends with the exposition
+        *_, result = self.steps(snapshot, float("inf"))
+        if result is None:  # cannot happen: steps() always ends with the exposition
+            raise RuntimeError("renderer ended without an exposition")
         return result
 
 
