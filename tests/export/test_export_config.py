@@ -9,14 +9,14 @@ import pytest
 
 from vgpumon.cli import build_parser
 from vgpumon.commands.serve import settings_from_args
-from vgpumon.errors import ConfigError
-from vgpumon.export.config import (
+from vgpumon.config.serve import (
     DEFAULT_PORT,
     ListenAddress,
     ServeSettings,
     load_file,
     parse_listen,
 )
+from vgpumon.errors import ConfigError
 
 COLLECTORS = ["device", "memory", "pcie", "utilization"]
 

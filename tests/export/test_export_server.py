@@ -15,7 +15,7 @@ from aiohttp.typedefs import Handler
 from export_helpers import rich_snapshot, samples_by_name
 
 from vgpumon.export.metrics import ExportOptions
-from vgpumon.export.server import RENDER_CACHE, build_app
+from vgpumon.export.server import PUBLISHER, build_app
 from vgpumon.model import SamplerHealth, Snapshot, from_json
 
 PROMETHEUS_ACCEPT = (
@@ -127,7 +127,7 @@ async def test_gzip_when_accepted(make_client: Factory) -> None:
     zipped = await resp.read()
     assert len(zipped) < len(plain)
     assert gzip.decompress(zipped) == plain
-    assert client.app is not None and client.app[RENDER_CACHE].renders == 1, "gzip reuses it"
+    assert client.app is not None and client.app[PUBLISHER].renders == 1, "gzip reuses it"
 
 
 async def test_snapshot_api_round_trips(make_client: Factory) -> None:
@@ -140,20 +140,49 @@ async def test_snapshot_api_round_trips(make_client: Factory) -> None:
 
 async def test_concurrent_scrapes_share_one_render(make_client: Factory) -> None:
     source = FakeSampler(rich_snapshot())
-    # The cap counts requests waiting for the shared render too: room for all fifty.
     client = await make_client(source, options=ExportOptions(processes=True), max_requests=60)
-    cache = client.app[RENDER_CACHE] if client.app is not None else None
-    assert cache is not None
+    publisher = client.app[PUBLISHER] if client.app is not None else None
+    assert publisher is not None
     bodies = await asyncio.gather(*(client.get("/metrics") for _ in range(50)))
     texts = {await r.text() for r in bodies}
-    assert len(texts) == 1 and cache.renders == 1
+    assert len(texts) == 1 and publisher.renders == 1
     await asyncio.gather(
         *(client.get("/metrics", headers={"Accept": PROMETHEUS_ACCEPT}) for _ in range(50))
     )
-    assert cache.renders == 2, "one more render for the other format"
+    assert publisher.renders == 1, "one render makes every format"
     source.latest = dataclasses.replace(source.latest, timestamp=source.latest.timestamp + 1)  # type: ignore[union-attr]
+    while publisher.renders < 2:
+        await asyncio.sleep(0.01)
     newer = await (await client.get("/metrics")).text()
-    assert cache.renders == 3 and newer != texts.pop()
+    assert publisher.renders == 2 and newer != texts.pop()
+
+
+async def test_a_scrape_never_waits_for_a_render(make_client: Factory) -> None:
+    """A new snapshot is rendered before it is served; meanwhile scrapes get the last body."""
+    source = FakeSampler(rich_snapshot())
+    client = await make_client(source)
+    publisher = client.app[PUBLISHER] if client.app is not None else None
+    assert publisher is not None
+    old = await (await client.get("/metrics")).read()
+    started = asyncio.Event()
+    release = asyncio.Event()
+    real_publish = publisher.publish
+
+    async def slow_publish(snapshot: Snapshot) -> Any:
+        started.set()
+        await release.wait()
+        return await real_publish(snapshot)
+
+    publisher.publish = slow_publish  # type: ignore[method-assign]
+    source.latest = dataclasses.replace(source.latest, timestamp=source.latest.timestamp + 1)  # type: ignore[union-attr]
+    publisher.kick()
+    await asyncio.wait_for(started.wait(), 5)
+    during = await asyncio.wait_for(client.get("/metrics"), 5)
+    assert during.status == 200 and await during.read() == old, "the last complete body"
+    release.set()
+    while publisher.renders < 2:
+        await asyncio.sleep(0.01)
+    assert await (await client.get("/metrics")).read() != old
 
 
 async def test_requests_past_the_cap_get_503_at_once(make_client: Factory) -> None:

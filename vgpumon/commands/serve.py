@@ -13,8 +13,7 @@ import logging
 from typing import Any, NoReturn
 
 from vgpumon.commands.common import add_nvml_arguments
-from vgpumon.errors import ConfigError
-from vgpumon.export.config import (
+from vgpumon.config.serve import (
     DEFAULT_PORT,
     ServeSettings,
     _bool,
@@ -26,6 +25,7 @@ from vgpumon.export.config import (
     load_file,
     merge,
 )
+from vgpumon.errors import ConfigError
 
 COLLECTOR_DEST = "collector:"
 
@@ -40,6 +40,10 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "web_config_file": ("--web.config.file", _text),
     "max_requests": ("--web.max-requests", _positive_int),
     "shutdown_timeout_seconds": ("--web.shutdown-timeout", _positive_float),
+    "max_connections": ("--web.max-connections", _positive_int),
+    "header_timeout_seconds": ("--web.header-timeout", _positive_float),
+    "idle_timeout_seconds": ("--web.idle-timeout", _positive_float),
+    "write_timeout_seconds": ("--web.write-timeout", _positive_float),
     "sim": ("--sim", _text),
     "nvml_module": ("--nvml-module", _text),
     "log_level": ("--log-level", _log_level),
@@ -63,6 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     web = parser.add_argument_group("web")
     web.add_argument(
         "--listen",
+        "--web.listen-address",  # node_exporter's spelling, so fleet tooling can pass either
+        dest="listen",
         action="append",
         metavar="ADDR",
         help=f"address to serve on, repeatable: 0.0.0.0:PORT, [::]:PORT or :PORT "
@@ -86,6 +92,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="on SIGTERM/SIGINT, wait at most this long for requests and a running cycle "
         f"(default {defaults.shutdown_timeout_seconds:g})",
+    )
+    web.add_argument(
+        "--web.max-connections",
+        dest="max_connections",
+        metavar="N",
+        help=f"connections served at once; one more is closed at once "
+        f"(default {defaults.max_connections})",
+    )
+    web.add_argument(
+        "--web.header-timeout",
+        dest="header_timeout_seconds",
+        metavar="SECONDS",
+        help="a connection must finish its TLS handshake and send a request head within this "
+        f"(default {defaults.header_timeout_seconds:g})",
+    )
+    web.add_argument(
+        "--web.idle-timeout",
+        dest="idle_timeout_seconds",
+        metavar="SECONDS",
+        help="a kept-alive connection with no new request for this long is closed "
+        f"(default {defaults.idle_timeout_seconds:g})",
+    )
+    web.add_argument(
+        "--web.write-timeout",
+        dest="write_timeout_seconds",
+        metavar="SECONDS",
+        help="a client that does not take a response within this is dropped "
+        f"(default {defaults.write_timeout_seconds:g})",
     )
     sampling = parser.add_argument_group("sampling")
     sampling.add_argument(
@@ -181,8 +215,14 @@ def run(args: argparse.Namespace) -> int:
     )
     session = open_session(sim=settings.sim, module_name=settings.nvml_module)
     sampler = Sampler(session, settings.sampler_config())
+
+    async def reload() -> ServeSettings:
+        # SIGHUP: the same files and flags as at start, read off the event loop (a config on a
+        # slow or hung file system must not stop scrapes).
+        return await asyncio.to_thread(settings_from_args, args)
+
     try:
-        return asyncio.run(serve(settings, sampler))
+        return asyncio.run(serve(settings, sampler, reload))
     finally:
         # Bounded (CLOSE_TIMEOUT_SECONDS): a wedged driver does not keep the process alive.
         sampler.close()

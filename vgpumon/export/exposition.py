@@ -67,7 +67,7 @@ def _help_openmetrics(text: str) -> str:
 class FamilyPlan:
     """One family's fixed parts (headers, label order) and its cache of formatted label sets."""
 
-    __slots__ = ("family", "text_header", "openmetrics_header", "_order", "_prefixes")
+    __slots__ = ("_order", "_prefixes", "family", "openmetrics_header", "text_header")
 
     def __init__(self, family: Family) -> None:
         self.family = family
