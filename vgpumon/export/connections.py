@@ -32,8 +32,11 @@ from typing import Any
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
 
 log = logging.getLogger(__name__)
+_QUIET = logging.Logger("vgpumon.export.connections.quiet")  # not registered: drops everything
+_QUIET.disabled = True
 
 
 @dataclass(frozen=True)
@@ -128,13 +131,24 @@ class GuardedHandler(RequestHandler):
         self._guard.release(self._token)
         super().connection_lost(exc)
 
-    def log_exception(self, *args: Any, **kw: Any) -> None:
-        exc = kw.get("exc_info")
-        if isinstance(exc, HttpProcessingError) and 400 <= (exc.code or 400) < 500:
-            message = args[0] % args[1:] if args else "client error"
-            log.debug("%s: %s %s", message, exc.code, exc.message)
-            return
-        super().log_exception(*args, **kw)
+    def handle_error(
+        self,
+        request: BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        """A malformed request: one debug line, no traceback (aiohttp logs those at ERROR)."""
+        if not (isinstance(exc, HttpProcessingError) and 400 <= status < 500):
+            return super().handle_error(request, status, exc, message)
+        text = " ".join(str(exc.message or message or "").split())
+        log.debug("bad request from %s: %s %s", request.remote, status, text)
+        saved = self.logger
+        self.logger = _QUIET
+        try:
+            return super().handle_error(request, status, exc, message)
+        finally:
+            self.logger = saved
 
 
 class GuardedSite(web.TCPSite):
