@@ -205,10 +205,11 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
 
 def run(args: argparse.Namespace) -> int:
     from vgpumon.collect.sampler import Sampler
-    from vgpumon.export.server import serve
+    from vgpumon.export.server import check_listen, serve
     from vgpumon.nvml.loader import open_session
 
     settings = settings_from_args(args)
+    check_listen(settings.listen)  # before NVML is opened: a typo costs nothing
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -25,6 +25,7 @@ import os
 import re
 import socket
 import ssl
+import stat
 import tempfile
 import threading
 import time
@@ -38,7 +39,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from vgpumon.errors import ConfigError
-from vgpumon.export.auth import BasicAuth, bcrypt_hash_error
+from vgpumon.export.auth import AuthRefused, BasicAuth, bcrypt_hash_error
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +222,34 @@ class WebConfig:
         return _Loader(path).load()
 
 
+MAX_FILE_BYTES = 1 << 20  # a web config, certificate chain or key is a few KiB
+
+
+def read_regular_file(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file, without ever blocking on what is not one.
+
+    Opened non-blocking and checked with ``fstat`` on the open descriptor (no window for a swap
+    between check and open): a FIFO renamed over the TLS key would otherwise block the reader
+    until a writer appears, and ``/dev/zero`` would be read until memory runs out. Raises
+    ``OSError`` with a readable ``strerror``.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise OSError(0, f"{kind} (a FIFO, device or socket is refused)")
+        if st.st_size > limit:
+            raise OSError(0, f"larger than {limit} bytes")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+        if len(data) > limit:
+            raise OSError(0, f"larger than {limit} bytes")
+        return data
+    finally:
+        os.close(fd)
+
+
 def file_stamp(path: str) -> Stamp | None:
     """What changes when a file is rewritten, replaced or re-linked; None when stat fails."""
     try:
@@ -314,8 +343,7 @@ class _Loader:
     def read(self, node: yaml.Node, key: str, path: str) -> bytes:
         self.stamps.append((path, file_stamp(path)))
         try:
-            with open(path, "rb") as f:
-                return f.read()
+            return read_regular_file(path)
         except OSError as err:
             raise self.error(node, f"cannot read {key} {path}: {err.strerror or err}") from None
 
@@ -325,8 +353,7 @@ class _Loader:
         path = os.path.abspath(self.path)
         self.stamps.append((path, file_stamp(path)))
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            text = read_regular_file(path).decode("utf-8")
         except OSError as err:
             raise ConfigError(
                 f"web config {self.path}: cannot read: {err.strerror or err}"
@@ -413,8 +440,11 @@ class _Loader:
         if interval == 0:  # the toolkit's "0 disables the rate limiter"
             return None
         if burst < 1:
+            # The burst line itself when it is written, else the rate_limit key's own line.
+            at = keys["burst"][1] if "burst" in keys else None
             raise self.error(
-                node, "rate_limit.burst must be at least 1 (0 would refuse every request)"
+                at if at is not None else node,
+                "rate_limit.burst must be at least 1 (0 would refuse every request)",
             )
         return RateLimit(interval_s=interval, burst=burst)
 
@@ -966,10 +996,19 @@ class WebConfigRuntime:
             peercert = transport.get_extra_info("peercert") if transport is not None else None
             if not peercert or not _client_sans(peercert) & set(tls.client_allowed_sans):
                 return web.Response(status=403, text="client certificate has no allowed SAN")
-        if self._auth.enabled and not await self._auth.check(request.headers.get("Authorization")):
-            return web.Response(
-                status=401, text="Unauthorized", headers={"WWW-Authenticate": "Basic"}
-            )
+        if self._auth.enabled:
+            try:
+                ok = await self._auth.check(
+                    request.headers.get("Authorization"), request.remote or ""
+                )
+            except AuthRefused as refused:
+                return web.Response(
+                    status=refused.status, text=refused.reason, headers={"Retry-After": "1"}
+                )
+            if not ok:
+                return web.Response(
+                    status=401, text="Unauthorized", headers={"WWW-Authenticate": "Basic"}
+                )
         return await handler(request)
 
     async def _on_response_prepare(
