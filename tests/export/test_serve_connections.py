@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -19,7 +20,13 @@ from export_helpers import rich_snapshot
 from vgpumon.config.serve import ListenAddress
 from vgpumon.errors import ConfigError
 from vgpumon.export.connections import ConnectionGuard, ServerLimits
-from vgpumon.export.server import build_app, check_listen, process_families, start_sites
+from vgpumon.export.server import (
+    build_app,
+    check_listen,
+    process_families,
+    start_sites,
+    startup_warnings,
+)
 from vgpumon.model import SamplerHealth, Snapshot
 
 FAST = ServerLimits(
@@ -200,3 +207,25 @@ def test_the_same_listen_address_twice_is_named() -> None:
     address = ListenAddress("127.0.0.1", 9839)
     with pytest.raises(ConfigError, match=r"listen address 127\.0\.0\.1:9839 is given twice"):
         check_listen([address, ListenAddress(None, 1), address])
+
+
+def test_startup_warnings_for_auth_without_tls_and_for_root(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    @dataclasses.dataclass
+    class Config:
+        users: dict[str, str]
+        tls: object
+
+    @dataclasses.dataclass
+    class Runtime:
+        config: Config
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert startup_warnings(None) == []
+    assert startup_warnings(Runtime(Config({"alice": "x"}, tls=object()))) == []
+    (clear,) = startup_warnings(Runtime(Config({"alice": "x"}, tls=None)))
+    assert "basic auth is configured without TLS" in clear
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    (root,) = startup_warnings(None)
+    assert root.startswith("running as root")

@@ -27,6 +27,7 @@ import logging
 import os
 import signal
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -68,16 +69,18 @@ class SnapshotSource(Protocol):
 class JsonCache:
     """``/api/v1/snapshot`` bodies: built once per snapshot in a worker thread, shared by all.
 
-    Holding the snapshot object (not an id) makes the identity check safe: a new snapshot can
-    never be mistaken for a freed one that had the same address.
+    The snapshot is referenced weakly (a replaced snapshot is not kept alive by this cache), which
+    also makes the identity check safe: a dead reference never matches a new snapshot that
+    happens to sit at the freed one's address.
     """
 
-    snapshot: Snapshot | None = None
+    snapshot: weakref.ReferenceType[Snapshot] | None = None
     task: asyncio.Task[bytes] | None = field(default=None, repr=False)
 
     async def body(self, snapshot: Snapshot) -> bytes:
-        if snapshot is not self.snapshot or self.task is None:
-            self.snapshot = snapshot
+        cached = self.snapshot() if self.snapshot is not None else None
+        if cached is not snapshot or self.task is None:
+            self.snapshot = weakref.ref(snapshot)
             self.task = asyncio.ensure_future(asyncio.to_thread(_json_bytes, snapshot))
         # shield: a client that disconnects must not cancel the build the others wait for.
         return await asyncio.shield(self.task)
