@@ -912,7 +912,7 @@ def test_failure_limiter_refills_and_forgets_old_addresses() -> None:
     assert len(limiter._buckets) == 2 and "a" not in limiter._buckets
 
 
-# -- files that are not regular files ---------------------------------------------------------------
+# -- files that are not regular files ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
