@@ -229,3 +229,30 @@ def test_startup_warnings_for_auth_without_tls_and_for_root(
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     (root,) = startup_warnings(None)
     assert root.startswith("running as root")
+
+
+async def test_over_the_cap_a_tls_connection_gets_no_handshake() -> None:
+    """No TLS state (and no handshake CPU) for a connection the cap refuses."""
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    app = build_app(Source(rich_snapshot()))
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
+    await runner.setup()
+    guard = ConnectionGuard(dataclasses.replace(FAST, max_connections=1))
+    try:
+        await start_sites(runner, [ListenAddress("127.0.0.1", 0)], server_ctx, guard)
+        port = runner.addresses[0][1]
+        _r, held = await asyncio.open_connection("127.0.0.1", port, ssl=client_ctx)
+        with pytest.raises((ConnectionError, ssl.SSLError, OSError)):
+            await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port, ssl=client_ctx), 5)
+        assert guard.refused == 1 and guard.open == 1
+        held.close()
+    finally:
+        await runner.cleanup()

@@ -64,14 +64,23 @@ class ConnectionGuard:
         """Connections accepted and not yet closed (handshakes in progress included)."""
         return len(self._live)
 
-    def factory(self, server: web.Server) -> Callable[[], asyncio.Protocol]:
-        """The protocol factory for ``loop.create_server``, serving through ``server``."""
+    def factory(self, server: web.Server, tls: bool = False) -> Callable[[], asyncio.Protocol]:
+        """The protocol factory for ``loop.create_server``, serving through ``server``.
+
+        Over the cap, a plain connection gets a protocol that closes it at once. A TLS one must
+        not even start its handshake: asyncio allocates a 256 KiB buffer per TLS connection
+        before the handshake (500 refused-but-handshaking clients took 100 MB) and the handshake
+        costs CPU. So the factory raises instead: asyncio then drops the accepted socket, which
+        closes it, without creating any TLS state.
+        """
         kwargs: dict[str, Any] = dict(getattr(server, "_kwargs", {}))
         kwargs["keepalive_timeout"] = self.limits.idle_timeout_seconds
 
         def make() -> asyncio.Protocol:
             if len(self._live) >= self.limits.max_connections:
                 self.refused += 1
+                if tls:
+                    raise ConnectionRefusedError("vgpumon: connection cap reached")
                 return _Refused()
             token = next(self._ids)
             self._live.add(token)
@@ -176,7 +185,7 @@ class GuardedSite(web.TCPSite):
         if self._ssl_context is not None:
             extra["ssl_handshake_timeout"] = self._guard.limits.header_timeout_seconds
         self._server = await loop.create_server(
-            self._guard.factory(server),
+            self._guard.factory(server, tls=self._ssl_context is not None),
             self._host,
             self._port,
             ssl=self._ssl_context,
