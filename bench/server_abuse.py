@@ -125,7 +125,7 @@ async def hold_stalled(port: int, cafile: str, count: int) -> list[asyncio.Strea
         writer.write(request * 4)  # pipelined: more than the kernel's socket buffers hold
         await writer.drain()
         await asyncio.sleep(0.5)
-        writer.transport.pause_reading()  # stop reading: the server's writes back up
+        writer.transport.pause_reading()  # type: ignore[attr-defined] # stop reading: the server's writes back up
         held.append(writer)
         del reader
 
