@@ -206,3 +206,35 @@ async def test_requests_past_the_cap_get_503_at_once(make_client: Factory) -> No
     release.set()
     assert [r.status for r in await asyncio.gather(*held)] == [200, 200, 200]
     assert (await client.get("/metrics")).status == 200, "the slots are free again"
+
+
+async def test_a_render_that_fails_is_not_retried_in_a_loop(
+    make_client: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot the renderer cannot render: 503 at once, one attempt, then the next snapshot."""
+    source = FakeSampler(rich_snapshot())
+    client = await make_client(source)
+    publisher = client.app[PUBLISHER] if client.app is not None else None
+    assert publisher is not None
+    while publisher.renders < 1:  # the render started with the app is done
+        await asyncio.sleep(0.01)
+    attempts = 0
+    real_publish = publisher.publish
+
+    async def broken(snapshot: Snapshot) -> Any:
+        nonlocal attempts
+        attempts += 1
+        raise ValueError("cannot render")
+
+    publisher.publish = broken  # type: ignore[method-assign]
+    publisher.current = None  # as before the first render
+    source.latest = dataclasses.replace(source.latest, timestamp=source.latest.timestamp + 1)  # type: ignore[union-attr]
+    resp = await asyncio.wait_for(client.get("/metrics"), 5)
+    assert resp.status == 503
+    await asyncio.sleep(0.3)
+    assert attempts == 1, "the same snapshot is not re-rendered over and over"
+    publisher.publish = real_publish  # type: ignore[method-assign]
+    source.latest = dataclasses.replace(source.latest, timestamp=source.latest.timestamp + 2)  # type: ignore[union-attr]
+    while publisher.current is None:
+        await asyncio.sleep(0.01)
+    assert (await client.get("/metrics")).status == 200

@@ -92,6 +92,7 @@ class Publisher:
         self._published = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.current: Bodies | None = None
+        self._failed: weakref.ReferenceType[Snapshot] | None = None  # its render raised
         self.renders = 0  # completed renders (for tests and the benchmark)
 
     @property
@@ -132,14 +133,22 @@ class Publisher:
                 await self._task
             self._task = None
 
+    def _due(self, snapshot: Snapshot) -> bool:
+        """A snapshot not rendered yet, and not one whose render already failed."""
+        if self.current is not None and self.current.of(snapshot):
+            return False
+        return self._failed is None or self._failed() is not snapshot
+
     async def _run(self) -> None:
         while True:
             snapshot = self._latest()
-            if snapshot is not None and (self.current is None or not self.current.of(snapshot)):
+            if snapshot is not None and self._due(snapshot):
                 try:
                     await self.publish(snapshot)
                 except Exception:  # one bad render must not stop every later one
                     log.exception("rendering the exposition failed; serving the previous one")
+                    self._failed = weakref.ref(snapshot)  # not retried: the next one is
+                    self._published.set()  # waiters for a first render get an answer
                 continue  # a newer snapshot may have arrived meanwhile
             self._wake.clear()
             with contextlib.suppress(asyncio.TimeoutError):
