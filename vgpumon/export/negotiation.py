@@ -13,6 +13,7 @@ fixes:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 OPENMETRICS = "application/openmetrics-text"
@@ -66,6 +67,7 @@ def _version_at_least_1(version: str) -> bool:
     return head.isdigit() and int(head) >= 1
 
 
+@functools.lru_cache(maxsize=128)  # a scraper sends the same header every time
 def choose(accept: str | None) -> Choice:
     """The format and ``Content-Type`` for an ``Accept`` header (text 0.0.4 when nothing fits)."""
     for r in _ranges(accept or ""):
@@ -83,6 +85,7 @@ def choose(accept: str | None) -> Choice:
     return Choice(False, CONTENT_TYPE_TEXT_0_0_4)
 
 
+@functools.lru_cache(maxsize=128)
 def gzip_wanted(accept_encoding: str | None) -> bool:
     """True when ``gzip`` is listed with a non-zero quality."""
     return any(r.media_type == "gzip" for r in _ranges(accept_encoding or ""))

@@ -134,6 +134,9 @@ async def send_body(
     does not take at once: a client that stops reading pinned a copy of the body per connection
     (100 such TLS clients held 290 MB). In chunks, each connection buffers at most one chunk.
     """
+    if len(body) <= CHUNK_BYTES:
+        # One chunk: headers and body in one send, nothing more buffered than a chunk anyway.
+        return web.Response(body=body, headers=headers)
     response = web.StreamResponse(headers=headers)
     response.content_length = len(body)
 
