@@ -938,3 +938,29 @@ def test_burst_error_names_the_burst_line(tmp_path: Path) -> None:
     path = write(tmp_path, "rate_limit:\n  interval: 1s\n\n  burst: -1\n")
     with pytest.raises(ConfigError, match=r"web\.yml line 4: rate_limit\.burst must be at least"):
         WebConfig.load(path)
+
+
+async def test_a_stuck_reload_does_not_stall_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reload runs off the event loop: a file read that never returns costs a request 0.5 s."""
+    caplog.set_level(logging.WARNING, logger="vgpumon.export.webconfig")
+    path = write(tmp_path, "basic_auth_users: {}\n")
+    runtime = WebConfigRuntime(path, check_interval=0)
+    release = threading.Event()
+    real_load = WebConfig.load
+
+    def stuck(cls: type[WebConfig], where: str) -> WebConfig:
+        release.wait(30)
+        return real_load(where)
+
+    async with serve(runtime, plain_app()) as base, aiohttp.ClientSession() as client:
+        monkeypatch.setattr(WebConfig, "load", classmethod(stuck))
+        Path(path).write_text("basic_auth_users: {}\n# changed\n")
+        for _ in range(3):
+            started = time.monotonic()
+            async with client.get(base + "/") as resp:
+                assert resp.status == 200
+            assert time.monotonic() - started < 5
+        assert caplog.text.count("reloading takes longer") == 1, "waited on once, not again"
+        release.set()
