@@ -22,8 +22,8 @@ from vgpumon.errors import ConfigError
 from vgpumon.export.connections import ConnectionGuard, ServerLimits
 from vgpumon.export.server import (
     build_app,
-    check_listen,
     process_families,
+    refuse_duplicate_listen,
     start_sites,
     startup_warnings,
 )
@@ -206,7 +206,7 @@ async def test_not_ready_while_nvml_is_down_and_no_gpu_was_read() -> None:
 def test_the_same_listen_address_twice_is_named() -> None:
     address = ListenAddress("127.0.0.1", 9839)
     with pytest.raises(ConfigError, match=r"listen address 127\.0\.0\.1:9839 is given twice"):
-        check_listen([address, ListenAddress(None, 1), address])
+        refuse_duplicate_listen([address, ListenAddress(None, 1), address])
 
 
 def test_startup_warnings_for_auth_without_tls_and_for_root(

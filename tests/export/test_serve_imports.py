@@ -17,7 +17,7 @@ settings = serve_command.settings_from_args(args)
 from vgpumon.collect.sampler import Sampler
 from vgpumon.export.server import process_families, serve
 from vgpumon.nvml.loader import open_session
-Sampler(open_session(sim=settings.sim), settings.sampler_config())
+Sampler(open_session(sim=settings.sim), serve_command.sampler_config(settings))
 process_families()
 print("\\n".join(sorted(sys.modules)))
 """

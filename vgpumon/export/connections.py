@@ -26,7 +26,6 @@ import itertools
 import logging
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -34,19 +33,13 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
+from vgpumon.export.limits import ServerLimits
+
+__all__ = ["ConnectionGuard", "GuardedHandler", "GuardedSite", "ServerLimits"]
+
 log = logging.getLogger(__name__)
 _QUIET = logging.Logger("vgpumon.export.connections.quiet")  # not registered: drops everything
 _QUIET.disabled = True
-
-
-@dataclass(frozen=True)
-class ServerLimits:
-    """Connection limits; the defaults suit a Prometheus pair scraping every 1 s to 5 min."""
-
-    max_connections: int = 128
-    header_timeout_seconds: float = 10.0  # accept -> TLS handshake -> complete request head
-    idle_timeout_seconds: float = 330.0  # longer than a 5 min scrape interval: connections reused
-    write_timeout_seconds: float = 30.0  # a client that stops reading is dropped after this
 
 
 class ConnectionGuard:

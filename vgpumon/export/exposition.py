@@ -1,6 +1,6 @@
 """Snapshot -> Prometheus text 0.0.4 and OpenMetrics 1.0.0, both from one walk of the metric table.
 
-Design rule 1: formatting never calls NVML. :class:`Renderer` turns one immutable
+docs/design.md, rule 1: formatting never calls NVML. :class:`Renderer` turns one immutable
 :class:`~vgpumon.model.Snapshot` into both exposition formats using the table in
 :mod:`vgpumon.export.metrics`.
 

@@ -10,8 +10,9 @@ Endpoints:
   NVML up or at least one GPU read);
 * ``/``: a landing page listing the above.
 
-Design rule 1: no handler calls NVML, and no scrape renders. The :class:`Publisher` renders each new
-snapshot in every form before it is served; a scrape sends the last complete body at once. Bodies
+docs/design.md, rule 1: no handler calls NVML, and no scrape renders. The :class:`Publisher`
+renders each new snapshot in every form before it is served; a scrape sends the last complete
+body at once. Bodies
 go out in chunks under a write timeout, so a client that stops reading holds one chunk of buffer
 for a bounded time, not a copy of the whole body forever. Requests beyond ``max_requests`` in flight
 get a 503 at once instead of queueing.
@@ -36,7 +37,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
 from vgpumon import __version__
-from vgpumon.config.serve import ListenAddress, ServeSettings
+from vgpumon.config.serve import ListenAddress
 from vgpumon.errors import ConfigError
 from vgpumon.export.connections import ConnectionGuard, GuardedSite, ServerLimits
 from vgpumon.export.metrics import ExportOptions
@@ -294,7 +295,7 @@ def _web_config(path: str | None) -> Any:
     return WebConfigRuntime(path)
 
 
-def check_listen(listen: Sequence[ListenAddress]) -> None:
+def refuse_duplicate_listen(listen: Sequence[ListenAddress]) -> None:
     """One line for an address given twice, instead of the kernel's "address already in use"."""
     seen: set[ListenAddress] = set()
     for address in listen:
@@ -314,7 +315,7 @@ async def start_sites(
     Returns the URLs actually bound (``:PORT`` becomes one per address family, port 0 the port the
     kernel chose).
     """
-    check_listen(listen)
+    refuse_duplicate_listen(listen)
     guard = guard or ConnectionGuard(ServerLimits())
     for i, address in enumerate(listen):
         site = GuardedSite(runner, address.host, address.port, guard=guard, ssl_context=ssl_context)
@@ -350,25 +351,24 @@ def startup_warnings(web_config: Any) -> list[str]:
     return warnings
 
 
-Reload = Callable[[], Awaitable[ServeSettings]]
-RESTART_FIELDS = (
-    "listen",
-    "interval_seconds",
-    "deadline_seconds",
-    "collectors",
-    "pcie_throughput",
-    "sim",
-    "nvml_module",
-    "web_config_file",
-    "max_connections",
-    "header_timeout_seconds",
-    "idle_timeout_seconds",
-)
+@dataclass(frozen=True)
+class Reloaded:
+    """What a config reload (SIGHUP) gives the server: the settings it can apply while serving,
+    and, by name, those that take a restart (compared with the ones in force to warn about)."""
+
+    options: ExportOptions
+    max_requests: int
+    write_timeout_seconds: float
+    log_level: str
+    restart_only: tuple[tuple[str, object], ...] = ()
+
+
+Reload = Callable[[], Awaitable[Reloaded]]
 
 
 async def apply_reload(
-    settings: ServeSettings, load: Reload, app: web.Application, web_config: Any
-) -> ServeSettings:
+    in_force: Reloaded, load: Reload, app: web.Application, web_config: Any
+) -> Reloaded:
     """SIGHUP: re-read the config file and the web config; a bad file keeps the old settings.
 
     Export options, the request cap, the write timeout and the log level change at once; settings
@@ -378,52 +378,68 @@ async def apply_reload(
         new = await load()
     except ConfigError as err:
         log.warning("reload: %s; keeping the previous configuration", err)
-        return settings
-    app[PUBLISHER].set_options(new.export_options())
+        return in_force
+    app[PUBLISHER].set_options(new.options)
     limits = app[LIMITS]
     limits.max_requests = new.max_requests
     limits.write_timeout_seconds = new.write_timeout_seconds
     logging.getLogger().setLevel(new.log_level.upper())
-    changed = [f for f in RESTART_FIELDS if getattr(new, f, None) != getattr(settings, f, None)]
+    old_values = dict(in_force.restart_only)
+    changed = [name for name, value in new.restart_only if old_values.get(name) != value]
     if changed:
         log.warning("reload: %s changed; that takes a restart", ", ".join(changed))
     if web_config is not None:
         await asyncio.to_thread(web_config.check_for_changes, force=True)
     log.info("configuration reloaded")
     # What needs a restart stays as it is in force, so the next reload compares against that.
-    return dataclasses.replace(new, **{f: getattr(settings, f) for f in changed})
+    return dataclasses.replace(new, restart_only=in_force.restart_only)
 
 
-async def serve(settings: ServeSettings, sampler: Any, reload: Reload | None = None) -> int:
+async def serve(
+    sampler: Any,
+    *,
+    listen: Sequence[ListenAddress],
+    options: ExportOptions,
+    max_requests: int,
+    web_config_file: str | None,
+    shutdown_timeout_seconds: float,
+    limits: ServerLimits | None = None,
+    reload: Reload | None = None,
+    in_force: Reloaded | None = None,
+) -> int:
     """Serve until SIGTERM/SIGINT, then shut down within ``shutdown_timeout_seconds``.
 
-    The caller owns ``sampler`` and closes it afterwards (``Sampler.close`` is bounded). SIGHUP
-    calls ``reload`` (off the event loop) and applies what it returns (:func:`apply_reload`).
+    Takes plain values, not the command's settings object, so the HTTP side depends on neither
+    the config files' shape nor the sampler's package. SIGHUP calls ``reload`` (which reads the
+    files off the event loop) and applies what it returns (:func:`apply_reload`), comparing with
+    ``in_force``.
+
+    The caller owns ``sampler`` and closes it afterwards (``Sampler.close`` is bounded).
 
     Shutdown: stop accepting, let in-flight requests finish, let a running sampling cycle end
     (it is itself bounded by the cycle deadline), then close. A worker thread stuck inside an NVML
     call is never interrupted: it is a daemon and ends with the process.
     """
-    web_config = _web_config(settings.web_config_file)
+    limits = limits or ServerLimits()
+    web_config = _web_config(web_config_file)
     for warning in startup_warnings(web_config):
         log.warning("%s", warning)
     ssl_context = web_config.ssl_context() if web_config is not None else None
-    limits = settings.server_limits()
     app = build_app(
         sampler,
-        options=settings.export_options(),
-        max_requests=settings.max_requests,
+        options=options,
+        max_requests=max_requests,
         web_config=web_config,
         write_timeout_seconds=limits.write_timeout_seconds,
         extra=process_families(),
     )
-    bound = settings.shutdown_timeout_seconds
+    bound = shutdown_timeout_seconds
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=bound)
     await runner.setup()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     reloads: set[asyncio.Task[None]] = set()
-    current = settings
+    current = in_force or Reloaded(options, max_requests, limits.write_timeout_seconds, "info")
 
     async def reload_now() -> None:
         nonlocal current
@@ -442,7 +458,7 @@ async def serve(settings: ServeSettings, sampler: Any, reload: Reload | None = N
     loop.add_signal_handler(signal.SIGHUP, on_hup)
     sampling: asyncio.Task[None] | None = None
     try:
-        urls = await start_sites(runner, settings.listen, ssl_context, ConnectionGuard(limits))
+        urls = await start_sites(runner, listen, ssl_context, ConnectionGuard(limits))
         sampling = asyncio.create_task(sampler.run(stop), name="vgpumon-sampler")
         log.info(
             "vgpumon %s serving %s on %s", __version__, sampler.session.source, ", ".join(urls)
