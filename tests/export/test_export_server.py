@@ -238,3 +238,22 @@ async def test_a_render_that_fails_is_not_retried_in_a_loop(
     while publisher.current is None:
         await asyncio.sleep(0.01)
     assert (await client.get("/metrics")).status == 200
+
+
+async def test_replaced_snapshots_are_not_kept_alive_by_the_server(make_client: Factory) -> None:
+    """The rendered bodies and the JSON cache refer to their snapshot weakly: one copy lives."""
+    import gc
+    import weakref
+
+    source = FakeSampler(rich_snapshot())
+    client = await make_client(source)
+    publisher = client.app[PUBLISHER] if client.app is not None else None
+    assert publisher is not None
+    assert (await client.get("/api/v1/snapshot")).status == 200
+    assert (await client.get("/metrics")).status == 200
+    old = weakref.ref(source.latest)  # type: ignore[arg-type]
+    source.latest = dataclasses.replace(source.latest, timestamp=source.latest.timestamp + 1)  # type: ignore[union-attr]
+    while publisher.current is None or not publisher.current.of(source.latest):
+        await asyncio.sleep(0.01)
+    gc.collect()
+    assert old() is None, "the replaced snapshot was freed"
