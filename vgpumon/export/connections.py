@@ -5,8 +5,8 @@ memory from 107 to 245 MB and were never closed; a client that connects and send
 headers one byte a minute, kept its connection for an hour (aiohttp's keep-alive default). Here:
 
 * **connection cap**: at most ``max_connections`` connections are served at once; one more is
-  closed as soon as it is accepted (after its TLS handshake, which is itself bounded), so memory
-  is bounded by the cap, not by the number of clients;
+  closed as soon as it is accepted (a TLS one before any TLS state is made), so memory is
+  bounded by the cap, not by the number of clients;
 * **TLS handshake timeout** and **header-read timeout**: a connection must finish its handshake
   and send a complete request head within ``header_timeout_seconds`` of being accepted;
 * **idle keep-alive timeout**: a kept-alive connection with no new request for
