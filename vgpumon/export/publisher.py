@@ -120,6 +120,23 @@ class Publisher:
             await self._published.wait()
         return self.current
 
+    async def until_published(self, snapshot: Snapshot) -> None:
+        """Return once ``snapshot`` (or a newer one) is what scrapes get, or its render failed.
+
+        For harnesses that drive the sampler by hand on a simulated clock: in their time the
+        render takes no time, so a scrape right after a cycle must see that cycle.
+        """
+        while True:
+            current = self.current
+            if current is not None and current.of(snapshot):
+                return
+            if self._failed is not None and self._failed() is snapshot:
+                return
+            if self._latest() is not snapshot:  # superseded before it was rendered
+                return
+            self.kick()
+            await asyncio.sleep(0.001)
+
     def _ensure_running(self) -> None:
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(
