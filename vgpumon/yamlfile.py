@@ -286,17 +286,13 @@ def is_null(node: yaml.Node) -> bool:
     return isinstance(node, yaml.ScalarNode) and node.tag == TAG + "null"
 
 
-def scalar(node: yaml.Node, label: str) -> Any:
-    """The Python value of one scalar node (``1e309`` is inf: callers range-check)."""
-    return to_python(node, label)
-
-
-def unknown_key(name: str, allowed: Iterable[str]) -> str:
-    """'unknown key "x" (did you mean "y"?); expected one of: ...' for any strict mapping."""
-    known = sorted(allowed)
+def unknown_key(name: str, where: str, allowed: Iterable[str]) -> str:
+    """The one wording of an unknown key, for every file: what was found, where, what is allowed,
+    and the closest allowed key when there is one (a typo such as ``max_request``)."""
+    known = list(allowed)
     close = difflib.get_close_matches(name, known, n=1)
-    hint = f' (did you mean "{close[0]}"?)' if close else ""
-    return f'unknown key "{name}"{hint}; expected one of: {", ".join(known)}'
+    hint = f'; did you mean "{close[0]}"?' if close else ""
+    return f'unknown key "{name}" in {where} (allowed: {", ".join(known)}){hint}'
 
 
 def mapping(
@@ -321,7 +317,7 @@ def mapping(
             raise ConfigError(f"{label} line {line(key)}: {where}: keys must be strings")
         name = str(key.value)
         if known is not None and name not in known:
-            raise ConfigError(f"{label} line {line(key)}: {where}: {unknown_key(name, known)}")
+            raise ConfigError(f"{label} line {line(key)}: {unknown_key(name, where, known)}")
         if name in out and index < first_own:
             continue  # among merged sources the first one wins
         out[name] = (key, value)  # a mapping's own key overrides a merged one

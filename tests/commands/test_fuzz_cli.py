@@ -33,28 +33,41 @@ CHECKS: dict[str, Callable[[argparse.Namespace], Any]] = {
 NEVER = {"-h", "--help", "--version"}  # they print and exit by design
 
 
-def _flags(command: str) -> list[str]:
+def _flags(command: str) -> dict[str, bool]:
+    """Flag -> whether it takes a value, from the command's own parser."""
     parser = build_parser(command)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return sorted(
-        flag
+    return {
+        flag: action.nargs != 0
         for action in sub.choices[command]._actions
         for flag in action.option_strings
         if flag not in NEVER
-    )
+    }
 
 
 FLAGS = {command: _flags(command) for command in CHECKS}
+flag_values = st.one_of(
+    unit_strings,
+    st.integers(-5, 10**6).map(str),
+    st.sampled_from(["0", "1", "0.5", "50%", "1G", "512MiB", "100us", "2m", "127.0.0.1:0", ":0"]),
+    texts,
+)
 
 
 @st.composite
 def command_lines(draw: st.DrawFn) -> list[str]:
+    """A command and up to six flags, each with a value when it takes one; now and then a stray
+    word or a flag without its value, so argparse's own refusals are fuzzed too."""
     command = draw(st.sampled_from(sorted(CHECKS)))
     argv = [command]
     for _ in range(draw(st.integers(0, 6))):
-        argv.append(draw(st.one_of(st.sampled_from(FLAGS[command]), texts)))
-        if draw(st.booleans()):
-            argv.append(draw(st.one_of(unit_strings, texts)))
+        if draw(st.integers(0, 9)) == 0:
+            argv.append(draw(texts))
+            continue
+        flag = draw(st.sampled_from(sorted(FLAGS[command])))
+        argv.append(flag)
+        if FLAGS[command][flag] and draw(st.integers(0, 19)) > 0:
+            argv.append(draw(flag_values))
     return [a for a in argv if a not in NEVER]
 
 

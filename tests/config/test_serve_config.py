@@ -103,8 +103,9 @@ def test_empty_file_keeps_the_defaults(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("intervall: 1\n", "unknown key 'intervall'"),
-        ("web:\n  max_request: 3\n", "unknown key 'web.max_request'"),
+        ("intervall: 1\n", 'line 1: unknown key "intervall" in the config file (allowed: '),
+        ("intervall: 1\n", 'did you mean "interval"?'),
+        ("web:\n  max_request: 3\n", 'line 2: unknown key "max_request" in web (allowed: '),
         ("collectors: {pcei: false}\n", "unknown collector 'pcei'"),
         ("interval: fast\n", "interval: bad duration 'fast'"),
         ("interval: -1\n", "interval: bad duration -1: must be at least 0.01 s"),

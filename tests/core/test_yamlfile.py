@@ -161,3 +161,33 @@ def test_read_text_caps_and_regular_files(tmp_path: Path) -> None:
         yamlfile.read_text(str(path), "config file", max_bytes=4)
     with pytest.raises(ConfigError, match="cannot read config file"):
         yamlfile.read_text(str(tmp_path / "absent"), "config file")
+
+
+def test_fifo_renamed_over_the_tls_key_keeps_the_running_config(tmp_path: Path) -> None:
+    # Before: the reload opened the FIFO and blocked (on the event loop: every request hung).
+    import trustme
+
+    from vgpumon.export.webconfig import WebConfigRuntime
+
+    leaf = trustme.CA().issue_cert("127.0.0.1")
+    leaf.cert_chain_pems[0].write_to_path(str(tmp_path / "server.crt"))
+    leaf.private_key_pem.write_to_path(str(tmp_path / "server.key"))
+    config = tmp_path / "web.yml"
+    config.write_text("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n")
+    runtime = WebConfigRuntime(str(config), check_interval=0.0)
+    try:
+        before = runtime.config.tls_context
+        assert before is not None
+        os.remove(tmp_path / "server.key")
+        os.mkfifo(tmp_path / "server.key")
+        outcome: list[bool] = []
+        worker = threading.Thread(
+            target=lambda: outcome.append(runtime.check_for_changes(force=True)), daemon=True
+        )
+        worker.start()
+        worker.join(HANG_GUARD_SECONDS)
+        assert not worker.is_alive(), "the reload hung on the FIFO"
+        assert outcome == [False], "a bad key file keeps the previous config"
+        assert runtime.config.tls_context is before
+    finally:
+        runtime.close()

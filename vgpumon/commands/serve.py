@@ -94,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     web.add_argument(
         "--web.shutdown-timeout",
         dest="shutdown_timeout_seconds",
-        metavar="SECONDS",
+        metavar="DURATION",
         help="on SIGTERM/SIGINT, wait at most this long for requests and a running cycle "
         f"(default {defaults.shutdown_timeout_seconds:g})",
     )
@@ -130,13 +130,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sampling.add_argument(
         "--interval",
         dest="interval_seconds",
-        metavar="SECONDS",
+        metavar="DURATION",
         help=f"time between sampling cycles (default {defaults.interval_seconds:g})",
     )
     sampling.add_argument(
         "--deadline",
         dest="deadline_seconds",
-        metavar="SECONDS",
+        metavar="DURATION",
         help="a cycle still running after this is abandoned and the sampler reported wedged "
         f"(default {defaults.deadline_seconds:g})",
     )

@@ -27,7 +27,6 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import ipaddress
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -242,42 +241,27 @@ def load_file(path: str, collector_names: Iterable[str]) -> dict[str, Any]:
         raise ConfigError(f"{label}: expected a mapping of settings at the top")
     known_collectors = set(collector_names)
     values: dict[str, Any] = {}
-    top = yamlfile.mapping(root, label, "the top level", None)
-    for key, (key_node, value_node) in top.items():
+    top = yamlfile.mapping(root, label, "the config file", _TOP_KEYS)
+    for key, (_key_node, value_node) in top.items():
         if key in _SECTIONS:
             if not isinstance(value_node, yaml.MappingNode):
                 raise ConfigError(
                     f"{label} line {yamlfile.line(value_node)}: {key!r} must be a mapping"
                 )
             allowed = [k.partition(".")[2] for k in FILE_KEYS if k.startswith(key + ".")]
-            section = yamlfile.mapping(value_node, label, key, None)
-            for sub, (sub_key, sub_value) in section.items():
-                if sub not in allowed:
-                    raise _unknown(label, sub_key, f"{key}.{sub}")
+            for sub, (_sub_key, sub_value) in yamlfile.mapping(
+                value_node, label, key, allowed
+            ).items():
                 _set(values, f"{key}.{sub}", sub_value, label)
         elif key == COLLECTORS_KEY:
             where = f"{label} line {yamlfile.line(value_node)}: {key}"
             raw = yamlfile.to_python(value_node, label)
             values["collectors"] = _collector_map(raw, where, known_collectors)
-        elif key in FILE_KEYS:
-            _set(values, key, value_node, label)
         else:
-            raise _unknown(label, key_node, key)
+            _set(values, key, value_node, label)
     if "web_config_file" in values:
         values["web_config_file"] = str(Path(path).parent / values["web_config_file"])
     return values
-
-
-def _unknown(label: str, key_node: yaml.Node, key: str) -> ConfigError:
-    known = [*FILE_KEYS, COLLECTORS_KEY]
-    return ConfigError(
-        f"{label} line {yamlfile.line(key_node)}: unknown key {key!r}{_did_you_mean(key, known)}"
-    )
-
-
-def _did_you_mean(name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _set(values: dict[str, Any], key: str, node: yaml.Node, label: str) -> None:

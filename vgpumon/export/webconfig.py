@@ -249,13 +249,7 @@ class _Loader:
             return {}
         if not isinstance(node, yaml.MappingNode):
             raise self.error(node, f"{where} must be a mapping")
-        keys = yamlfile.mapping(node, f"web config {self.path}", where, None)
-        for name, (key, _value) in keys.items():
-            if allowed is not None and name not in allowed:
-                raise self.error(
-                    key, f'unknown key "{name}" in {where} (allowed: {", ".join(allowed)})'
-                )
-        return keys
+        return yamlfile.mapping(node, f"web config {self.path}", where, allowed)
 
     def string(self, node: yaml.Node, where: str) -> str:
         # Like yaml.v2 decoding into a Go string: any scalar is taken as written, null is "".
