@@ -369,6 +369,7 @@ class Load:
     seconds: float
     concurrency: int = 0  # closed loop: this many scrapers back to back
     rate: float = 0.0  # open loop: this many scrapes per second
+    burst: bool = False  # with concurrency: all scrapers at once, once a second (Prometheus-like)
     auth: tuple[str, str] | None = None
     cafile: str | None = None
 
@@ -450,7 +451,16 @@ async def _client_load(load: Load) -> tuple[list[float], dict[int, int]]:
 
     started = time.perf_counter()
     stop_at = started + load.seconds
-    if load.rate:
+    if load.burst:
+        k = 0
+        while started + k < stop_at:
+            delay = started + k - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            scheduled = time.perf_counter()
+            await asyncio.gather(*(one(scheduled) for _ in range(load.concurrency)))
+            k += 1
+    elif load.rate:
         gap = 1.0 / load.rate
         pending: set[asyncio.Task[None]] = set()
         k = 0
@@ -540,6 +550,7 @@ def synthetic_main(args: argparse.Namespace) -> int:
             args.seconds,
             args.concurrency if not args.rate else 0,
             float(args.rate or 0),
+            burst=args.burst,
         )
         cpu0 = process_cpu_seconds(proc.pid)
         result = run_clients(load, args.client_procs)
@@ -552,7 +563,9 @@ def synthetic_main(args: argparse.Namespace) -> int:
     mode = (
         f"{args.rate:g} scrapes/s (open loop)"
         if args.rate
-        else (f"{args.concurrency} concurrent scrapers (closed loop)")
+        else f"{args.concurrency} scrapers arriving together once a second"
+        if args.burst
+        else f"{args.concurrency} concurrent scrapers (closed loop)"
     )
     target = "pass" if result["p99"] < 5.0 and result["non_200"] == 0 else "MISS"
     print(f"## Synthetic {args.gpus} GPUs x {args.vgpus} vGPUs, {mode}\n")
@@ -584,6 +597,12 @@ def main() -> int:
         help="serve a synthetic host without a sampler (the server alone)",
     )
     parser.add_argument("--rate", type=float, help="open loop: scrapes per second")
+    parser.add_argument(
+        "--burst",
+        action="store_true",
+        help="the --concurrency scrapers all at once, once a second (as that many Prometheus "
+        "servers would), instead of back to back",
+    )
     parser.add_argument("--client-procs", type=int, default=2)
     parser.add_argument("--gpus", type=int, default=16)
     parser.add_argument("--vgpus", type=int, default=48)
