@@ -257,3 +257,22 @@ async def test_replaced_snapshots_are_not_kept_alive_by_the_server(make_client: 
         await asyncio.sleep(0.01)
     gc.collect()
     assert old() is None, "the replaced snapshot was freed"
+
+
+async def test_new_export_options_keep_the_old_body_until_their_render_is_done(
+    make_client: Factory,
+) -> None:
+    source = FakeSampler(rich_snapshot())
+    client = await make_client(source)
+    publisher = client.app[PUBLISHER] if client.app is not None else None
+    assert publisher is not None
+    while publisher.renders < 1:
+        await asyncio.sleep(0.01)
+    before = await (await client.get("/metrics")).text()
+    assert "vgpumon_process_series_truncated" not in before
+    publisher.set_options(ExportOptions(processes=True))
+    assert publisher.current is not None, "still served while the new render runs"
+    while publisher.current.options != ExportOptions(processes=True):
+        await asyncio.sleep(0.01)
+    after = await (await client.get("/metrics")).text()
+    assert "vgpumon_process_series_truncated" in after

@@ -46,6 +46,7 @@ class Bodies:
     """Every form of one snapshot's exposition."""
 
     snapshot: weakref.ReferenceType[Snapshot]
+    options: ExportOptions
     text: bytes
     openmetrics: bytes
     text_gzip: bytes
@@ -102,9 +103,9 @@ class Publisher:
     def set_options(self, options: ExportOptions) -> None:
         """Use new export options from the next render on (config reload)."""
         if options != self._renderer.options:
+            # The current bodies keep being served until the new options' render is done.
             self._renderer = Renderer(options)
-            self.current = None  # the bodies no longer match the options
-            self._published.clear()
+            self._failed = None
             self.kick()
 
     def kick(self) -> None:
@@ -152,7 +153,8 @@ class Publisher:
 
     def _due(self, snapshot: Snapshot) -> bool:
         """A snapshot not rendered yet, and not one whose render already failed."""
-        if self.current is not None and self.current.of(snapshot):
+        current = self.current
+        if current is not None and current.of(snapshot) and current.options == self.options:
             return False
         return self._failed is None or self._failed() is not snapshot
 
@@ -186,7 +188,12 @@ class Publisher:
             asyncio.to_thread(gzip.compress, exposition.openmetrics, GZIP_LEVEL, mtime=0),
         )
         bodies = Bodies(
-            weakref.ref(snapshot), exposition.text, exposition.openmetrics, text_gz, om_gz
+            weakref.ref(snapshot),
+            renderer.options,
+            exposition.text,
+            exposition.openmetrics,
+            text_gz,
+            om_gz,
         )
         if renderer is self._renderer:  # options unchanged while rendering
             self.current = bodies
