@@ -29,7 +29,11 @@ def test_full_disk_is_one_line(fmt: str) -> None:
     ]
 
 
-@pytest.mark.parametrize("command", [RECORD, f"{SNAPSHOT} --json", f"{SNAPSHOT}"])
+@pytest.mark.parametrize(
+    "command",
+    [RECORD, f"{SNAPSHOT} --json", f"{SNAPSHOT}"],
+    ids=["record", "snapshot-json", "snapshot-table"],
+)
 def test_closed_stdout_is_one_line(command: str) -> None:
     result = shell(f"{command} >&-")
     assert result.returncode == 1, result

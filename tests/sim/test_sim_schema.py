@@ -29,9 +29,9 @@ BAD = [
         "gpus:\n  - model: h100-sxm-80gb\n    memroy: {total: 1GiB}\n",
         3,
         "gpus[0].memroy",
-        "unknown key (did you mean 'memory'?)",
+        'unknown key "memroy" in gpus[0] (allowed: ',
     ),
-    ("gpu:\n  - model: h100-sxm-80gb\n", 1, "gpu", "unknown key (did you mean 'gpus'?)"),
+    ("gpu:\n  - model: h100-sxm-80gb\n", 1, "gpu", 'did you mean "gpus"?'),
     ("name: x\n", 1, "gpus", "required key is missing"),
     ("gpus: []\n", 1, "gpus", "expected at least 1 entries"),
     (

@@ -12,7 +12,6 @@ by whoever builds runtime objects from them, which keeps model presets mergeable
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -348,7 +347,7 @@ class Map(Type):
             if name in out:
                 raise ctx.error(key_node, key_path, "duplicate key")
             if name not in keys:
-                raise ctx.error(key_node, key_path, self._unknown(name))
+                raise ctx.error(key_node, key_path, self._unknown(name, path))
             ctx.record(key_path, key_node)
             out[name] = keys[name].type.parse(value_node, key_path, ctx)
         for name, key in keys.items():
@@ -358,12 +357,11 @@ class Map(Type):
             self._check(out, node, path, ctx)
         return out
 
-    def _unknown(self, name: str) -> str:
+    def _unknown(self, name: str, path: str) -> str:
         if name in self.reserved:
             return f"reserved for {self.reserved[name]}, which this build does not simulate"
-        close = difflib.get_close_matches(name, list(self.keys), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return f"unknown key{hint}; expected one of: {', '.join(sorted(self.keys))}"
+        # The same wording as the serve config and the web-config (docs/design.md, rule 8).
+        return yamlfile.unknown_key(name, path or "the top level", sorted(self.keys))
 
 
 class OneOf(Type):
