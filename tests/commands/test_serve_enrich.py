@@ -174,3 +174,13 @@ def test_record_masks_what_the_enrichers_named(capsys: pytest.CaptureFixture[str
     assert rc == 0
     out = capsys.readouterr().out
     assert "vm-render-07" not in out and "Render node" not in out
+
+
+def test_a_reload_applies_pod_series_and_names_enricher_changes() -> None:
+    from vgpumon.commands.serve import reloaded
+
+    got = reloaded(parse("--kubelet-socket", "/run/k.sock", "--kubernetes-pod-series"))
+    assert got.options.pod_series is True
+    restart = dict(got.restart_only)
+    assert restart["kubelet_socket"] == "/run/k.sock"
+    assert restart["libvirt_uri"] is None
