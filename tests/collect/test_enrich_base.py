@@ -6,10 +6,10 @@ import threading
 from typing import Any
 
 from enrich_helpers import wait_for
-from vgpu_helpers import sim_host
 
 from vgpumon.collect.enrich.base import Refresher
 from vgpumon.model import Snapshot
+from vgpumon.testing import sim_host
 
 
 class _Stuck:

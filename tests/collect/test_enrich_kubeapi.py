@@ -17,11 +17,12 @@ import pytest
 import trustme
 from enrich_helpers import wait_for
 from kubelet_helpers import FakeKubelet, pod, socket_dir  # noqa: F401 - fixture
-from vgpu_helpers import by_id, sim_host
+from vgpu_helpers import by_id
 
 from vgpumon.collect.enrich.kubeapi import ApiServer
 from vgpumon.collect.enrich.kubelet import KubeletConfig, KubeletEnricher
 from vgpumon.errors import ConfigError
+from vgpumon.testing import sim_host
 
 MDEV_3 = "fe4138f0-efff-9274-4579-142902701cd9"  # kvm-vgpu-timesliced vGPU 3
 # KubeVirt cut the VM name to fit the pod name; the annotation has all of it.

@@ -16,7 +16,7 @@ import pytest
 from enrich_helpers import wait_for
 from export_helpers import samples_by_name
 from kubelet_helpers import FakeKubelet, Pod, pod, socket_dir  # noqa: F401 - fixture
-from vgpu_helpers import by_id, sim_host
+from vgpu_helpers import by_id
 
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.enrich.kubelet import KubeletConfig, KubeletEnricher
@@ -24,6 +24,7 @@ from vgpumon.collect.registry import enabled_readers
 from vgpumon.export.exposition import render
 from vgpumon.export.metrics import ExportOptions
 from vgpumon.model import DeviceAllocation, Snapshot, from_json, to_json
+from vgpumon.testing import sim_host
 
 WHOLE = "GPU-74e04dbe-7b42-d2f4-877b-8e8caaf3e904"  # a100-mig-mixed GPU 1
 MIG_1G = "MIG-cf0d29ce-6fbc-9368-e5c1-429acfad6868"  # GPU 0, GPU instance 1

@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 from enrich_helpers import optional_binding, wait_for
 from export_helpers import samples_by_name
-from vgpu_helpers import by_id, sim_host
+from vgpu_helpers import by_id
 
 from vgpumon.collect.enrich.libvirt import LibvirtConfig, LibvirtEnricher
 from vgpumon.errors import ConfigError
 from vgpumon.export.exposition import render
 from vgpumon.model import Snapshot, from_json, to_json
+from vgpumon.testing import sim_host
 
 libvirt = optional_binding("libvirt", "libvirt")
 
