@@ -10,7 +10,7 @@ import pytest
 from vgpumon.cli import build_parser
 from vgpumon.commands.serve import settings_from_args
 from vgpumon.errors import ConfigError
-from vgpumon.export.config import (
+from vgpumon.config.serve import (
     DEFAULT_PORT,
     ListenAddress,
     ServeSettings,

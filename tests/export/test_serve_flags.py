@@ -10,7 +10,7 @@ import pytest
 from vgpumon.cli import build_parser, main
 from vgpumon.collect.registry import all_readers, collector_names
 from vgpumon.commands.serve import settings_from_args
-from vgpumon.export.config import ListenAddress, ServeSettings
+from vgpumon.config.serve import ListenAddress, ServeSettings
 
 
 def parse(*argv: str) -> ServeSettings:

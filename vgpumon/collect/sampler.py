@@ -212,6 +212,7 @@ class Sampler:
         deadline = start_mono + self.config.deadline_seconds
         now = self.clock()
         self._cycles += 1
+        self.session.new_cycle()
         if self._system.busy:
             return self._abandon(start_mono, "system phase still stuck from an earlier cycle")
         try:
@@ -326,6 +327,7 @@ class Sampler:
                 return _SystemResult(self._driver, up=False, error=str(exc))
             self._library_down = False
             self._library_delay = RETRY_INITIAL_SECONDS
+            s.reset_all()  # a fresh library may support what the old one did not
             for slot in self._slots.values():
                 slot.handle = None  # handles do not survive a shutdown/init cycle
                 slot.retry_at = 0.0
@@ -343,7 +345,11 @@ class Sampler:
                         s.call(SYSTEM, "nvmlSystemGetCudaDriverVersion")
                     ),
                 )
-            count = s.call(SYSTEM, "nvmlDeviceGetCount")
+            counted = s.attempt(SYSTEM, "nvmlDeviceGetCount")
+            count = counted.value
+            if counted.status == "absent":
+                # Without a count nothing new can be acquired: never wait for the re-probe.
+                s.forget(SYSTEM, "nvmlDeviceGetCount")
             if count is None:
                 return _SystemResult(self._driver, up=False, error="device count unavailable")
             for index in range(count):
@@ -432,9 +438,7 @@ class Sampler:
                     return _GpuResult(gpu, timings, failed, library_down=down.library)
                 except Exception:
                     failed.add(reader.name)
-                    log.debug(
-                        "reader %s failed on %s", reader.name, slot.uuid, exc_info=True
-                    )
+                    log.debug("reader %s failed on %s", reader.name, slot.uuid, exc_info=True)
                     if reader.name not in slot.state.setdefault("_logged_failures", set()):
                         slot.state["_logged_failures"].add(reader.name)
                         log.exception("reader %s failed on GPU %s", reader.name, slot.uuid)
@@ -446,14 +450,22 @@ class Sampler:
         return job
 
     def _down_gpu(self, slot: _Slot) -> Gpu:
-        name = slot.last.name if slot.last else None
-        return Gpu(
-            index=slot.index, uuid=slot.uuid, up=False, down_reason=slot.down_reason, name=name
-        )
+        return _identity_only(slot, slot.down_reason)
 
     def _hung_gpu(self, slot: _Slot) -> Gpu:
-        name = slot.last.name if slot.last else None
-        return Gpu(index=slot.index, uuid=slot.uuid, up=False, down_reason="hung", name=name)
+        return _identity_only(slot, "hung")
+
+
+# What a down or hung GPU keeps from when it last answered: its identity. These are the labels of
+# vgpumon_gpu_info; dropping any of them while the GPU is down would make Prometheus see a new
+# series (and lose the old one) exactly when an operator needs to know which board it is.
+IDENTITY_FIELDS = ("name", "pci_bus_id", "serial", "brand", "architecture", "compute_capability")
+
+
+def _identity_only(slot: _Slot, reason: str | None) -> Gpu:
+    last = slot.last
+    identity = {f: getattr(last, f) for f in IDENTITY_FIELDS} if last is not None else {}
+    return Gpu(index=slot.index, uuid=slot.uuid, up=False, down_reason=reason, **identity)
 
 
 def _release_state(slot: _Slot) -> None:

@@ -13,8 +13,7 @@ import logging
 from typing import Any, NoReturn
 
 from vgpumon.commands.common import add_nvml_arguments
-from vgpumon.errors import ConfigError
-from vgpumon.export.config import (
+from vgpumon.config.serve import (
     DEFAULT_PORT,
     ServeSettings,
     _bool,
@@ -26,6 +25,7 @@ from vgpumon.export.config import (
     load_file,
     merge,
 )
+from vgpumon.errors import ConfigError
 
 COLLECTOR_DEST = "collector:"
 

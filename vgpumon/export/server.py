@@ -34,8 +34,8 @@ from aiohttp.typedefs import Handler, Middleware
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from vgpumon import __version__
+from vgpumon.config.serve import ListenAddress, ServeSettings
 from vgpumon.errors import ConfigError
-from vgpumon.export.config import ListenAddress, ServeSettings
 from vgpumon.export.exposition import Encoder, registry_for
 from vgpumon.export.metrics import ExportOptions
 from vgpumon.model import Snapshot, to_json
