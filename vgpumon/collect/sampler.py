@@ -103,6 +103,7 @@ class Sampler:
         self._library_down = False
         self._library_retry_at = 0.0
         self._library_delay = RETRY_INITIAL_SECONDS
+        self._library_error = "NVML down"
         self._cycles = 0
         self._abandoned = 0
         self._acquire_hooks: list[Callable[[str, Any], None]] = []
@@ -129,6 +130,17 @@ class Sampler:
         """Call ``hook(uuid, handle)`` (in the system worker) whenever a GPU handle is acquired."""
         self._acquire_hooks.append(hook)
 
+    def start_uninitialised(self, reason: str) -> None:
+        """Begin with NVML not initialised (``nvmlInit`` failed: no driver loaded yet).
+
+        A DaemonSet or unit that starts before the driver must not die: the first cycle and every
+        later one retry ``nvmlInit`` with the usual backoff, and meanwhile every snapshot says
+        ``up`` is False and why (:attr:`not_ready_reason`).
+        """
+        self._library_down = True
+        self._library_retry_at = 0.0
+        self._library_error = f"NVML not initialised: {reason}"
+
     @property
     def wedged(self) -> bool:
         return bool(self.latest and self.latest.health.wedged)
@@ -140,8 +152,19 @@ class Sampler:
 
     @property
     def ready(self) -> bool:
-        """First cycle done and not wedged (``/-/ready``)."""
-        return self.latest is not None and not self.latest.health.wedged
+        """First cycle done, not wedged, NVML initialised (``/-/ready``)."""
+        return self.not_ready_reason is None
+
+    @property
+    def not_ready_reason(self) -> str | None:
+        """Why ``/-/ready`` is not 200, in words for the answer's body; None when ready."""
+        if self.latest is None:
+            return "first sampling cycle not done"
+        if self.latest.health.wedged:
+            return "sampler wedged"
+        if self._library_down:
+            return self.latest.health.down_reason or self._library_error
+        return None
 
     async def cycle(self) -> Snapshot:
         """Run one sampling cycle and return (and publish) its snapshot."""
@@ -273,6 +296,11 @@ class Sampler:
             cycles_abandoned_total=self._abandoned,
             last_cycle_duration_seconds=time.monotonic() - start_mono,
             hung_gpus=tuple(sorted(hung)),
+            down_reason=(
+                None
+                if system.up and not self._library_down
+                else system.error or self._library_error
+            ),
         )
         return Snapshot(
             timestamp=self.clock(),
@@ -313,7 +341,7 @@ class Sampler:
         now = time.monotonic()
         if self._library_down:
             if now < self._library_retry_at:
-                return _SystemResult(self._driver, up=False, error="nvml down")
+                return _SystemResult(self._driver, up=False, error=self._library_error)
             for slot in self._slots.values():
                 if not slot.worker.busy:
                     _release_state(slot)
@@ -322,9 +350,15 @@ class Sampler:
                 s.init()
             except Exception as exc:  # noqa: BLE001
                 self._library_retry_at = now + self._library_delay
+                reason = str(exc) or type(exc).__name__
+                log.warning(
+                    "NVML initialisation failed: %s; next try in %.0f s",
+                    reason,
+                    self._library_delay,
+                )
                 self._library_delay = min(self._library_delay * 2, RETRY_MAX_SECONDS)
-                log.warning("NVML re-initialisation failed: %s", exc)
-                return _SystemResult(self._driver, up=False, error=str(exc))
+                self._library_error = f"NVML not initialised: {reason}"
+                return _SystemResult(self._driver, up=False, error=self._library_error)
             self._library_down = False
             self._library_delay = RETRY_INITIAL_SECONDS
             s.reset_all()  # a fresh library may support what the old one did not
@@ -358,7 +392,8 @@ class Sampler:
             if down.library:
                 self._library_down = True
                 self._library_retry_at = now + self._library_delay
-                return _SystemResult(self._driver, up=False, error=down.error)
+                self._library_error = f"NVML lost: {down.error}"
+                return _SystemResult(self._driver, up=False, error=self._library_error)
             # A GPU lost while being acquired: its slot is handled in _acquire.
         return _SystemResult(self._driver, up=True)
 

@@ -172,15 +172,31 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
 def run(args: argparse.Namespace) -> int:
     from vgpumon.collect.sampler import Sampler
     from vgpumon.export.server import serve
-    from vgpumon.nvml.loader import open_session
+    from vgpumon.nvml.loader import resolve_module
+    from vgpumon.nvml.session import NvmlSession
 
     settings = settings_from_args(args)
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    session = open_session(sim=settings.sim, module_name=settings.nvml_module)
+    # A module that cannot be imported is an installation error (exit 2); a driver that is not
+    # loaded yet is not: serve starts, says up 0 and why, and keeps retrying nvmlInit.
+    module, source = resolve_module(settings.sim, settings.nvml_module)
+    session = NvmlSession(module, source)
+    try:
+        session.init()
+        init_error = None
+    except Exception as exc:  # noqa: BLE001 - any failure of nvmlInit is retried
+        init_error = str(exc) or type(exc).__name__
     sampler = Sampler(session, settings.sampler_config())
+    if init_error is not None:
+        logging.getLogger("vgpumon.serve").warning(
+            "NVML could not be initialised from %s (%s); serving vgpumon_up 0 and retrying",
+            source,
+            init_error,
+        )
+        sampler.start_uninitialised(init_error)
     try:
         return asyncio.run(serve(settings, sampler))
     finally:

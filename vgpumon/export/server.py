@@ -190,7 +190,9 @@ def build_app(
         if source.ready:
             return web.Response(text="OK\n")
         snapshot = source.latest
-        why = "first sampling cycle not done" if snapshot is None else "sampler wedged"
+        why = getattr(source, "not_ready_reason", None)  # the sampler says why (NVML not up)
+        if why is None:
+            why = "first sampling cycle not done" if snapshot is None else "sampler wedged"
         return web.Response(status=503, text=f"not ready: {why}\n")
 
     async def landing(request: web.Request) -> web.Response:

@@ -300,6 +300,11 @@ class NvmlSession:
         self, exc: Exception, cache_key: tuple[str, str, Hashable], no_data: frozenset[int]
     ) -> CallOutcome:
         gpu, function, _key = cache_key
+        if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes):
+            # pynvml decodes names strictly; a driver string that is not UTF-8 (a GPU, vGPU type
+            # or process name) is still the name: keep it, with replacement characters.
+            raw = exc.object.split(b"\x00", 1)[0]
+            return CallOutcome(raw.decode("utf-8", "replace"))
         code = error_code(exc)
         name = error_name(exc)
         if code == 0 or (code is not None and code in no_data):

@@ -33,6 +33,16 @@ HOST_VGPU = VIRTUALIZATION_MODES["host_vgpu"]
 _INIT_FUNCTIONS = frozenset({"nvmlInit", "nvmlInitWithFlags"})
 
 
+def driver_text(value: str) -> str:
+    """A name as pynvml hands it over: the driver's bytes, decoded strictly as UTF-8.
+
+    A scenario writes a byte that is not UTF-8 as a ``\\udcXX`` escape (Python's surrogateescape
+    form, e.g. ``name: "NVIDIA \\udcff H100"``); pynvml's ``decode()`` then raises
+    UnicodeDecodeError for it, exactly as it does on a host whose driver returns such a name.
+    """
+    return value.encode("utf-8", "surrogateescape").decode()
+
+
 def nvml_error(code: int) -> pynvml.NVMLError:
     """pynvml's own exception for ``code`` (``NVMLError(3)`` is an ``NVMLError_NotSupported``)."""
     return pynvml.NVMLError(code)
