@@ -9,7 +9,6 @@ import pytest
 
 from vgpumon.cli import build_parser
 from vgpumon.commands.serve import settings_from_args
-from vgpumon.errors import ConfigError
 from vgpumon.config.serve import (
     DEFAULT_PORT,
     ListenAddress,
@@ -17,6 +16,7 @@ from vgpumon.config.serve import (
     load_file,
     parse_listen,
 )
+from vgpumon.errors import ConfigError
 
 COLLECTORS = ["device", "memory", "pcie", "utilization"]
 

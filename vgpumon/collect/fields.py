@@ -58,9 +58,10 @@ def read_fields(
     for fid in [f for f, since in absent.items() if ctx.now - since >= REPROBE_SECONDS]:
         del absent[fid]
     wanted: set[int] = ctx.state.setdefault(_WANTED_KEY, set())
-    cycle = ctx.state.get(_CYCLE_KEY)
+    cycle: tuple[GpuContext, dict[int, float | int], set[int]] | None = ctx.state.get(_CYCLE_KEY)
     if cycle is None or cycle[0] is not ctx:
-        cycle = ctx.state[_CYCLE_KEY] = (ctx, {}, set())
+        cycle = (ctx, {}, set())
+        ctx.state[_CYCLE_KEY] = cycle
     _, values, fetched = cycle
     missing = [f for f in field_ids if f not in fetched and f not in absent]
     if missing:
