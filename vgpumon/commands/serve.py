@@ -21,6 +21,7 @@ from vgpumon.config.serve import (
     _log_level,
     _positive_float,
     _positive_int,
+    _seconds_or_zero,
     _text,
     load_file,
     merge,
@@ -37,6 +38,9 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "processes": ("--processes", _bool),
     "processes_max": ("--processes-max", _positive_int),
     "pcie_throughput": ("--pcie-throughput", _bool),
+    "energy_interval_seconds": ("--interval.energy", _seconds_or_zero),
+    "pcie_throughput_interval_seconds": ("--interval.pcie-throughput", _seconds_or_zero),
+    "processes_interval_seconds": ("--interval.processes", _seconds_or_zero),
     "web_config_file": ("--web.config.file", _text),
     "max_requests": ("--web.max-requests", _positive_int),
     "shutdown_timeout_seconds": ("--web.shutdown-timeout", _positive_float),
@@ -121,6 +125,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="read PCIe throughput (the NVML call blocks about 20 ms per direction and GPU)",
     )
+    for dest, flag, what in (
+        ("energy_interval_seconds", "--interval.energy", "the energy counter"),
+        ("pcie_throughput_interval_seconds", "--interval.pcie-throughput", "PCIe throughput"),
+        ("processes_interval_seconds", "--interval.processes", "process lists"),
+    ):
+        sampling.add_argument(
+            flag,
+            dest=dest,
+            metavar="SECONDS",
+            help=f"read {what} at most this often, keeping the last value between reads; "
+            f"0: every cycle (default {getattr(defaults, dest):g})",
+        )
     sampling.add_argument(
         "--log-level",
         dest="log_level",

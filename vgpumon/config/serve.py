@@ -13,6 +13,10 @@ Example::
     processes: true      # per-process series (opt-in), at most processes_max processes
     processes_max: 100
     pcie_throughput: false
+    intervals:           # expensive values at their own cadence (0: every cycle)
+      energy: 10
+      pcie_throughput: 10
+      processes: 5
     web:
       config_file: web.yml   # TLS and basic auth (Prometheus web-config format)
       max_requests: 40
@@ -87,6 +91,13 @@ class ServeSettings:
     processes: bool = False
     processes_max: int = 100
     pcie_throughput: bool = False
+    # Expensive values at their own cadence (seconds; 0 = every cycle). Between reads the
+    # exposition keeps the last value read. Defaults: energy is a counter read for rate()s over
+    # minutes, and its call takes about 3 ms per GPU; PCIe throughput blocks 20 ms per direction;
+    # process lists are several calls per GPU and processes live for seconds or longer.
+    energy_interval_seconds: float = 10.0
+    pcie_throughput_interval_seconds: float = 10.0
+    processes_interval_seconds: float = 5.0
     web_config_file: str | None = None
     max_requests: int = 40
     shutdown_timeout_seconds: float = 5.0
@@ -111,6 +122,11 @@ class ServeSettings:
             deadline_seconds=self.deadline_seconds,
             collectors=self.enabled_collectors(known),
             pcie_throughput=self.pcie_throughput,
+            cadences={
+                "energy": self.energy_interval_seconds,
+                "pcie_throughput": self.pcie_throughput_interval_seconds,
+                "processes": self.processes_interval_seconds,
+            },
         )
 
     def export_options(self) -> ExportOptions:
@@ -133,6 +149,13 @@ def _positive_float(value: Any, where: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise ConfigError(f"{where}: must be a positive number, got {value!r}")
     return float(value)
+
+
+def _seconds_or_zero(value: Any, where: str) -> float:
+    """A cadence: 0 (every cycle) or a positive number of seconds."""
+    if value in (0, "0"):
+        return 0.0
+    return _positive_float(value, where)
 
 
 def _positive_int(value: Any, where: str) -> int:
@@ -187,6 +210,9 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "processes": ("processes", _bool),
     "processes_max": ("processes_max", _positive_int),
     "pcie_throughput": ("pcie_throughput", _bool),
+    "intervals.energy": ("energy_interval_seconds", _seconds_or_zero),
+    "intervals.pcie_throughput": ("pcie_throughput_interval_seconds", _seconds_or_zero),
+    "intervals.processes": ("processes_interval_seconds", _seconds_or_zero),
     "web.config_file": ("web_config_file", _text),
     "web.max_requests": ("max_requests", _positive_int),
     "web.shutdown_timeout": ("shutdown_timeout_seconds", _positive_float),
