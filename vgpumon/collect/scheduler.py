@@ -8,8 +8,9 @@ Log: NVML keeps the last 200 scheduling decisions per engine in a ring (``logEnt
 entry is written when a software runlist is preempted and carries that runlist's cumulative run and
 preemption time. The header says to read it at least five times per second to see every entry,
 which a 1 s sampling cycle cannot do, so a :class:`SchedulerLogPoller` service polls every watched
-GPU from its own thread (every 0.1 s by default) and the reader also polls once per cycle, so the
-cycle's counters are current. :class:`LogConsumer` turns the successive reads into counters:
+GPU that has running vGPUs from its own thread, as fast as the ring fills (half of 200 time slices,
+between 0.1 s and 1 s), and the reader also polls once per cycle, so the cycle's counters are
+current. :class:`LogConsumer` turns the successive reads into counters:
 
 * **De-duplication.** Entries up to the newest timestamp already consumed are skipped; entries that
   share that exact timestamp are told apart by runlist.
@@ -61,7 +62,8 @@ from vgpumon.nvml.session import GpuDown, NvmlSession
 log = logging.getLogger(__name__)
 
 SERVICE = "vgpu_scheduler_log"
-DEFAULT_POLL_SECONDS = 0.1  # twice the rate the header asks for (5 Hz)
+DEFAULT_POLL_SECONDS = 0.1  # the fastest poll; the ring's fill time sets the actual rate
+MAX_POLL_SECONDS = 1.0
 CAPS_KEY = "vgpu_scheduler_caps"
 PRE_GI_SCHEDULING = frozenset(
     {"kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper"}
@@ -183,6 +185,7 @@ class _Watch:
 class _GpuWatch:
     scopes: dict[Scope, _Watch] = field(default_factory=dict)
     armed: bool = False
+    busy: bool = False  # vGPUs are running: only then does the ring fill between cycles
     lock: threading.Lock = field(default_factory=threading.Lock)
     thread: threading.Thread | None = None
 
@@ -204,8 +207,12 @@ class SchedulerLogPoller:
         self._lock = threading.Lock()
         self._closed = threading.Event()
 
-    def watch(self, uuid: str, scopes: dict[Scope, _Watch]) -> None:
-        """(Re)arm a GPU with this cycle's scopes; counters of scopes that stay are kept."""
+    def watch(self, uuid: str, scopes: dict[Scope, _Watch], *, busy: bool = True) -> None:
+        """(Re)arm a GPU with this cycle's scopes; counters of scopes that stay are kept.
+
+        ``busy``: vGPUs are running on it. A GPU without running vGPUs writes no log entries, so
+        its thread does not poll (the cycle's own read still does, once per cycle).
+        """
         with self._lock:
             gw = self._gpus.get(uuid)
             if gw is None:
@@ -220,7 +227,9 @@ class SchedulerLogPoller:
                 else:
                     gw.scopes[scope] = w
             gw.armed = bool(gw.scopes)
-        self._ensure_thread(uuid, gw)
+            gw.busy = busy
+        if busy:
+            self._ensure_thread(uuid, gw)
 
     def forget(self, uuid: str) -> None:
         with self._lock:
@@ -274,12 +283,32 @@ class SchedulerLogPoller:
         )
         gw.thread.start()
 
+    def wait_seconds(self, gw: _GpuWatch, floor: float) -> float:
+        """How long the ring takes to fill, halved: poll as fast as it fills, no faster.
+
+        The scheduler writes an entry when a runlist is preempted, at most once per time slice,
+        so the 200-entry ring lasts at least ``200 x time slice``; polling at half that never
+        misses an entry. ``floor`` (the configured interval) is the fastest ever; once a second
+        is the slowest (the header's own advice is 5 Hz at the shortest 1 ms-class slices).
+        """
+        slices = [
+            w.params.timeslice_ns
+            for w in gw.scopes.values()
+            if w.params is not None and w.params.timeslice_ns
+        ]
+        if not slices:
+            return floor
+        fill = RING_ENTRIES * min(slices) / 1e9
+        return max(floor, min(fill / 2, MAX_POLL_SECONDS))
+
     def _run(self, uuid: str, interval: float) -> None:
-        while not self._closed.wait(interval):
+        wait = interval
+        while not self._closed.wait(wait):
             gw = self._gpus.get(uuid)
             if gw is None:
                 return
-            if not gw.armed:
+            wait = self.wait_seconds(gw, interval)
+            if not gw.armed or not gw.busy:
                 continue
             try:
                 self.poll(uuid)
@@ -427,7 +456,7 @@ class SchedulerReader:
             poller.forget(ctx.uuid)
             return
 
-        poller.watch(ctx.uuid, scopes)
+        poller.watch(ctx.uuid, scopes, busy=bool(active))
         poller.poll(ctx.uuid)
         schedulers = []
         for scope, spec in scopes.items():

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import os
 import threading
 import time
 import types
@@ -48,6 +49,48 @@ def nvml_error(code: int) -> pynvml.NVMLError:
     return pynvml.NVMLError(code)
 
 
+# Overrides the scenario's ``latency`` for every simulator in the process: "none", "realistic"
+# (the measured medians), or "FUNCTION=SECONDS,..." ("*" for every other function). Benches set it
+# to give a simulated host realistic per-call costs without editing the scenario files.
+LATENCY_ENV = "VGPUMON_SIM_LATENCY"
+# Below this a per-call cost is spent busy (a real NVML call is CPU time in the ioctl, and a
+# sleep this short would oversleep by tens of microseconds); above it, asleep (waiting on the GPU).
+_SPIN_BELOW = 100e-6
+
+
+def _latency_override(latency: dict[str, float]) -> dict[str, float]:
+    from vgpumon.sim.scenario import REALISTIC_LATENCY
+
+    text = os.environ.get(LATENCY_ENV, "").strip()
+    if not text:
+        return dict(latency)
+    if text == "none":
+        return {}
+    if text == "realistic":
+        return dict(REALISTIC_LATENCY)
+    out: dict[str, float] = {}
+    for item in text.split(","):
+        name, sep, seconds = item.partition("=")
+        try:
+            out[name.strip()] = float(seconds)
+        except ValueError:
+            raise ValueError(
+                f"{LATENCY_ENV}: expected none, realistic or FUNCTION=SECONDS,..., got {item!r}"
+            ) from None
+        if not sep:
+            raise ValueError(f"{LATENCY_ENV}: {item!r} has no '='")
+    return out
+
+
+def _spend(seconds: float) -> None:
+    if seconds >= _SPIN_BELOW:
+        time.sleep(seconds)
+        return
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
 class DeviceRef(NamedTuple):
     """What a device handle points at: a GPU, or one of its MIG devices (compute instances)."""
 
@@ -76,6 +119,8 @@ class SimCore:
         for name, factory in registry.GPU_STATE_FACTORIES.items():
             for gpu in self.gpus:
                 gpu.ext[name] = factory(gpu, self)
+        self._latency = _latency_override(scenario.latency)
+        self._default_latency = self._latency.get("*", 0.0)
         self.providers = [cls(self) for cls in registry.PROVIDERS]
         self.providers_by_type = {type(p): p for p in self.providers}
         self.functions: dict[str, Callable[..., Any]] = {
@@ -167,9 +212,9 @@ class SimCore:
             and not (name == "nvmlErrorString" and self.library_loaded)
         ):
             raise nvml_error(pynvml.NVML_ERROR_UNINITIALIZED)
-        delay = self.scenario.latency.get(name)
+        delay = self._latency.get(name, self._default_latency)
         if delay:
-            time.sleep(delay)
+            _spend(delay)
         self.faults.before_call(name, gpu, self.t())
         if gpu is not None and name in self.gpus[gpu].spec.unsupported:
             raise nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)
