@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
+import psutil  # type: ignore[import-untyped]  # comes with nvitop
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIM = Path(__file__).resolve().parent / "shim"
@@ -183,7 +183,7 @@ def start(runner: str, scenario: str | None, tmp: Path, interval: float) -> Runn
     if scenario is not None:
         env["VGPUMON_SIM_LATENCY"] = env.get("VGPUMON_SIM_LATENCY", "realistic")
     log = tmp / f"{runner}.log"
-    port = free_port()
+    port: int | None = free_port()
     status = None
     if runner == "vgpumon":
         cmd = [sys.executable, "-m", "vgpumon.cli", "serve", "--listen", f"127.0.0.1:{port}"]
@@ -306,19 +306,22 @@ class Measure:
     scrape_50: dict[str, float] = field(default_factory=dict)
 
 
+async def fetch_text(url: str) -> str:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as client, client.get(url) as r:
+        return await r.text()
+
+
 async def measure(
     run: Running, window: float, scrapes: tuple[int, int], interval: float
 ) -> Measure:
-    import aiohttp
-
     proc = psutil.Process(run.proc.pid)
     await wait_ready(run)
     await asyncio.sleep(2 * interval)  # past the first cycles (handles, static values)
     before_text = ""
     if run.name == "vgpumon":
-        async with aiohttp.ClientSession() as client:
-            async with client.get(f"http://127.0.0.1:{run.port}/metrics") as r:
-                before_text = await r.text()
+        before_text = await fetch_text(f"http://127.0.0.1:{run.port}/metrics")
     t0, c0 = time.monotonic(), proc.cpu_times()
     await asyncio.sleep(window)
     t1, c1 = time.monotonic(), proc.cpu_times()
@@ -326,9 +329,7 @@ async def measure(
     m = Measure(run.name, cpu_share=cpu / (t1 - t0), rss_mb=proc.memory_info().rss / 2**20)
     cycles_in_window = (t1 - t0) / interval
     if run.name == "vgpumon":
-        async with aiohttp.ClientSession() as client:
-            async with client.get(f"http://127.0.0.1:{run.port}/metrics") as r:
-                text = await r.text()
+        text = await fetch_text(f"http://127.0.0.1:{run.port}/metrics")
         wall = metric(text, "vgpumon_sampler_last_cycle_duration_seconds")
         m.cycle_wall_ms = wall * 1000 if wall is not None else None
         n0 = metric(before_text, "vgpumon_sampler_cycles_total")
@@ -409,8 +410,8 @@ def summarize(per_runner: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str
     for runner, ms in per_runner.items():
 
         def med(key: str, sub: str | None = None, ms: list[dict[str, Any]] = ms) -> float | None:
-            values = [(m[key] or {}).get(sub) if sub else m[key] for m in ms]
-            values = [v for v in values if v is not None]
+            got = [(m[key] or {}).get(sub) if sub else m[key] for m in ms]
+            values: list[float] = [float(v) for v in got if v is not None]
             return statistics.median(values) if values else None
 
         out[runner] = {
