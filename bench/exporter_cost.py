@@ -67,19 +67,30 @@ def host_scenario(name: str) -> str:
             f"      instances:\n{gis}\n"
         )
     gpus, vgpus = (int(x) for x in name.split("x"))
-    instances = "\n".join(
-        f"        - {{id: {i + 1}, type: 1145, vm_id: vm-{i + 1}, load: {{sm: 0.02}}}}"
-        for i in range(vgpus)
-    )
-    return (
-        f"name: bench-{name}\ndescription: {gpus} L40S vGPU hosts with {vgpus} vGPUs each\n"
-        f"seed: 11\ngpus:\n  - model: l40s\n    count: {gpus}\n"
-        "    virtualization_mode: host_vgpu\n    load: {duty: 0.3}\n    vgpu:\n"
-        "      types:\n"
-        '        - {id: 1145, name: "NVIDIA L40S-1Q", framebuffer: 1GiB, max_instances: 48}\n'
-        "      scheduler: {policy: best_effort, timeslice: 2ms}\n"
-        + (f"      instances:\n{instances}\n" if vgpus else "")
-    )
+    out = [
+        f"name: bench-{name}",
+        f"description: {gpus} L40S vGPU hosts with {vgpus} vGPUs each",
+        "seed: 11",
+        "gpus:",
+    ]
+    for g in range(gpus):
+        out += [
+            "  - model: l40s",
+            "    virtualization_mode: host_vgpu",
+            "    load: {duty: 0.3}",
+            "    vgpu:",
+            "      types:",
+            '        - {id: 1145, name: "NVIDIA L40S-1Q", framebuffer: 1GiB, max_instances: 48}',
+            "      scheduler: {policy: best_effort, timeslice: 2ms}",
+        ]
+        if vgpus:
+            out.append("      instances:")
+            for i in range(vgpus):
+                vid = g * 100 + i + 1  # instance ids are host-wide
+                out.append(
+                    f"        - {{id: {vid}, type: 1145, vm_id: vm-{vid}, load: {{sm: 0.02}}}}"
+                )
+    return "\n".join(out) + "\n"
 
 
 # --------------------------------------------------------------------------- the floor

@@ -52,6 +52,23 @@ class _Slot:
     retry_at: float = 0.0
     retry_delay: float = RETRY_INITIAL_SECONDS
     last: Gpu | None = None
+    progress: _Progress | None = None  # the job running now
+    # A worker left behind inside one collector's hung call, and that collector: while it is
+    # stuck the GPU is read by a fresh worker without it (see Sampler._abandon_collector).
+    detached: Worker | None = None
+    stuck_reader: str | None = None
+
+
+@dataclass
+class _Progress:
+    """How far one GPU job got: what the cycle can still use if one collector hangs."""
+
+    out: GpuBuilder
+    timings: dict[str, float]
+    failed: set[str]
+    reader: str | None = None  # the collector running now
+    completed: int = 0  # collectors finished
+    abandoned: bool = False  # the cycle went on without this job
 
 
 @dataclass
@@ -224,8 +241,14 @@ class Sampler:
             if not slot.worker.busy:
                 _release_state(slot)
             slot.worker.stop()
+            if slot.detached is not None:
+                slot.detached.stop()
         self._system.stop()
-        if not any(s.worker.busy for s in self._slots.values()) and not self._system.busy:
+        stuck = any(
+            s.worker.busy or (s.detached is not None and s.detached.busy)
+            for s in self._slots.values()
+        )
+        if not stuck and not self._system.busy:
             self.session.shutdown()
 
     # ------------------------------------------------------------------ the cycle
@@ -250,6 +273,11 @@ class Sampler:
         results: dict[str, _GpuResult] = {}
         hung: list[str] = []
         for slot in slots:
+            if slot.detached is not None and not slot.detached.busy:
+                # the hung call returned: the collector is read again, by the GPU's worker
+                slot.detached.stop()
+                slot.detached = None
+                slot.stuck_reader = None
             if slot.handle is None:
                 results[slot.uuid] = _GpuResult(self._down_gpu(slot), {}, set())
             elif slot.worker.busy:
@@ -265,7 +293,11 @@ class Sampler:
                     results[uuid] = fut.result()
                 else:
                     fut.cancel()
-                    hung.append(uuid)
+                    partial = self._abandon_collector(self._slots[uuid])
+                    if partial is not None:
+                        results[uuid] = partial
+                    else:
+                        hung.append(uuid)
         if slots and not results and hung:
             return self._abandon(start_mono, "every GPU's NVML calls are stuck")
 
@@ -462,12 +494,21 @@ class Sampler:
             out = GpuBuilder(slot.index, slot.uuid)
             timings: dict[str, float] = {}
             failed: set[str] = set()
+            progress = slot.progress = _Progress(out, timings, failed)
             for reader in self.readers:
+                if progress.abandoned:
+                    return _GpuResult(out.build(), timings, failed)  # nobody is waiting
+                if reader.name == slot.stuck_reader:
+                    failed.add(reader.name)  # still hung in the detached worker
+                    continue
+                progress.reader = reader.name
                 started = time.perf_counter()
                 try:
                     reader.read(ctx, out)
                 except GpuDown as down:
                     timings[reader.name] = time.perf_counter() - started
+                    if progress.abandoned:
+                        return _GpuResult(out.build(), timings, failed)
                     self._back_off(slot, time.monotonic(), down.error)
                     gpu = self._down_gpu(slot)
                     return _GpuResult(gpu, timings, failed, library_down=down.library)
@@ -478,11 +519,38 @@ class Sampler:
                         slot.state["_logged_failures"].add(reader.name)
                         log.exception("reader %s failed on GPU %s", reader.name, slot.uuid)
                 timings[reader.name] = time.perf_counter() - started
+                progress.completed += 1
+            progress.reader = None
             gpu = out.build()
-            slot.last = gpu
+            if not progress.abandoned:
+                slot.last = gpu
             return _GpuResult(gpu, timings, failed)
 
         return job
+
+    def _abandon_collector(self, slot: _Slot) -> _GpuResult | None:
+        """Go on without the one collector whose call hangs, when the GPU otherwise answers.
+
+        A hang in the first collector (identity) means the GPU itself does not answer: None, the
+        GPU is reported hung. So is a second hang while a worker is already left behind, which
+        bounds the threads a wedged GPU can hold to two. Otherwise the GPU keeps what the
+        collectors before the hung one read this cycle (the hung one is reported failed), a
+        fresh worker reads it from the next cycle on without that collector, and the collector
+        is read again once its call returns.
+        """
+        progress = slot.progress
+        if progress is None or progress.reader is None or progress.completed == 0:
+            return None
+        if slot.detached is not None:
+            return None
+        progress.abandoned = True
+        stuck = progress.reader
+        log.warning("collector %s hangs on GPU %s; reading the GPU without it", stuck, slot.uuid)
+        slot.detached, slot.stuck_reader = slot.worker, stuck
+        slot.worker = Worker(f"gpu{slot.index}")
+        gpu = Gpu(**dict(progress.out.fields))
+        slot.last = gpu
+        return _GpuResult(gpu, dict(progress.timings), set(progress.failed) | {stuck})
 
     def _down_gpu(self, slot: _Slot) -> Gpu:
         return _identity_only(slot, slot.down_reason)

@@ -754,8 +754,15 @@ def derived_serial(seed: int, index: int) -> str:
 _HGX_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
 
 
+# Beyond eight GPUs: the free bus numbers from 0x10 up (0x10 + index collided with the HGX ones).
+_MORE_BUSES = tuple(b for b in range(0x10, 0x100) if b not in _HGX_BUSES)
+
+
 def derived_bus_id(index: int) -> str:
-    bus = _HGX_BUSES[index] if index < len(_HGX_BUSES) else 0x10 + index
+    if index < len(_HGX_BUSES):
+        bus = _HGX_BUSES[index]
+    else:
+        bus = _MORE_BUSES[(index - len(_HGX_BUSES)) % len(_MORE_BUSES)]
     return f"00000000:{bus:02X}:00.0"
 
 
