@@ -161,6 +161,19 @@ class Pcie:
     replay_errors: int | None = None
 
 
+@dataclass(frozen=True)
+class NvLink:
+    """One NVLink link of a GPU (HGX boards); None where the driver gave nothing."""
+
+    link: int
+    up: bool | None = None
+    tx_bytes: int | None = None  # data sent since the driver was loaded
+    rx_bytes: int | None = None
+    crc_errors: int | None = None  # data-link-layer CRC errors
+    replay_errors: int | None = None
+    recovery_errors: int | None = None
+
+
 # --------------------------------------------------------------------------- MIG
 
 
@@ -347,6 +360,7 @@ class Gpu:
     remapped_rows: RemappedRows = field(default_factory=RemappedRows)
     xid_errors: dict[int, int] = field(default_factory=dict)  # xid -> count since start
     pcie: Pcie = field(default_factory=Pcie)
+    nvlinks: tuple[NvLink, ...] = ()  # per link, on boards whose driver reports them
     gpm: Gpm | None = None
     processes: tuple[Process, ...] | None = None  # None: the list could not be read
     mig_instances: tuple[MigGpuInstance, ...] = ()

@@ -24,9 +24,10 @@ if _scenario:
     _simulated = _sim.create(_scenario)
     _shim = types.ModuleType("pynvml", _real.__doc__)
     for _name, _value in vars(_real).items():
-        if _name in _HELPERS or not (inspect.isfunction(_value) or inspect.isbuiltin(_value)):
-            if not _name.startswith("__") or _name in ("__file__", "__version__"):
-                _shim.__dict__[_name] = _value
+        _plain = not (inspect.isfunction(_value) or inspect.isbuiltin(_value))
+        _dunder = _name.startswith("__") and _name not in ("__file__", "__version__")
+        if (_name in _HELPERS or _plain) and not _dunder:
+            _shim.__dict__[_name] = _value
     for _name in _simulated.implemented_functions:
         _shim.__dict__[_name] = getattr(_simulated, _name)
     _shim.__dict__["_vgpumon_simulated"] = _simulated

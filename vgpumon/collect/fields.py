@@ -15,12 +15,14 @@ when it is due, so its cost is not added to every cycle's batch.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from vgpumon.collect.base import GpuContext
 from vgpumon.nvml.errors import ABSENT_CODES
 from vgpumon.nvml.session import REPROBE_SECONDS
 
+# A field id, or (field id, scope id) for fields asked per link or per scope.
+FieldKey = TypeVar("FieldKey", int, tuple[int, int])
 _ABSENT_KEY = "fields.absent"  # field id -> ctx.now when it answered "not supported"
 _WANTED_KEY = "fields.wanted"  # ids asked for every cycle (the batch)
 # (this cycle's GpuContext, {id: value}, ids fetched this cycle): the sampler makes a new context
@@ -51,31 +53,32 @@ def decode_value(value_type: int, union: Any) -> float | int | None:
 
 
 def read_fields(
-    ctx: GpuContext, field_ids: Sequence[int], *, every_cycle: bool = True
-) -> dict[int, float | int]:
+    ctx: GpuContext, field_ids: Sequence[FieldKey], *, every_cycle: bool = True
+) -> dict[FieldKey, float | int]:
     """Values of the given field ids that this GPU gave; absent ids are simply missing."""
-    absent: dict[int, float] = ctx.state.setdefault(_ABSENT_KEY, {})
+    absent: dict[Any, float] = ctx.state.setdefault(_ABSENT_KEY, {})
     for fid in [f for f, since in absent.items() if ctx.now - since >= REPROBE_SECONDS]:
         del absent[fid]
-    wanted: set[int] = ctx.state.setdefault(_WANTED_KEY, set())
-    cycle: tuple[GpuContext, dict[int, float | int], set[int]] | None = ctx.state.get(_CYCLE_KEY)
+    wanted: set[Any] = ctx.state.setdefault(_WANTED_KEY, set())
+    cycle: tuple[GpuContext, dict[Any, float | int], set[Any]] | None = ctx.state.get(_CYCLE_KEY)
     if cycle is None or cycle[0] is not ctx:
         cycle = (ctx, {}, set())
         ctx.state[_CYCLE_KEY] = cycle
     _, values, fetched = cycle
-    missing = [f for f in field_ids if f not in fetched and f not in absent]
+    missing: list[Any] = [f for f in field_ids if f not in fetched and f not in absent]
     if missing:
         batch = list(missing)
         if every_cycle:
             wanted.update(field_ids)
-            batch += sorted(f for f in wanted - fetched - absent.keys() if f not in missing)
+            extra = wanted - fetched - absent.keys() - set(missing)
+            batch += sorted(extra, key=repr)  # ints and (id, scope) pairs: a stable order
         _fetch(ctx, batch, values, absent)
         fetched.update(batch)
     return {f: values[f] for f in field_ids if f in values}
 
 
 def _fetch(
-    ctx: GpuContext, ids: list[int], values: dict[int, float | int], absent: dict[int, float]
+    ctx: GpuContext, ids: list[Any], values: dict[Any, float | int], absent: dict[Any, float]
 ) -> None:
     entries = ctx.call("nvmlDeviceGetFieldValues", ctx.handle, ids)
     if entries is None:

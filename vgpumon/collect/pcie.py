@@ -1,4 +1,7 @@
-"""PCIe link state, replay errors and (opt-in) throughput.
+"""The GPU's interconnects: PCIe link state, replay errors and (opt-in) throughput; NVLink.
+
+NVLink per link is read here too (:mod:`vgpumon.collect.nvlink`), so the ``pcie`` collector
+covers both links a GPU talks over.
 
 ``nvmlDeviceGetPcieThroughput`` samples a 20 ms window inside the call, so two directions cost
 about 40 ms per GPU per cycle; it only runs with ``SamplerConfig.pcie_throughput``, and then at
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, nvml_int
 from vgpumon.collect.fields import read_fields
+from vgpumon.collect.nvlink import read_nvlink
 from vgpumon.model import Pcie
 
 PCIE_UTIL_TX_BYTES, PCIE_UTIL_RX_BYTES = 0, 1
@@ -48,6 +52,7 @@ def read_pcie(ctx: GpuContext, out: GpuBuilder) -> None:
             replay_errors=replay,
         )
     )
+    read_nvlink(ctx, out)
 
 
 READERS = [FunctionReader("pcie", read_pcie)]

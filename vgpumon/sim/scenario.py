@@ -300,6 +300,19 @@ PCIE = Map(
         "replay_counter": Key(Int(lo=0), "", "0"),
     }
 )
+NVLINK = Map(
+    {
+        "down": Key(Seq(Int(0, 17), one_or_many=True), "links whose state is down", "none"),
+        "traffic": Key(
+            Int(0, 2**40),
+            "data bytes per second per active link and direction (the TX/RX counters grow by it)",
+            "0",
+        ),
+        "crc_errors": Key(Int(0, 2**32), "CRC errors per active link (a constant count)", "0"),
+        "replay_errors": Key(Int(0, 2**32), "replay errors per active link", "0"),
+        "recovery_errors": Key(Int(0, 2**32), "recovery errors per active link", "0"),
+    }
+)
 MIG_PROFILE = Map(
     {
         "index": Key(Int(0, 0x11), "NVML_GPU_INSTANCE_PROFILE_* index", required=True),
@@ -463,6 +476,15 @@ _GPU_KEYS: list[tuple[str, Key]] = [
     (
         "nvlink_links",
         Key(Int(0, 18), "NVLink links (0: NVLink fields are not supported)", "from model or 0"),
+    ),
+    (
+        "nvlink",
+        Key(
+            NVLINK,
+            "per-link NVLink state, traffic and errors (an HGX board); without it the per-link "
+            "fields answer not supported",
+            "none",
+        ),
     ),
     ("gpm", Key(Bool(), "GPM supported (Hopper+)", "from model")),
     ("supported_event_types", Key(Int(lo=0), "nvmlDeviceGetSupportedEventTypes mask", "0xFF9F")),
@@ -700,6 +722,8 @@ class GpuSpec:
     row_histogram: tuple[int, int, int, int, int]
     pcie: dict[str, int]
     nvlink_links: int
+    # the "nvlink" mapping as parsed ({} when absent: per-link fields not supported)
+    nvlink: dict[str, Any]
     gpm_supported: bool
     supported_event_types: int
     mig_profiles: tuple[MigProfile, ...]
@@ -1174,6 +1198,7 @@ def _build_gpu(merged: dict[str, Any], index: int, path: str, seed: int, ctx: Ct
             "replay_counter": pcie.get("replay_counter", 0),
         },
         nvlink_links=merged.get("nvlink_links", 0),
+        nvlink=dict(merged.get("nvlink", {})),
         gpm_supported=bool(merged.get("gpm", merged["architecture"] >= ARCHITECTURES["hopper"])),
         supported_event_types=merged.get("supported_event_types", pynvml.nvmlEventTypeAll),
         mig_profiles=profiles,
