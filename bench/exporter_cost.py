@@ -97,7 +97,8 @@ def host_scenario(name: str) -> str:
 
 
 def floor_worker(scenario: str | None, status_path: str, interval: float) -> None:
-    """Record vgpumon's NVML calls over ten cycles, then replay them serially, forever.
+    """Record vgpumon's NVML calls over ten cycles (in real time, background pollers included),
+    then replay each cycle's calls serially, one cycle per interval, forever.
 
     Runs in its own process (``--floor-worker``). Each second it writes its last cycle's wall and
     CPU time to ``status_path``. Calls that block (event waits) or allocate (GPM sample buffers,
@@ -130,18 +131,21 @@ def floor_worker(scenario: str | None, status_path: str, interval: float) -> Non
             return recorded
 
     session.module = Recorder()
-    fake_now = [time.time()]
     settings = ServeSettings(interval_seconds=interval)
-    sampler = Sampler(session, settings.sampler_config(), clock=lambda: fake_now[0])
+    sampler = Sampler(session, settings.sampler_config())
     cycles: list[list[tuple[Any, tuple[Any, ...], dict[str, Any]]]] = []
 
     async def record() -> None:
+        # In real time, one interval per cycle, so that what vgpumon's background pollers (the
+        # scheduler log) read between cycles is recorded at its real rate too.
         await sampler.cycle()  # acquire handles, first reads: not part of a steady cycle
+        await asyncio.sleep(interval)
         for _ in range(10):
-            fake_now[0] += interval
             with lock:
                 calls.clear()
+            started = time.monotonic()
             await sampler.cycle()
+            await asyncio.sleep(max(0.0, interval - (time.monotonic() - started)))
             with lock:
                 cycles.append(list(calls))
 
@@ -512,7 +516,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--runners: choose from {', '.join(RUNNERS)}")
     args.rounds = args.rounds or (1 if args.quick else 2)
     args.window = args.window or (10.0 if args.quick else 30.0)
-    args.scrapes = (50, 4) if args.quick else (200, 20)
+    args.scrapes = (20, 2) if args.quick else (200, 20)
     hosts = (args.hosts.split(",") if args.hosts else SIM_HOSTS) if args.sim else ["real"]
     started = datetime.datetime.now(datetime.timezone.utc)
     report: dict[str, Any] = {
