@@ -1,0 +1,49 @@
+"""The cadence settings of expensive values: config file, flags, and what reaches the sampler."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vgpumon.cli import build_parser
+from vgpumon.commands.serve import settings_from_args
+from vgpumon.config.serve import ServeSettings
+from vgpumon.errors import ConfigError
+
+
+def parse(*argv: str) -> ServeSettings:
+    return settings_from_args(build_parser().parse_args(["serve", *argv]))
+
+
+def test_defaults_reach_the_sampler() -> None:
+    cadences = parse().sampler_config().cadences
+    assert cadences == {"energy": 10.0, "pcie_throughput": 10.0, "processes": 5.0}
+
+
+def test_file_then_flags(tmp_path: Path) -> None:
+    path = tmp_path / "serve.yml"
+    path.write_text("intervals: {energy: 30, processes: 0}\n")
+    from_file = parse("--config", str(path)).sampler_config().cadences
+    assert from_file == {"energy": 30.0, "pcie_throughput": 10.0, "processes": 0.0}
+    both = parse("--config", str(path), "--interval.energy", "0", "--interval.pcie-throughput", "2")
+    assert both.sampler_config().cadences == {
+        "energy": 0.0,
+        "pcie_throughput": 2.0,
+        "processes": 0.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("intervals: {energy: -1}\n", "intervals.energy: must be a positive number"),
+        ("intervals: {energy: soon}\n", "intervals.energy: expected a number of seconds"),
+        ("intervals: {gpm: 5}\n", "unknown key 'intervals.gpm'"),
+    ],
+)
+def test_bad_values_name_the_key(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "serve.yml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        parse("--config", str(path))
