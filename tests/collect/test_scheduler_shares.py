@@ -187,8 +187,7 @@ async def test_the_poller_thread_reads_often_enough_in_real_time() -> None:
 
     session = NvmlSession(module, "sim")
     session.init()
-    # the default: its own thread, polling as fast as the ring fills (2 ms slices: every 0.2 s)
-    poller = SchedulerLogPoller(session)
+    poller = SchedulerLogPoller(session)  # the default: its own thread, 10 reads a second
     sampler = Sampler(session, readers=VGPU_READERS, services={SERVICE: poller})
     try:
         await sampler.cycle()
@@ -203,5 +202,4 @@ async def test_the_poller_thread_reads_often_enough_in_real_time() -> None:
         sched = module._core.gpus[g.index].ext["vgpu_scheduler"]
         assert w.consumer.missed_total == 0
         assert w.consumer.entries_total == sched.entries_written
-        # every 0.2 s over 1.5 s, less one for scheduling jitter on a loaded machine
-        assert w.consumer.reads >= int(1.5 / 0.2) - 1
+        assert w.consumer.reads >= 10

@@ -8,8 +8,8 @@ Log: NVML keeps the last 200 scheduling decisions per engine in a ring (``logEnt
 entry is written when a software runlist is preempted and carries that runlist's cumulative run and
 preemption time. The header says to read it at least five times per second to see every entry,
 which a 1 s sampling cycle cannot do, so a :class:`SchedulerLogPoller` service polls every watched
-GPU that has running vGPUs from its own thread, as fast as the ring fills (half of 200 time slices,
-between 0.1 s and 1 s), and the reader also polls once per cycle, so the cycle's counters are
+GPU that has running vGPUs from its own thread, as fast as the ring fills (a quarter of 200 time
+slices, between 0.1 s and 1 s), and the reader also polls once per cycle, so the cycle's counters are
 current. :class:`LogConsumer` turns the successive reads into counters:
 
 * **De-duplication.** Entries up to the newest timestamp already consumed are skipped; entries that
@@ -101,13 +101,25 @@ class LogConsumer:
         self.reads = 0
         self.lock = threading.Lock()
 
-    def consume(self, entries: Sequence[LogEntry], owners: Sequence[int], ring_full: bool) -> int:
-        """Account for the entries not seen before; returns how many were new."""
+    def consume(
+        self,
+        entries: Sequence[LogEntry],
+        owners: Sequence[int],
+        ring_full: bool,
+        span: tuple[int, int, int] | None = None,
+    ) -> int:
+        """Account for the entries not seen before; returns how many were new.
+
+        ``span`` (oldest, newest, count of the whole read) is given when ``entries`` holds only
+        the entries from ``last_ts`` on (the rest were not even decoded).
+        """
         fresh = [e for e in entries if self._is_new(e)]
-        if fresh and self.last_ts is not None and ring_full:
-            oldest = entries[0].timestamp_ns
-            if oldest > self.last_ts and len(entries) > 1:
-                spacing = (entries[-1].timestamp_ns - oldest) / (len(entries) - 1)
+        if span is None and entries:
+            span = (entries[0].timestamp_ns, entries[-1].timestamp_ns, len(entries))
+        if fresh and self.last_ts is not None and ring_full and span is not None:
+            oldest, newest, count = span
+            if oldest > self.last_ts and count > 1:
+                spacing = (newest - oldest) / (count - 1)
                 if spacing > 0:
                     self.missed_total += max(0, round((oldest - self.last_ts) / spacing) - 1)
         for e in fresh:
@@ -258,7 +270,12 @@ class SchedulerLogPoller:
 
     def _poll_scope(self, uuid: str, w: _Watch) -> bool:
         got: SchedulerLog | None = scheduler_log(
-            self.session, uuid, w.target, gpu_instance=w.gpu_instance, bounds=w.bounds
+            self.session,
+            uuid,
+            w.target,
+            gpu_instance=w.gpu_instance,
+            bounds=w.bounds,
+            after_ns=w.consumer.last_ts,  # decode only what is new
         )
         if got is None:
             return False
@@ -267,7 +284,7 @@ class SchedulerLogPoller:
             return False
         w.params = got.params
         with w.consumer.lock:
-            w.consumer.consume(got.entries, owners, got.ring_full)
+            w.consumer.consume(got.entries, owners, got.ring_full, got.span)
         return True
 
     def _ensure_thread(self, uuid: str, gw: _GpuWatch) -> None:
@@ -284,12 +301,12 @@ class SchedulerLogPoller:
         gw.thread.start()
 
     def wait_seconds(self, gw: _GpuWatch, floor: float) -> float:
-        """How long the ring takes to fill, halved: poll as fast as it fills, no faster.
+        """A quarter of the time the ring takes to fill: poll as fast as it fills, no faster.
 
         The scheduler writes an entry when a runlist is preempted, at most once per time slice,
-        so the 200-entry ring lasts at least ``200 x time slice``; polling at half that never
-        misses an entry. ``floor`` (the configured interval) is the fastest ever; once a second
-        is the slowest (the header's own advice is 5 Hz at the shortest 1 ms-class slices).
+        so the 200-entry ring lasts at least ``200 x time slice``; polling at a quarter of that
+        leaves room for a poll delayed by a busy host without missing an entry. ``floor`` (the
+        configured interval) is the fastest ever; once a second is the slowest.
         """
         slices = [
             w.params.timeslice_ns
@@ -299,7 +316,7 @@ class SchedulerLogPoller:
         if not slices:
             return floor
         fill = RING_ENTRIES * min(slices) / 1e9
-        return max(floor, min(fill / 2, MAX_POLL_SECONDS))
+        return max(floor, min(fill / 4, MAX_POLL_SECONDS))
 
     def _run(self, uuid: str, interval: float) -> None:
         wait = interval
