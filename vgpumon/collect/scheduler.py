@@ -7,10 +7,10 @@ time slice bounds), which never change and are read once per GPU.
 Log: NVML keeps the last 200 scheduling decisions per engine in a ring (``logEntries``); each
 entry is written when a software runlist is preempted and carries that runlist's cumulative run and
 preemption time. The header says to read it at least five times per second to see every entry,
-which a 1 s sampling cycle cannot do, so a :class:`SchedulerLogPoller` service polls every watched
-GPU that has running vGPUs from its own thread, as fast as the ring fills (a quarter of 200 time
-slices, between 0.1 s and 1 s), and the reader also polls once per cycle, so the cycle's counters are
-current. :class:`LogConsumer` turns the successive reads into counters:
+which a 1 s sampling cycle cannot do, so a :class:`SchedulerLogPoller` service polls every
+watched GPU that has running vGPUs from its own thread, as fast as the ring fills (a quarter of
+200 time slices, between 0.1 s and 1 s), and the reader also polls once per cycle, so the
+cycle's counters are current. :class:`LogConsumer` turns the successive reads into counters:
 
 * **De-duplication.** Entries up to the newest timestamp already consumed are skipped; entries that
   share that exact timestamp are told apart by runlist.
