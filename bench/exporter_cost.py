@@ -159,6 +159,7 @@ def floor_worker(scenario: str | None, status_path: str, interval: float) -> Non
         if callable(close):
             close()
     i = 0
+    cpu_total = wall_total = 0.0
     while True:
         started, cpu0 = time.perf_counter(), time.thread_time()
         for fn, args, kwargs in cycles[i % len(cycles)]:
@@ -168,9 +169,14 @@ def floor_worker(scenario: str | None, status_path: str, interval: float) -> Non
                 pass
         wall, cpu = time.perf_counter() - started, time.thread_time() - cpu0
         i += 1
-        Path(status_path).write_text(
-            json.dumps({"cycle_wall": wall, "cycle_cpu": cpu, "calls": len(cycles[i % 10])})
-        )
+        cpu_total += cpu
+        wall_total += wall
+        # cumulative, so that the measurement takes a window's average (a slow simulated host
+        # may need more than one interval per serial cycle)
+        status = {"cycles": i, "cpu_total": cpu_total, "wall_total": wall_total}
+        tmp = Path(status_path + ".tmp")
+        tmp.write_text(json.dumps(status))
+        os.replace(tmp, status_path)  # readers never see a half-written file
         time.sleep(max(0.0, interval - wall))
 
 
@@ -337,9 +343,11 @@ async def measure(
     before_text = ""
     if run.name == "vgpumon":
         before_text = await fetch_text(f"http://127.0.0.1:{run.port}/metrics")
+    floor0 = json.loads(run.status.read_text()) if run.status is not None else None
     t0, c0 = time.monotonic(), proc.cpu_times()
     await asyncio.sleep(window)
     t1, c1 = time.monotonic(), proc.cpu_times()
+    floor1 = json.loads(run.status.read_text()) if run.status is not None else None
     cpu = (c1.user + c1.system) - (c0.user + c0.system)
     m = Measure(run.name, cpu_share=cpu / (t1 - t0), rss_mb=proc.memory_info().rss / 2**20)
     cycles_in_window = (t1 - t0) / interval
@@ -351,10 +359,12 @@ async def measure(
         n1 = metric(text, "vgpumon_sampler_cycles_total")
         if n0 is not None and n1 is not None and n1 > n0:
             cycles_in_window = n1 - n0
-    elif run.name == "floor" and run.status is not None:
-        status = json.loads(run.status.read_text())
-        m.cycle_wall_ms = status["cycle_wall"] * 1000
     m.cycle_cpu_ms = cpu / cycles_in_window * 1000  # everything the process did, per cycle
+    if floor0 is not None and floor1 is not None and floor1["cycles"] > floor0["cycles"]:
+        # the floor's own accounting: CPU and wall of its serial replays in the window
+        n = floor1["cycles"] - floor0["cycles"]
+        m.cycle_cpu_ms = (floor1["cpu_total"] - floor0["cpu_total"]) / n * 1000
+        m.cycle_wall_ms = (floor1["wall_total"] - floor0["wall_total"]) / n * 1000
     if run.port is not None:
         m.scrape_1 = await scrape_load(run.port, 1, scrapes[0])
         m.scrape_50 = await scrape_load(run.port, 50, scrapes[1])
@@ -462,20 +472,22 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['rounds']} round(s), runners in rotating order; medians over rounds",
         f"- simulated per-call costs: {report['sim_latency']}",
         "",
-        "| host | exporter | CPU % of a core | × floor | × nvitop | RSS MB (after scrapes) "
-        "| cycle wall ms | cycle CPU ms | p50/p99 ms, 1 scraper | p50/p99 ms, 50 scrapers "
+        "| host | exporter | CPU % of a core | × nvitop | cycle CPU × floor "
+        "| RSS MB (after scrapes) | cycle wall ms | cycle CPU ms "
+        "| p50/p99 ms, 1 scraper | p50/p99 ms, 50 scrapers "
         "| errors (50) | bytes/scrape |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for host, summary in report["hosts"].items():
-        floor = (summary.get("floor") or {}).get("cpu_share")
+        floor = (summary.get("floor") or {}).get("cycle_cpu_ms")
         nvitop = (summary.get("nvitop") or {}).get("cpu_share")
         for runner, s in summary.items():
             cpu = s["cpu_share"]
+            cyc = s["cycle_cpu_ms"]
             lines.append(
                 f"| {host} | {runner} | {f(cpu * 100 if cpu is not None else None, '{:.2f}')} "
-                f"| {f(cpu / floor if cpu and floor else None, '{:.2f}')} "
                 f"| {f(cpu / nvitop if cpu and nvitop else None, '{:.2f}')} "
+                f"| {f(cyc / floor if cyc and floor else None, '{:.2f}')} "
                 f"| {f(s['rss_mb'])} ({f(s['rss_after_scrapes_mb'])}) "
                 f"| {f(s['cycle_wall_ms'])} | {f(s['cycle_cpu_ms'])} "
                 f"| {f(s['p50_1_ms'], '{:.2f}')}/{f(s['p99_1_ms'], '{:.2f}')} "
@@ -486,8 +498,11 @@ def markdown(report: dict[str, Any]) -> str:
         "",
         "CPU % is user+system time of the exporter's process over the idle window (no scrapes) "
         "divided by the window; cycle CPU ms is that CPU time per sampling cycle (everything the "
-        "process did, server included). The floor makes vgpumon's NVML calls of a cycle serially "
-        "with nothing else; it has no HTTP server, hence no scrape figures.",
+        "process did, server and background pollers included). The floor makes vgpumon's NVML "
+        "calls of a cycle serially with nothing else; its cycle figures are its own replays' "
+        "(CPU time of the replaying thread), averaged over the window; on a slow simulated host "
+        "a serial replay can take longer than the interval. It has no HTTP server, hence no "
+        "scrape figures.",
     ]
     return "\n".join(lines) + "\n"
 
