@@ -25,11 +25,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import importlib.util
 import json
 import os
 import platform
 import re
-import shutil
 import signal
 import socket
 import statistics
@@ -212,10 +212,10 @@ def start(runner: str, scenario: str | None, tmp: Path, interval: float) -> Runn
         if scenario is not None:
             cmd += ["--sim", scenario]
     elif runner == "nvitop":
-        exe = shutil.which("nvitop-exporter", path=str(Path(sys.executable).parent))
-        if exe is None:
+        if importlib.util.find_spec("nvitop_exporter") is None:
             raise SystemExit("nvitop-exporter is not installed: pip install nvitop-exporter")
-        cmd = [exe, "--bind-address", "127.0.0.1", "--port", str(port)]
+        cmd = [sys.executable, "-m", "nvitop_exporter", "--bind-address", "127.0.0.1"]
+        cmd += ["--port", str(port)]
         cmd += ["--interval", str(interval), "--hostname", "bench"]
         if scenario is not None:
             env["PYTHONPATH"] = os.pathsep.join((str(SHIM), env["PYTHONPATH"]))
