@@ -1,9 +1,10 @@
 """Reading NVML field values: one batched call per GPU per cycle, failures per entry.
 
-``nvmlDeviceGetFieldValues`` succeeds even when every entry failed (nvml-reference §4.14), so the
-guarded call alone cannot tell absent from present. This module decodes each entry's value union
-and remembers, per GPU, the field ids that answered "not supported" (re-probed after the session's
-re-probe period, like every other absence, so a transient answer does not remove them for good).
+``nvmlDeviceGetFieldValues`` succeeds even when every entry failed (docs/nvml-notes.md §4.14), so
+the guarded call alone cannot tell absent from present. This module decodes each entry's value
+union and remembers, per GPU, the field ids that answered "not supported" (re-probed after the
+session's re-probe period, like every other absence, so a transient answer does not remove them
+for good).
 
 **Batching.** Readers ask for the ids they need with :func:`read_fields`. The ids a reader asks for
 every cycle are remembered per GPU; the first :func:`read_fields` of a later cycle fetches all of
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from vgpumon.collect.base import GpuContext
-from vgpumon.nvml.errors import ABSENT_CODES
+from vgpumon.nvml.errors import ABSENT_CODES, INVALID_ARGUMENT
 from vgpumon.nvml.session import REPROBE_SECONDS
 
 # A field id, or (field id, scope id) for fields asked per link or per scope.
@@ -28,9 +29,8 @@ _WANTED_KEY = "fields.wanted"  # ids asked for every cycle (the batch)
 # (this cycle's GpuContext, {id: value}, ids fetched this cycle): the sampler makes a new context
 # for every GPU and cycle, so the context itself says which cycle a memo belongs to.
 _CYCLE_KEY = "fields.cycle"
-INVALID_ARGUMENT = 2
 
-# nvmlValueType_t -> the c_nvmlValue_t member holding the value (nvml-reference §1.8).
+# nvmlValueType_t -> the c_nvmlValue_t member holding the value (docs/nvml-notes.md §1.8).
 _UNION_MEMBERS = {
     0: "dVal",
     1: "uiVal",

@@ -1,6 +1,6 @@
 """The sampler: one cycle at a time, under a deadline, GPUs read concurrently.
 
-Design rule 2. Each cycle has two phases:
+docs/design.md, rule 2. Each cycle has two phases:
 
 1. *System* (one worker): re-initialise NVML if it was lost (with backoff), read driver versions,
    count GPUs and acquire handles for GPUs not yet held.

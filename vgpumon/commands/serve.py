@@ -10,43 +10,47 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from vgpumon.commands.common import add_nvml_arguments
 from vgpumon.config.serve import (
     DEFAULT_PORT,
     ServeSettings,
-    _bool,
-    _listen,
-    _log_level,
-    _positive_float,
-    _positive_int,
-    _seconds_or_zero,
-    _text,
+    check_bool,
+    check_cadence,
+    check_count,
+    check_interval,
+    check_listen,
+    check_log_level,
+    check_text,
+    check_timeout,
     load_file,
     merge,
 )
 from vgpumon.errors import ConfigError
 
+if TYPE_CHECKING:
+    from vgpumon.collect.base import SamplerConfig
+
 COLLECTOR_DEST = "collector:"
 
 # settings field -> (flag, check); the checks are the config file's, so both say the same thing.
 FLAGS: dict[str, tuple[str, Any]] = {
-    "listen": ("--listen", _listen),
-    "interval_seconds": ("--interval", _positive_float),
-    "deadline_seconds": ("--deadline", _positive_float),
-    "processes": ("--processes", _bool),
-    "processes_max": ("--processes-max", _positive_int),
-    "pcie_throughput": ("--pcie-throughput", _bool),
-    "energy_interval_seconds": ("--interval.energy", _seconds_or_zero),
-    "pcie_throughput_interval_seconds": ("--interval.pcie-throughput", _seconds_or_zero),
-    "processes_interval_seconds": ("--interval.processes", _seconds_or_zero),
-    "web_config_file": ("--web.config.file", _text),
-    "max_requests": ("--web.max-requests", _positive_int),
-    "shutdown_timeout_seconds": ("--web.shutdown-timeout", _positive_float),
-    "sim": ("--sim", _text),
-    "nvml_module": ("--nvml-module", _text),
-    "log_level": ("--log-level", _log_level),
+    "listen": ("--listen", check_listen),
+    "interval_seconds": ("--interval", check_interval),
+    "deadline_seconds": ("--deadline", check_timeout),
+    "processes": ("--processes", check_bool),
+    "processes_max": ("--processes-max", check_count),
+    "pcie_throughput": ("--pcie-throughput", check_bool),
+    "energy_interval_seconds": ("--interval.energy", check_cadence),
+    "pcie_throughput_interval_seconds": ("--interval.pcie-throughput", check_cadence),
+    "processes_interval_seconds": ("--interval.processes", check_cadence),
+    "web_config_file": ("--web.config.file", check_text),
+    "max_requests": ("--web.max-requests", check_count),
+    "shutdown_timeout_seconds": ("--web.shutdown-timeout", check_timeout),
+    "sim": ("--sim", check_text),
+    "nvml_module": ("--nvml-module", check_text),
+    "log_level": ("--log-level", check_log_level),
 }
 
 
@@ -87,7 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     web.add_argument(
         "--web.shutdown-timeout",
         dest="shutdown_timeout_seconds",
-        metavar="SECONDS",
+        metavar="DURATION",
         help="on SIGTERM/SIGINT, wait at most this long for requests and a running cycle "
         f"(default {defaults.shutdown_timeout_seconds:g})",
     )
@@ -95,13 +99,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sampling.add_argument(
         "--interval",
         dest="interval_seconds",
-        metavar="SECONDS",
+        metavar="DURATION",
         help=f"time between sampling cycles (default {defaults.interval_seconds:g})",
     )
     sampling.add_argument(
         "--deadline",
         dest="deadline_seconds",
-        metavar="SECONDS",
+        metavar="DURATION",
         help="a cycle still running after this is abandoned and the sampler reported wedged "
         f"(default {defaults.deadline_seconds:g})",
     )
@@ -185,8 +189,28 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     return merge(file_values, flag_values, config_file=config)
 
 
+def sampler_config(settings: ServeSettings) -> SamplerConfig:
+    """What the sampler needs from the settings (built here: ``export`` never imports collect)."""
+    from vgpumon.collect.base import SamplerConfig
+    from vgpumon.collect.registry import all_readers
+
+    known = [(r.name, r.default_enabled) for r in all_readers()]
+    return SamplerConfig(
+        interval_seconds=settings.interval_seconds,
+        deadline_seconds=settings.deadline_seconds,
+        collectors=settings.enabled_collectors(known),
+        pcie_throughput=settings.pcie_throughput,
+        cadences={
+            "energy": settings.energy_interval_seconds,
+            "pcie_throughput": settings.pcie_throughput_interval_seconds,
+            "processes": settings.processes_interval_seconds,
+        },
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from vgpumon.collect.sampler import Sampler
+    from vgpumon.export.metrics import ExportOptions
     from vgpumon.export.server import serve
     from vgpumon.nvml.loader import resolve_module
     from vgpumon.nvml.session import NvmlSession
@@ -205,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
         init_error = None
     except Exception as exc:  # noqa: BLE001 - any failure of nvmlInit is retried
         init_error = str(exc) or type(exc).__name__
-    sampler = Sampler(session, settings.sampler_config())
+    sampler = Sampler(session, sampler_config(settings))
     if init_error is not None:
         logging.getLogger("vgpumon.serve").warning(
             "NVML could not be initialised from %s (%s); serving vgpumon_up 0 and retrying",
@@ -214,7 +238,18 @@ def run(args: argparse.Namespace) -> int:
         )
         sampler.start_uninitialised(init_error)
     try:
-        return asyncio.run(serve(settings, sampler))
+        return asyncio.run(
+            serve(
+                sampler,
+                listen=settings.listen,
+                options=ExportOptions(
+                    processes=settings.processes, processes_max=settings.processes_max
+                ),
+                max_requests=settings.max_requests,
+                web_config_file=settings.web_config_file,
+                shutdown_timeout_seconds=settings.shutdown_timeout_seconds,
+            )
+        )
     finally:
         # Bounded (CLOSE_TIMEOUT_SECONDS): a wedged driver does not keep the process alive.
         sampler.close()
