@@ -10,10 +10,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from export_helpers import free_port
-from test_serve_shutdown import get, wait_for
 
 from vgpumon.nvml.loader import ENV_MODULE
 
@@ -50,6 +54,29 @@ def nvmlSystemGetCudaDriverVersion():
 def nvmlDeviceGetCount():
     return 0
 """
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def wait_for(check: Callable[[], bool], proc: subprocess.Popen[bytes], seconds: float) -> None:
+    give_up = time.monotonic() + seconds
+    while time.monotonic() < give_up:
+        if proc.poll() is not None:
+            out = proc.stdout.read().decode() if proc.stdout else ""
+            pytest.fail(f"vgpumon serve exited early ({proc.returncode}): {out}")
+        try:
+            if check():
+                return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    pytest.fail(f"condition not met within {seconds} s")
 
 
 def test_serve_starts_without_a_driver_and_comes_up_when_it_loads(tmp_path: Path) -> None:

@@ -37,9 +37,10 @@ _INIT_FUNCTIONS = frozenset({"nvmlInit", "nvmlInitWithFlags"})
 def driver_text(value: str) -> str:
     """A name as pynvml hands it over: the driver's bytes, decoded strictly as UTF-8.
 
-    A scenario writes a byte that is not UTF-8 as a ``\\udcXX`` escape (Python's surrogateescape
-    form, e.g. ``name: "NVIDIA \\udcff H100"``); pynvml's ``decode()`` then raises
-    UnicodeDecodeError for it, exactly as it does on a host whose driver returns such a name.
+    A byte that is not UTF-8 is held in the name as a surrogate escape (Python's surrogateescape
+    form, ``"\\udcff"`` for 0xFF; set on a parsed scenario, since scenario files refuse lone
+    surrogates); pynvml's ``decode()`` then raises UnicodeDecodeError for it, exactly as it does
+    on a host whose driver returns such a name.
     """
     return value.encode("utf-8", "surrogateescape").decode()
 
