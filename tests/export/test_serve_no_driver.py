@@ -104,7 +104,8 @@ def test_serve_starts_without_a_driver_and_comes_up_when_it_loads(tmp_path: Path
         (tmp_path / "driver-loaded").write_text("")
         # the backoff starts at 1 s and doubles: well within 30 s
         wait_for(lambda: get(f"{base}/-/ready")[0] == 200, proc, 30)
-        assert "\nvgpumon_up 1" in "\n" + get(f"{base}/metrics")[1]
+        # the body of the new snapshot may be published a moment after readiness
+        wait_for(lambda: "\nvgpumon_up 1" in "\n" + get(f"{base}/metrics")[1], proc, 10)
     finally:
         proc.kill()
         proc.wait(timeout=10)
