@@ -131,8 +131,18 @@ async def test_names_and_pods_over_http(socket_dir: str) -> None:  # noqa: F811 
             )
 
         await asyncio.to_thread(wait_for, named, "names in a snapshot")
-        body = await (await client.get("/metrics")).text()
-        series = samples_by_name(body)
+        # The server publishes renders of the sampler's snapshots on its own schedule: scrape
+        # until one with the names is served.
+        give_up = asyncio.get_running_loop().time() + 30
+        while True:
+            body = await (await client.get("/metrics")).text()
+            series = samples_by_name(body)
+            if "vgpumon_gpu_allocation_info" in series and any(
+                s[0]["vm_name"] == "vm-render-07" for s in series["vgpumon_vgpu_info"]
+            ):
+                break
+            assert asyncio.get_running_loop().time() < give_up, "names never reached /metrics"
+            await asyncio.sleep(0.05)
         names = {s[0]["vgpu_id"]: s[0]["vm_name"] for s in series["vgpumon_vgpu_info"]}
         assert names["1"] == "vm-render-07"
         assert names["3"] == "vdi-desk-03"  # libvirt's name wins over the pod's
