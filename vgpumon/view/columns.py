@@ -65,6 +65,7 @@ GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
     Column("index", "#", lambda r: str(r.index), lambda r: r.index, numeric=True),
     Column("name", "name", lambda r: f.text(r.name), lambda r: r.name),
     Column("mode", "mode", lambda r: r.mode_label, lambda r: r.mode),
+    Column("badges", "badges", lambda r: labels(r.badges), lambda r: len(r.badges)),
     Column("util", "util", lambda r: f.pct(r.utilization), lambda r: r.utilization, True),
     Column(
         "memory",
@@ -106,7 +107,6 @@ GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
         lambda r: r.instances,
         True,
     ),
-    Column("badges", "badges", lambda r: labels(r.badges), lambda r: len(r.badges)),
 )
 
 VGPU_COLUMNS: tuple[Column[VgpuRow], ...] = (
