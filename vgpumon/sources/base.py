@@ -124,12 +124,17 @@ class UpdateHub:
             received_at=time.time() if snapshot is not None else old.received_at,
             sequence=old.sequence + 1,
         )
-        self._latest[host] = update
+        self.forward(update)
+        return update
+
+    def forward(self, update: HostUpdate) -> None:
+        """Record and fan out an update made elsewhere, unchanged (a fleet passes on its
+        children's updates with their own sequence numbers and receive times)."""
+        self._latest[update.host] = update
         for queue in self._subscribers:
             if queue.full():
                 queue.get_nowait()
             queue.put_nowait(update)
-        return update
 
     def updates(self) -> AsyncIterator[HostUpdate]:
         """Subscribe now (not at the first ``anext``), so no update between this call and the
