@@ -116,12 +116,16 @@ class VgpumonApp(App[None]):
         found: list[Event] = []
         now = update.received_at or (update.snapshot.timestamp if update.snapshot else 0.0)
         found += connection_events(
-            update.host, now, None if old is None else old.state.value, update.state.value,
+            update.host,
+            now,
+            None if old is None else old.state.value,
+            update.state.value,
             update.error,
-        )  # fmt: skip
+        )
         if new_snapshot and update.snapshot is not None:
-            found += snapshot_events(update.host, None if old is None else old.snapshot,
-                                     update.snapshot)  # fmt: skip
+            found += snapshot_events(
+                update.host, None if old is None else old.snapshot, update.snapshot
+            )
         for event in found:
             self._event_seq += 1
             self.events.append((self._event_seq, event))
@@ -205,8 +209,9 @@ class VgpumonApp(App[None]):
         yield from super().get_system_commands(screen)
         yield SystemCommand("Pause / resume", "Freeze the screen (p)", self.action_toggle_pause)
         yield SystemCommand("Filter", "Filter rows: vm:… type:… mode:mig (/)", self.action_filter)
-        yield SystemCommand("Tree on / off", "Expand every GPU into its instances (t)",
-                            self.action_toggle_tree)  # fmt: skip
+        yield SystemCommand(
+            "Tree on / off", "Expand every GPU into its instances (t)", self.action_toggle_tree
+        )
         for key, (mode, text) in enumerate(
             (
                 ("overview", "Fleet or host overview"),

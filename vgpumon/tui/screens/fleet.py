@@ -33,8 +33,14 @@ class FleetScreen(LiveScreen):
                 continue
             snap = update.snapshot
             shares = app.shares(host)
-            row = vr.host_row(host, update.state.value, snap, error=update.error,
-                              stale=update.stale, shares=shares)  # fmt: skip
+            row = vr.host_row(
+                host,
+                update.state.value,
+                snap,
+                error=update.error,
+                stale=update.stale,
+                shares=shares,
+            )
             if not app.filter_query.empty:
                 kids: list[dict[str, str]] = []
                 if snap is not None:

@@ -53,9 +53,13 @@ def host_title(host: str, vapp_hosts: Mapping[str, HostUpdate], multi: bool) -> 
 
 
 def _child_cells(
-    kind: str, row: vr.VgpuRow | vr.MigRow, columns: list[Column[vr.GpuRow]], layout: Layout,
-    palette: Palette, last: bool,
-) -> Cells:  # fmt: skip
+    kind: str,
+    row: vr.VgpuRow | vr.MigRow,
+    columns: list[Column[vr.GpuRow]],
+    layout: Layout,
+    palette: Palette,
+    last: bool,
+) -> Cells:
     branch = "└" if last else "├"
     cells: list[RenderableType] = []
     for c in columns:
@@ -79,8 +83,11 @@ def _child_cells(
             elif k == "inst":
                 value = f.pct(row.share) if row.share is not None else ""
             elif k == "badges":
-                kinds = [("unlicensed", row.unlicensed), ("expiring", row.expiring),
-                         ("starved", row.starved)]  # fmt: skip
+                kinds = [
+                    ("unlicensed", row.unlicensed),
+                    ("expiring", row.expiring),
+                    ("starved", row.starved),
+                ]
                 value = badges_text([badge(n) for n, on in kinds if on], palette)
         else:
             if k == "index":
@@ -103,10 +110,17 @@ def _child_cells(
 
 
 def gpu_table_rows(
-    host: str, snap: Snapshot, shares: dict[tuple[str, int], float], query: Query,
-    expanded: set[str], tree: bool, layout: Layout, palette: Palette,
-    order: list[vr.GpuRow] | None = None, key_prefix: str = "",
-) -> tuple[list[tuple[str, str]], list[tuple[str, Cells]]]:  # fmt: skip
+    host: str,
+    snap: Snapshot,
+    shares: dict[tuple[str, int], float],
+    query: Query,
+    expanded: set[str],
+    tree: bool,
+    layout: Layout,
+    palette: Palette,
+    order: list[vr.GpuRow] | None = None,
+    key_prefix: str = "",
+) -> tuple[list[tuple[str, str]], list[tuple[str, Cells]]]:
     """Columns and rows (GPUs with their expanded instances) of a host's GPU table."""
     columns = table_columns(GPU_COLUMNS, layout)
     gpus = {g.uuid: g for g in snap.gpus}
@@ -166,9 +180,16 @@ class HostScreen(LiveScreen):
         shares = app.shares(self.host)
         rows = self.sorted_rows(vr.gpu_rows(self.host, snap, shares), GPU_COLUMNS)
         columns, cells = gpu_table_rows(
-            self.host, snap, shares, app.filter_query, self.expanded, app.tree_mode,
-            self.layout_now, app.palette, order=rows,
-        )  # fmt: skip
+            self.host,
+            snap,
+            shares,
+            app.filter_query,
+            self.expanded,
+            app.tree_mode,
+            self.layout_now,
+            app.palette,
+            order=rows,
+        )
         table.sync(columns, cells)
 
     def _gpu_key(self) -> str | None:

@@ -35,8 +35,9 @@ class LicensesScreen(LiveScreen):
         rows = sorted(rows, key=lambda r: (r.urgency, r.host, r.gpu_index))
         rows = self.sorted_rows(rows, LICENSE_COLUMNS)
         layout = self.layout_now
-        columns = [c for c in table_columns(LICENSE_COLUMNS, layout)
-                   if c.key != "host" or app.multi_host]  # fmt: skip
+        columns = [
+            c for c in table_columns(LICENSE_COLUMNS, layout) if c.key != "host" or app.multi_host
+        ]
         self.query_one("#licenses", KeyedTable).sync(
             [(c.key, c.label) for c in columns],
             [(r.key, row_cells(r, columns, layout, app.palette)) for r in rows],

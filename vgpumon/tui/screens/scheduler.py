@@ -41,8 +41,11 @@ class SchedulerScreen(LiveScreen):
             for g in snap.gpus:
                 scheds += vr.scheduler_rows(host, snap, g, measured)
                 if g.vgpu_schedulers:
-                    shares += [v for v in vr.vgpu_rows(host, snap, g, measured)
-                               if app.filter_query.matches(v.fields)]  # fmt: skip
+                    shares += [
+                        v
+                        for v in vr.vgpu_rows(host, snap, g, measured)
+                        if app.filter_query.matches(v.fields)
+                    ]
         scols = table_columns(SCHEDULER_COLUMNS, layout)
         self.query_one("#schedulers", KeyedTable).sync(
             [(c.key, c.label) for c in scols],
