@@ -145,10 +145,17 @@ class VgpumonApp(App[None]):
         self._update_subtitle()
         self.redraw()
 
+    def render_now(self) -> None:
+        """Draw what has arrived without waiting for the timer (tests, screenshots)."""
+        self.dirty = True
+        self._tick()
+
     def redraw(self) -> None:
         """Draw the active screen only (hidden screens catch up when shown)."""
         from vgpumon.tui.screens.base import LiveScreen
 
+        if not self.screen_stack:
+            return  # not running yet (a theme set before start)
         screen = self.screen
         if isinstance(screen, LiveScreen):
             self.redraws += 1
