@@ -65,6 +65,7 @@ async def settle(pilot: Pilot[Any]) -> None:
     assert isinstance(app, VgpumonApp)
     app.render_now()
     await pilot.pause()
+    await pilot.pause()  # auto-height tables lay out once more after measuring their rows
 
 
 def plain(cells: tuple[Any, ...] | None) -> list[str]:

@@ -110,8 +110,8 @@ class VgpumonApp(App[None]):
     def _take(self, update: HostUpdate) -> None:
         """Record one update (history, events, newest state); the timer redraws later."""
         old = self.hosts.get(update.host)
-        if old is not None and update.sequence <= old.sequence:
-            return
+        if old is not None and update.sequence <= old.sequence and update.state is old.state:
+            return  # already taken (from the stream or from ``latest()``)
         new_snapshot = self.history.record(update)
         found: list[Event] = []
         now = update.received_at or (update.snapshot.timestamp if update.snapshot else 0.0)
@@ -138,7 +138,15 @@ class VgpumonApp(App[None]):
             return {}
         return dict(self.history.shares(host, update.snapshot, SHARE_WINDOW_SECONDS))
 
+    def _catch_up(self) -> None:
+        """Take any newer state the stream did not bring (a subscriber that fell behind loses
+        updates, never the newest state in ``latest()``)."""
+        for update in self.source.latest().values():
+            old = self.hosts.get(update.host)
+            self._take(update)
+
     def _tick(self) -> None:
+        self._catch_up()
         if not self.dirty or self.paused:
             return
         self.dirty = False

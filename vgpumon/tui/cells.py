@@ -49,7 +49,11 @@ class Layout:
 
     @property
     def gauge(self) -> int:
-        return 0 if self.compact else (10 if self.wide else 5)
+        return 0 if self.compact else (10 if self.wide else 3)
+
+    def gauge_for(self, key: str) -> int:
+        """Utilization always gets a gauge when there is room; memory only in wide layouts."""
+        return self.gauge if key == "util" or self.wide else 0
 
 
 def badges_text(badges: Sequence[Badge], palette: Palette) -> Text:
@@ -99,8 +103,8 @@ def row_cells(
             cells.append(
                 Text(value, style=palette.error) if error else badges_text(badges, palette)
             )
-        elif c.key in GAUGES and layout.gauge and _has_ratio(row, c.key):
-            cells.append(gauge(GAUGES[c.key](row), value, layout.gauge, palette))
+        elif c.key in GAUGES and layout.gauge_for(c.key) and _has_ratio(row, c.key):
+            cells.append(gauge(GAUGES[c.key](row), value, layout.gauge_for(c.key), palette))
         elif c.key in ("license", "state") and value.startswith("unlicensed"):
             cells.append(Text(value, style=palette.warning))
         elif (c.key == "starved" and value) or (

@@ -63,7 +63,6 @@ def _expires(expiry: float | None, expires_in: float | None, status: str | None)
 
 GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
     Column("index", "#", lambda r: str(r.index), lambda r: r.index, numeric=True),
-    Column("name", "name", lambda r: f.text(r.name), lambda r: r.name),
     Column("mode", "mode", lambda r: r.mode_label, lambda r: r.mode),
     Column("badges", "badges", lambda r: labels(r.badges), lambda r: len(r.badges)),
     Column("util", "util", lambda r: f.pct(r.utilization), lambda r: r.utilization, True),
@@ -107,6 +106,7 @@ GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
         lambda r: r.instances,
         True,
     ),
+    Column("name", "name", lambda r: f.text(r.name), lambda r: r.name),
 )
 
 VGPU_COLUMNS: tuple[Column[VgpuRow], ...] = (

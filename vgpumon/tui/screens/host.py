@@ -76,7 +76,7 @@ def _child_cells(
                 value = gauge(row.sm, f.pct(row.sm), layout.gauge, palette)
             elif k == "memory":
                 used = f.used_total(row.framebuffer_used, row.framebuffer_total)
-                value = gauge(row.framebuffer_ratio, used, layout.gauge, palette)
+                value = gauge(row.framebuffer_ratio, used, layout.gauge_for(k), palette)
             elif k == "power":
                 state = f.license_state(row.license_state)
                 value = Text(state, style=palette.warning if row.unlicensed else "")
@@ -100,7 +100,7 @@ def _child_cells(
                 value = gauge(row.sm_active, f.pct(row.sm_active), layout.gauge, palette)
             elif k == "memory":
                 used = f.used_total(row.memory_used, row.memory_total)
-                value = gauge(row.memory_ratio, used, layout.gauge, palette)
+                value = gauge(row.memory_ratio, used, layout.gauge_for(k), palette)
             elif k == "gpm":
                 value = f"{f.pct(row.sm_active)}/{f.pct(row.dram_active)}"
             elif k == "inst":

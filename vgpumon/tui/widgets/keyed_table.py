@@ -53,6 +53,7 @@ class KeyedTable(DataTable[RenderableType]):
             self._held = {}
             self._columns_sig = signature
         wanted = dict(rows)
+        rows_before = len(self._held)
         for key in [k for k in self._held if k not in wanted]:
             self.remove_row(key)
             del self._held[key]
@@ -66,7 +67,7 @@ class KeyedTable(DataTable[RenderableType]):
             elif old != cells:
                 for column, before, after in zip(column_keys, old, cells, strict=True):
                     if before != after:
-                        self.update_cell(key, column, after)
+                        self.update_cell(key, column, after, update_width=True)
                         self.updates += 1
             self._held[key] = cells
         order = [k for k, _ in rows]
@@ -75,6 +76,10 @@ class KeyedTable(DataTable[RenderableType]):
             self._row_locations = TwoWayDict({RowKey(k): i for i, k in enumerate(order)})
             self._update_count += 1
             self.refresh()
+        if len(self._held) != rows_before:
+            # An auto-height table grows or shrinks with its rows: lay out again once DataTable
+            # has measured them (it does so on its next refresh).
+            self.call_after_refresh(self.refresh, layout=True)
         if cursor_key is not None and cursor_key in wanted:
             index = order.index(cursor_key)
             if index != self.cursor_row:
