@@ -1,4 +1,4 @@
-"""Value formatting: absent is a dash (never 0), units and sizes, gauges that tell 40 % from 45 %."""
+"""Value formatting: absent is a dash (never 0), units, sizes, gauges that tell 40 % from 45 %."""
 
 from __future__ import annotations
 

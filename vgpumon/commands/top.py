@@ -16,6 +16,8 @@ from vgpumon.sources.base import SnapshotSource
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # No abbreviations: "--password VALUE" must be refused, not taken as --password-file.
+    parser.allow_abbrev = False
     add_nvml_arguments(parser)
     remote = parser.add_argument_group("remote exporters (instead of this host)")
     remote.add_argument(
