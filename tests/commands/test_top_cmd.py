@@ -1,4 +1,5 @@
-"""``vgpumon top``'s flags: bad input is one line and a non-zero exit; ``serve`` never loads textual."""
+"""``vgpumon top``'s flags: bad input is one line and a non-zero exit; ``serve`` never loads
+textual."""
 
 from __future__ import annotations
 

@@ -3,8 +3,6 @@ three with one stopped mid-test. The screen keeps working while hosts fail."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from conftest import Exporter, plain, until
 
 from vgpumon.sources.base import HostState

@@ -18,13 +18,7 @@ INVALID_ARGUMENT = 2
 
 # nvmlValueType_t -> the c_nvmlValue_t member holding the value (nvml-reference §1.8).
 _UNION_MEMBERS = {
-    0: "dVal",
-    1: "uiVal",
-    2: "ulVal",
-    3: "ullVal",
-    4: "sllVal",
-    5: "siVal",
-    6: "usVal",
+    0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"
 }
 
 

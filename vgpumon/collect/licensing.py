@@ -95,7 +95,8 @@ def read_vgpu_license(ctx: GpuContext, out: GpuBuilder) -> None:
         return
     out.set(
         vgpu_instances=tuple(
-            dataclasses.replace(inst, license=vgpu_license(ctx, inst.vgpu_id)) for inst in instances
+            dataclasses.replace(inst, license=vgpu_license(ctx, inst.vgpu_id))
+            for inst in instances
         )
     )
 

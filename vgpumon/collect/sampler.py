@@ -432,7 +432,9 @@ class Sampler:
                     return _GpuResult(gpu, timings, failed, library_down=down.library)
                 except Exception:
                     failed.add(reader.name)
-                    log.debug("reader %s failed on %s", reader.name, slot.uuid, exc_info=True)
+                    log.debug(
+                        "reader %s failed on %s", reader.name, slot.uuid, exc_info=True
+                    )
                     if reader.name not in slot.state.setdefault("_logged_failures", set()):
                         slot.state["_logged_failures"].add(reader.name)
                         log.exception("reader %s failed on GPU %s", reader.name, slot.uuid)

@@ -200,7 +200,7 @@ def build_app(
             f'<li><a href="{path}">{path}</a>: {html.escape(text)}</li>' for path, text in ENDPOINTS
         )
         page = (
-            '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>vgpumon exporter</title>'
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>vgpumon exporter</title>"
             "</head>\n<body><h1>vgpumon exporter</h1>\n"
             f"<p>Version {html.escape(__version__)}, reading {where}.</p>\n<ul>\n{items}\n</ul>\n"
             "</body></html>\n"

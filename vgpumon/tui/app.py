@@ -142,7 +142,6 @@ class VgpumonApp(App[None]):
         """Take any newer state the stream did not bring (a subscriber that fell behind loses
         updates, never the newest state in ``latest()``)."""
         for update in self.source.latest().values():
-            old = self.hosts.get(update.host)
             self._take(update)
 
     def _tick(self) -> None:
