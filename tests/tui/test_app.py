@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import plain, settle
+from tui_helpers import plain, settle
 
 from vgpumon.sources.history import History
 from vgpumon.tui.cells import MONO

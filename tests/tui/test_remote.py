@@ -3,7 +3,7 @@ three with one stopped mid-test. The screen keeps working while hosts fail."""
 
 from __future__ import annotations
 
-from conftest import Exporter, plain, until
+from tui_helpers import Exporter, plain, until
 
 from vgpumon.sources.base import HostState
 from vgpumon.sources.fleet import FleetSource

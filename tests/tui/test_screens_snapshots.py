@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from conftest import SimHost, settle
+from tui_helpers import SimHost, settle
 
 from vgpumon.sources.fleet import FleetSource
 from vgpumon.tui.app import VgpumonApp, create_app

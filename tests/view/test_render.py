@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import HANG_FREE, snapshot_of
 from rich.console import Console
+from view_helpers import HANG_FREE, snapshot_of
 
 from vgpumon.view.render import snapshot_renderable
 

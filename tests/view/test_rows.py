@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import snapshot_of
+from view_helpers import snapshot_of
 
 from vgpumon.model import Gpu, Snapshot, VgpuInstance, VgpuLicense, VgpuScheduler, VgpuType
 from vgpumon.view import rows as vr
@@ -93,7 +93,7 @@ def test_sort_puts_absent_last_both_ways() -> None:
 def test_fleet_host_row_sums_and_counts() -> None:
     snap = snapshot_of("kvm-vgpu-timesliced")
     row = vr.host_row("kvm-01", "up", snap)
-    assert row.gpus == 3 and row.modes == {"vgpu-host": 3} and row.vgpus == 11
+    assert row.gpus == 3 and row.modes == (("vgpu-host", 3),) and row.vgpus == 11
     assert row.license_problems == 1 and row.lost == 0
     assert row.memory_total == sum(g.memory.total_bytes for g in snap.gpus)
     down = vr.host_row("kvm-02", "unreachable", None, error="connection refused")

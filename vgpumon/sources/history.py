@@ -154,17 +154,25 @@ class History:
 
         A counter that went down (a restart) counts only what came after the reset.
         """
-        points = [
-            (t, v)
-            for t, v in self._series.get(SeriesKey(host, entity, metric), ())
-            if v is not None
-        ]
-        if len(points) < 2:
-            return None
-        end = points[-1][0]
-        inside = [p for p in points if p[0] >= end - window]
+        inside: list[tuple[float, float]] = []
+        before: tuple[float, float] | None = None
+        end = 0.0
+        # Newest first, stopping at the window's start: a long series costs only its window.
+        for t, v in reversed(self._series.get(SeriesKey(host, entity, metric), ())):
+            if v is None:
+                continue
+            if not inside:
+                end = t
+            if t >= end - window:
+                inside.append((t, v))
+            else:
+                before = (t, v)
+                break
         if len(inside) < 2:
-            inside = points[-2:]
+            if not inside or before is None:
+                return None
+            inside.append(before)  # the window holds one point: use the two newest
+        inside.reverse()
         increase = 0.0
         for (_, a), (_, b) in itertools.pairwise(inside):
             increase += b - a if b >= a else b

@@ -91,6 +91,36 @@ def _has_ratio(row: object, key: str) -> bool:
     )
 
 
+class CellCache:
+    """Cells already built for a row model: rows are frozen and hashable, so an unchanged row
+    (most of them, from one refresh to the next) costs a dictionary look-up, not new Text objects,
+    and the keyed table sees the very same cells and skips comparing them."""
+
+    LIMIT = 50_000  # entries; cleared whole when exceeded (old rows are never asked for again)
+
+    def __init__(self) -> None:
+        self._cells: dict[Any, tuple[RenderableType, ...]] = {}
+
+    def get(
+        self, key: Any, build: Callable[[], tuple[RenderableType, ...]]
+    ) -> tuple[RenderableType, ...]:
+        cells = self._cells.get(key)
+        if cells is None:
+            if len(self._cells) >= self.LIMIT:
+                self._cells.clear()
+            cells = self._cells[key] = build()
+        return cells
+
+    def clear(self) -> None:
+        self._cells.clear()
+
+    def row(
+        self, row: Any, columns: Sequence[Column[Any]], layout: Layout, palette: Palette
+    ) -> tuple[RenderableType, ...]:
+        key = (row, tuple(c.key for c in columns), layout, palette)
+        return self.get(key, lambda: row_cells(row, columns, layout, palette))
+
+
 def row_cells(
     row: R, columns: Sequence[Column[R]], layout: Layout, palette: Palette
 ) -> tuple[RenderableType, ...]:

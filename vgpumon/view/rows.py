@@ -68,17 +68,23 @@ def _ratio(used: float | None, total: float | None) -> float | None:
 # --------------------------------------------------------------------------- vGPU
 
 
-def entitlement(gpu: Gpu, vgpu: VgpuInstance, scheduler: VgpuScheduler | None) -> float | None:
+def entitlement(
+    gpu: Gpu, vgpu: VgpuInstance, scheduler: VgpuScheduler | None, peers: int | None = None
+) -> float | None:
     """The part of the GPU's time the policy promises this vGPU, or None when it promises none.
 
-    Equal share splits the time between the vGPUs the scheduler serves; fixed share gives each
-    vGPU ``1 / max_instances`` of its type; best effort promises nothing.
+    Equal share splits the time between the vGPUs the scheduler serves (``peers``, counted here
+    when not given); fixed share gives each vGPU ``1 / max_instances`` of its type; best effort
+    promises nothing.
     """
     if scheduler is None or scheduler.policy not in ("equal_share", "fixed_share"):
         return None
     if scheduler.policy == "equal_share":
-        peers = [v for v in gpu.vgpu_instances if v.gpu_instance_id == scheduler.gpu_instance_id]
-        return 1.0 / len(peers) if peers else None
+        if peers is None:
+            peers = sum(
+                1 for v in gpu.vgpu_instances if v.gpu_instance_id == scheduler.gpu_instance_id
+            )
+        return 1.0 / peers if peers else None
     vtype = next((t for t in gpu.vgpu_types if t.type_id == vgpu.type_id), None)
     if vtype is None or not vtype.max_instances:
         return None
@@ -163,10 +169,14 @@ def vgpu_rows(
     host: str, snapshot: Snapshot, gpu: Gpu, shares: Shares | None = None
 ) -> list[VgpuRow]:
     rows = []
+    peers: dict[int | None, int] = {}
+    for v in gpu.vgpu_instances:
+        peers[v.gpu_instance_id] = peers.get(v.gpu_instance_id, 0) + 1
     for v in gpu.vgpu_instances:
         sched = _scheduler_for(gpu, v)
         share = None if shares is None else shares.get((gpu.uuid, v.vgpu_id))
-        entitled = entitlement(gpu, v, sched)
+        n = None if sched is None else peers.get(sched.gpu_instance_id, 0)
+        entitled = entitlement(gpu, v, sched, n)
         lic = v.license
         expiry = lic.expiry_timestamp_seconds or None
         rows.append(
@@ -306,7 +316,7 @@ class GpuRow:
     gpm_tensor: float | None
     vgpus: int
     migs: int
-    xid: Mapping[int, int]
+    xid: tuple[tuple[int, int], ...]  # (Xid, count) pairs; rows stay hashable for caching
     badges: tuple[Badge, ...]
 
     @property
@@ -365,8 +375,16 @@ def _gpu_badges(
     return tuple(sorted(out))
 
 
-def gpu_row(host: str, snapshot: Snapshot, gpu: Gpu, shares: Shares | None = None) -> GpuRow:
-    vgpus = vgpu_rows(host, snapshot, gpu, shares)
+def gpu_row(
+    host: str,
+    snapshot: Snapshot,
+    gpu: Gpu,
+    shares: Shares | None = None,
+    vgpus: list[VgpuRow] | None = None,
+) -> GpuRow:
+    """The GPU's row; ``vgpus`` are its vGPU rows when the caller has built them already."""
+    if vgpus is None:
+        vgpus = vgpu_rows(host, snapshot, gpu, shares)
     hung = gpu.uuid in snapshot.health.hung_gpus
     gpm = gpu.gpm
     return GpuRow(
@@ -394,7 +412,7 @@ def gpu_row(host: str, snapshot: Snapshot, gpu: Gpu, shares: Shares | None = Non
         gpm_tensor=None if gpm is None else gpm.tensor_active,
         vgpus=len(gpu.vgpu_instances),
         migs=len(gpu.mig_instances),
-        xid=dict(gpu.xid_errors),
+        xid=tuple(sorted(gpu.xid_errors.items())),
         badges=_gpu_badges(gpu, hung, vgpus, snapshot),
     )
 
@@ -623,7 +641,7 @@ class HostRow:
     error: str | None
     stale: bool
     gpus: int
-    modes: Mapping[str, int]  # mode -> GPU count
+    modes: tuple[tuple[str, int], ...]  # (mode, GPU count), sorted
     utilization: float | None  # mean over GPUs that report it
     memory_used: int | None
     memory_total: int | None
@@ -641,14 +659,14 @@ class HostRow:
 
     @property
     def modes_label(self) -> str:
-        return " ".join(f"{n}×{MODE_LABELS[m]}" for m, n in sorted(self.modes.items())) or "—"
+        return " ".join(f"{n}×{MODE_LABELS[m]}" for m, n in self.modes) or "—"
 
     @property
     def fields(self) -> dict[str, str]:
         return {
             "host": self.host,
             "state": self.state,
-            "mode": " ".join(self.modes),
+            "mode": " ".join(m for m, _ in self.modes),
             "badge": " ".join(x.kind for x in self.badges),
         }
 
@@ -667,16 +685,21 @@ def host_row(
     stale: bool = False,
     shares: Shares | None = None,
 ) -> HostRow:
-    gpus = [] if snapshot is None else gpu_rows(host, snapshot, shares)
+    vgpus_of = (
+        {}
+        if snapshot is None
+        else {g.uuid: vgpu_rows(host, snapshot, g, shares) for g in snapshot.gpus}
+    )
+    gpus = (
+        []
+        if snapshot is None
+        else [gpu_row(host, snapshot, g, shares, vgpus_of[g.uuid]) for g in snapshot.gpus]
+    )
     modes: dict[str, int] = {}
     for g in gpus:
         modes[g.mode] = modes.get(g.mode, 0) + 1
     utils = [g.utilization for g in gpus if g.utilization is not None]
-    vgpus = (
-        []
-        if snapshot is None
-        else [v for g in snapshot.gpus for v in vgpu_rows(host, snapshot, g, shares)]
-    )
+    vgpus = [v for rows in vgpus_of.values() for v in rows]
     all_badges = {x.kind: x for g in gpus for x in g.badges}
     mem_used = _sum([g.memory_used for g in gpus])
     mem_total = _sum([g.memory_total for g in gpus])
@@ -687,7 +710,7 @@ def host_row(
         error=error,
         stale=stale,
         gpus=len(gpus),
-        modes=modes,
+        modes=tuple(sorted(modes.items())),
         utilization=sum(utils) / len(utils) if utils else None,
         memory_used=None if mem_used is None else int(mem_used),
         memory_total=None if mem_total is None else int(mem_total),

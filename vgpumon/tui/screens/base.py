@@ -15,7 +15,7 @@ from textual.containers import Container
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from vgpumon.tui.cells import Layout
+from vgpumon.tui.cells import CellCache, Layout
 from vgpumon.tui.widgets.filter_bar import FilterBar
 from vgpumon.tui.widgets.keyed_table import KeyedTable
 from vgpumon.view.columns import Column, sort_rows
@@ -44,6 +44,7 @@ class LiveScreen(Screen[None]):
         super().__init__()
         self.sort_key: str | None = None
         self.sort_reverse = False
+        self.cell_cache = CellCache()
 
     @property
     def vapp(self) -> VgpumonApp:
@@ -94,8 +95,13 @@ class LiveScreen(Screen[None]):
 
     def forget_cells(self) -> None:
         """Colours changed (theme): rebuild every cell on the next draw."""
+        self.cell_cache.clear()
         for table in self.query(KeyedTable):
             table._columns_sig = ()
+
+    def cells(self, row: Any, columns: Sequence[Column[Any]]) -> tuple[Any, ...]:
+        """The row's cells in the current layout and palette (cached while the row is unchanged)."""
+        return self.cell_cache.row(row, columns, self.layout_now, self.vapp.palette)
 
     # ------------------------------------------------------------------ sorting
 

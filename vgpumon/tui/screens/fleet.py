@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from vgpumon.tui.cells import row_cells, table_columns
+from vgpumon.tui.cells import table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.keyed_table import KeyedTable
 from vgpumon.view import rows as vr
@@ -66,7 +66,7 @@ class FleetScreen(LiveScreen):
         cols = table_columns(HOST_COLUMNS, layout)
         self.query_one("#hosts", KeyedTable).sync(
             [(c.key, c.label) for c in cols],
-            [(r.key, row_cells(r, cols, layout, app.palette)) for r in rows],
+            [(r.key, self.cells(r, cols)) for r in rows],
         )
 
     def on_data_table_row_selected(self) -> None:

@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Static
 
 from vgpumon.model import Gpu
 from vgpumon.sources.history import gpu_entity, mig_entity, vgpu_entity
-from vgpumon.tui.cells import row_cells, table_columns
+from vgpumon.tui.cells import table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.graph import Graph
 from vgpumon.tui.widgets.keyed_table import KeyedTable
@@ -108,7 +108,6 @@ class GpuScreen(LiveScreen):
             if wid in ("g-sm", "g-dram", "g-tensor"):
                 graph.display = gpu.gpm is not None or any(m.gpm for m in gpu.mig_instances)
         layout = self.layout_now
-        palette = app.palette
         query = app.filter_query
 
         vgpus = [v for v in vr.vgpu_rows(self.host, snap, gpu, shares) if query.matches(v.fields)]
@@ -117,7 +116,7 @@ class GpuScreen(LiveScreen):
         vtable = self.query_one("#vgpus", KeyedTable)
         vtable.sync(
             [(c.key, c.label) for c in vcols],
-            [(v.key, row_cells(v, vcols, layout, palette)) for v in vgpus],
+            [(v.key, self.cells(v, vcols)) for v in vgpus],
         )
         has_vgpus = bool(gpu.vgpu_instances)
         vtable.display = self.query_one("#vgpu-title").display = has_vgpus
@@ -127,7 +126,7 @@ class GpuScreen(LiveScreen):
         mtable = self.query_one("#migs", KeyedTable)
         mtable.sync(
             [(c.key, c.label) for c in mcols],
-            [(m.key, row_cells(m, mcols, layout, palette)) for m in migs],
+            [(m.key, self.cells(m, mcols)) for m in migs],
         )
         has_migs = bool(gpu.mig_instances)
         mtable.display = self.query_one("#mig-title").display = has_migs
@@ -138,7 +137,7 @@ class GpuScreen(LiveScreen):
         pcols = table_columns(PROCESS_COLUMNS, layout)
         self.query_one("#procs", KeyedTable).sync(
             [(c.key, c.label) for c in pcols],
-            [(p.key, row_cells(p, pcols, layout, palette)) for p in procs],
+            [(p.key, self.cells(p, pcols)) for p in procs],
         )
 
     def _instance_graphs(self, table: KeyedTable, now: float) -> None:

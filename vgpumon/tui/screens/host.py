@@ -7,6 +7,7 @@ expanded GPU shows only the matching instances.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -18,7 +19,7 @@ from textual.widgets import Static
 
 from vgpumon.model import Gpu, Snapshot
 from vgpumon.sources.base import HostUpdate
-from vgpumon.tui.cells import Layout, Palette, badges_text, gauge, row_cells, table_columns
+from vgpumon.tui.cells import CellCache, Layout, Palette, badges_text, gauge, table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.keyed_table import Cells, KeyedTable
 from vgpumon.view import format as f
@@ -120,14 +121,19 @@ def gpu_table_rows(
     palette: Palette,
     order: list[vr.GpuRow] | None = None,
     key_prefix: str = "",
+    cache: CellCache | None = None,
+    vgpus_of: Mapping[str, list[vr.VgpuRow]] | None = None,
 ) -> tuple[list[tuple[str, str]], list[tuple[str, Cells]]]:
     """Columns and rows (GPUs with their expanded instances) of a host's GPU table."""
     columns = table_columns(GPU_COLUMNS, layout)
+    cells_of = cache or CellCache()
     gpus = {g.uuid: g for g in snap.gpus}
     out: list[tuple[str, Cells]] = []
     for row in order if order is not None else vr.gpu_rows(host, snap, shares):
         gpu: Gpu = gpus[row.uuid]
-        vgpus = vr.vgpu_rows(host, snap, gpu, shares)
+        vgpus = (
+            vgpus_of[gpu.uuid] if vgpus_of is not None else vr.vgpu_rows(host, snap, gpu, shares)
+        )
         migs = vr.mig_rows(host, gpu)
         children: list[vr.VgpuRow | vr.MigRow] = [*migs, *vgpus]
         if not query.empty:
@@ -137,12 +143,16 @@ def gpu_table_rows(
                 continue
             if not own:
                 children = matching
-        out.append((key_prefix + row.key, row_cells(row, columns, layout, palette)))
+        out.append((key_prefix + row.key, cells_of.row(row, columns, layout, palette)))
         if children and (tree or row.key in expanded):
             for i, child in enumerate(children):
                 kind = "vgpu" if isinstance(child, vr.VgpuRow) else "mig"
                 last = i == len(children) - 1
-                cells = _child_cells(kind, child, columns, layout, palette, last)
+                ckey = (child, tuple(c.key for c in columns), layout, palette, last)
+                cells = cells_of.get(
+                    ckey,
+                    functools.partial(_child_cells, kind, child, columns, layout, palette, last),
+                )
                 out.append((key_prefix + child.key, cells))
     return [(c.key, c.label) for c in columns], out
 
@@ -178,7 +188,9 @@ class HostScreen(LiveScreen):
             return
         snap = update.snapshot
         shares = app.shares(self.host)
-        rows = self.sorted_rows(vr.gpu_rows(self.host, snap, shares), GPU_COLUMNS)
+        vgpus_of = {g.uuid: vr.vgpu_rows(self.host, snap, g, shares) for g in snap.gpus}
+        gpu_rows = [vr.gpu_row(self.host, snap, g, shares, vgpus_of[g.uuid]) for g in snap.gpus]
+        rows = self.sorted_rows(gpu_rows, GPU_COLUMNS)
         columns, cells = gpu_table_rows(
             self.host,
             snap,
@@ -189,6 +201,8 @@ class HostScreen(LiveScreen):
             self.layout_now,
             app.palette,
             order=rows,
+            cache=self.cell_cache,
+            vgpus_of=vgpus_of,
         )
         table.sync(columns, cells)
 

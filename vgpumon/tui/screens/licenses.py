@@ -6,7 +6,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from vgpumon.tui.cells import row_cells, table_columns
+from vgpumon.tui.cells import table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.keyed_table import KeyedTable
 from vgpumon.view import rows as vr
@@ -40,5 +40,5 @@ class LicensesScreen(LiveScreen):
         ]
         self.query_one("#licenses", KeyedTable).sync(
             [(c.key, c.label) for c in columns],
-            [(r.key, row_cells(r, columns, layout, app.palette)) for r in rows],
+            [(r.key, self.cells(r, columns)) for r in rows],
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.widgets import Static
 
-from vgpumon.tui.cells import row_cells, table_columns
+from vgpumon.tui.cells import table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.keyed_table import KeyedTable
 from vgpumon.view import rows as vr
@@ -29,7 +29,7 @@ class SchedulerScreen(LiveScreen):
 
     def draw(self) -> None:
         app = self.vapp
-        layout, palette = self.layout_now, app.palette
+        layout, _palette = self.layout_now, app.palette
         scheds: list[vr.SchedulerRow] = []
         shares: list[vr.VgpuRow] = []
         for host in app.source.hosts():
@@ -49,11 +49,11 @@ class SchedulerScreen(LiveScreen):
         scols = table_columns(SCHEDULER_COLUMNS, layout)
         self.query_one("#schedulers", KeyedTable).sync(
             [(c.key, c.label) for c in scols],
-            [(s.key, row_cells(s, scols, layout, palette)) for s in scheds],
+            [(s.key, self.cells(s, scols)) for s in scheds],
         )
         vcols = table_columns(SHARE_COLUMNS, layout)
         rows = self.sorted_rows(shares, SHARE_COLUMNS)
         self.query_one("#shares", KeyedTable).sync(
             [(c.key, c.label) for c in vcols],
-            [(v.key, row_cells(v, vcols, layout, palette)) for v in rows],
+            [(v.key, self.cells(v, vcols)) for v in rows],
         )

@@ -64,7 +64,7 @@ class KeyedTable(DataTable[RenderableType]):
             if old is None:
                 self.add_row(*cells, key=key)
                 self.updates += 1
-            elif old != cells:
+            elif old is not cells and old != cells:
                 for column, before, after in zip(column_keys, old, cells, strict=True):
                     if before != after:
                         self.update_cell(key, column, after, update_width=True)
