@@ -47,6 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="time between readings (default 1.0)",
     )
     parser.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="fill the graphs' recent past from this Prometheus server (range queries)",
+    )
+    parser.add_argument(
         "--theme",
         metavar="NAME",
         help="a Textual theme, e.g. textual-dark, nord, vgpumon-mono (monochrome)",
@@ -108,6 +113,13 @@ def run(args: argparse.Namespace) -> int:
     from vgpumon.sources.history import History
     from vgpumon.tui.app import create_app
 
-    app = create_app(source, history=History(), interval=args.interval, theme=args.theme)
+    backfill = None
+    if args.prometheus:
+        from vgpumon.sources.prometheus import PrometheusBackfill
+
+        backfill = PrometheusBackfill(args.prometheus, step_seconds=args.interval)
+    app = create_app(
+        source, history=History(), interval=args.interval, theme=args.theme, backfill=backfill
+    )
     app.run()
     return 0

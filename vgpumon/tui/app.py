@@ -13,18 +13,26 @@ import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
+from vgpumon.model import Snapshot
 from vgpumon.sources.base import HostState, HostUpdate, SnapshotSource
 from vgpumon.sources.history import History
 from vgpumon.tui.cells import COLOUR, MONO, Palette
 from vgpumon.tui.themes import MONOCHROME
 from vgpumon.view.events import Event, connection_events, snapshot_events
 from vgpumon.view.filter import Query
+
+
+class Backfill(Protocol):
+    """Fills a host's history from elsewhere (a Prometheus server) when it first shows up."""
+
+    async def fill(self, history: History, host: str, snapshot: Snapshot) -> int: ...
+
 
 REDRAW_SECONDS = 0.25  # how soon a new update reaches the screen (coalesces a fleet's updates)
 EVENTS_KEPT = 1000
@@ -56,6 +64,7 @@ class VgpumonApp(App[None]):
         history: History | None = None,
         start_source: bool = True,
         interval: float = 1.0,
+        backfill: Backfill | None = None,
     ) -> None:
         from vgpumon.tui.screens import modes
 
@@ -77,6 +86,8 @@ class VgpumonApp(App[None]):
         self.redraws = 0  # screens drawn by the timer: tests check that pausing stops them
         self.palette: Palette = COLOUR
         self.register_theme(MONOCHROME)
+        self.backfill = backfill
+        self._backfilled: set[str] = set()
 
     # ------------------------------------------------------------------ life cycle
 
@@ -127,9 +138,37 @@ class VgpumonApp(App[None]):
                 update.host, None if old is None else old.snapshot, update.snapshot
             )
         for event in found:
-            self._event_seq += 1
-            self.events.append((self._event_seq, event))
+            self.add_event(event)
         self.hosts[update.host] = update
+        self.dirty = True
+        if self.backfill is not None and new_snapshot and update.host not in self._backfilled:
+            self._backfilled.add(update.host)
+            assert update.snapshot is not None
+            self.run_worker(self._fill(update.host, update.snapshot), group="backfill")
+
+    def add_event(self, event: Event) -> None:
+        self._event_seq += 1
+        self.events.append((self._event_seq, event))
+
+    async def _fill(self, host: str, snapshot: Snapshot) -> None:
+        """The host's recent past from Prometheus, in a worker: the screen never waits on it."""
+        assert self.backfill is not None
+        try:
+            added = await self.backfill.fill(self.history, host, snapshot)
+        except Exception as exc:  # noqa: BLE001 - a Prometheus problem is an event, not a crash
+            reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+            self.add_event(
+                Event(snapshot.timestamp, host, "warning", f"Prometheus backfill: {reason}")
+            )
+        else:
+            self.add_event(
+                Event(
+                    snapshot.timestamp,
+                    host,
+                    "info",
+                    f"graphs filled from Prometheus ({added} points)",
+                )
+            )
         self.dirty = True
 
     def shares(self, host: str) -> dict[tuple[str, int], float]:
@@ -252,9 +291,12 @@ def create_app(
     start_source: bool = True,
     interval: float = 1.0,
     theme: str | None = None,
+    backfill: Backfill | None = None,
 ) -> VgpumonApp:
     """The app over ``source``; tests pass ``start_source=False`` and drive the source."""
-    app = VgpumonApp(source, history=history, start_source=start_source, interval=interval)
+    app = VgpumonApp(
+        source, history=history, start_source=start_source, interval=interval, backfill=backfill
+    )
     if theme is not None:
         if theme not in app.available_themes:
             from vgpumon.errors import ConfigError
