@@ -16,10 +16,9 @@ from rich.text import Text
 
 from vgpumon.view import format as f
 from vgpumon.view.badges import Badge
-from vgpumon.view.columns import Column, visible
+from vgpumon.view.columns import WIDE_AT, Column, visible
 
 R = TypeVar("R")
-WIDE_AT = 120  # from this width the ``wide`` columns show
 COMPACT_BELOW = 80  # below this width gauges are left out
 
 

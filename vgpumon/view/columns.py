@@ -25,6 +25,8 @@ from vgpumon.view.rows import (
 )
 
 R = TypeVar("R")
+# Terminal width from which the columns marked ``wide`` are shown (the UI and ``snapshot`` alike).
+WIDE_AT = 120
 
 
 @dataclass(frozen=True)

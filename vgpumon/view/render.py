@@ -10,10 +10,7 @@ would be empty (MIG, processes, vGPU) are left out, so a bare-metal host gets tw
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
-from typing import TypeVar
 
-from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -21,66 +18,9 @@ from rich.text import Text
 from vgpumon.model import Snapshot
 from vgpumon.view import format as f
 from vgpumon.view import rows as r
-from vgpumon.view.columns import (
-    GPU_COLUMNS,
-    MIG_COLUMNS,
-    PROCESS_COLUMNS,
-    VGPU_COLUMNS,
-    Column,
-    visible,
-)
-
-R = TypeVar("R")
-HOST = "local"
-WIDE_AT = 120  # console width from which the ``wide`` columns are shown
-# Columns whose text may fold at its spaces (names); everything else stays on one line.
-FOLDING = frozenset(
-    {"name", "process", "modes", "note", "product", "held", "state", "expires", "badges"}
-)
-
-
-def titled_table(title: str, *columns: str) -> Table:
-    """A section of the snapshot picture: bold left-aligned title, light borders."""
-    table = Table(
-        title=title,
-        title_justify="left",
-        title_style="bold",
-        header_style="bold",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
-    )
-    for column in columns:
-        table.add_column(column, no_wrap=True)
-    return table
-
-
-def row_table(
-    title: str,
-    columns: Sequence[Column[R]],
-    rows: Sequence[R],
-    *,
-    wide: bool,
-    lead: tuple[str, ...] = (),
-    lead_cells: Sequence[tuple[str, ...]] = (),
-) -> Table:
-    """A table of view rows; ``lead`` columns (e.g. the GPU index) come before the row's own."""
-    shown = visible(columns, wide)
-    table = titled_table(title)
-    for name in lead:
-        table.add_column(name, no_wrap=True, justify="right")
-    for c in shown:
-        folds = c.key in FOLDING
-        table.add_column(
-            c.label,
-            justify="right" if c.numeric else "left",
-            no_wrap=not folds,
-            overflow="fold",
-        )
-    for i, row in enumerate(rows):
-        extra = lead_cells[i] if lead_cells else ()
-        table.add_row(*extra, *(c.cell(row) for c in shown))
-    return table
+from vgpumon.view.columns import GPU_COLUMNS, MIG_COLUMNS, PROCESS_COLUMNS, VGPU_COLUMNS
+from vgpumon.view.tables import HOST, WIDE_AT, row_table, titled_table
+from vgpumon.view.vgpu_render import vgpu_extra_tables
 
 
 def _header(snapshot: Snapshot) -> Text:
@@ -211,8 +151,6 @@ def _footer(snapshot: Snapshot) -> Text | None:
 
 
 def snapshot_renderable(snapshot: Snapshot, width: int = 80) -> RenderableType:
-    from vgpumon.view.vgpu_render import vgpu_extra_tables
-
     wide = width >= WIDE_AT
     parts: list[RenderableType] = [_header(snapshot)]
     if not snapshot.gpus:

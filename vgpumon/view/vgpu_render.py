@@ -1,5 +1,5 @@
-"""The vGPU scheduler and licensing tables of ``vgpumon snapshot`` (after render.py's instance
-and type tables), built from the scheduler and license rows the terminal UI shows too.
+"""The vGPU scheduler and licensing tables of ``vgpumon snapshot`` (render.py puts them after its
+instance and type tables), built from the scheduler and license rows the terminal UI shows too.
 
 Empty tables are left out (a pass-through or bare-metal host shows none of this).
 """
@@ -12,7 +12,7 @@ from vgpumon.model import Snapshot
 from vgpumon.view import format as f
 from vgpumon.view import rows as r
 from vgpumon.view.columns import LICENSE_COLUMNS, SCHEDULER_COLUMNS
-from vgpumon.view.render import HOST, row_table, titled_table
+from vgpumon.view.tables import HOST, row_table, titled_table
 
 
 def _run_time(snapshot: Snapshot) -> Table | None:
