@@ -2,10 +2,13 @@
 
 Two setups, each measured for ``--seconds`` after a warm-up:
 
-1. *Largest host*: one exporter (``vgpumon serve --sim bench/scenarios/vgpu-16x48.yaml``, 16 GPUs x
-   48 vGPUs) in its own process; ``top`` reads it over HTTP with the host screen in tree mode, so
-   all 16 GPUs and 768 vGPU rows are built every refresh. The exporter's sampling cost stays in
-   the exporter's process: the figure is top's own (HTTP client, JSON, history, tables, frames).
+1. *Largest host*: 16 GPUs x 48 vGPUs. A helper process serves ``/api/v1/snapshot`` like the
+   exporter does, with a synthetic snapshot of that size whose readings (utilization, framebuffer,
+   scheduler run time, a license expiry) change every second; ``top`` reads it over HTTP with the
+   host screen in tree mode, so all 16 GPUs and 768 vGPU rows are on screen and change. (The same
+   host as a simulator scenario is ``bench/scenarios/vgpu-16x48.yaml``; its sampler alone needs
+   more than a loaded 2-core machine has, so it would measure the simulator, not ``top``.) The
+   figure is top's own: HTTP client, JSON, history, row models, tables and frames.
 2. *Fleet*: 20 exporters (``kvm-vgpu-timesliced``, one process serving all 20 on loopback ports, so
    the machine is not flooded with 20 interpreters), read by ``top``'s fleet screen.
 
@@ -73,6 +76,121 @@ def scenario_text(gpus: int = 16, vgpus: int = 48) -> str:
                 f"load: {{sm: {0.01 * (i % 5 + 1):.2f}}}, framebuffer_used: 256MiB{lic}}}"
             )
     return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- synthetic host
+
+
+def synthetic_snapshot(t: float, gpus: int = 16, vgpus: int = 48) -> Any:
+    """A 16 x 48 vGPU host at time ``t``: readings move with ``t`` so every refresh has news."""
+    import math
+
+    from vgpumon.model import (
+        CollectorStatus,
+        Gpu,
+        Memory,
+        SamplerHealth,
+        Snapshot,
+        Temperatures,
+        Utilization,
+        VgpuInstance,
+        VgpuLicense,
+        VgpuScheduler,
+        VgpuSchedulerUsage,
+        VgpuType,
+        VgpuUtilization,
+    )
+
+    mib, gib = 1024**2, 1024**3
+    wave = 0.5 + 0.5 * math.sin(t / 7.0)
+    out = []
+    for g in range(gpus):
+        instances, usage = [], []
+        for i in range(vgpus):
+            vid = g * 100 + i + 1
+            sm = round(0.01 * (i % 5 + 1) * (0.5 + wave), 3)
+            unlicensed = i % 16 == 0
+            instances.append(
+                VgpuInstance(
+                    vgpu_id=vid,
+                    vm_id=f"{vid:08x}-0000-4000-8000-{g:012x}",
+                    type_id=1146,
+                    type_name="NVIDIA L40S-1B",
+                    type_class="NVS",
+                    framebuffer_total_bytes=768 * mib,
+                    framebuffer_used_bytes=int((128 + 256 * wave + i) * mib),
+                    frame_rate_limit=45,
+                    utilization=VgpuUtilization(
+                        sm=sm, memory=sm / 2, encoder=0.0, decoder=0.0, samples=5
+                    ),
+                    license=VgpuLicense(
+                        licensed=not unlicensed,
+                        state="unlicensed_restricted" if unlicensed else "licensed",
+                        expiry_status="valid",
+                        expiry_timestamp_seconds=t + 86400 * (1 + i),
+                    ),
+                )
+            )
+            usage.append(VgpuSchedulerUsage(vid, run_seconds_total=t * sm))
+        out.append(
+            Gpu(
+                index=g,
+                uuid=f"GPU-{g:08x}-1111-2222-3333-444444444444",
+                name="NVIDIA L40S",
+                virtualization_mode="host_vgpu",
+                utilization=Utilization(gpu=round(0.6 + 0.3 * wave, 3), memory=0.3),
+                memory=Memory(total_bytes=48 * gib, used_bytes=int((20 + 10 * wave) * gib)),
+                power_watts=200 + 100 * wave,
+                power_limit_watts=350.0,
+                temperatures=Temperatures(gpu_celsius=50 + 10 * wave),
+                vgpu_instances=tuple(instances),
+                vgpu_types=(
+                    VgpuType(
+                        type_id=1146,
+                        name="NVIDIA L40S-1B",
+                        max_instances=vgpus,
+                        creatable=True,
+                        active_instances=vgpus,
+                    ),
+                ),
+                vgpu_schedulers=(
+                    VgpuScheduler(
+                        policy="equal_share", timeslice_seconds=0.002, usage=tuple(usage)
+                    ),
+                ),
+            )
+        )
+    return Snapshot(
+        timestamp=t,
+        gpus=tuple(out),
+        source="synthetic:16x48",
+        health=SamplerHealth(up=True, cycles_total=int(t)),
+        collectors=(CollectorStatus("vgpu", True, 0.01),),
+    )
+
+
+async def serve_synthetic(port: int) -> None:
+    """``/api/v1/snapshot`` with :func:`synthetic_snapshot`, one new snapshot per second."""
+    from aiohttp import web
+
+    from vgpumon.model import to_json
+
+    cache: dict[int, str] = {}
+
+    async def snapshot(request: web.Request) -> web.Response:
+        second = int(time.time())
+        if second not in cache:
+            cache.clear()
+            cache[second] = to_json(synthetic_snapshot(float(second)))
+        return web.Response(text=cache[second], content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/api/v1/snapshot", snapshot)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    print("ready", flush=True)
+    await asyncio.Event().wait()
 
 
 # --------------------------------------------------------------------------- exporters
@@ -197,7 +315,7 @@ def report(results: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for key, label, target in (
-        ("large", "16 GPUs x 48 vGPUs, host screen, tree on", "< 5 %"),
+        ("large", "16 GPUs x 48 vGPUs (synthetic), host screen, tree on", "< 5 %"),
         ("fleet", f"{FLEET_SIZE} exporters, fleet screen", "< 15 %"),
     ):
         r = results[key]
@@ -225,7 +343,10 @@ def main() -> int:
     parser.add_argument("--serve", nargs="+", metavar="ARG", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(serve_many(args.serve[0], [int(p) for p in args.serve[1:]]))
+        if args.serve[0] == "synthetic":
+            asyncio.run(serve_synthetic(int(args.serve[1])))
+        else:
+            asyncio.run(serve_many(args.serve[0], [int(p) for p in args.serve[1:]]))
         return 0
     if args.write_scenario:
         SCENARIO.parent.mkdir(exist_ok=True)
@@ -241,7 +362,7 @@ def main() -> int:
         },
     }
     for key, scenario, count, tree in (
-        ("large", str(SCENARIO), 1, True),
+        ("large", "synthetic", 1, True),
         ("fleet", FLEET_SCENARIO, FLEET_SIZE, False),
     ):
         ports = free_ports(count)

@@ -1,14 +1,16 @@
 """``vgpumon top``: the Textual application and its factory.
 
-Live data follows one path: a worker consumes :meth:`SnapshotSource.updates` on the event loop
-(the source does its own I/O and NVML calls off the loop, so the UI never waits on a host), each
-update is recorded into the history and the event log, and a short timer redraws the *active*
-screen when something changed. Screens that are not shown do no work; they redraw when they come
-back. Pausing stops redrawing, not collecting, so graphs have no hole when the pause ends.
+Live data follows one path: the source runs on a thread and event loop of its own
+(:mod:`vgpumon.tui.runner`), so its I/O, JSON parsing and NVML scheduling never run on the UI's
+loop; each update it publishes is handed over, recorded into the history and the event log, and a
+short timer redraws the *active* screen when something changed. Screens that are not shown do no
+work; they redraw when they come back. Pausing stops redrawing, not collecting, so graphs have
+no hole when the pause ends.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -23,6 +25,7 @@ from vgpumon.model import Snapshot
 from vgpumon.sources.base import HostState, HostUpdate, SnapshotSource
 from vgpumon.sources.history import History
 from vgpumon.tui.cells import COLOUR, MONO, Palette
+from vgpumon.tui.runner import SourceThread
 from vgpumon.tui.themes import MONOCHROME
 from vgpumon.view.events import Event, connection_events, snapshot_events
 from vgpumon.view.filter import Query
@@ -88,13 +91,20 @@ class VgpumonApp(App[None]):
         self.register_theme(MONOCHROME)
         self.backfill = backfill
         self._backfilled: set[str] = set()
+        self._runner: SourceThread | None = None
 
     # ------------------------------------------------------------------ life cycle
 
     def on_mount(self) -> None:
         for update in self.source.latest().values():
             self._take(update)
-        self.run_worker(self._consume(), name="source", group="source", exit_on_error=False)
+        if self.start_source:
+            # The source gets a thread and loop of its own: its I/O and parsing never run here.
+            self._runner = SourceThread(self.source, self._take, asyncio.get_running_loop())
+            self._runner.start()
+        else:
+            # Tests drive the source on this loop themselves; consume it here.
+            self.run_worker(self._consume(), name="source", group="source", exit_on_error=False)
         self.set_interval(REDRAW_SECONDS, self._tick)
         self.switch_mode("overview")
         self._update_subtitle()
@@ -103,12 +113,13 @@ class VgpumonApp(App[None]):
         updates = self.source.updates()  # subscribed now: nothing published from here is lost
         for update in self.source.latest().values():
             self._take(update)
-        if self.start_source:
-            await self.source.start()
         async for update in updates:
             self._take(update)
 
     async def on_unmount(self) -> None:
+        if self._runner is not None:
+            await self._runner.close()
+            return
         with contextlib.suppress(Exception):
             await self.source.close()
 
@@ -179,7 +190,10 @@ class VgpumonApp(App[None]):
 
     def _catch_up(self) -> None:
         """Take any newer state the stream did not bring (a subscriber that fell behind loses
-        updates, never the newest state in ``latest()``)."""
+        updates, never the newest state in ``latest()``). Only for a source on this loop: a
+        source on its own thread delivers every update it publishes."""
+        if self._runner is not None:
+            return
         for update in self.source.latest().values():
             self._take(update)
 
@@ -243,7 +257,10 @@ class VgpumonApp(App[None]):
         self.redraw()
 
     async def action_refresh_source(self) -> None:
-        await self.source.refresh()
+        if self._runner is not None:
+            await self._runner.refresh()
+        else:
+            await self.source.refresh()
 
     async def action_show(self, mode: str) -> None:
         if self.current_mode != mode:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
@@ -45,6 +46,7 @@ class LiveScreen(Screen[None]):
         self.sort_key: str | None = None
         self.sort_reverse = False
         self.cell_cache = CellCache()
+        self._composed = False  # set on mount: a pushed screen is active before its children exist
 
     @property
     def vapp(self) -> VgpumonApp:
@@ -71,6 +73,7 @@ class LiveScreen(Screen[None]):
         return width < MIN_WIDTH or height < MIN_HEIGHT
 
     def on_mount(self) -> None:
+        self._composed = True
         self._apply_size()
         self.refresh_data()
 
@@ -86,9 +89,12 @@ class LiveScreen(Screen[None]):
         self.set_class(self.layout_now.compact, "-compact")
 
     def refresh_data(self) -> None:
-        if self.too_small or not self.is_mounted:
+        if self.too_small or not self._composed:
             return
-        self.draw()
+        try:
+            self.draw()
+        except NoMatches:
+            return  # the screen is being taken down (or not built yet): nothing to draw on
 
     def draw(self) -> None:
         raise NotImplementedError
