@@ -10,12 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.cells import cell_len
 from rich.console import RenderableType
+from rich.text import Text
 from textual._two_way_dict import TwoWayDict
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowKey
+from textual.widgets.data_table import ColumnKey, RowKey
 
 Cells = tuple[RenderableType, ...]
+
+
+def _width(cell: RenderableType) -> int:
+    if isinstance(cell, Text):
+        return cell.cell_len
+    return cell_len(cell) if isinstance(cell, str) else 0
 
 
 class KeyedTable(DataTable[RenderableType]):
@@ -67,7 +75,9 @@ class KeyedTable(DataTable[RenderableType]):
             elif old is not cells and old != cells:
                 for column, before, after in zip(column_keys, old, cells, strict=True):
                     if before != after:
-                        self.update_cell(key, column, after, update_width=True)
+                        # Re-measuring a column costs a layout pass per cell: only when it grows.
+                        grows = _width(after) > self.columns[ColumnKey(column)].content_width
+                        self.update_cell(key, column, after, update_width=grows)
                         self.updates += 1
             self._held[key] = cells
         order = [k for k, _ in rows]
