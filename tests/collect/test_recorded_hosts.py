@@ -1,6 +1,6 @@
 """The real H200 recorded with `vgpumon record` (bench/results/device-2026-11-21) replays.
 
-The fixture is what `vgpumon record` wrote on the lent H200; replaying it through the simulator
+The fixture is what `vgpumon record` wrote on a real H200; replaying it through the simulator
 must give back the host that nvidia-smi described there (name, memory, pass-through, MIG off,
 driver), with identities masked and no vGPU section.
 """
@@ -16,7 +16,8 @@ from vgpumon import sim
 from vgpumon.collect import take_snapshot
 from vgpumon.nvml.session import NvmlSession
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "recorded" / "h200__580.159.04__passthrough.yaml"
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "recorded"
+FIXTURE = RECORDED / "h200__580.159.04__passthrough.yaml"
 # What nvidia-smi -q printed on that machine (bench/results/device-2026-11-21/env.txt).
 NVIDIA_SMI = {
     "name": "NVIDIA H200",

@@ -68,6 +68,18 @@ class Exporter:
         self._sampling = asyncio.create_task(self._sampler.run(self._stop))
         return self
 
+    async def sampled_after(self, timestamp: float, seconds: float = 30.0) -> None:
+        """Return once the exporter holds a snapshot newer than ``timestamp``."""
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + seconds
+        while True:
+            latest = self._sampler.latest if self._sampler is not None else None
+            if latest is not None and latest.timestamp > timestamp:
+                return
+            if loop.time() > give_up:
+                pytest.fail(f"the exporter sampled nothing after {timestamp} in {seconds} s")
+            await asyncio.sleep(0.02)
+
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()

@@ -79,9 +79,9 @@ async def test_refresh_reaches_every_host(exporter_factory, wait_until):
     await fleet.start()
     try:
         first = {}
-        for host in fleet.hosts():
+        for host, exporter in zip(fleet.hosts(), (one, two), strict=True):
             first[host] = await wait_until(fleet, host, lambda u: u.state is HostState.UP)
-        await asyncio.sleep(0.3)  # both exporters sampled again since
+            await exporter.sampled_after(first[host].snapshot.timestamp)
         await fleet.refresh()
         for host in fleet.hosts():
             await wait_until(fleet, host, lambda u, h=host: u.sequence > first[h].sequence)

@@ -14,8 +14,14 @@ from aiohttp import web
 
 from vgpumon.errors import ConfigError
 from vgpumon.model import SCHEMA_VERSION
-from vgpumon.sources import HostState, HostUpdate, SnapshotSource
-from vgpumon.sources.remote import Connection, ExporterClient, RemoteSource, RemoteTarget
+from vgpumon.sources import HostState, HostUpdate, SnapshotSource, remote
+from vgpumon.sources.remote import (
+    Connection,
+    ExporterClient,
+    NotReady,
+    RemoteSource,
+    RemoteTarget,
+)
 
 UP = HostState.UP
 UNREACHABLE = HostState.UNREACHABLE
@@ -175,7 +181,8 @@ async def test_refresh_polls_at_once_even_with_a_long_interval(exporter, wait_un
     await source.start()
     try:
         first = await wait_until(source, host, is_up)
-        await asyncio.sleep(0.3)  # the exporter has sampled again since
+        assert first.snapshot is not None
+        await exporter.sampled_after(first.snapshot.timestamp)
         await source.refresh()
         await wait_until(source, host, lambda u: u.sequence > first.sequence)
     finally:
@@ -235,7 +242,7 @@ async def test_tls_and_auth_together(exporter_factory, web_config, tls_files, cr
             try:
                 snapshot = await client.snapshot()
                 break
-            except Exception:  # noqa: BLE001
+            except NotReady:
                 await asyncio.sleep(0.05)
         assert snapshot.gpus
     finally:
@@ -272,3 +279,10 @@ async def test_a_wrong_answer_is_unreachable_with_one_line(
         down = await wait_until(source, host, unreachable)
         assert down.error is not None and down.error.startswith(reason), down.error
         assert "\n" not in down.error
+
+
+async def test_an_answer_too_large_is_refused(monkeypatch, wait_until):
+    monkeypatch.setattr(remote, "MAX_BODY_BYTES", 1000)
+    async with answering("x" * 5000) as url, polling(url) as source:
+        down = await wait_until(source, url.split("://", 1)[1], unreachable)
+        assert down.error is not None and down.error.startswith("the answer is larger than")

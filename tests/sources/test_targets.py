@@ -73,6 +73,7 @@ def test_file_sd_yaml(tmp_path: Path):
         ("gpu1:notaport\n", "line 1: 'gpu1:notaport' has no port"),
         ("[{targets: [gpu1:9400]\n", "line 2: "),
         ('{"targets": ["gpu1:9400"]}', "a file_sd file is a list"),
+        ("targets: [gpu1:9400]\n", "a file_sd file is a list"),
         ('[{"target": ["gpu1:9400"]}]', "group 1: unknown key 'target'"),
         ('[{"targets": "gpu1:9400"}]', "group 1: 'targets' must be a list"),
         ('[{"targets": ["gpu1:9400"], "labels": {"a": 1}}]', "group 1: 'labels' must map"),

@@ -10,39 +10,48 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from vgpumon.commands.common import add_nvml_arguments
-from vgpumon.errors import ConfigError
-from vgpumon.export.config import (
+from vgpumon.config.serve import (
     DEFAULT_PORT,
     ServeSettings,
-    _bool,
-    _listen,
-    _log_level,
-    _positive_float,
-    _positive_int,
-    _text,
+    check_bool,
+    check_count,
+    check_interval,
+    check_listen,
+    check_log_level,
+    check_text,
+    check_timeout,
     load_file,
     merge,
 )
+from vgpumon.errors import ConfigError
+
+if TYPE_CHECKING:
+    from vgpumon.collect.base import SamplerConfig
+    from vgpumon.export.server import Reloaded
 
 COLLECTOR_DEST = "collector:"
 
 # settings field -> (flag, check); the checks are the config file's, so both say the same thing.
 FLAGS: dict[str, tuple[str, Any]] = {
-    "listen": ("--listen", _listen),
-    "interval_seconds": ("--interval", _positive_float),
-    "deadline_seconds": ("--deadline", _positive_float),
-    "processes": ("--processes", _bool),
-    "processes_max": ("--processes-max", _positive_int),
-    "pcie_throughput": ("--pcie-throughput", _bool),
-    "web_config_file": ("--web.config.file", _text),
-    "max_requests": ("--web.max-requests", _positive_int),
-    "shutdown_timeout_seconds": ("--web.shutdown-timeout", _positive_float),
-    "sim": ("--sim", _text),
-    "nvml_module": ("--nvml-module", _text),
-    "log_level": ("--log-level", _log_level),
+    "listen": ("--listen", check_listen),
+    "interval_seconds": ("--interval", check_interval),
+    "deadline_seconds": ("--deadline", check_timeout),
+    "processes": ("--processes", check_bool),
+    "processes_max": ("--processes-max", check_count),
+    "pcie_throughput": ("--pcie-throughput", check_bool),
+    "web_config_file": ("--web.config.file", check_text),
+    "max_requests": ("--web.max-requests", check_count),
+    "shutdown_timeout_seconds": ("--web.shutdown-timeout", check_timeout),
+    "max_connections": ("--web.max-connections", check_count),
+    "header_timeout_seconds": ("--web.header-timeout", check_timeout),
+    "idle_timeout_seconds": ("--web.idle-timeout", check_timeout),
+    "write_timeout_seconds": ("--web.write-timeout", check_timeout),
+    "sim": ("--sim", check_text),
+    "nvml_module": ("--nvml-module", check_text),
+    "log_level": ("--log-level", check_log_level),
 }
 
 
@@ -63,6 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     web = parser.add_argument_group("web")
     web.add_argument(
         "--listen",
+        "--web.listen-address",  # node_exporter's spelling, so fleet tooling can pass either
+        dest="listen",
         action="append",
         metavar="ADDR",
         help=f"address to serve on, repeatable: 0.0.0.0:PORT, [::]:PORT or :PORT "
@@ -83,21 +94,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     web.add_argument(
         "--web.shutdown-timeout",
         dest="shutdown_timeout_seconds",
-        metavar="SECONDS",
+        metavar="DURATION",
         help="on SIGTERM/SIGINT, wait at most this long for requests and a running cycle "
         f"(default {defaults.shutdown_timeout_seconds:g})",
+    )
+    web.add_argument(
+        "--web.max-connections",
+        dest="max_connections",
+        metavar="N",
+        help=f"connections served at once; one more is closed at once "
+        f"(default {defaults.max_connections})",
+    )
+    web.add_argument(
+        "--web.header-timeout",
+        dest="header_timeout_seconds",
+        metavar="SECONDS",
+        help="a connection must finish its TLS handshake and send a request head within this "
+        f"(default {defaults.header_timeout_seconds:g})",
+    )
+    web.add_argument(
+        "--web.idle-timeout",
+        dest="idle_timeout_seconds",
+        metavar="SECONDS",
+        help="a kept-alive connection with no new request for this long is closed "
+        f"(default {defaults.idle_timeout_seconds:g})",
+    )
+    web.add_argument(
+        "--web.write-timeout",
+        dest="write_timeout_seconds",
+        metavar="SECONDS",
+        help="a client that does not take a response within this is dropped "
+        f"(default {defaults.write_timeout_seconds:g})",
     )
     sampling = parser.add_argument_group("sampling")
     sampling.add_argument(
         "--interval",
         dest="interval_seconds",
-        metavar="SECONDS",
+        metavar="DURATION",
         help=f"time between sampling cycles (default {defaults.interval_seconds:g})",
     )
     sampling.add_argument(
         "--deadline",
         dest="deadline_seconds",
-        metavar="SECONDS",
+        metavar="DURATION",
         help="a cycle still running after this is abandoned and the sampler reported wedged "
         f"(default {defaults.deadline_seconds:g})",
     )
@@ -169,20 +208,85 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     return merge(file_values, flag_values, config_file=config)
 
 
+def sampler_config(settings: ServeSettings) -> SamplerConfig:
+    """What the sampler needs from the settings (built here: ``export`` never imports collect)."""
+    from vgpumon.collect.base import SamplerConfig
+    from vgpumon.collect.registry import all_readers
+
+    known = [(r.name, r.default_enabled) for r in all_readers()]
+    return SamplerConfig(
+        interval_seconds=settings.interval_seconds,
+        deadline_seconds=settings.deadline_seconds,
+        collectors=settings.enabled_collectors(known),
+        pcie_throughput=settings.pcie_throughput,
+    )
+
+
+# Settings that only a restart applies (a new listener, sampler or NVML module); a reload that
+# changes one says so.
+RESTART_ONLY = (
+    "listen",
+    "interval_seconds",
+    "deadline_seconds",
+    "collectors",
+    "pcie_throughput",
+    "sim",
+    "nvml_module",
+    "web_config_file",
+    "max_connections",
+    "header_timeout_seconds",
+    "idle_timeout_seconds",
+)
+
+
+def reloaded(settings: ServeSettings) -> Reloaded:
+    """The part of the settings ``serve`` applies on SIGHUP, and the part it only names."""
+    from vgpumon.export.metrics import ExportOptions
+    from vgpumon.export.server import Reloaded
+
+    return Reloaded(
+        options=ExportOptions(processes=settings.processes, processes_max=settings.processes_max),
+        max_requests=settings.max_requests,
+        write_timeout_seconds=settings.write_timeout_seconds,
+        log_level=settings.log_level,
+        restart_only=tuple((name, getattr(settings, name)) for name in RESTART_ONLY),
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from vgpumon.collect.sampler import Sampler
-    from vgpumon.export.server import serve
+    from vgpumon.export.server import refuse_duplicate_listen, serve
     from vgpumon.nvml.loader import open_session
 
     settings = settings_from_args(args)
+    refuse_duplicate_listen(settings.listen)  # before NVML is opened: a typo costs nothing
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     session = open_session(sim=settings.sim, module_name=settings.nvml_module)
-    sampler = Sampler(session, settings.sampler_config())
+    sampler = Sampler(session, sampler_config(settings))
+    in_force = reloaded(settings)
+
+    async def reload() -> Reloaded:
+        # SIGHUP: the same files and flags as at start, read off the event loop (a config on a
+        # slow or hung file system must not stop scrapes).
+        return reloaded(await asyncio.to_thread(settings_from_args, args))
+
     try:
-        return asyncio.run(serve(settings, sampler))
+        return asyncio.run(
+            serve(
+                sampler,
+                listen=settings.listen,
+                options=in_force.options,
+                max_requests=settings.max_requests,
+                web_config_file=settings.web_config_file,
+                shutdown_timeout_seconds=settings.shutdown_timeout_seconds,
+                limits=settings.server_limits(),
+                reload=reload,
+                in_force=in_force,
+            )
+        )
     finally:
         # Bounded (CLOSE_TIMEOUT_SECONDS): a wedged driver does not keep the process alive.
         sampler.close()

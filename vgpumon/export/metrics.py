@@ -12,7 +12,8 @@ MIG GPU instance, a vGPU, ...) and how to walk the snapshot for it, so adding a 
     gauge(VGPU, "vgpumon_vgpu_encoder_average_fps", "Average encoder frame rate.",
           lambda v: v.encoder_average_fps, collector="vgpu")
 
-The rules of ``metrics-contract.md`` that the structure enforces (and the tests check):
+The metric naming rules (docs/exporter.md, "Metric naming rules") that the structure enforces
+(and the tests check):
 
 * a value that is ``None`` yields no sample (absent is not zero);
 * per-GPU scopes skip GPUs that are down, except :data:`ALL_GPUS` (``vgpumon_gpu_up`` and the info);
@@ -220,12 +221,40 @@ def _process_host(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, 
         yield (), process_window(s, o)
 
 
+# Xids the alert rules tell apart (packaging/prometheus/vgpumon.rules.yml), after the resolution
+# buckets of NVIDIA's Xid catalog. Critical: the GPU (or its memory, NVLink or GSP firmware) needs a
+# reset, a drain or service. Informational: the running application is at fault or the hardware
+# already recovered; worth a look, not a page.
+XID_CRITICAL = (46, 48, 62, 64, 74, 79, 95, 109, 119, 120, 140, 154)
+XID_INFORMATIONAL = (13, 31, 43, 45, 63, 68, 92, 94)
+XID_CATALOG = tuple(sorted((*XID_CRITICAL, *XID_INFORMATIONAL)))
+
+
+def _xid_gpus(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Gpu]]:
+    # Only where the xid reader ran: a zero is "watched, none seen", never "not watched".
+    if not any(c.name == "xid" for c in s.collectors):
+        return iter(())
+    return _up_gpus(s, o)
+
+
+def _xid_counts(g: Gpu) -> list[tuple[tuple[str], int]]:
+    """Every catalogued Xid at 0 until it happens, so ``increase()`` sees the first one.
+
+    A counter that appears at its first event has no earlier sample, and ``increase()`` over a
+    window with one sample is empty: the first Xid 79 on a GPU would never fire an alert.
+    Xids outside the catalog still appear at their first event.
+    """
+    counts = dict.fromkeys(XID_CATALOG, 0) | g.xid_errors
+    return [((str(x),), n) for x, n in sorted(counts.items())]
+
+
 GPU_LABELS = ("gpu", "uuid")
 HOST: Scope[Snapshot] = Scope("Exporter health", (), _host)
 COLLECTOR: Scope[CollectorStatus] = Scope("Exporter health", ("collector",), _collectors)
 NVML_ERROR: Scope[NvmlErrorCount] = Scope("Exporter health", ("function", "error"), _nvml_errors)
 ALL_GPUS: Scope[Gpu] = Scope("Physical GPU", GPU_LABELS, _all_gpus)
 GPU: Scope[Gpu] = Scope("Physical GPU", GPU_LABELS, _up_gpus)
+GPU_XID: Scope[Gpu] = Scope("Physical GPU", GPU_LABELS, _xid_gpus)
 PROCESS_HOST: Scope[ProcessWindow] = Scope("Processes (opt-in)", (), _process_host)
 PROCESS: Scope[Process] = Scope(
     "Processes (opt-in)",
@@ -449,6 +478,9 @@ def _license_state(state: str | None, licensed: bool | None) -> str | None:
 
 _PROC = "processes"
 
+# A row bound to a name, ``(GPU_UP := gauge(...))``, is one that code elsewhere refers to: the
+# /metrics parser (:mod:`vgpumon.export.parse`) and validate's messages take its name and labels
+# from the row itself, so a family is renamed here and nowhere else.
 FAMILIES: tuple[Family, ...] = (
     # ---- exporter health
     info(
@@ -479,12 +511,14 @@ FAMILIES: tuple[Family, ...] = (
         lambda s: (s.source,),
         collector=EXPORTER,
     ),
-    gauge(
-        HOST,
-        "vgpumon_up",
-        "1 when NVML is initialised and the last sampling cycle finished.",
-        lambda s: s.health.up,
-        collector=EXPORTER,
+    (
+        UP := gauge(
+            HOST,
+            "vgpumon_up",
+            "1 when NVML is initialised and the last sampling cycle finished.",
+            lambda s: s.health.up,
+            collector=EXPORTER,
+        )
     ),
     gauge(
         COLLECTOR,
@@ -500,12 +534,14 @@ FAMILIES: tuple[Family, ...] = (
         lambda c: c.duration_seconds,
         collector=EXPORTER,
     ),
-    gauge(
-        HOST,
-        "vgpumon_last_sample_timestamp_seconds",
-        "When the served sample was taken (Unix time); scrapes never sample.",
-        lambda s: s.timestamp,
-        collector=EXPORTER,
+    (
+        LAST_SAMPLE_TIMESTAMP_SECONDS := gauge(
+            HOST,
+            "vgpumon_last_sample_timestamp_seconds",
+            "When the served sample was taken (Unix time); scrapes never sample.",
+            lambda s: s.timestamp,
+            collector=EXPORTER,
+        )
     ),
     gauge(
         HOST,
@@ -514,12 +550,14 @@ FAMILIES: tuple[Family, ...] = (
         lambda s: s.health.wedged,
         collector=EXPORTER,
     ),
-    counter(
-        HOST,
-        "vgpumon_sampler_cycles_total",
-        "Sampling cycles started.",
-        lambda s: s.health.cycles_total,
-        collector=EXPORTER,
+    (
+        SAMPLER_CYCLES_TOTAL := counter(
+            HOST,
+            "vgpumon_sampler_cycles_total",
+            "Sampling cycles started.",
+            lambda s: s.health.cycles_total,
+            collector=EXPORTER,
+        )
     ),
     counter(
         HOST,
@@ -543,29 +581,42 @@ FAMILIES: tuple[Family, ...] = (
         collector=EXPORTER,
     ),
     # ---- physical GPU: identity and modes
-    info(
-        ALL_GPUS,
-        "vgpumon_gpu_info",
-        "GPU identity; kept while the GPU is down.",
-        ("name", "pci_bus_id", "serial", "brand", "architecture", "compute_capability"),
-        lambda g: (g.name, g.pci_bus_id, g.serial, g.brand, g.architecture, g.compute_capability),
-        collector="device",
+    (
+        GPU_INFO := info(
+            ALL_GPUS,
+            "vgpumon_gpu_info",
+            "GPU identity; kept while the GPU is down.",
+            ("name", "pci_bus_id", "serial", "brand", "architecture", "compute_capability"),
+            lambda g: (
+                g.name,
+                g.pci_bus_id,
+                g.serial,
+                g.brand,
+                g.architecture,
+                g.compute_capability,
+            ),
+            collector="device",
+        )
     ),
-    gauge(
-        ALL_GPUS,
-        "vgpumon_gpu_up",
-        "1 when the GPU answers; 0 when it is lost or hung (its other series are dropped).",
-        lambda g: g.up,
-        collector="device",
+    (
+        GPU_UP := gauge(
+            ALL_GPUS,
+            "vgpumon_gpu_up",
+            "1 when the GPU answers; 0 when it is lost or hung (its other series are dropped).",
+            lambda g: g.up,
+            collector="device",
+        )
     ),
-    state_set(
-        GPU,
-        "vgpumon_gpu_virtualization_mode",
-        "Virtualization mode of the GPU as this host sees it (state set).",
-        "mode",
-        VIRTUALIZATION_MODES,
-        lambda g: g.virtualization_mode,
-        collector="device",
+    (
+        GPU_VIRTUALIZATION_MODE := state_set(
+            GPU,
+            "vgpumon_gpu_virtualization_mode",
+            "Virtualization mode of the GPU as this host sees it (state set).",
+            "mode",
+            VIRTUALIZATION_MODES,
+            lambda g: g.virtualization_mode,
+            collector="device",
+        )
     ),
     state_set(
         GPU,
@@ -576,12 +627,14 @@ FAMILIES: tuple[Family, ...] = (
         lambda g: g.host_vgpu_mode,
         collector="device",
     ),
-    gauge(
-        GPU,
-        "vgpumon_gpu_mig_mode_enabled",
-        "1 when MIG mode is enabled now.",
-        lambda g: _flag(g.mig_mode_current),
-        collector="device",
+    (
+        GPU_MIG_MODE_ENABLED := gauge(
+            GPU,
+            "vgpumon_gpu_mig_mode_enabled",
+            "1 when MIG mode is enabled now.",
+            lambda g: _flag(g.mig_mode_current),
+            collector="device",
+        )
     ),
     gauge(
         GPU,
@@ -614,12 +667,14 @@ FAMILIES: tuple[Family, ...] = (
         collector="vgpu",
     ),
     # ---- physical GPU: load
-    gauge(
-        GPU,
-        "vgpumon_gpu_utilization_ratio",
-        'Fraction of time a kernel was running (NVML "gpu" utilization).',
-        lambda g: g.utilization.gpu,
-        collector="utilization",
+    (
+        GPU_UTILIZATION_RATIO := gauge(
+            GPU,
+            "vgpumon_gpu_utilization_ratio",
+            'Fraction of time a kernel was running (NVML "gpu" utilization).',
+            lambda g: g.utilization.gpu,
+            collector="utilization",
+        )
     ),
     gauge(
         GPU,
@@ -650,12 +705,14 @@ FAMILIES: tuple[Family, ...] = (
         lambda g: g.memory.total_bytes,
         collector="memory",
     ),
-    gauge(
-        GPU,
-        "vgpumon_gpu_memory_used_bytes",
-        "Framebuffer memory allocated (without the driver's reservation where NVML splits it).",
-        lambda g: g.memory.used_bytes,
-        collector="memory",
+    (
+        GPU_MEMORY_USED_BYTES := gauge(
+            GPU,
+            "vgpumon_gpu_memory_used_bytes",
+            "Framebuffer memory allocated (without the driver's reservation where NVML splits it).",
+            lambda g: g.memory.used_bytes,
+            collector="memory",
+        )
     ),
     gauge(
         GPU,
@@ -832,11 +889,11 @@ FAMILIES: tuple[Family, ...] = (
         collector="remapped_rows",
     ),
     labeled(
-        GPU,
+        GPU_XID,
         "vgpumon_gpu_xid_errors_total",
-        "Xid errors seen since the exporter started, by Xid number.",
+        "Xid errors seen since the exporter started, by Xid number (catalogued Xids start at 0).",
         ("xid",),
-        lambda g: [((str(x),), n) for x, n in sorted(g.xid_errors.items())],
+        _xid_counts,
         collector="xid",
         type_=COUNTER,
     ),
@@ -871,12 +928,14 @@ FAMILIES: tuple[Family, ...] = (
         collector="pcie",
     ),
     # ---- physical GPU: GPM (Hopper+)
-    gauge(
-        GPU,
-        "vgpumon_gpu_sm_active_ratio",
-        "GPM: fraction of SM cycles with work, averaged over all SMs.",
-        lambda g: g.gpm.sm_active if g.gpm else None,
-        collector="gpm",
+    (
+        GPU_SM_ACTIVE_RATIO := gauge(
+            GPU,
+            "vgpumon_gpu_sm_active_ratio",
+            "GPM: fraction of SM cycles with work, averaged over all SMs.",
+            lambda g: g.gpm.sm_active if g.gpm else None,
+            collector="gpm",
+        )
     ),
     gauge(
         GPU,
@@ -938,26 +997,32 @@ FAMILIES: tuple[Family, ...] = (
         _compute_process_count,
         collector=_PROC,
     ),
-    gauge(
-        PROCESS_HOST,
-        "vgpumon_process_series_truncated",
-        "1 when some processes got no per-process series because of --processes-max.",
-        lambda w: w.truncated,
-        collector=_PROC,
+    (
+        PROCESS_SERIES_TRUNCATED := gauge(
+            PROCESS_HOST,
+            "vgpumon_process_series_truncated",
+            "1 when some processes got no per-process series because of --processes-max.",
+            lambda w: w.truncated,
+            collector=_PROC,
+        )
     ),
-    gauge(
-        PROCESS,
-        "vgpumon_process_memory_used_bytes",
-        "GPU memory used by the process.",
-        lambda p: p.used_memory_bytes,
-        collector=_PROC,
+    (
+        PROCESS_MEMORY_USED_BYTES := gauge(
+            PROCESS,
+            "vgpumon_process_memory_used_bytes",
+            "GPU memory used by the process.",
+            lambda p: p.used_memory_bytes,
+            collector=_PROC,
+        )
     ),
-    gauge(
-        PROCESS,
-        "vgpumon_process_sm_utilization_ratio",
-        "SM utilization of the process over the last cycle.",
-        lambda p: p.sm_utilization,
-        collector=_PROC,
+    (
+        PROCESS_SM_UTILIZATION_RATIO := gauge(
+            PROCESS,
+            "vgpumon_process_sm_utilization_ratio",
+            "SM utilization of the process over the last cycle.",
+            lambda p: p.sm_utilization,
+            collector=_PROC,
+        )
     ),
     gauge(
         PROCESS,
@@ -1009,13 +1074,15 @@ FAMILIES: tuple[Family, ...] = (
         collector="vgpu",
     ),
     # ---- MIG
-    info(
-        MIG_CI,
-        "vgpumon_mig_instance_info",
-        "One MIG compute instance: its GPU instance profile, MIG device UUID and placement.",
-        ("profile", "mig_uuid", "placement_start", "placement_size"),
-        _mig_info,
-        collector="mig",
+    (
+        MIG_INSTANCE_INFO := info(
+            MIG_CI,
+            "vgpumon_mig_instance_info",
+            "One MIG compute instance: its GPU instance profile, MIG device UUID and placement.",
+            ("profile", "mig_uuid", "placement_start", "placement_size"),
+            _mig_info,
+            collector="mig",
+        )
     ),
     gauge(
         MIG,
@@ -1024,19 +1091,23 @@ FAMILIES: tuple[Family, ...] = (
         lambda gi: gi.memory_total_bytes,
         collector="mig",
     ),
-    gauge(
-        MIG,
-        "vgpumon_mig_memory_used_bytes",
-        "Memory used in the GPU instance.",
-        lambda gi: gi.memory_used_bytes,
-        collector="mig",
+    (
+        MIG_MEMORY_USED_BYTES := gauge(
+            MIG,
+            "vgpumon_mig_memory_used_bytes",
+            "Memory used in the GPU instance.",
+            lambda gi: gi.memory_used_bytes,
+            collector="mig",
+        )
     ),
-    gauge(
-        MIG,
-        "vgpumon_mig_sm_active_ratio",
-        "GPM: fraction of the instance's SM cycles with work.",
-        lambda gi: gi.gpm.sm_active if gi.gpm else None,
-        collector="gpm",
+    (
+        MIG_SM_ACTIVE_RATIO := gauge(
+            MIG,
+            "vgpumon_mig_sm_active_ratio",
+            "GPM: fraction of the instance's SM cycles with work.",
+            lambda gi: gi.gpm.sm_active if gi.gpm else None,
+            collector="gpm",
+        )
     ),
     gauge(
         MIG,

@@ -30,6 +30,8 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,8 +39,10 @@ import yaml
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from vgpumon.errors import ConfigError
-from vgpumon.export.auth import BasicAuth, bcrypt_hash_error
+from vgpumon import yamlfile
+from vgpumon.errors import ConfigError, one_line
+from vgpumon.export.auth import AuthRefused, BasicAuth, bcrypt_hash_error
+from vgpumon.units import UnitError, parse_go_duration
 
 log = logging.getLogger(__name__)
 
@@ -141,18 +145,6 @@ GO_CURVES: Mapping[str, str] = {
     "X25519": "X25519",
 }
 
-_GO_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_GO_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
 _PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----")
 _PEM_KEY = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")
 
@@ -230,10 +222,6 @@ def file_stamp(path: str) -> Stamp | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev, st.st_ctime_ns)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 class _Loader:
     """Walks the YAML node tree (not plain dicts) so every error can name its line."""
 
@@ -247,7 +235,7 @@ class _Loader:
 
     def error(self, node: yaml.Node | None, message: str) -> ConfigError:
         where = self.path if node is None else f"{self.path} line {node.start_mark.line + 1}"
-        return ConfigError(f"web config {where}: {_one_line(message)}")
+        return ConfigError(f"web config {where}: {one_line(message)}")
 
     @staticmethod
     def _is_null(node: yaml.Node) -> bool:
@@ -261,23 +249,7 @@ class _Loader:
             return {}
         if not isinstance(node, yaml.MappingNode):
             raise self.error(node, f"{where} must be a mapping")
-        try:
-            yaml.constructor.SafeConstructor().flatten_mapping(node)  # resolve "<<" merge keys
-        except yaml.YAMLError as err:
-            raise self.error(node, f"{where}: {err}") from None
-        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        for key, value in node.value:
-            if not isinstance(key, yaml.ScalarNode) or self._is_null(key):
-                raise self.error(key, f"{where}: keys must be strings")
-            name = key.value
-            if name in out:
-                raise self.error(key, f'duplicate key "{name}" in {where}')
-            if allowed is not None and name not in allowed:
-                raise self.error(
-                    key, f'unknown key "{name}" in {where} (allowed: {", ".join(allowed)})'
-                )
-            out[name] = (key, value)
-        return out
+        return yamlfile.mapping(node, f"web config {self.path}", where, allowed)
 
     def string(self, node: yaml.Node, where: str) -> str:
         # Like yaml.v2 decoding into a Go string: any scalar is taken as written, null is "".
@@ -312,38 +284,25 @@ class _Loader:
         return path if not path or os.path.isabs(path) else os.path.join(self.dir, path)
 
     def read(self, node: yaml.Node, key: str, path: str) -> bytes:
+        """A certificate, key or CA file: a regular file of at most 1 MiB (a FIFO or a device
+        named here would block or fill memory), read through :mod:`vgpumon.yamlfile`."""
+        try:
+            yamlfile.check_path(path, key)
+        except ConfigError as err:
+            raise self.error(node, str(err)) from None
         self.stamps.append((path, file_stamp(path)))
         try:
-            with open(path, "rb") as f:
-                return f.read()
-        except OSError as err:
-            raise self.error(node, f"cannot read {key} {path}: {err.strerror or err}") from None
+            return yamlfile.read_bytes(path, key)
+        except ConfigError as err:
+            raise self.error(node, str(err)) from None
 
     # -- the file -------------------------------------------------------------------------------
 
     def load(self) -> WebConfig:
-        path = os.path.abspath(self.path)
+        path = os.path.abspath(yamlfile.check_path(self.path, "web config"))
         self.stamps.append((path, file_stamp(path)))
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as err:
-            raise ConfigError(
-                f"web config {self.path}: cannot read: {err.strerror or err}"
-            ) from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"web config {self.path}: not UTF-8 text") from None
-        try:
-            root = yaml.compose(text, Loader=yaml.SafeLoader)
-        except yaml.MarkedYAMLError as err:
-            line = f" line {err.problem_mark.line + 1}" if err.problem_mark is not None else ""
-            raise ConfigError(
-                f"web config {self.path}{line}: invalid YAML: {_one_line(err.problem or str(err))}"
-            ) from None
-        except yaml.YAMLError as err:
-            raise ConfigError(
-                f"web config {self.path}: invalid YAML: {_one_line(str(err))}"
-            ) from None
+        # Regular file, size, UTF-8, depth, aliases and duplicate keys: the shared loader.
+        root = yamlfile.load_node(self.path, "web config")
 
         top = {} if root is None else self.mapping(root, "the web config", _TOP_KEYS)
         tls: TLSServerConfig | None = None
@@ -413,8 +372,11 @@ class _Loader:
         if interval == 0:  # the toolkit's "0 disables the rate limiter"
             return None
         if burst < 1:
+            # The burst line itself when it is written, else the rate_limit key's own line.
+            at = keys["burst"][1] if "burst" in keys else None
             raise self.error(
-                node, "rate_limit.burst must be at least 1 (0 would refuse every request)"
+                at if at is not None else node,
+                "rate_limit.burst must be at least 1 (0 would refuse every request)",
             )
         return RateLimit(interval_s=interval, burst=burst)
 
@@ -619,7 +581,7 @@ class _Loader:
             ctx.set_ecdh_curve(names[0])
         except (ssl.SSLError, ValueError) as err:
             raise self.error(
-                at("curve_preferences"), f"curve_preferences: {_one_line(str(err))}"
+                at("curve_preferences"), f"curve_preferences: {one_line(str(err))}"
             ) from None
         if len(names) > 1:
             first, *rest = c.curve_preferences
@@ -686,7 +648,7 @@ def _refuse_password() -> str:
 
 def _ssl_reason(err: Exception) -> str:
     reason = getattr(err, "reason", None)
-    return _one_line(str(reason).replace("_", " ").lower() if reason else str(err))
+    return one_line(str(reason).replace("_", " ").lower() if reason else str(err))
 
 
 @contextlib.contextmanager
@@ -720,22 +682,12 @@ def _pem_paths(*blobs: bytes) -> Iterator[list[str]]:
 
 
 def _parse_go_duration(text: str) -> float | None:
-    """Seconds in a Go ``time.ParseDuration`` string, or None when it is not one."""
-    sign, s = 1.0, text
-    if s[:1] in ("+", "-"):
-        sign, s = (-1.0 if s[0] == "-" else 1.0), s[1:]
-    if s == "0":
-        return 0.0
-    if not s:
+    """Seconds in a Go ``time.ParseDuration`` string, or None when it is not one (the web-config
+    dialect of the one units grammar, :func:`vgpumon.units.parse_go_duration`)."""
+    try:
+        return parse_go_duration(text)
+    except UnitError:
         return None
-    pos, total = 0, 0.0
-    while pos < len(s):
-        match = _GO_DURATION_PART.match(s, pos)
-        if match is None:
-            return None
-        total += float(match.group(1)) * _GO_DURATION_UNITS[match.group(2)]
-        pos = match.end()
-    return sign * total
 
 
 # -- serving -------------------------------------------------------------------------------------
@@ -836,7 +788,14 @@ class WebConfigRuntime:
     Changes are looked for at most once per ``check_interval`` seconds, when a TLS connection
     starts or a request arrives. A file that fails to load (or that would switch TLS on or off,
     which needs a new listener) is logged once as a warning and the previous config stays.
+
+    The look and the reload run in a worker thread, never on the event loop: the loop waits for
+    them at most ``INLINE_WAIT_SECONDS`` (so a rotation applies to the very connection that
+    noticed it), and never again while a reload is stuck (a file on a hung file system); files
+    are read only when they are regular files (:mod:`vgpumon.yamlfile`).
     """
+
+    INLINE_WAIT_SECONDS = 0.5
 
     def __init__(self, path: str, *, check_interval: float = 1.0) -> None:
         self._path = path
@@ -848,6 +807,8 @@ class WebConfigRuntime:
         self._config = WebConfig.load(path)
         self._adopt(self._config)
         self._next_check = time.monotonic() + check_interval
+        self._reloader: ThreadPoolExecutor | None = None
+        self._pending: Future[bool] | None = None
         self._outer: _ReloadingServerContext | None = None
         if self._config.tls_context is not None:
             outer = _ReloadingServerContext(ssl.PROTOCOL_TLS_SERVER)
@@ -894,6 +855,27 @@ class WebConfigRuntime:
             log.info("web config %s reloaded", self._path)
             return True
 
+    def check_soon(self) -> None:
+        """From the event loop: :meth:`check_for_changes` in the worker thread, briefly awaited."""
+        if time.monotonic() < self._next_check:
+            return
+        pending = self._pending
+        if pending is not None and not pending.done():
+            return  # a reload is stuck in a file read: never wait on it again
+        if self._reloader is None:
+            self._reloader = ThreadPoolExecutor(1, thread_name_prefix="vgpumon-webconfig")
+        self._pending = pending = self._reloader.submit(self.check_for_changes)
+        try:
+            pending.result(timeout=self.INLINE_WAIT_SECONDS)
+        except FutureTimeout:
+            log.warning(
+                "web config %s: reloading takes longer than %.1f s; serving with the current one",
+                self._path,
+                self.INLINE_WAIT_SECONDS,
+            )
+        except Exception:  # a bug in a reload must not break the handshake or the request
+            log.exception("web config %s: reload failed", self._path)
+
     def _adopt(self, config: WebConfig) -> None:
         if config.tls_context is not None:
             config.tls_context.sni_callback = self._on_client_hello
@@ -907,7 +889,7 @@ class WebConfigRuntime:
             log.warning("web config %s: %s", self._path, message)
 
     def _connection_context(self) -> ssl.SSLContext:
-        self.check_for_changes()
+        self.check_soon()
         context = self._config.tls_context
         if context is None:  # cannot happen: TLS cannot be switched off by a reload
             raise ssl.SSLError("vgpumon web config has no TLS context")
@@ -922,7 +904,7 @@ class WebConfigRuntime:
         key and client CA (the only parts OpenSSL takes from a context swapped in at this point).
         """
         try:
-            self.check_for_changes()
+            self.check_soon()
             newest = self._config.tls_context
             if newest is not None and sslobj.context is not newest:
                 sslobj.context = newest
@@ -943,7 +925,7 @@ class WebConfigRuntime:
         async def webconfig_middleware(
             request: web.Request, handler: Handler
         ) -> web.StreamResponse:
-            self.check_for_changes()
+            self.check_soon()
             headers = self._config.http.headers
             try:
                 response = await self._guarded(request, handler)
@@ -966,10 +948,19 @@ class WebConfigRuntime:
             peercert = transport.get_extra_info("peercert") if transport is not None else None
             if not peercert or not _client_sans(peercert) & set(tls.client_allowed_sans):
                 return web.Response(status=403, text="client certificate has no allowed SAN")
-        if self._auth.enabled and not await self._auth.check(request.headers.get("Authorization")):
-            return web.Response(
-                status=401, text="Unauthorized", headers={"WWW-Authenticate": "Basic"}
-            )
+        if self._auth.enabled:
+            try:
+                ok = await self._auth.check(
+                    request.headers.get("Authorization"), request.remote or ""
+                )
+            except AuthRefused as refused:
+                return web.Response(
+                    status=refused.status, text=refused.reason, headers={"Retry-After": "1"}
+                )
+            if not ok:
+                return web.Response(
+                    status=401, text="Unauthorized", headers={"WWW-Authenticate": "Basic"}
+                )
         return await handler(request)
 
     async def _on_response_prepare(
@@ -992,5 +983,8 @@ class WebConfigRuntime:
         app.on_cleanup.append(_close)
 
     def close(self) -> None:
-        """Stop the bcrypt worker thread."""
+        """Stop the bcrypt and reload worker threads."""
         self._auth.close()
+        if self._reloader is not None:
+            self._reloader.shutdown(wait=False, cancel_futures=True)
+            self._reloader = None

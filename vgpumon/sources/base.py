@@ -36,7 +36,7 @@ class HostState(str, enum.Enum):
 class HostUpdate:
     """One host's newest state, published whenever its snapshot or its state changes."""
 
-    host: str  # stable key and display name: "local", or the exporter's base URL / target name
+    host: str  # stable key and display name: "local", an exporter's HOST:PORT, or its target name
     state: HostState
     snapshot: Snapshot | None = None  # the newest snapshot ever received (kept when unreachable)
     error: str | None = None  # one line, set when ``state`` is UNREACHABLE

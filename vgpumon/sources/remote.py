@@ -31,7 +31,7 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
-from vgpumon.errors import ConfigError, VgpumonError
+from vgpumon.errors import ConfigError, VgpumonError, one_line
 from vgpumon.model import SchemaError, Snapshot, from_json
 from vgpumon.sources.base import HostState, HostUpdate, UpdateHub
 
@@ -43,11 +43,17 @@ _KNOWN_PATHS = (METRICS_PATH, SNAPSHOT_PATH)
 # an exporter still in its first cycle answers 503 and is worth asking again soon), each further
 # failure doubles the wait up to the cap; the wait actually slept is drawn from [half, all] of it.
 BACKOFF_FIRST_SECONDS = 1.0
+# A snapshot of a large vGPU host is a few MB of JSON; anything far beyond is not an exporter.
+MAX_BODY_BYTES = 64 << 20
 BACKOFF_CAP_SECONDS = 30.0
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300] or type(exc).__name__
+def _decode(data: bytes, charset: str | None) -> str:
+    """The body as text; an unknown charset is read as UTF-8 (what the exporter sends)."""
+    try:
+        return data.decode(charset or "utf-8", errors="replace")
+    except LookupError:
+        return data.decode("utf-8", errors="replace")
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,7 @@ class RemoteTarget:
         try:
             url = URL(text)
         except ValueError as exc:
-            raise ConfigError(f"bad exporter URL {self.url!r}: {_one_line(exc)}") from None
+            raise ConfigError(f"bad exporter URL {self.url!r}: {one_line(exc)}") from None
         if not url.host:
             raise ConfigError(f"bad exporter URL {self.url!r}: it names no host")
         path = url.path.rstrip("/")
@@ -127,7 +133,7 @@ class Connection:
         try:
             return ssl.create_default_context(cafile=self.ca_file)
         except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"cannot use CA file {self.ca_file}: {_one_line(exc)}") from None
+            raise ConfigError(f"cannot use CA file {self.ca_file}: {one_line(exc)}") from None
 
     def authorization(self, target: RemoteTarget) -> str | None:
         """The ``Authorization`` header: these credentials, else those written in the URL."""
@@ -143,12 +149,25 @@ class Connection:
 
 
 class FetchError(VgpumonError):
-    """One request to an exporter failed; ``reason`` is one line without the URL."""
+    """One request to an exporter failed; ``reason`` is one line without the URL.
 
-    def __init__(self, url: str, reason: str) -> None:
+    ``kind`` says which way it failed, for callers that word it their own way (``validate``
+    tells a user where credentials go); ``status`` is the HTTP status where there was one.
+    """
+
+    CONNECT = "connect"  # no connection (refused, no route, name unknown, TLS)
+    TIMEOUT = "timeout"
+    AUTH = "auth"  # HTTP 401
+    STATUS = "status"  # any other HTTP status but 200 and 503
+    NOT_READY = "not_ready"  # HTTP 503
+    PAYLOAD = "payload"  # the body is not a snapshot of this schema
+
+    def __init__(self, url: str, reason: str, kind: str, status: int | None = None) -> None:
         super().__init__(f"{url}: {reason}")
         self.url = url
         self.reason = reason
+        self.kind = kind
+        self.status = status
 
 
 class NotReady(FetchError):
@@ -167,6 +186,11 @@ class ExporterClient:
         self._authorization = connection.authorization(target)
         self._http: aiohttp.ClientSession | None = None
 
+    @property
+    def sends_credentials(self) -> bool:
+        """Requests carry basic-auth credentials (from the connection or the URL)."""
+        return self._authorization is not None
+
     async def get_text(self, path: str, accept: str) -> str:
         """The body of ``path``; any failure is a :class:`FetchError` with a one-line reason."""
         url = self.target.endpoint(path)
@@ -183,35 +207,51 @@ class ExporterClient:
         try:
             async with self._http.get(url, **kwargs) as response:
                 status = response.status
-                body = await response.text()
+                data = bytearray()
+                async for chunk in response.content.iter_chunked(1 << 16):
+                    data += chunk
+                    if len(data) > MAX_BODY_BYTES:
+                        reason = f"the answer is larger than {MAX_BODY_BYTES >> 20} MiB"
+                        raise FetchError(url, reason, FetchError.PAYLOAD, status)
+                body = _decode(bytes(data), response.charset)
         except asyncio.TimeoutError:
             raise FetchError(
-                url, f"no answer within {self.connection.timeout_seconds:g} s (timeout)"
+                url,
+                f"no answer within {self.connection.timeout_seconds:g} s (timeout)",
+                FetchError.TIMEOUT,
             ) from None
         except aiohttp.ClientConnectorCertificateError as exc:
-            raise FetchError(
-                url, f"TLS error: certificate not trusted ({_one_line(exc.certificate_error)})"
-            ) from None
+            reason = f"TLS error: certificate not trusted ({one_line(exc.certificate_error)})"
+            raise FetchError(url, reason, FetchError.CONNECT) from None
         except aiohttp.ClientSSLError as exc:
-            raise FetchError(url, f"TLS error: {_one_line(exc)}") from None
+            raise FetchError(url, f"TLS error: {one_line(exc)}", FetchError.CONNECT) from None
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, ConnectionRefusedError):
-                raise FetchError(url, "connection refused") from None
-            raise FetchError(url, f"cannot connect: {_one_line(exc.os_error)}") from None
+                raise FetchError(url, "connection refused", FetchError.CONNECT) from None
+            reason = f"cannot connect: {one_line(exc.os_error)}"
+            raise FetchError(url, reason, FetchError.CONNECT) from None
         except aiohttp.ServerDisconnectedError:
-            raise FetchError(
-                url, "the server closed the connection (plain HTTP to a TLS port?)"
-            ) from None
+            reason = "the server closed the connection"
+            if not url.startswith("https://"):
+                reason += " (plain HTTP to a TLS port?)"
+            raise FetchError(url, reason, FetchError.CONNECT) from None
         except aiohttp.ClientError as exc:
-            raise FetchError(url, f"{type(exc).__name__}: {_one_line(exc)}") from None
+            reason = f"{type(exc).__name__}: {one_line(exc)}"
+            raise FetchError(url, reason, FetchError.CONNECT) from None
         if status == 503:
-            raise NotReady(url, "HTTP 503: the exporter has no sample yet")
+            raise NotReady(
+                url, "HTTP 503: the exporter has no sample yet", FetchError.NOT_READY, 503
+            )
         if status == 401:
             if self._authorization is None:
-                raise FetchError(url, "HTTP 401: the exporter wants credentials")
-            raise FetchError(url, "HTTP 401: the exporter refused the credentials")
+                raise FetchError(
+                    url, "HTTP 401: the exporter wants credentials", FetchError.AUTH, 401
+                )
+            raise FetchError(
+                url, "HTTP 401: the exporter refused the credentials", FetchError.AUTH, 401
+            )
         if status != 200:
-            raise FetchError(url, f"HTTP {status}")
+            raise FetchError(url, f"HTTP {status}", FetchError.STATUS, status)
         return body
 
     async def snapshot(self) -> Snapshot:
@@ -220,12 +260,14 @@ class ExporterClient:
         try:
             return from_json(body)
         except SchemaError as exc:
+            reason = f"schema mismatch: {one_line(exc)}"
             raise FetchError(
-                self.target.endpoint(SNAPSHOT_PATH), f"schema mismatch: {_one_line(exc)}"
+                self.target.endpoint(SNAPSHOT_PATH), reason, FetchError.PAYLOAD
             ) from None
         except (ValueError, TypeError) as exc:
+            reason = f"bad JSON: {one_line(exc)}"
             raise FetchError(
-                self.target.endpoint(SNAPSHOT_PATH), f"bad JSON: {_one_line(exc)}"
+                self.target.endpoint(SNAPSHOT_PATH), reason, FetchError.PAYLOAD
             ) from None
 
     async def close(self) -> None:

@@ -93,7 +93,8 @@ def _structured(text: str) -> bool:
     for line in text.splitlines():
         stripped = line.strip()
         if stripped and not stripped.startswith("#"):
-            return stripped.startswith(("[", "{", "- ", "-\t")) or stripped == "-"
+            structured = ("[", "{", "- ", "-\t", "targets:", "labels:")
+            return stripped.startswith(structured) or stripped == "-"
     return False
 
 
