@@ -78,9 +78,16 @@ class GpuScreen(LiveScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
-        tables = [t for t in self.query(KeyedTable) if t.display]
+        self._focus_instances()
+
+    def _focus_instances(self) -> None:
+        """Focus the vGPU or MIG table (whichever the GPU has), not scrolling the graphs away."""
+        focused = self.focused
+        if isinstance(focused, KeyedTable) and focused.display and focused.row_count:
+            return
+        tables = [t for t in self.query(KeyedTable) if t.display and t.row_count]
         if tables:
-            tables[0].focus()
+            self.set_focus(tables[0], scroll_visible=False)
 
     def draw(self) -> None:
         app = self.vapp
@@ -131,6 +138,7 @@ class GpuScreen(LiveScreen):
         has_migs = bool(gpu.mig_instances)
         mtable.display = self.query_one("#mig-title").display = has_migs
 
+        self._focus_instances()
         self._instance_graphs(vtable if has_vgpus else mtable, now)
 
         procs = vr.process_rows(self.host, gpu)
