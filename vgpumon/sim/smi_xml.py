@@ -89,13 +89,21 @@ def _enabled(value: Any) -> str | None:
     return None if value is None else ("Enabled" if int(value) else "Disabled")
 
 
-def _memory_block(parent: ET.Element, tag: str, info: Any, reserved: bool) -> None:
+def _memory_block(
+    parent: ET.Element, tag: str, info: Any, reserved: bool, prefix: str = ""
+) -> None:
+    """``prefix``: NVML's BAR1 structure names its fields ``bar1Total``, ``bar1Used``, ..."""
+
+    def field(name: str) -> Any:
+        key = prefix + name.capitalize() if prefix else name
+        return _unit(getattr(info, key, None), "MiB", MIB)
+
     node = ET.SubElement(parent, tag)
-    _add(node, "total", _unit(getattr(info, "total", None), "MiB", MIB))
+    _add(node, "total", field("total"))
     if reserved:
-        _add(node, "reserved", _unit(getattr(info, "reserved", None), "MiB", MIB))
-    _add(node, "used", _unit(getattr(info, "used", None), "MiB", MIB))
-    _add(node, "free", _unit(getattr(info, "free", None), "MiB", MIB))
+        _add(node, "reserved", field("reserved"))
+    _add(node, "used", field("used"))
+    _add(node, "free", field("free"))
 
 
 def _clock_block(smi: _Smi, parent: ET.Element, tag: str, function: str, h: Any) -> None:
@@ -218,7 +226,7 @@ def _gpu(smi: _Smi, root: ET.Element, h: Any) -> str:
         vnode,
         "host_vgpu_mode",
         {0: "Non SR-IOV", 1: "SR-IOV"}.get(host_mode) if host_mode is not None else None,
-    )  # noqa: E501
+    )
     hetero = smi.call("nvmlDeviceGetVgpuHeterogeneousMode", h) if virt == 3 else None
     _add(vnode, "vgpu_heterogeneous_mode", _enabled(hetero))
     pci_node = ET.SubElement(gpu, "pci")
@@ -246,7 +254,9 @@ def _gpu(smi: _Smi, root: ET.Element, h: Any) -> str:
     _memory_block(
         gpu, "fb_memory_usage", memory or smi.call("nvmlDeviceGetMemoryInfo", h), memory is not None
     )
-    _memory_block(gpu, "bar1_memory_usage", smi.call("nvmlDeviceGetBAR1MemoryInfo", h), False)
+    _memory_block(
+        gpu, "bar1_memory_usage", smi.call("nvmlDeviceGetBAR1MemoryInfo", h), False, "bar1"
+    )
     mode = smi.call("nvmlDeviceGetComputeMode", h)
     _add(
         gpu,
@@ -296,9 +306,12 @@ def _license(info: Any) -> str | None:
         return None
     if not int(info.isLicensed):
         state = int(info.currentState)
-        return {2: "Unlicensed (Unrestricted)", 3: "Unlicensed (Restricted)"}.get(
-            state, "Unlicensed"
-        )
+        return {
+            0: "Unlicensed (Unknown)",
+            1: "Unlicensed (Uninitialized)",
+            2: "Unlicensed (Unrestricted)",
+            3: "Unlicensed (Restricted)",
+        }.get(state, "Unlicensed")
     expiry = info.licenseExpiry
     status = int(expiry.status)
     if status == 4:  # NVML_GRID_LICENSE_EXPIRY_PERMANENT
@@ -329,7 +342,7 @@ def _vgpu(smi: _Smi, parent: ET.Element, vi: int, util: dict[int, Any]) -> None:
     _add(
         node,
         "placement_id",
-        placement if placement is not None and placement < 0xFFFFFFFF else None,
+        placement if placement is not None and placement < 0xFFFF else None,
     )
     _add(node, "accounting_mode", _enabled(smi.call("nvmlVgpuInstanceGetAccountingMode", vi)))
     _add(node, "ecc_mode", _enabled(smi.call("nvmlVgpuInstanceGetEccMode", vi)))
@@ -352,7 +365,7 @@ def _vgpu(smi: _Smi, parent: ET.Element, vi: int, util: dict[int, Any]) -> None:
         ("memory_util", "memUtil"),
         ("encoder_util", "encUtil"),
         ("decoder_util", "decUtil"),
-    ):  # noqa: E501
+    ):
         value = getattr(sample, attr, None) if sample is not None else None
         _add(unode, tag, _unit(value.uiVal, "%") if value is not None else None)
     enc = smi.call("nvmlVgpuInstanceGetEncoderStats", vi)

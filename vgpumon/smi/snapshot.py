@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from vgpumon.model import CollectorStatus, Gpu, SamplerHealth, Snapshot
+from vgpumon.model import CollectorStatus, Gpu, SamplerHealth, Snapshot, VgpuInstance
 from vgpumon.smi.device import driver_info, parse_gpus
 from vgpumon.smi.vgpu import parse_vgpus
 from vgpumon.smi.xmlsafe import parse_report
@@ -19,7 +19,7 @@ SMI_COLLECTORS = ("device", "vgpu")
 SOURCE_PREFIX = "nvidia-smi"
 
 
-def _with_vgpus(gpu: Gpu, vgpus: dict[str, tuple] | None) -> Gpu:  # type: ignore[type-arg]
+def _with_vgpus(gpu: Gpu, vgpus: dict[str, tuple[VgpuInstance, ...]] | None) -> Gpu:
     if vgpus is None or gpu.virtualization_mode != "host_vgpu":
         return gpu
     bus = (gpu.pci_bus_id or "").upper()

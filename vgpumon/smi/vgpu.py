@@ -7,8 +7,8 @@ vGPU instance, its elements named after the labels of the text report (``VM UUID
 
 License text, as printed by the vGPU manager: ``Licensed (Expiry: 2026-7-7 16:1:44 GMT)``,
 ``Licensed (Expiry: Permanent)``, ``Licensed``, ``Unlicensed (Restricted)``, ``Unlicensed
-(Unrestricted)``, ``Unlicensed``. The expiry is UTC (the NVML path reads the same calendar fields
-as UTC).
+(Unrestricted)``, ``Unlicensed (Uninitialized)``, ``Unlicensed``. The expiry is UTC (the NVML
+path reads the same calendar fields as UTC).
 """
 
 from __future__ import annotations
@@ -34,7 +34,12 @@ def parse_license(value: str | None) -> VgpuLicense:
     detail = (match.group("detail") or "").strip()
     if not licensed:
         lowered = detail.lower()
-        state = {"restricted": "unlicensed_restricted", "unrestricted": "unlicensed_unrestricted"}
+        state = {
+            "restricted": "unlicensed_restricted",
+            "unrestricted": "unlicensed_unrestricted",
+            "uninitialized": "uninitialized",
+            "unknown": "unknown",
+        }
         return VgpuLicense(licensed=False, state=state.get(lowered, "unlicensed"))
     if detail.lower() in ("expiry: permanent", "permanent"):
         return VgpuLicense(licensed=True, state="licensed", expiry_status="permanent")
@@ -42,7 +47,8 @@ def parse_license(value: str | None) -> VgpuLicense:
     if expiry is None:
         return VgpuLicense(licensed=True, state="licensed")
     try:
-        when = dt.datetime(*(int(x) for x in expiry.groups()), tzinfo=dt.timezone.utc)
+        year, month, day, hour, minute, second = (int(x) for x in expiry.groups())
+        when = dt.datetime(year, month, day, hour, minute, second, tzinfo=dt.timezone.utc)
     except ValueError:
         return VgpuLicense(licensed=True, state="licensed", expiry_status="invalid")
     return VgpuLicense(
