@@ -26,6 +26,15 @@ from vgpumon.export.config import (
     load_file,
     merge,
 )
+from vgpumon.sources.ssh_targets import (
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_NVIDIA_SMI,
+    DEFAULT_TIMEOUT_SECONDS,
+    SshSettings,
+    parse_target,
+    read_targets_file,
+    unique_targets,
+)
 
 COLLECTOR_DEST = "collector:"
 
@@ -127,6 +136,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="LEVEL",
         help="debug, info, warning or error (default info)",
     )
+    add_ssh_arguments(parser)
     collectors = parser.add_argument_group(
         "collectors", "turn single NVML areas on or off (names as in vgpumon_scrape_collector_*)"
     )
@@ -169,16 +179,112 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     return merge(file_values, flag_values, config_file=config)
 
 
+def add_ssh_arguments(parser: argparse.ArgumentParser) -> None:
+    """Agentless hosts: ``nvidia-smi`` over SSH instead of NVML in this process."""
+    ssh = parser.add_argument_group(
+        "agentless hosts (nvidia-smi over SSH; README: ESXi and other hosts you cannot install on)"
+    )
+    ssh.add_argument(
+        "--ssh",
+        action="append",
+        metavar="[USER@]HOST[:PORT]",
+        help="export this host's GPUs from its nvidia-smi over SSH (repeatable); "
+        "every series gets host=HOST",
+    )
+    ssh.add_argument("--ssh-targets", metavar="FILE", help="more targets, one per line")
+    ssh.add_argument("--ssh-user", metavar="USER", help="user for targets without USER@")
+    ssh.add_argument(
+        "--ssh-identity",
+        action="append",
+        metavar="FILE",
+        help="private key file (repeatable; default: the SSH agent and ~/.ssh keys)",
+    )
+    ssh.add_argument(
+        "--ssh-known-hosts",
+        metavar="FILE",
+        help="known_hosts file with every host's key (default ~/.ssh/known_hosts); "
+        "unknown or changed keys fail the host",
+    )
+    ssh.add_argument(
+        "--ssh-timeout",
+        metavar="SECONDS",
+        help=f"per host and poll, connecting included (default {DEFAULT_TIMEOUT_SECONDS:g})",
+    )
+    ssh.add_argument(
+        "--ssh-max-sessions",
+        metavar="N",
+        help=f"hosts polled at once (default {DEFAULT_MAX_SESSIONS})",
+    )
+    ssh.add_argument(
+        "--ssh-interval",
+        metavar="SECONDS",
+        help="time between polls of one host (default 15)",
+    )
+    ssh.add_argument(
+        "--ssh-nvidia-smi",
+        metavar="PATH",
+        help=f"nvidia-smi on the hosts (default {DEFAULT_NVIDIA_SMI}, found on the PATH)",
+    )
+
+
+def ssh_settings_from_args(args: argparse.Namespace) -> SshSettings | None:
+    """The agentless settings, or None when no --ssh/--ssh-targets was given."""
+    targets = [parse_target(t) for t in getattr(args, "ssh", None) or ()]
+    if getattr(args, "ssh_targets", None):
+        targets.extend(read_targets_file(args.ssh_targets))
+    if not targets:
+        return None
+    if getattr(args, "sim", None) or getattr(args, "nvml_module", None):
+        raise ConfigError("serve: --ssh reads remote nvidia-smi; it cannot be combined with --sim")
+    defaults = SshSettings(targets=())
+    return SshSettings(
+        targets=unique_targets(targets),
+        identity_files=tuple(args.ssh_identity or ()),
+        known_hosts=args.ssh_known_hosts,
+        timeout_seconds=(
+            _positive_float(args.ssh_timeout, "--ssh-timeout")
+            if args.ssh_timeout is not None
+            else defaults.timeout_seconds
+        ),
+        max_sessions=(
+            _positive_int(args.ssh_max_sessions, "--ssh-max-sessions")
+            if args.ssh_max_sessions is not None
+            else defaults.max_sessions
+        ),
+        interval_seconds=(
+            _positive_float(args.ssh_interval, "--ssh-interval")
+            if args.ssh_interval is not None
+            else defaults.interval_seconds
+        ),
+        nvidia_smi=args.ssh_nvidia_smi or defaults.nvidia_smi,
+        default_user=args.ssh_user,
+    )
+
+
+def run_agentless(settings: ServeSettings, ssh: SshSettings) -> int:
+    from vgpumon.export.hosts import AgentlessExporter
+    from vgpumon.export.server import serve
+    from vgpumon.sources.ssh import SshSource
+
+    async def main() -> int:
+        return await serve(settings, AgentlessExporter(SshSource(ssh)))
+
+    return asyncio.run(main())
+
+
 def run(args: argparse.Namespace) -> int:
     from vgpumon.collect.sampler import Sampler
     from vgpumon.export.server import serve
     from vgpumon.nvml.loader import open_session
 
     settings = settings_from_args(args)
+    ssh = ssh_settings_from_args(args)
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if ssh is not None:
+        return run_agentless(settings, ssh)
     session = open_session(sim=settings.sim, module_name=settings.nvml_module)
     sampler = Sampler(session, settings.sampler_config())
     try:

@@ -11,7 +11,8 @@ and the OpenMetrics ``# UNIT`` / ``# EOF`` lines are the reference implementatio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
@@ -39,25 +40,53 @@ class SnapshotCollector(Collector):
         self.families = families
 
     def collect(self) -> Iterator[Metric]:
-        for family in self.families:
-            metric: Metric | None = None
-            for labels, value in family.samples(self.snapshot, self.options):
+        return collect_families([((), self.snapshot)], self.options, self.families)
+
+
+# One snapshot and the constant labels its series get (``host="esxi-1"``), labels first.
+LabeledSnapshot = tuple[tuple[tuple[str, str], ...], Snapshot]
+
+
+def collect_families(
+    entries: Sequence[LabeledSnapshot], options: ExportOptions, families: tuple[Family, ...]
+) -> Iterator[Metric]:
+    """Each family once, with the samples of every snapshot (several hosts share a family)."""
+    for family in families:
+        metric: Metric | None = None
+        for constant, snapshot in entries:
+            for labels, value in family.samples(snapshot, options):
                 if metric is None:
                     metric = Metric(family.base_name, family.help, family.type, unit=family.unit)
-                metric.add_sample(family.name, dict(zip(family.labels, labels, strict=True)), value)
-            if metric is not None:
-                yield metric
+                named = dict(constant)
+                named.update(zip(family.labels, labels, strict=True))
+                metric.add_sample(family.name, named, value)
+        if metric is not None:
+            yield metric
 
 
-def registry_for(snapshot: Snapshot, options: ExportOptions | None = None) -> CollectorRegistry:
+class Exposable(Protocol):
+    """Something other than one snapshot that knows its collector (several agentless hosts)."""
+
+    def collector(self, options: ExportOptions) -> Collector: ...
+
+
+def registry_for(
+    snapshot: Snapshot | Exposable, options: ExportOptions | None = None
+) -> CollectorRegistry:
     """A private registry holding only this snapshot's collector."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(SnapshotCollector(snapshot, options))
+    if isinstance(snapshot, Snapshot):
+        registry.register(SnapshotCollector(snapshot, options))
+    else:
+        registry.register(snapshot.collector(options or ExportOptions()))
     return registry
 
 
 def render(
-    snapshot: Snapshot, *, openmetrics: bool = False, options: ExportOptions | None = None
+    snapshot: Snapshot | Exposable,
+    *,
+    openmetrics: bool = False,
+    options: ExportOptions | None = None,
 ) -> bytes:
     """The exposition of one snapshot: text format 0.0.4, or OpenMetrics 1.0.0."""
     encoder: Encoder = generate_openmetrics if openmetrics else generate_latest
