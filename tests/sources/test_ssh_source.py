@@ -92,13 +92,16 @@ async def test_background_loops_publish_every_host_and_a_hung_one_does_not_block
         # One session at a time: the hung host holds it for at most TIMEOUT, then the good one runs.
         source = SshSource(settings(keys, hosts, max_sessions=1, interval_seconds=60))
         seen: dict[str, HostState] = {}
+
+        async def first_of_each() -> None:
+            async for update in source.updates():
+                seen[update.host] = update.state
+                if len(seen) == 2:
+                    return
+
         await source.start()
         try:
-            async with asyncio.timeout(4 * TIMEOUT):
-                async for update in source.updates():
-                    seen[update.host] = update.state
-                    if len(seen) == 2:
-                        break
+            await asyncio.wait_for(first_of_each(), timeout=4 * TIMEOUT)
         finally:
             await source.close()
     assert seen == {hosts[0].name: HostState.UNREACHABLE, hosts[1].name: HostState.UP}
