@@ -251,6 +251,9 @@ class VgpuInstance:
     license: VgpuLicense = field(default_factory=VgpuLicense)
     # Guest PIDs in the vGPU's accounting buffer; read only while accounting mode is on.
     accounting_pids: tuple[int, ...] | None = None
+    # The vGPU manager can live-migrate this vGPU (vMotion, KVM migration): the migration bit of
+    # the instance's virtualization capabilities (nvmlVgpuInstanceGetMetadata).
+    migration_supported: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -356,6 +359,9 @@ class Gpu:
     vgpu_schedulers: tuple[VgpuScheduler, ...] = ()
     guest_license_supported: bool | None = None
     guest_licenses: tuple[GuestLicenseFeature, ...] = ()
+    # A vGPU host GPU that supports migrating its vGPUs (pGPU virtualization capabilities,
+    # nvmlDeviceGetVgpuMetadata); a vGPU migrates only where both ends support it.
+    vgpu_migration_supported: bool | None = None
 
 
 # --------------------------------------------------------------------------- exporter health
