@@ -40,3 +40,26 @@ def test_the_comparison_catches_a_wrong_field() -> None:
     bad = dataclasses.replace(g, vgpu_instances=(v, *g.vgpu_instances[1:]))
     wrong = dataclasses.replace(via_smi, gpus=(bad, *via_smi.gpus[1:]))
     assert list(differences(via_nvml, wrong)) == ["gpu0.vgpu1.framebuffer_used_bytes"]
+
+
+def test_the_stand_in_nvidia_smi_prints_parseable_reports() -> None:
+    """``python -m vgpumon.sim.smi_xml`` is what a test host installs as its nvidia-smi."""
+    import subprocess
+    import sys
+
+    from vgpumon.smi import parse_reports
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "vgpumon.sim.smi_xml", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    device = run("--sim", "h100-mig-backed-vgpu", "-q", "-x")
+    vgpu = run("--sim", "h100-mig-backed-vgpu", "vgpu", "-q", "-x")
+    snapshot = parse_reports(device.stdout, vgpu.stdout, timestamp=0)
+    assert snapshot.gpus and any(g.vgpu_instances for g in snapshot.gpus)
+    bad = run("--sim", "no-such-scenario", "-q", "-x")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1

@@ -432,3 +432,37 @@ def vgpu_report(nvml: Any) -> str:
         for vi in active:
             _vgpu(smi, gpu, int(vi), util)
     return _serialize(root)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """A stand-in ``nvidia-smi`` for a test host: ``python -m vgpumon.sim.smi_xml --sim NAME -q -x``
+    (or ``... vgpu -q -x``) prints what nvidia-smi would print on that simulated host, so a real
+    sshd can serve any scenario to ``vgpumon serve --ssh`` (install it as ``nvidia-smi``).
+    """
+    import argparse
+    import sys
+
+    from vgpumon import sim
+    from vgpumon.errors import VgpumonError
+
+    parser = argparse.ArgumentParser(prog="nvidia-smi (simulated)")
+    parser.add_argument("--sim", required=True, metavar="SCENARIO")
+    parser.add_argument("command", nargs="?", choices=("vgpu",))
+    parser.add_argument("-q", action="store_true", required=True)
+    parser.add_argument("-x", action="store_true", required=True)
+    args = parser.parse_args(argv)
+    try:
+        nvml = sim.create(args.sim)
+    except VgpumonError as err:
+        sys.stderr.write(f"{err}\n")
+        return 2
+    nvml.nvmlInit()
+    try:
+        sys.stdout.write(vgpu_report(nvml) if args.command == "vgpu" else device_report(nvml))
+    finally:
+        nvml.nvmlShutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

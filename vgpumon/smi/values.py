@@ -22,7 +22,7 @@ _ABSENT = frozenset(
         "",
     }
 )
-_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z/%]*)\s*$")
+_NUMBER = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z/%]*)\s*$")
 _BYTES = {"b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "kb": 1000, "mb": 1000**2}
 _HERTZ = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 
