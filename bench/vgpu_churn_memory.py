@@ -1,10 +1,10 @@
 """Memory of vgpumon's vGPU readers under VM churn, measured with tracemalloc on the simulator.
 
-The ``churn-1000`` scenario of ``tests/collect/test_vgpu_churn.py`` (one long-lived VM plus a VM created
-every 0.1 s that lives 0.6 s), sampled by the vGPU readers every 0.5 s with the scheduler log read
-every 0.25 s, on a manual clock. After a 20 s warm-up (every bounded cache full), traced memory is
-read every ``--step`` create/destroy events, split into vgpumon's collector (everything under
-``vgpumon/`` but the simulator), the simulator, and the rest (asyncio, the standard library).
+The ``churn-1000`` scenario of ``tests/collect/test_vgpu_churn.py`` (one long-lived VM plus a VM
+created every 0.1 s that lives 0.6 s), sampled by the vGPU readers every 0.5 s with the scheduler
+log read every 0.25 s, on a manual clock. After a 20 s warm-up (every bounded cache full), traced
+memory is read every ``--step`` create/destroy events, split into vgpumon's collector (everything
+under ``vgpumon/`` but the simulator), the simulator, and the rest (asyncio, the standard library).
 
     PYTHONPATH=.:tests python3 bench/vgpu_churn_memory.py --events 10000 --step 1000
 """

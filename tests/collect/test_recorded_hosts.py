@@ -16,7 +16,8 @@ from vgpumon import sim
 from vgpumon.collect import take_snapshot
 from vgpumon.nvml.session import NvmlSession
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "recorded" / "h200__580.159.04__passthrough.yaml"
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "recorded"
+FIXTURE = RECORDED / "h200__580.159.04__passthrough.yaml"
 # What nvidia-smi -q printed on that machine (bench/results/device-2026-11-21/env.txt).
 NVIDIA_SMI = {
     "name": "NVIDIA H200",

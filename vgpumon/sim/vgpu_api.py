@@ -16,7 +16,8 @@ Return shapes and errors follow pynvml 13.615.71 and nvml-reference §2.3, §6:
 Where real pynvml's wrapper is wrong and vgpumon calls the C symbol instead (framebuffer usage read
 into 32 bits; accounting PIDs crashing on an empty list), this module returns the true value
 through the Python name — the value the raw call gets on a real host (checklist §13.8). The
-wrong-wrapper behaviour itself is pinned against real pynvml in ``tests/collect/test_vgpu_traps.py``.
+wrong-wrapper behaviour itself is pinned against real pynvml in
+``tests/collect/test_vgpu_traps.py``.
 
 Utilization samples sit on a 200 ms grid from scenario t = 0 and the buffer holds the last 72 (like
 the GPU's own ring): a call with ``lastSeenTimeStamp`` T returns every sample newer than T of every
