@@ -11,8 +11,7 @@ and the OpenMetrics ``# UNIT`` / ``# EOF`` lines are the reference implementatio
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
@@ -40,53 +39,30 @@ class SnapshotCollector(Collector):
         self.families = families
 
     def collect(self) -> Iterator[Metric]:
-        return collect_families([((), self.snapshot)], self.options, self.families)
-
-
-# One snapshot and the constant labels its series get (``host="esxi-1"``), labels first.
-LabeledSnapshot = tuple[tuple[tuple[str, str], ...], Snapshot]
-
-
-def collect_families(
-    entries: Sequence[LabeledSnapshot], options: ExportOptions, families: tuple[Family, ...]
-) -> Iterator[Metric]:
-    """Each family once, with the samples of every snapshot (several hosts share a family)."""
-    for family in families:
-        metric: Metric | None = None
-        for constant, snapshot in entries:
-            for labels, value in family.samples(snapshot, options):
+        for family in self.families:
+            metric: Metric | None = None
+            for labels, value in family.samples(self.snapshot, self.options):
                 if metric is None:
                     metric = Metric(family.base_name, family.help, family.type, unit=family.unit)
-                named = dict(constant)
-                named.update(zip(family.labels, labels, strict=True))
-                metric.add_sample(family.name, named, value)
-        if metric is not None:
-            yield metric
+                metric.add_sample(family.name, dict(zip(family.labels, labels, strict=True)), value)
+            if metric is not None:
+                yield metric
 
 
-class Exposable(Protocol):
-    """Something other than one snapshot that knows its collector (several agentless hosts)."""
+def registry_for(snapshot: Snapshot, options: ExportOptions | None = None) -> CollectorRegistry:
+    """A private registry holding only this snapshot's collector.
 
-    def collector(self, options: ExportOptions) -> Collector: ...
-
-
-def registry_for(
-    snapshot: Snapshot | Exposable, options: ExportOptions | None = None
-) -> CollectorRegistry:
-    """A private registry holding only this snapshot's collector."""
+    A snapshot-like object with its own ``families`` (several agentless hosts, whose series carry
+    a ``host`` label: :mod:`vgpumon.export.hosts`) is walked with those.
+    """
     registry = CollectorRegistry(auto_describe=False)
-    if isinstance(snapshot, Snapshot):
-        registry.register(SnapshotCollector(snapshot, options))
-    else:
-        registry.register(snapshot.collector(options or ExportOptions()))
+    families = getattr(snapshot, "families", FAMILIES)
+    registry.register(SnapshotCollector(snapshot, options, families))
     return registry
 
 
 def render(
-    snapshot: Snapshot | Exposable,
-    *,
-    openmetrics: bool = False,
-    options: ExportOptions | None = None,
+    snapshot: Snapshot, *, openmetrics: bool = False, options: ExportOptions | None = None
 ) -> bytes:
     """The exposition of one snapshot: text format 0.0.4, or OpenMetrics 1.0.0."""
     encoder: Encoder = generate_openmetrics if openmetrics else generate_latest

@@ -1,11 +1,12 @@
 """Export several agentless hosts from one ``vgpumon serve --ssh``: every series gets ``host``.
 
-The metric table stays the one place of names: each host's snapshot is walked by the same
-families as a local one, and its series get the constant label ``host="NAME"`` in front
-(:func:`vgpumon.export.exposition.collect_families`). A host whose last poll failed exports what
-the table says about a failed source: ``vgpumon_up{host} 0`` and
-``vgpumon_scrape_collector_success{collector="ssh",host} 0``, and no GPU series (absent, not stale
-values presented as current).
+The metric table stays the one place of names: :data:`HOST_FAMILIES` is derived from
+:data:`~vgpumon.export.metrics.FAMILIES` row by row, each with ``host`` in front of its labels and
+samples taken from every host's snapshot, so the exposition walks it exactly like the table itself
+(one ``# HELP``/``# TYPE`` per family, whatever the number of hosts). A host whose last poll
+failed exports what the table says about a failed source: ``vgpumon_up{host} 0`` and
+``vgpumon_scrape_collector_success{collector="ssh",host} 0``, and no GPU series (absent, not
+stale values presented as current).
 
 :class:`AgentlessExporter` is what ``vgpumon.export.server.serve`` drives in place of a sampler:
 ``latest`` (a :class:`HostsView`), ``ready``, ``run(stop)`` and ``session.source``.
@@ -14,15 +15,13 @@ values presented as current).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
-from prometheus_client.metrics_core import Metric
-from prometheus_client.registry import Collector
-
-from vgpumon.export.exposition import LabeledSnapshot, collect_families
-from vgpumon.export.metrics import FAMILIES, ExportOptions
+from vgpumon.export.metrics import FAMILIES, ExportOptions, Family, Sample
 from vgpumon.model import Snapshot
 from vgpumon.sources.base import HostState
 from vgpumon.sources.ssh import SshSource, down_snapshot
@@ -37,6 +36,18 @@ class HostSnapshot:
     error: str | None = None  # why the host's last poll failed
 
 
+def _per_host(family: Family) -> Family:
+    def samples(view: Any, options: ExportOptions) -> Iterator[Sample]:
+        for entry in view.hosts:
+            for labels, value in family.samples(entry.snapshot, options):
+                yield (entry.host, *labels), value
+
+    return dataclasses.replace(family, labels=(HOST_LABEL, *family.labels), samples=samples)
+
+
+HOST_FAMILIES: tuple[Family, ...] = tuple(_per_host(f) for f in FAMILIES)
+
+
 @dataclass(frozen=True)
 class HostsView:
     """The newest export of every host, swapped in whole on each change (like a snapshot)."""
@@ -44,20 +55,10 @@ class HostsView:
     hosts: tuple[HostSnapshot, ...]
     source: str
 
-    def collector(self, options: ExportOptions) -> Collector:
-        return _HostsCollector(self, options)
-
-
-class _HostsCollector(Collector):
-    def __init__(self, view: HostsView, options: ExportOptions) -> None:
-        self.view = view
-        self.options = options
-
-    def collect(self) -> Iterator[Metric]:
-        entries: list[LabeledSnapshot] = [
-            (((HOST_LABEL, h.host),), h.snapshot) for h in self.view.hosts
-        ]
-        return collect_families(entries, self.options, FAMILIES)
+    @property
+    def families(self) -> tuple[Family, ...]:
+        """What the exposition walks for this view instead of the single-host table."""
+        return HOST_FAMILIES
 
 
 def view_of(source: SshSource, now: float | None = None) -> HostsView:
