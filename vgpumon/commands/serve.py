@@ -196,6 +196,8 @@ def run(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if ssh is not None:
+        if settings.sim or settings.nvml_module:  # from --config: flags are checked earlier
+            raise ConfigError("serve: --ssh reads remote nvidia-smi; drop sim/nvml_module")
         return run_agentless(settings, ssh)
     session = open_session(sim=settings.sim, module_name=settings.nvml_module)
     sampler = Sampler(session, settings.sampler_config())
