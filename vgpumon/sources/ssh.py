@@ -165,8 +165,10 @@ class SshSource:
                     self._fetch(target), timeout=self.settings.timeout_seconds
                 )
             fetched = time.monotonic() - started
-            snapshot = parse_reports(
-                device, vgpu, timestamp=self._clock(), source=f"nvidia-smi@{host}"
+            # A large host's reports take a good fraction of a second to parse: off the loop, so
+            # the exporter keeps answering scrapes meanwhile.
+            snapshot = await asyncio.to_thread(
+                parse_reports, device, vgpu, timestamp=self._clock(), source=f"nvidia-smi@{host}"
             )
         except asyncio.TimeoutError:
             return self._failed(host, f"no answer within {self.settings.timeout_seconds:g} s")
