@@ -11,6 +11,7 @@ import argparse
 from vgpumon.errors import ConfigError
 from vgpumon.export.config import _positive_float, _positive_int
 from vgpumon.sources.ssh_targets import (
+    DEFAULT_INTERVAL_SECONDS,
     DEFAULT_MAX_SESSIONS,
     DEFAULT_NVIDIA_SMI,
     DEFAULT_TIMEOUT_SECONDS,
@@ -60,7 +61,7 @@ def add_ssh_arguments(parser: argparse.ArgumentParser) -> None:
     ssh.add_argument(
         "--ssh-interval",
         metavar="SECONDS",
-        help="time between polls of one host (default 15)",
+        help=f"time between polls of one host (default {DEFAULT_INTERVAL_SECONDS:g})",
     )
     ssh.add_argument(
         "--ssh-nvidia-smi",

@@ -17,6 +17,9 @@ from vgpumon.errors import ConfigError
 DEFAULT_NVIDIA_SMI = "nvidia-smi"
 DEFAULT_TIMEOUT_SECONDS = 10.0
 DEFAULT_MAX_SESSIONS = 8
+# nvidia-smi takes a second or more on a large host and each poll is an SSH login (logged by the
+# host): a Prometheus-like 15 s is the natural period, not the NVML sampler's 1 s.
+DEFAULT_INTERVAL_SECONDS = 15.0
 _TARGET = re.compile(
     r"^(?:(?P<user>[A-Za-z0-9._-]+)@)?(?:\[(?P<v6>[0-9A-Fa-f:.%]+)\]|(?P<host>[A-Za-z0-9._-]+))"
     r"(?::(?P<port>\d{1,5}))?$"
@@ -44,7 +47,7 @@ class SshSettings:
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS  # per host and poll, connect included
     max_sessions: int = DEFAULT_MAX_SESSIONS  # hosts polled at once
     nvidia_smi: str = DEFAULT_NVIDIA_SMI  # ESXi: /usr/bin/nvidia-smi (on the PATH)
-    interval_seconds: float = 15.0
+    interval_seconds: float = DEFAULT_INTERVAL_SECONDS
     default_user: str | None = None
 
 
