@@ -3,7 +3,8 @@
 Each fake host is its own server with its own host key, so the client's known_hosts check, key
 authentication and per-host timeout all run for real. ``behaviour`` picks what the host does:
 ``"ok"`` answers ``nvidia-smi -q -x`` / ``nvidia-smi vgpu -q -x`` with the given reports,
-``"hang"`` never answers, ``"garbage"`` prints text that is not XML, ``"refuse"`` accepts no key.
+``"hang"`` never answers, ``"garbage"`` prints text that is not XML, ``"refuse"`` accepts no key,
+``"no-smi"`` has no nvidia-smi (exit status 127).
 """
 
 from __future__ import annotations
@@ -65,6 +66,11 @@ async def start_host(
             await asyncio.sleep(3600)
         elif behaviour == "garbage":
             process.stdout.write(b"<html>this host is in maintenance</html>\n")
+        elif behaviour == "no-smi":
+            process.stderr.write(b"sh: nvidia-smi: not found\n")
+            process.stdout.write(b"sh: nvidia-smi: not found\n")
+            process.exit(127)
+            return
         elif command.endswith("vgpu -q -x"):
             process.stdout.write(vgpu_xml.encode())
         elif command.endswith("-q -x"):

@@ -108,6 +108,17 @@ async def test_background_loops_publish_every_host_and_a_hung_one_does_not_block
     assert all(u.state is HostState.CLOSED for u in source.latest().values())
 
 
+async def test_a_host_without_nvidia_smi_says_so(tmp_path: Path) -> None:
+    async with fake_hosts(tmp_path, [("no-smi", "", "")]) as (keys, hosts):
+        source = SshSource(settings(keys, hosts))
+        try:
+            update = await source.poll(hosts[0].name)
+        finally:
+            await source.close()
+    assert update.state is HostState.UNREACHABLE
+    assert update.error == "nvidia-smi -q -x exited 127: sh: nvidia-smi: not found"
+
+
 @pytest.mark.parametrize(
     ("text", "host", "port", "user", "name"),
     [

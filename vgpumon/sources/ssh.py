@@ -54,7 +54,8 @@ async def _read_capped(stream: asyncssh.SSHReader[bytes], what: str) -> bytes:
 
 
 async def _run(conn: asyncssh.SSHClientConnection, command: str) -> tuple[int | None, bytes]:
-    async with conn.create_process(command, encoding=None) as proc:
+    # stderr is discarded: left unread it could fill the channel window and stall the command.
+    async with conn.create_process(command, encoding=None, stderr=asyncssh.DEVNULL) as proc:
         out = await _read_capped(proc.stdout, command)
         await proc.wait()
         return proc.exit_status, out
@@ -93,9 +94,8 @@ class SshTransport:
                 status, device = await _run(conn, f"{smi} -q -x")
                 if status != 0:
                     first = device.decode(errors="replace").strip().splitlines()[:1]
-                    raise SshPollError(
-                        f"nvidia-smi -q -x exited {status}" + (f": {first[0]}" if first else "")
-                    )
+                    said = f": {first[0][:160]}" if first else ""
+                    raise SshPollError(f"nvidia-smi -q -x exited {status}{said}")
                 if not _needs_vgpu_report(device):
                     return device, None
                 status, vgpu = await _run(conn, f"{smi} vgpu -q -x")
