@@ -7,13 +7,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from vgpumon.collect.base import Reader
-from vgpumon.loadgen.validate_drivers import LoadDriver, SimDriver
-from vgpumon.loadgen.validate_readings import Target
-from vgpumon.loadgen.validate_run import Plan, Progress, Report, Timing, Validation
-from vgpumon.loadgen.validate_sources import SamplerSource
-from vgpumon.loadgen.validate_steps import Tolerances, default_ladder, select_steps
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock, Scenario
+from vgpumon.validate.drivers import LoadDriver, SimDriver
+from vgpumon.validate.readings import Target
+from vgpumon.validate.run import Plan, Progress, Report, Timing, Validation
+from vgpumon.validate.sources import SamplerSource
+from vgpumon.validate.steps import Tolerances, default_ladder, select_steps
 
 FAST = Timing(settle_s=2.0, window_s=3.0, sample_interval_s=0.5, grace_s=2.0)
 

@@ -96,6 +96,8 @@ def test_list_steps(capsys):
         (["--memory", "a lot"], "bad size"),
         (["--url", "http://127.0.0.1:1"], "does not go with --sim"),
         (["--load-device", "0"], "only applies with --url"),
+        (["--insecure"], "--insecure only applies with --url"),
+        (["--password-env", "NOPE"], "--password-env only applies with --url"),
         (["--device", "5"], "no GPU with index 5"),
         (["--device", "GPU-nope"], "no GPU or MIG device 'GPU-nope'"),
     ],
@@ -149,15 +151,34 @@ def test_unreachable_exporter_is_one_line(capsys):
     assert code == 2 and f"cannot reach the exporter at http://127.0.0.1:{port}/metrics" in err
 
 
-def test_plain_text_report_where_rich_is_missing(capsys, monkeypatch):
-    import sys
-
-    monkeypatch.setitem(sys.modules, "rich", None)  # import rich now raises ImportError
+def test_a_pipe_gets_the_whole_table_one_row_per_line(capsys):
+    """rich is a dependency, so a pipe gets the same table as a terminal, wide enough that each
+    row stays on one line (there is no second, plain-text form to keep in step)."""
     code = main(["validate", "--sim", "passthrough-guest", "--steps", "duty-0.50", *FAST])
     out = capsys.readouterr().out
     assert code == 0
     lines = out.splitlines()
-    header = next(line for line in lines if line.startswith("step "))
-    assert header.split() == ["step", "check", "expected", "measured", "result", "note"]
-    assert any(line.startswith("duty-0.50") and "PASS" in line for line in lines)
+    header = next(line for line in lines if "step" in line and "check" in line)
+    cells = [cell.strip() for cell in header.strip("┃ ").split("┃")]
+    assert cells == ["step", "check", "expected", "measured", "result", "note"]
+    row = next(line for line in lines if "duty-0.50" in line)
+    assert "NVML utilization" in row and "PASS" in row
+    assert sum("│ PASS" in line for line in lines) == 5  # one row per check
     assert lines[-1].startswith("PASS: 5 passed, 0 failed")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--insecure", "--ca-file", "ca.pem"], "--insecure skips certificate checks"),
+        (["--username", "u", "--password-file", "/nonexistent/pw"], "cannot read password file"),
+        (["--password-env", "VGPUMON_TEST_UNSET_PASSWORD"], "VGPUMON_TEST_UNSET_PASSWORD"),
+        (["--ca-file", "/nonexistent/ca.pem"], "cannot use CA file /nonexistent/ca.pem"),
+    ],
+)
+def test_bad_connection_flags_are_one_line(capsys, argv, message):
+    code = main(["validate", "--url", "https://127.0.0.1:1", *FAST, *argv])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("vgpumon: error: ")

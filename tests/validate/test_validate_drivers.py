@@ -12,11 +12,11 @@ import pytest
 
 from vgpumon.errors import ConfigError, VgpumonError
 from vgpumon.loadgen.runner import LoadRunner
-from vgpumon.loadgen.validate_drivers import RunnerDriver, SimDriver, same_device
-from vgpumon.loadgen.validate_readings import Target
-from vgpumon.loadgen.validate_steps import StepLoad
 from vgpumon.sim import ManualClock, create
 from vgpumon.sim.live import LiveProcess, LiveValue, clear, live_pids, set_load, sm_count
+from vgpumon.validate.drivers import RunnerDriver, SimDriver, same_device
+from vgpumon.validate.readings import Target
+from vgpumon.validate.steps import StepLoad
 
 MIB = 1024**2
 

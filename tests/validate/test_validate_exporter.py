@@ -7,44 +7,51 @@ simulated exactly and nothing waits for real seconds.
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
+import bcrypt
 import pytest
+import trustme
 from aiohttp import web
 from validate_helpers import FAST, ManualTimer
 
 from vgpumon.collect import Sampler, SamplerConfig
-from vgpumon.export.exposition import render
 from vgpumon.export.metrics import ExportOptions
 from vgpumon.export.server import build_app
-from vgpumon.loadgen.validate_drivers import SimDriver
-from vgpumon.loadgen.validate_readings import GPM, PROCESSES, UTILIZATION, Reading
-from vgpumon.loadgen.validate_run import NOT_RUN, Plan, Progress, Validation
-from vgpumon.loadgen.validate_sources import (
-    PROCESS_SERIES_COMPLETE,
-    PROCESS_SERIES_OFF,
-    PROCESS_SERIES_TRUNCATED,
-    ExporterSource,
-    SourceError,
-    normalize_url,
-    snapshot_from_metrics,
-)
-from vgpumon.loadgen.validate_steps import ERROR, PASS, SKIP, Step, default_ladder, select_steps
+from vgpumon.export.webconfig import WebConfigRuntime
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock
+from vgpumon.sources.remote import Connection
+from vgpumon.validate.drivers import SimDriver
+from vgpumon.validate.readings import GPM, PROCESSES, UTILIZATION, Reading
+from vgpumon.validate.run import NOT_RUN, Plan, Progress, Validation
+from vgpumon.validate.sources import ExporterSource, SourceError, normalize_url
+from vgpumon.validate.steps import ERROR, PASS, SKIP, Step, default_ladder, select_steps
 
 
 class SimExporter:
     """``vgpumon serve`` over a simulated host, sampling once per ``interval`` of scenario time."""
 
-    def __init__(self, scenario: str, *, processes: bool = True, interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        scenario: str,
+        *,
+        processes: bool = True,
+        interval: float = 1.0,
+        web_config: str | None = None,
+    ) -> None:
         self.clock = ManualClock()
         self.session = open_session(sim=scenario, clock=self.clock)
         self.module: Any = self.session.module
         self.sampler = Sampler(
             self.session, SamplerConfig(interval_seconds=interval), clock=self.clock.now
         )
-        self.app = build_app(self.sampler, options=ExportOptions(processes=processes))
+        self.web_config = WebConfigRuntime(web_config) if web_config is not None else None
+        self.app = build_app(
+            self.sampler, options=ExportOptions(processes=processes), web_config=self.web_config
+        )
         self.interval = interval
         self.next_cycle = self.clock.now()
         self.stall_after: float | None = None
@@ -55,10 +62,11 @@ class SimExporter:
     async def __aenter__(self) -> SimExporter:
         self._runner = web.AppRunner(self.app)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        ssl_context = self.web_config.ssl_context() if self.web_config is not None else None
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ssl_context)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{port}"
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -94,9 +102,12 @@ async def run_through(
     via: str = "metrics",
     progress: Progress | None = None,
     applied: list[tuple[str | None, float]] | None = None,
+    connection: Connection | None = None,
 ):
     timer = exporter.timer()
-    source = ExporterSource(exporter.url, timer=timer, via=via, silence_timeout_s=10.0)
+    source = ExporterSource(
+        exporter.url, timer=timer, via=via, silence_timeout_s=10.0, connection=connection
+    )
     plan = Plan(
         device=device,
         steps=select_steps(default_ladder(), steps),
@@ -252,40 +263,38 @@ def test_normalize_url():
         normalize_url("h:9400")
 
 
-async def test_metrics_map_back_to_the_snapshot_values():
-    clock = ManualClock()
-    session = open_session(sim="h100-mig-gpm", clock=clock)
-    sampler = Sampler(session, clock=clock.now)
-    try:
-        await sampler.cycle()
-        clock.advance(1.0)
-        snap = await sampler.cycle()
-    finally:
-        sampler.close()
-    text = render(snap, options=ExportOptions(processes=True)).decode()
-    back, process_series = snapshot_from_metrics(text)
-    assert process_series == PROCESS_SERIES_COMPLETE
-    assert back.timestamp == pytest.approx(snap.timestamp)
-    assert back.health.cycles_total == 2
-    for gpu, again in zip(snap.gpus, back.gpus, strict=True):
-        assert (again.index, again.uuid, again.name) == (gpu.index, gpu.uuid, gpu.name)
-        assert again.mig_mode_current == gpu.mig_mode_current
-        assert again.utilization.gpu == gpu.utilization.gpu
-        assert again.memory.used_bytes == gpu.memory.used_bytes
-        assert (again.gpm and again.gpm.sm_active) == (gpu.gpm and gpu.gpm.sm_active)
-        assert [p.pid for p in again.processes or ()] == [p.pid for p in gpu.processes or ()]
-        for gi, gi_again in zip(gpu.mig_instances, again.mig_instances, strict=True):
-            assert gi_again.id == gi.id and gi_again.profile_name == gi.profile_name
-            assert gi_again.memory_used_bytes == gi.memory_used_bytes
-            assert (gi_again.gpm and gi_again.gpm.sm_active) == (gi.gpm and gi.gpm.sm_active)
-            assert [c.mig_uuid for c in gi_again.compute_instances] == [
-                c.mig_uuid for c in gi.compute_instances
-            ]
-    _, off = snapshot_from_metrics(render(snap).decode())
-    assert off == PROCESS_SERIES_OFF
-    # a cap that left processes out: the list is unknown, not "these are all the processes"
-    capped = render(snap, options=ExportOptions(processes=True, processes_max=1)).decode()
-    back, truncated = snapshot_from_metrics(capped)
-    assert truncated == PROCESS_SERIES_TRUNCATED
-    assert sum(len(g.processes or ()) for g in snap.gpus) > 1
-    assert all(g.processes is None for g in back.gpus)
+def _tls_and_auth(tmp_path: Path) -> str:
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    cert.private_key_pem.write_to_path(str(tmp_path / "server.key"))
+    cert.cert_chain_pems[0].write_to_path(str(tmp_path / "server.crt"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(4)).decode()
+    (tmp_path / "web.yml").write_text(
+        "tls_server_config:\n"
+        f"  cert_file: {tmp_path / 'server.crt'}\n"
+        f"  key_file: {tmp_path / 'server.key'}\n"
+        f"basic_auth_users:\n  prometheus: '{hashed}'\n"
+    )
+    return str(tmp_path / "web.yml")
+
+
+async def test_an_exporter_behind_tls_and_basic_auth(tmp_path: Path):
+    web_config = _tls_and_auth(tmp_path)
+    trusted = Connection(ca_file=str(tmp_path / "ca.pem"), username="prometheus")
+    async with SimExporter("passthrough-guest", web_config=web_config) as exporter:
+        assert exporter.url.startswith("https://")
+        good = dataclasses.replace(trusted, password="s3cret")
+        report = await run_through(exporter, steps="duty-0.50", connection=good)
+        assert report.exit_code == 0, [c.message for c in report.failures()]
+        for connection, message in (
+            (dataclasses.replace(trusted, password="wrong"), "refused the credentials"),
+            (Connection(ca_file=str(tmp_path / "ca.pem")), "wants credentials .* --username"),
+            (Connection(username="prometheus", password="s3cret"), "certificate not trusted"),
+        ):
+            source = ExporterSource(exporter.url, timer=exporter.timer(), connection=connection)
+            with pytest.raises(SourceError, match=message):
+                try:
+                    await source.open()
+                finally:
+                    await source.close()

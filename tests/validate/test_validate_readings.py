@@ -5,7 +5,17 @@ from __future__ import annotations
 import pytest
 
 from vgpumon.errors import ConfigError
-from vgpumon.loadgen.validate_readings import (
+from vgpumon.model import (
+    Gpm,
+    Gpu,
+    Memory,
+    MigComputeInstance,
+    MigGpuInstance,
+    Process,
+    Snapshot,
+    Utilization,
+)
+from vgpumon.validate.readings import (
     GPM,
     PROCESS_UTILIZATION,
     UTILIZATION,
@@ -16,16 +26,6 @@ from vgpumon.loadgen.validate_readings import (
     mig_share,
     reading_from_snapshot,
     resolve_target,
-)
-from vgpumon.model import (
-    Gpm,
-    Gpu,
-    Memory,
-    MigComputeInstance,
-    MigGpuInstance,
-    Process,
-    Snapshot,
-    Utilization,
 )
 
 GIB = 1024**3

@@ -6,7 +6,7 @@ import pytest
 
 from vgpumon.errors import ConfigError
 from vgpumon.loadgen.runner import WorkerInfo
-from vgpumon.loadgen.validate_readings import (
+from vgpumon.validate.readings import (
     GPM,
     MEMORY,
     PROCESS_UTILIZATION,
@@ -16,7 +16,7 @@ from vgpumon.loadgen.validate_readings import (
     ProcessMeasurement,
     Target,
 )
-from vgpumon.loadgen.validate_steps import (
+from vgpumon.validate.steps import (
     ERROR,
     FAIL,
     PASS,

@@ -20,7 +20,12 @@ import contextlib
 import sys
 from typing import Any
 
-from vgpumon.commands.common import add_nvml_arguments, session_from_args
+from vgpumon.commands.common import (
+    add_connection_arguments,
+    add_nvml_arguments,
+    connection_from_args,
+    session_from_args,
+)
 from vgpumon.errors import ConfigError, VgpumonError
 from vgpumon.loadgen.spec import parse_duration, parse_size
 
@@ -129,11 +134,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --url: where the load runs as this machine's CUDA names it (default: the "
         "target's UUID; give an index inside a VM whose GPU has another UUID)",
     )
+    add_connection_arguments(parser)
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print the report as JSON")
     out.add_argument(
         "--no-progress", action="store_true", help="no live display on the terminal (stderr)"
     )
+
+
+CONNECTION_FLAGS = (
+    ("--ca-file", "ca_file"),
+    ("--insecure", "insecure"),
+    ("--username", "username"),
+    ("--password-file", "password_file"),
+    ("--password-env", "password_env"),
+)
 
 
 def parse_points(text: str, flag: str) -> float:
@@ -152,8 +167,8 @@ def parse_points(text: str, flag: str) -> float:
 
 
 def plan_from_args(args: argparse.Namespace) -> Any:
-    from vgpumon.loadgen.validate_run import Plan, Timing
-    from vgpumon.loadgen.validate_steps import Tolerances, default_ladder, select_steps
+    from vgpumon.validate.run import Plan, Timing
+    from vgpumon.validate.steps import Tolerances, default_ladder, select_steps
 
     timing = Timing(
         settle_s=parse_duration(args.settle),
@@ -183,7 +198,7 @@ def plan_from_args(args: argparse.Namespace) -> Any:
 
 
 def _list_steps(args: argparse.Namespace) -> int:
-    from vgpumon.loadgen.validate_steps import default_ladder
+    from vgpumon.validate.steps import default_ladder
 
     ladder = default_ladder(
         memory_bytes=parse_size(args.memory),
@@ -205,19 +220,24 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.load_device is not None and args.url is None:
         raise ConfigError("--load-device only applies with --url (otherwise --device is used)")
+    if args.url is None:
+        given = [flag for flag, dest in CONNECTION_FLAGS if getattr(args, dest)]
+        if given:
+            raise ConfigError(f"{given[0]} only applies with --url")
     plan = plan_from_args(args)
     return asyncio.run(_run(args, plan))
 
 
 async def _run(args: argparse.Namespace, plan: Any) -> int:
-    from vgpumon.loadgen.validate_drivers import RunnerDriver, SimDriver
-    from vgpumon.loadgen.validate_readings import Target
-    from vgpumon.loadgen.validate_report import print_report, report_json, rich_available
-    from vgpumon.loadgen.validate_run import Progress, Validation
-    from vgpumon.loadgen.validate_sources import ExporterSource, SamplerSource
+    from vgpumon.validate.display import RichProgress, print_report
+    from vgpumon.validate.drivers import RunnerDriver, SimDriver
+    from vgpumon.validate.readings import Target
+    from vgpumon.validate.report import report_json
+    from vgpumon.validate.run import Progress, Validation
+    from vgpumon.validate.sources import ExporterSource, SamplerSource
 
     if args.url is not None:
-        source: Any = ExporterSource(args.url, via=args.via)
+        source: Any = ExporterSource(args.url, via=args.via, connection=connection_from_args(args))
     else:
         from vgpumon.collect import SamplerConfig
 
@@ -241,9 +261,7 @@ async def _run(args: argparse.Namespace, plan: Any) -> int:
 
     progress: Progress = Progress()
     display: Any = None
-    if not args.no_progress and sys.stderr.isatty() and rich_available():
-        from vgpumon.loadgen.validate_display import RichProgress
-
+    if not args.no_progress and sys.stderr.isatty():
         progress = display = RichProgress()
     validation = Validation(plan, source, driver_for, progress=progress)
     with display or contextlib.nullcontext():

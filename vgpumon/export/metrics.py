@@ -449,6 +449,9 @@ def _license_state(state: str | None, licensed: bool | None) -> str | None:
 
 _PROC = "processes"
 
+# A row bound to a name, ``(GPU_UP := gauge(...))``, is one that code elsewhere refers to: the
+# /metrics parser (:mod:`vgpumon.export.parse`) and validate's messages take its name and labels
+# from the row itself, so a family is renamed here and nowhere else.
 FAMILIES: tuple[Family, ...] = (
     # ---- exporter health
     info(
@@ -479,12 +482,14 @@ FAMILIES: tuple[Family, ...] = (
         lambda s: (s.source,),
         collector=EXPORTER,
     ),
-    gauge(
-        HOST,
-        "vgpumon_up",
-        "1 when NVML is initialised and the last sampling cycle finished.",
-        lambda s: s.health.up,
-        collector=EXPORTER,
+    (
+        UP := gauge(
+            HOST,
+            "vgpumon_up",
+            "1 when NVML is initialised and the last sampling cycle finished.",
+            lambda s: s.health.up,
+            collector=EXPORTER,
+        )
     ),
     gauge(
         COLLECTOR,
@@ -500,12 +505,14 @@ FAMILIES: tuple[Family, ...] = (
         lambda c: c.duration_seconds,
         collector=EXPORTER,
     ),
-    gauge(
-        HOST,
-        "vgpumon_last_sample_timestamp_seconds",
-        "When the served sample was taken (Unix time); scrapes never sample.",
-        lambda s: s.timestamp,
-        collector=EXPORTER,
+    (
+        LAST_SAMPLE_TIMESTAMP_SECONDS := gauge(
+            HOST,
+            "vgpumon_last_sample_timestamp_seconds",
+            "When the served sample was taken (Unix time); scrapes never sample.",
+            lambda s: s.timestamp,
+            collector=EXPORTER,
+        )
     ),
     gauge(
         HOST,
@@ -514,12 +521,14 @@ FAMILIES: tuple[Family, ...] = (
         lambda s: s.health.wedged,
         collector=EXPORTER,
     ),
-    counter(
-        HOST,
-        "vgpumon_sampler_cycles_total",
-        "Sampling cycles started.",
-        lambda s: s.health.cycles_total,
-        collector=EXPORTER,
+    (
+        SAMPLER_CYCLES_TOTAL := counter(
+            HOST,
+            "vgpumon_sampler_cycles_total",
+            "Sampling cycles started.",
+            lambda s: s.health.cycles_total,
+            collector=EXPORTER,
+        )
     ),
     counter(
         HOST,
@@ -543,29 +552,42 @@ FAMILIES: tuple[Family, ...] = (
         collector=EXPORTER,
     ),
     # ---- physical GPU: identity and modes
-    info(
-        ALL_GPUS,
-        "vgpumon_gpu_info",
-        "GPU identity; kept while the GPU is down.",
-        ("name", "pci_bus_id", "serial", "brand", "architecture", "compute_capability"),
-        lambda g: (g.name, g.pci_bus_id, g.serial, g.brand, g.architecture, g.compute_capability),
-        collector="device",
+    (
+        GPU_INFO := info(
+            ALL_GPUS,
+            "vgpumon_gpu_info",
+            "GPU identity; kept while the GPU is down.",
+            ("name", "pci_bus_id", "serial", "brand", "architecture", "compute_capability"),
+            lambda g: (
+                g.name,
+                g.pci_bus_id,
+                g.serial,
+                g.brand,
+                g.architecture,
+                g.compute_capability,
+            ),
+            collector="device",
+        )
     ),
-    gauge(
-        ALL_GPUS,
-        "vgpumon_gpu_up",
-        "1 when the GPU answers; 0 when it is lost or hung (its other series are dropped).",
-        lambda g: g.up,
-        collector="device",
+    (
+        GPU_UP := gauge(
+            ALL_GPUS,
+            "vgpumon_gpu_up",
+            "1 when the GPU answers; 0 when it is lost or hung (its other series are dropped).",
+            lambda g: g.up,
+            collector="device",
+        )
     ),
-    state_set(
-        GPU,
-        "vgpumon_gpu_virtualization_mode",
-        "Virtualization mode of the GPU as this host sees it (state set).",
-        "mode",
-        VIRTUALIZATION_MODES,
-        lambda g: g.virtualization_mode,
-        collector="device",
+    (
+        GPU_VIRTUALIZATION_MODE := state_set(
+            GPU,
+            "vgpumon_gpu_virtualization_mode",
+            "Virtualization mode of the GPU as this host sees it (state set).",
+            "mode",
+            VIRTUALIZATION_MODES,
+            lambda g: g.virtualization_mode,
+            collector="device",
+        )
     ),
     state_set(
         GPU,
@@ -576,12 +598,14 @@ FAMILIES: tuple[Family, ...] = (
         lambda g: g.host_vgpu_mode,
         collector="device",
     ),
-    gauge(
-        GPU,
-        "vgpumon_gpu_mig_mode_enabled",
-        "1 when MIG mode is enabled now.",
-        lambda g: _flag(g.mig_mode_current),
-        collector="device",
+    (
+        GPU_MIG_MODE_ENABLED := gauge(
+            GPU,
+            "vgpumon_gpu_mig_mode_enabled",
+            "1 when MIG mode is enabled now.",
+            lambda g: _flag(g.mig_mode_current),
+            collector="device",
+        )
     ),
     gauge(
         GPU,
@@ -614,12 +638,14 @@ FAMILIES: tuple[Family, ...] = (
         collector="vgpu",
     ),
     # ---- physical GPU: load
-    gauge(
-        GPU,
-        "vgpumon_gpu_utilization_ratio",
-        'Fraction of time a kernel was running (NVML "gpu" utilization).',
-        lambda g: g.utilization.gpu,
-        collector="utilization",
+    (
+        GPU_UTILIZATION_RATIO := gauge(
+            GPU,
+            "vgpumon_gpu_utilization_ratio",
+            'Fraction of time a kernel was running (NVML "gpu" utilization).',
+            lambda g: g.utilization.gpu,
+            collector="utilization",
+        )
     ),
     gauge(
         GPU,
@@ -650,12 +676,14 @@ FAMILIES: tuple[Family, ...] = (
         lambda g: g.memory.total_bytes,
         collector="memory",
     ),
-    gauge(
-        GPU,
-        "vgpumon_gpu_memory_used_bytes",
-        "Framebuffer memory allocated (without the driver's reservation where NVML splits it).",
-        lambda g: g.memory.used_bytes,
-        collector="memory",
+    (
+        GPU_MEMORY_USED_BYTES := gauge(
+            GPU,
+            "vgpumon_gpu_memory_used_bytes",
+            "Framebuffer memory allocated (without the driver's reservation where NVML splits it).",
+            lambda g: g.memory.used_bytes,
+            collector="memory",
+        )
     ),
     gauge(
         GPU,
@@ -871,12 +899,14 @@ FAMILIES: tuple[Family, ...] = (
         collector="pcie",
     ),
     # ---- physical GPU: GPM (Hopper+)
-    gauge(
-        GPU,
-        "vgpumon_gpu_sm_active_ratio",
-        "GPM: fraction of SM cycles with work, averaged over all SMs.",
-        lambda g: g.gpm.sm_active if g.gpm else None,
-        collector="gpm",
+    (
+        GPU_SM_ACTIVE_RATIO := gauge(
+            GPU,
+            "vgpumon_gpu_sm_active_ratio",
+            "GPM: fraction of SM cycles with work, averaged over all SMs.",
+            lambda g: g.gpm.sm_active if g.gpm else None,
+            collector="gpm",
+        )
     ),
     gauge(
         GPU,
@@ -938,26 +968,32 @@ FAMILIES: tuple[Family, ...] = (
         _compute_process_count,
         collector=_PROC,
     ),
-    gauge(
-        PROCESS_HOST,
-        "vgpumon_process_series_truncated",
-        "1 when some processes got no per-process series because of --processes-max.",
-        lambda w: w.truncated,
-        collector=_PROC,
+    (
+        PROCESS_SERIES_TRUNCATED := gauge(
+            PROCESS_HOST,
+            "vgpumon_process_series_truncated",
+            "1 when some processes got no per-process series because of --processes-max.",
+            lambda w: w.truncated,
+            collector=_PROC,
+        )
     ),
-    gauge(
-        PROCESS,
-        "vgpumon_process_memory_used_bytes",
-        "GPU memory used by the process.",
-        lambda p: p.used_memory_bytes,
-        collector=_PROC,
+    (
+        PROCESS_MEMORY_USED_BYTES := gauge(
+            PROCESS,
+            "vgpumon_process_memory_used_bytes",
+            "GPU memory used by the process.",
+            lambda p: p.used_memory_bytes,
+            collector=_PROC,
+        )
     ),
-    gauge(
-        PROCESS,
-        "vgpumon_process_sm_utilization_ratio",
-        "SM utilization of the process over the last cycle.",
-        lambda p: p.sm_utilization,
-        collector=_PROC,
+    (
+        PROCESS_SM_UTILIZATION_RATIO := gauge(
+            PROCESS,
+            "vgpumon_process_sm_utilization_ratio",
+            "SM utilization of the process over the last cycle.",
+            lambda p: p.sm_utilization,
+            collector=_PROC,
+        )
     ),
     gauge(
         PROCESS,
@@ -1009,13 +1045,15 @@ FAMILIES: tuple[Family, ...] = (
         collector="vgpu",
     ),
     # ---- MIG
-    info(
-        MIG_CI,
-        "vgpumon_mig_instance_info",
-        "One MIG compute instance: its GPU instance profile, MIG device UUID and placement.",
-        ("profile", "mig_uuid", "placement_start", "placement_size"),
-        _mig_info,
-        collector="mig",
+    (
+        MIG_INSTANCE_INFO := info(
+            MIG_CI,
+            "vgpumon_mig_instance_info",
+            "One MIG compute instance: its GPU instance profile, MIG device UUID and placement.",
+            ("profile", "mig_uuid", "placement_start", "placement_size"),
+            _mig_info,
+            collector="mig",
+        )
     ),
     gauge(
         MIG,
@@ -1024,19 +1062,23 @@ FAMILIES: tuple[Family, ...] = (
         lambda gi: gi.memory_total_bytes,
         collector="mig",
     ),
-    gauge(
-        MIG,
-        "vgpumon_mig_memory_used_bytes",
-        "Memory used in the GPU instance.",
-        lambda gi: gi.memory_used_bytes,
-        collector="mig",
+    (
+        MIG_MEMORY_USED_BYTES := gauge(
+            MIG,
+            "vgpumon_mig_memory_used_bytes",
+            "Memory used in the GPU instance.",
+            lambda gi: gi.memory_used_bytes,
+            collector="mig",
+        )
     ),
-    gauge(
-        MIG,
-        "vgpumon_mig_sm_active_ratio",
-        "GPM: fraction of the instance's SM cycles with work.",
-        lambda gi: gi.gpm.sm_active if gi.gpm else None,
-        collector="gpm",
+    (
+        MIG_SM_ACTIVE_RATIO := gauge(
+            MIG,
+            "vgpumon_mig_sm_active_ratio",
+            "GPM: fraction of the instance's SM cycles with work.",
+            lambda gi: gi.gpm.sm_active if gi.gpm else None,
+            collector="gpm",
+        )
     ),
     gauge(
         MIG,

@@ -36,7 +36,7 @@ class HostState(str, enum.Enum):
 class HostUpdate:
     """One host's newest state, published whenever its snapshot or its state changes."""
 
-    host: str  # stable key and display name: "local", or the exporter's base URL / target name
+    host: str  # stable key and display name: "local", an exporter's HOST:PORT, or its target name
     state: HostState
     snapshot: Snapshot | None = None  # the newest snapshot ever received (kept when unreachable)
     error: str | None = None  # one line, set when ``state`` is UNREACHABLE
@@ -124,12 +124,17 @@ class UpdateHub:
             received_at=time.time() if snapshot is not None else old.received_at,
             sequence=old.sequence + 1,
         )
-        self._latest[host] = update
+        self.forward(update)
+        return update
+
+    def forward(self, update: HostUpdate) -> None:
+        """Record and fan out an update made elsewhere, unchanged (a fleet passes on its
+        children's updates with their own sequence numbers and receive times)."""
+        self._latest[update.host] = update
         for queue in self._subscribers:
             if queue.full():
                 queue.get_nowait()
             queue.put_nowait(update)
-        return update
 
     async def updates(self) -> AsyncIterator[HostUpdate]:
         queue: asyncio.Queue[HostUpdate | None] = asyncio.Queue(self.QUEUE_SIZE)

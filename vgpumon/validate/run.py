@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 
 from vgpumon.errors import ConfigError, VgpumonError
 from vgpumon.loadgen.runner import WorkerInfo
-from vgpumon.loadgen.validate_drivers import LoadDriver, same_device
-from vgpumon.loadgen.validate_readings import Measurement, Reading, Target, aggregate
-from vgpumon.loadgen.validate_sources import ReadingSource, RealTimer, SourceError, Timer
-from vgpumon.loadgen.validate_steps import (
+from vgpumon.validate.drivers import LoadDriver, same_device
+from vgpumon.validate.readings import Measurement, Reading, Target, aggregate
+from vgpumon.validate.sources import ReadingSource, RealTimer, SourceError, Timer
+from vgpumon.validate.steps import (
     ERROR,
     FAIL,
     PASS,

@@ -2,13 +2,15 @@
 
 The live display goes to stderr (and only to a terminal), so ``--json`` output and the final table
 on stdout stay clean for pipes; each finished step leaves one summary line above the live area.
-Importing this module needs rich; :mod:`vgpumon.loadgen.validate_report` falls back to plain text
-where rich is missing.
+rich is a dependency of vgpumon, so there is no second, plain-text drawing of the table: a pipe
+gets the same table at a fixed width (see :func:`print_report`).
 """
 
 from __future__ import annotations
 
+import sys
 from types import TracebackType
+from typing import TextIO
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -18,10 +20,10 @@ from rich.table import Table
 from rich.text import Text
 
 from vgpumon.loadgen.spec import format_bytes
-from vgpumon.loadgen.validate_readings import Reading
-from vgpumon.loadgen.validate_report import summary_line
-from vgpumon.loadgen.validate_run import NOT_RUN, Progress, Report, StepResult
-from vgpumon.loadgen.validate_steps import ERROR, FAIL, PASS, SKIP, Step, pct
+from vgpumon.validate.readings import Reading
+from vgpumon.validate.report import summary_line
+from vgpumon.validate.run import NOT_RUN, Progress, Report, StepResult
+from vgpumon.validate.steps import ERROR, FAIL, PASS, SKIP, Step, pct
 
 STYLES = {PASS: "green", FAIL: "bold red", SKIP: "yellow", ERROR: "bold red", NOT_RUN: "dim"}
 ICONS = {PASS: "✔", FAIL: "✘", SKIP: "–", ERROR: "✘", NOT_RUN: "·"}
@@ -181,8 +183,13 @@ def report_table(report: Report) -> Table:
     return table
 
 
-def print_rich_report(report: Report, console: Console | None = None) -> None:
-    console = console or Console()
+def print_report(report: Report, *, stream: TextIO | None = None, width: int | None = None) -> None:
+    """The final table, notes, summary and failures on ``stream`` (stdout).
+
+    ``width`` None is the terminal's; a pipe or a file is given one wide enough that every row
+    stays on one line.
+    """
+    console = Console(file=stream or sys.stdout, width=width)
     if report.target is not None:
         console.print(f"target: {report.target.describe()}")
     console.print(f"readings: {report.source}; load: {report.driver}")

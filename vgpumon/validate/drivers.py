@@ -23,10 +23,11 @@ from typing import Any, Protocol, runtime_checkable
 from vgpumon.errors import VgpumonError
 from vgpumon.loadgen.runner import LoadRunner, WorkerInfo
 from vgpumon.loadgen.spec import LoadSpec, blocks_for, memory_shares
-from vgpumon.loadgen.validate_readings import Target
-from vgpumon.loadgen.validate_steps import StepLoad
+from vgpumon.validate.readings import Target
+from vgpumon.validate.steps import StepLoad
 
-H200_CONTEXT_BYTES = 520 * 1024**2  # what one CUDA context held on the H200 (loadgen-device.md)
+# What one CUDA context held on an H200 (bench/results/loadgen-device.md).
+H200_CONTEXT_BYTES = 520 * 1024**2
 
 
 @runtime_checkable
