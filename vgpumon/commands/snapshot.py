@@ -59,7 +59,9 @@ def config_from_args(args: argparse.Namespace) -> SamplerConfig:
         known = collector_names()
         unknown = [n for n in names if n not in known]
         if unknown:
-            raise ConfigError(f"unknown collector {', '.join(unknown)}; known: {', '.join(known)}")
+            raise ConfigError(
+                f"unknown collector {', '.join(unknown)}; known: {', '.join(known)}"
+            )
         collectors = frozenset([ALWAYS, *names])
     return SamplerConfig(interval_seconds=interval, collectors=collectors)
 
