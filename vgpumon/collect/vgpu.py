@@ -110,6 +110,8 @@ class VgpuHostState:
     types_signature: tuple[Any, ...] | None = None
     types_at: float = 0.0
     types_out: tuple[VgpuType, ...] = ()
+    migration_asked: bool = False  # the pGPU migration capability is fixed: asked once
+    migration_supported: bool | None = None
 
     def prune(self, active: Iterable[int]) -> None:
         """Forget destroyed instances, so churn never grows this state."""
@@ -189,8 +191,11 @@ def read_vgpu(ctx: GpuContext, out: GpuBuilder) -> None:
         # NOT_SUPPORTED with MIG on; per-GI heterogeneous mode is a GB20x+ feature.
         hetero = ctx.call("nvmlDeviceGetVgpuHeterogeneousMode", h)
         out.set(vgpu_heterogeneous_mode=bool(hetero) if hetero is not None else None)
-    pgpu = ctx.call("nvmlDeviceGetVgpuMetadata", h)
-    out.set(vgpu_migration_supported=migration_bit(getattr(pgpu, "pgpuVirtualizationCaps", None)))
+    if not st.migration_asked:
+        pgpu = ctx.call("nvmlDeviceGetVgpuMetadata", h)
+        st.migration_supported = migration_bit(getattr(pgpu, "pgpuVirtualizationCaps", None))
+        st.migration_asked = pgpu is not None  # a failed call is asked again next cycle
+    out.set(vgpu_migration_supported=st.migration_supported)
 
     listed = ctx.call("nvmlDeviceGetActiveVgpus", h)
     if listed is None:
