@@ -19,11 +19,11 @@ TIMEOUT = 3.0
 
 
 def settings(keys, hosts, **kw) -> SshSettings:  # type: ignore[no-untyped-def]
+    kw.setdefault("timeout_seconds", TIMEOUT)
     return SshSettings(
         targets=tuple(parse_target(h.target) for h in hosts),
         identity_files=(keys.client_key_file,),
         known_hosts=keys.known_hosts_file,
-        timeout_seconds=TIMEOUT,
         **kw,
     )
 
@@ -106,6 +106,25 @@ async def test_background_loops_publish_every_host_and_a_hung_one_does_not_block
             await source.close()
     assert seen == {hosts[0].name: HostState.UNREACHABLE, hosts[1].name: HostState.UP}
     assert all(u.state is HostState.CLOSED for u in source.latest().values())
+
+
+async def test_a_session_is_reused_and_a_timed_out_one_replaced(tmp_path: Path) -> None:
+    """One login per host while it answers (ESXi logs every login); a new one after a timeout."""
+    _, device, vgpu = await asyncio.to_thread(scenario_reports, "baremetal-8xh100")
+    async with fake_hosts(tmp_path, [("ok", device, vgpu), ("hang", "", "")]) as (keys, hosts):
+        source = SshSource(settings(keys, hosts, timeout_seconds=1.0))
+        try:
+            for _ in range(3):
+                assert (await source.poll(hosts[0].name)).state is HostState.UP
+            assert source.transport.logins == 1
+            for _ in range(2):
+                assert (await source.poll(hosts[1].name)).state is HostState.UNREACHABLE
+            assert source.transport.logins == 3
+            assert (await source.poll(hosts[0].name)).state is HostState.UP
+            assert source.transport.logins == 3
+        finally:
+            await source.close()
+    assert hosts[0].commands == ["nvidia-smi -q -x"] * 4
 
 
 async def test_a_host_without_nvidia_smi_says_so(tmp_path: Path) -> None:

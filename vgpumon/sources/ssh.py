@@ -67,10 +67,18 @@ def _needs_vgpu_report(device_xml: bytes) -> bool:
 
 
 class SshTransport:
-    """Runs the two reports on one target per call, within the settings' limits."""
+    """Runs the two reports on one target per call, within the settings' limits.
+
+    The SSH connection of a host is kept open between polls and reused: ESXi writes every login
+    to its auth log, and a new login every 15 s per host would flood it (and cost a key exchange
+    each time). A connection that failed, or whose poll was cut off by the timeout (a command may
+    still be running on it), is closed and the next poll logs in again.
+    """
 
     def __init__(self, settings: SshSettings) -> None:
         self.settings = settings
+        self._connections: dict[str, asyncssh.SSHClientConnection] = {}
+        self.logins = 0  # connections opened (for tests and the benchmark)
 
     def _options(self, target: SshTarget) -> dict[str, object]:
         s = self.settings
@@ -79,6 +87,7 @@ class SshTransport:
             "username": target.user or s.default_user,
             "preferred_auth": "publickey",  # key-based only: never a password prompt
             "connect_timeout": s.timeout_seconds,
+            "keepalive_interval": max(s.interval_seconds, 15.0),
         }
         if s.identity_files:
             options["client_keys"] = list(s.identity_files)
@@ -87,27 +96,55 @@ class SshTransport:
             options["known_hosts"] = s.known_hosts  # never None: that would skip the check
         return options
 
+    async def _connection(self, target: SshTarget) -> asyncssh.SSHClientConnection:
+        conn = self._connections.get(target.name)
+        if conn is not None and not conn.is_closed():
+            return conn
+        conn = await asyncssh.connect(target.host, **self._options(target))
+        self.logins += 1
+        self._connections[target.name] = conn
+        return conn
+
+    def _drop(self, target: SshTarget) -> None:
+        conn = self._connections.pop(target.name, None)
+        if conn is not None:
+            conn.abort()
+
     async def fetch(self, target: SshTarget) -> tuple[bytes, bytes | None]:
         smi = shlex.quote(self.settings.nvidia_smi)
         try:
-            async with asyncssh.connect(target.host, **self._options(target)) as conn:
-                status, device = await _run(conn, f"{smi} -q -x")
-                if status != 0:
-                    first = device.decode(errors="replace").strip().splitlines()[:1]
-                    said = f": {first[0][:160]}" if first else ""
-                    raise SshPollError(f"nvidia-smi -q -x exited {status}{said}")
-                if not _needs_vgpu_report(device):
-                    return device, None
-                status, vgpu = await _run(conn, f"{smi} vgpu -q -x")
-                return device, (vgpu if status == 0 else None)
+            conn = await self._connection(target)
+            status, device = await _run(conn, f"{smi} -q -x")
+            if status != 0:
+                first = device.decode(errors="replace").strip().splitlines()[:1]
+                said = f": {first[0][:160]}" if first else ""
+                raise SshPollError(f"nvidia-smi -q -x exited {status}{said}")
+            if not _needs_vgpu_report(device):
+                return device, None
+            status, vgpu = await _run(conn, f"{smi} vgpu -q -x")
+            return device, (vgpu if status == 0 else None)
+        except SshPollError:
+            raise  # the session itself is fine: keep it
         except asyncssh.PermissionDenied:
+            self._drop(target)
             raise SshPollError("SSH key refused (permission denied)") from None
         except asyncssh.HostKeyNotVerifiable as err:
+            self._drop(target)
             raise SshPollError(f"host key not verifiable: {err.reason}") from None
         except asyncssh.DisconnectError as err:
+            self._drop(target)
             raise SshPollError(f"SSH disconnected: {err.reason}") from None
         except OSError as err:
+            self._drop(target)
             raise SshPollError(f"cannot connect: {err.strerror or err}") from None
+        except BaseException:  # the timeout's cancellation included: the session's state is unknown
+            self._drop(target)
+            raise
+
+    def close(self) -> None:
+        for name in list(self._connections):
+            conn = self._connections.pop(name)
+            conn.abort()
 
 
 class SshSource:
@@ -121,7 +158,8 @@ class SshSource:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
-        self._fetch: Fetch = fetch or SshTransport(settings).fetch
+        self.transport = SshTransport(settings)
+        self._fetch: Fetch = fetch or self.transport.fetch
         self._clock = clock
         self._targets = {t.name: t for t in settings.targets}
         self._hub = UpdateHub(list(self._targets))
@@ -209,6 +247,7 @@ class SshSource:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
+        self.transport.close()
         self._hub.close()
 
 
