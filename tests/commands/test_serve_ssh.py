@@ -135,3 +135,24 @@ def test_bad_targets_are_one_line_errors(tmp_path: Path) -> None:
         assert code != 0, args
         assert message in stderr, (args, stderr)
         assert len(stderr.strip().splitlines()) == 1, stderr
+
+
+def test_the_flags_build_an_ssh_source_for_other_commands(tmp_path: Path) -> None:
+    """``top --ssh`` gets the same source from the same flags (commands/ssh_args.py)."""
+    import argparse
+
+    from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_source_from_args
+    from vgpumon.sources.base import SnapshotSource
+    from vgpumon.sources.ssh import SshSource
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sim")
+    parser.add_argument("--nvml-module")
+    add_ssh_arguments(parser)
+    none = parser.parse_args([])
+    assert ssh_source_from_args(none, "top") is None
+    args = parser.parse_args(["--ssh", "root@esxi-1", "--ssh", "esxi-2:2222", "--ssh-timeout", "4"])
+    source = ssh_source_from_args(args, "top")
+    assert isinstance(source, SshSource) and isinstance(source, SnapshotSource)
+    assert source.hosts() == ("esxi-1", "esxi-2:2222")
+    assert source.settings.timeout_seconds == 4.0

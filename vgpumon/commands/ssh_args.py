@@ -10,6 +10,7 @@ import argparse
 
 from vgpumon.errors import ConfigError
 from vgpumon.export.config import _positive_float, _positive_int
+from vgpumon.sources.base import SnapshotSource
 from vgpumon.sources.ssh_targets import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_MAX_SESSIONS,
@@ -104,3 +105,13 @@ def ssh_settings_from_args(args: argparse.Namespace, command: str) -> SshSetting
         nvidia_smi=args.ssh_nvidia_smi or defaults.nvidia_smi,
         default_user=args.ssh_user,
     )
+
+
+def ssh_source_from_args(args: argparse.Namespace, command: str) -> SnapshotSource | None:
+    """The agentless source the flags describe (``top --ssh``), or None without ``--ssh``."""
+    settings = ssh_settings_from_args(args, command)
+    if settings is None:
+        return None
+    from vgpumon.sources.ssh import SshSource
+
+    return SshSource(settings)
