@@ -110,6 +110,12 @@ GPU_FIELDS: dict[str, Callable[[Gpu], Any]] = {
             for p in g.processes
         )
     ),
+    # nvidia-smi prints the enabled licensable feature of a vGPU guest.
+    "guest_licenses": lambda g: [
+        (f.feature, f.licensed, f.product_name, f.state, f.expiry_timestamp_seconds)
+        for f in g.guest_licenses
+        if f.enabled
+    ],
     "mig_instances": lambda g: [
         (
             gi.id,

@@ -27,6 +27,17 @@ def test_the_comparison_covers_vgpu_instances() -> None:
     assert sum(len(g.vgpu_instances) for g in via_smi.gpus) == 11
 
 
+def test_the_comparison_covers_guest_licenses() -> None:
+    """Inside a vGPU guest nvidia-smi prints the licensed product and its expiry."""
+    _, via_smi = both_paths("vgpu-guest")
+    (feature,) = via_smi.gpus[0].guest_licenses
+    assert (feature.feature, feature.product_name, feature.expiry_status) == (
+        "nvidia_rtx",
+        "NVIDIA RTX Virtual Workstation",
+        "valid",
+    )
+
+
 def test_the_comparison_catches_a_wrong_field() -> None:
     """Planted difference: one vGPU's framebuffer off by 1 MiB must be reported."""
     import dataclasses

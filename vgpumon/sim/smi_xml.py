@@ -13,7 +13,6 @@ vgpumon reads are printed.
 
 from __future__ import annotations
 
-import datetime as dt
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from typing import Any
@@ -216,6 +215,7 @@ def _gpu(smi: _Smi, root: ET.Element, h: Any) -> str:
     _add(mig_node, "pending_mig", _enabled(mig[1]) if mig else None)
     if mig and int(mig[0]):
         _mig(smi, gpu, h)
+    _guest_license(smi, gpu, h)
     _add(gpu, "serial", smi.call("nvmlDeviceGetSerial", h))
     _add(gpu, "uuid", smi.call("nvmlDeviceGetUUID", h))
     virt = smi.call("nvmlDeviceGetVirtualizationMode", h)
@@ -301,6 +301,19 @@ def _gpu(smi: _Smi, root: ET.Element, h: Any) -> str:
     return bus
 
 
+def _expiry_text(expiry: Any) -> str | None:
+    """``Expiry: Permanent`` / ``Expiry: 2026-7-7 16:1:44 GMT`` (unpadded, as the driver prints)."""
+    status = int(expiry.status)
+    if status == 4:  # NVML_GRID_LICENSE_EXPIRY_PERMANENT
+        return "Expiry: Permanent"
+    if status != 2:  # only a VALID expiry carries a date
+        return None
+    return (
+        f"Expiry: {expiry.year}-{expiry.month}-{expiry.day} "
+        f"{expiry.hour}:{expiry.min}:{expiry.sec} GMT"
+    )
+
+
 def _license(info: Any) -> str | None:
     if info is None:
         return None
@@ -312,14 +325,28 @@ def _license(info: Any) -> str | None:
             2: "Unlicensed (Unrestricted)",
             3: "Unlicensed (Restricted)",
         }.get(state, "Unlicensed")
-    expiry = info.licenseExpiry
-    status = int(expiry.status)
-    if status == 4:  # NVML_GRID_LICENSE_EXPIRY_PERMANENT
-        return "Licensed (Expiry: Permanent)"
-    if status != 2:  # only a VALID expiry carries a date
-        return "Licensed"
-    when = dt.datetime(expiry.year, expiry.month, expiry.day, expiry.hour, expiry.min, expiry.sec)
-    return f"Licensed (Expiry: {when.year}-{when.month}-{when.day} {when.hour}:{when.minute}:{when.second} GMT)"  # noqa: E501
+    when = _expiry_text(info.licenseExpiry)
+    return f"Licensed ({when})" if when else "Licensed"
+
+
+def _guest_license(smi: _Smi, gpu: ET.Element, h: Any) -> None:
+    """Inside a vGPU guest: the licensed product, the block nvidia-smi prints for the enabled
+    licensable feature (none where licensing does not apply)."""
+    got = smi.call("nvmlDeviceGetGridLicensableFeatures", h)
+    if got is None or not int(got.isGridLicenseSupported):
+        return
+    for i in range(min(int(got.licensableFeaturesCount), 3)):
+        f = got.gridLicensableFeatures[i]
+        if not int(f.featureEnabled):
+            continue
+        node = ET.SubElement(gpu, "vgpu_software_licensed_product")
+        _add(node, "licensed_product_name", f.productName or None)
+        when = _expiry_text(f.licenseExpiry) if int(f.featureState) else None
+        status = ("Licensed" if int(f.featureState) else "Unlicensed") + (
+            f" ({when})" if when else ""
+        )
+        _add(node, "license_status", status)
+        return
 
 
 def _vgpu(smi: _Smi, parent: ET.Element, vi: int, util: dict[int, Any]) -> None:

@@ -17,6 +17,7 @@ from vgpumon.model import (
     DriverInfo,
     Ecc,
     Gpu,
+    GuestLicenseFeature,
     Memory,
     MigComputeInstance,
     MigGpuInstance,
@@ -27,6 +28,7 @@ from vgpumon.model import (
     Utilization,
 )
 from vgpumon.smi import values as v
+from vgpumon.smi.vgpu import parse_license
 
 VIRTUALIZATION = {
     "none": "none",
@@ -60,6 +62,17 @@ CLOCK_REASONS = {
     "hw_thermal_slowdown": "hw_thermal",
     "hw_power_brake_slowdown": "power_brake",
     "display_clocks_setting": "display_clock_setting",
+}
+# Licensed product names (current and GRID-era) -> the licensable feature the NVML reader names.
+GUEST_FEATURES = {
+    "nvidia rtx virtual workstation": "nvidia_rtx",
+    "quadro virtual data center workstation": "nvidia_rtx",
+    "nvidia virtual pc": "vgpu",
+    "nvidia virtual applications": "vgpu",
+    "grid virtual pc": "vgpu",
+    "grid virtual applications": "vgpu",
+    "nvidia virtual compute server": "compute",
+    "nvidia cloud gaming": "gaming",
 }
 PROCESS_KINDS = {"C": "compute", "G": "graphics", "C+G": "compute", "M": "mps", "M+C": "mps"}
 
@@ -206,6 +219,25 @@ def _mig(gpu: ET.Element) -> tuple[MigGpuInstance, ...]:
     )
 
 
+def _guest_licenses(gpu: ET.Element) -> tuple[bool | None, tuple[GuestLicenseFeature, ...]]:
+    """A vGPU guest's licensed product; (None, ()) where nvidia-smi prints no such block."""
+    node = gpu.find("vgpu_software_licensed_product")
+    if node is None:
+        return None, ()
+    product = v.text(node, "licensed_product_name")
+    lic = parse_license(v.text(node, "license_status"))
+    feature = GuestLicenseFeature(
+        feature=GUEST_FEATURES.get((product or "").lower(), "unknown"),
+        licensed=lic.licensed,
+        enabled=True,  # nvidia-smi prints the enabled feature
+        product_name=product,
+        state=None if lic.licensed is None else ("licensed" if lic.licensed else "unlicensed"),
+        expiry_status=lic.expiry_status,
+        expiry_timestamp_seconds=lic.expiry_timestamp_seconds,
+    )
+    return True, (feature,)
+
+
 def _brand(value: str | None) -> str | None:
     if value is None:
         return None
@@ -224,6 +256,7 @@ def parse_gpu(index: int, gpu: ET.Element) -> Gpu:
     if power is None:
         power = gpu.find("power_readings")
     fan = v.ratio(gpu, "fan_speed")
+    licensing, licenses = _guest_licenses(gpu)
     return Gpu(
         index=index,
         uuid=v.text(gpu, "uuid") or f"pci:{gpu.get('id', index)}",
@@ -280,6 +313,8 @@ def parse_gpu(index: int, gpu: ET.Element) -> Gpu:
         ),
         processes=_processes(gpu),
         mig_instances=_mig(gpu),
+        guest_license_supported=licensing,
+        guest_licenses=licenses,
     )
 
 
