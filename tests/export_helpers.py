@@ -268,6 +268,7 @@ def rich_snapshot() -> Snapshot:
             CollectorStatus("device", True, 0.0),
             CollectorStatus("memory", False, 0.0),
             CollectorStatus("vgpu", True, 0.0),
+            CollectorStatus("xid", True, 0.0),
         ),
         nvml_errors=(NvmlErrorCount("nvmlDeviceGetFanSpeed_v2", "not_supported", 4),),
         health=SamplerHealth(

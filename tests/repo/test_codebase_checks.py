@@ -16,7 +16,7 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_is_clean() -> None:
-    result = _run("ruff", "check", "vgpumon", "tests", "bench")
+    result = _run("ruff", "check", "vgpumon", "tests", "bench", "dashboards", "packaging")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -220,12 +220,40 @@ def _process_host(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, 
         yield (), process_window(s, o)
 
 
+# Xids the alert rules tell apart (packaging/prometheus/vgpumon.rules.yml), after the resolution
+# buckets of NVIDIA's Xid catalog. Critical: the GPU (or its memory, NVLink or GSP firmware) needs a
+# reset, a drain or service. Informational: the running application is at fault or the hardware
+# already recovered; worth a look, not a page.
+XID_CRITICAL = (46, 48, 62, 64, 74, 79, 95, 109, 119, 120, 140, 154)
+XID_INFORMATIONAL = (13, 31, 43, 45, 63, 68, 92, 94)
+XID_CATALOG = tuple(sorted((*XID_CRITICAL, *XID_INFORMATIONAL)))
+
+
+def _xid_gpus(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Gpu]]:
+    # Only where the xid reader ran: a zero is "watched, none seen", never "not watched".
+    if not any(c.name == "xid" for c in s.collectors):
+        return iter(())
+    return _up_gpus(s, o)
+
+
+def _xid_counts(g: Gpu) -> list[tuple[tuple[str], int]]:
+    """Every catalogued Xid at 0 until it happens, so ``increase()`` sees the first one.
+
+    A counter that appears at its first event has no earlier sample, and ``increase()`` over a
+    window with one sample is empty: the first Xid 79 on a GPU would never fire an alert.
+    Xids outside the catalog still appear at their first event.
+    """
+    counts = dict.fromkeys(XID_CATALOG, 0) | g.xid_errors
+    return [((str(x),), n) for x, n in sorted(counts.items())]
+
+
 GPU_LABELS = ("gpu", "uuid")
 HOST: Scope[Snapshot] = Scope("Exporter health", (), _host)
 COLLECTOR: Scope[CollectorStatus] = Scope("Exporter health", ("collector",), _collectors)
 NVML_ERROR: Scope[NvmlErrorCount] = Scope("Exporter health", ("function", "error"), _nvml_errors)
 ALL_GPUS: Scope[Gpu] = Scope("Physical GPU", GPU_LABELS, _all_gpus)
 GPU: Scope[Gpu] = Scope("Physical GPU", GPU_LABELS, _up_gpus)
+GPU_XID: Scope[Gpu] = Scope("Physical GPU", GPU_LABELS, _xid_gpus)
 PROCESS_HOST: Scope[ProcessWindow] = Scope("Processes (opt-in)", (), _process_host)
 PROCESS: Scope[Process] = Scope(
     "Processes (opt-in)",
@@ -860,11 +888,11 @@ FAMILIES: tuple[Family, ...] = (
         collector="remapped_rows",
     ),
     labeled(
-        GPU,
+        GPU_XID,
         "vgpumon_gpu_xid_errors_total",
-        "Xid errors seen since the exporter started, by Xid number.",
+        "Xid errors seen since the exporter started, by Xid number (catalogued Xids start at 0).",
         ("xid",),
-        lambda g: [((str(x),), n) for x, n in sorted(g.xid_errors.items())],
+        _xid_counts,
         collector="xid",
         type_=COUNTER,
     ),

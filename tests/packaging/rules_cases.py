@@ -1,0 +1,432 @@
+"""promtool unit-test cases for every alert in packaging/prometheus/vgpumon.rules.yml.
+
+Each case gives series of a broken host ("bad") and of a healthy one ("good") and the labels of the
+alerts that must fire at ``eval_time``. :func:`promtool_tests` turns them into a promtool test file:
+one group with both hosts (exactly the listed alerts fire: the healthy host's do not) and one with
+the healthy host alone (nothing fires). The annotations promtool compares are rendered from the
+rules file, so a changed summary does not need a second edit here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "packaging" / "prometheus" / "vgpumon.rules.yml"
+
+BAD = {"instance": "bad:9839", "job": "vgpumon"}
+GOOD = {"instance": "good:9839", "job": "vgpumon"}
+GPU = {"gpu": "0", "uuid": "GPU-0"}
+
+
+def series(name: str, host: dict[str, str], **labels: str) -> str:
+    merged = {**host, **labels}
+    inner = ",".join(f'{k}="{v}"' for k, v in merged.items())
+    return f"{name}{{{inner}}}"
+
+
+@dataclass(frozen=True)
+class AlertCase:
+    alert: str
+    eval_time: str
+    bad: dict[str, str]  # series -> promtool values notation
+    good: dict[str, str]
+    fired: list[dict[str, str]] = field(default_factory=list)  # labels, without alertname
+
+
+def _gpu(name: str, host: dict[str, str], **labels: str) -> str:
+    return series(name, host, **GPU, **labels)
+
+
+CASES: tuple[AlertCase, ...] = (
+    AlertCase(
+        "VgpumonExporterDown",
+        "6m",
+        {series("up", BAD): "0x10"},
+        {series("up", GOOD): "1x10"},
+        [BAD],
+    ),
+    AlertCase(
+        "VgpumonNvmlDown",
+        "6m",
+        {series("vgpumon_up", BAD): "0x10"},
+        {series("vgpumon_up", GOOD): "1x10"},
+        [BAD],
+    ),
+    AlertCase(
+        "VgpumonExporterWedged",
+        "3m",
+        {series("vgpumon_sampler_wedged", BAD): "1x5"},
+        {series("vgpumon_sampler_wedged", GOOD): "0x5"},
+        [BAD],
+    ),
+    AlertCase(
+        "VgpumonExporterStale",
+        "5m",
+        # time() is 300 at 5m: the bad sample stays at 0, the good one keeps pace with the clock.
+        {series("vgpumon_last_sample_timestamp_seconds", BAD): "0x10"},
+        {series("vgpumon_last_sample_timestamp_seconds", GOOD): "0+60x10"},
+        [BAD],
+    ),
+    AlertCase(
+        "VgpumonCollectorFailing",
+        "16m",
+        {series("vgpumon_scrape_collector_success", BAD, collector="vgpu"): "0x20"},
+        {series("vgpumon_scrape_collector_success", GOOD, collector="vgpu"): "1x20"},
+        [{**BAD, "collector": "vgpu"}],
+    ),
+    AlertCase(
+        "VgpumonGpuLost",
+        "2m",
+        {_gpu("vgpumon_gpu_up", BAD): "1 0 0 0 0"},
+        {_gpu("vgpumon_gpu_up", GOOD): "1x5"},
+        [{**BAD, **GPU}],
+    ),
+    AlertCase(
+        "VgpumonXidCritical",
+        "3m",
+        # The catalogued Xid exists at 0 before the first event, so the first one fires.
+        {_gpu("vgpumon_gpu_xid_errors_total", BAD, xid="79"): "0 0 1 1 1"},
+        {
+            _gpu("vgpumon_gpu_xid_errors_total", GOOD, xid="79"): "0x5",
+            _gpu("vgpumon_gpu_xid_errors_total", GOOD, xid="13"): "0 1 2 3 4",
+        },
+        [{**BAD, **GPU, "xid": "79"}],
+    ),
+    AlertCase(
+        "VgpumonXidInformational",
+        "3m",
+        {_gpu("vgpumon_gpu_xid_errors_total", BAD, xid="13"): "0 0 1 1 1"},
+        {
+            _gpu("vgpumon_gpu_xid_errors_total", GOOD, xid="13"): "0x5",
+            _gpu("vgpumon_gpu_xid_errors_total", GOOD, xid="48"): "0 1 2 3 4",
+        },
+        [{**BAD, **GPU, "xid": "13"}],
+    ),
+    AlertCase(
+        "VgpumonEccUncorrectable",
+        "3m",
+        {_gpu("vgpumon_gpu_ecc_volatile_errors_total", BAD, type="uncorrected"): "0 0 2 2 2"},
+        {
+            _gpu("vgpumon_gpu_ecc_volatile_errors_total", GOOD, type="uncorrected"): "0x5",
+            _gpu("vgpumon_gpu_ecc_volatile_errors_total", GOOD, type="corrected"): "0+5x5",
+        },
+        [{**BAD, **GPU, "type": "uncorrected"}],
+    ),
+    AlertCase(
+        "VgpumonRowRemapPending",
+        "6m",
+        {_gpu("vgpumon_gpu_remapped_rows_pending", BAD): "1x10"},
+        {_gpu("vgpumon_gpu_remapped_rows_pending", GOOD): "0x10"},
+        [{**BAD, **GPU}],
+    ),
+    AlertCase(
+        "VgpumonRowRemapFailed",
+        "1m",
+        {_gpu("vgpumon_gpu_remapped_rows_failed", BAD): "1x3"},
+        {_gpu("vgpumon_gpu_remapped_rows_failed", GOOD): "0x3"},
+        [{**BAD, **GPU}],
+    ),
+    AlertCase(
+        "VgpumonThermalSlowdown",
+        "11m",
+        {_gpu("vgpumon_gpu_clock_event_active", BAD, reason="hw_thermal"): "1x15"},
+        {
+            _gpu("vgpumon_gpu_clock_event_active", GOOD, reason="hw_thermal"): "0x15",
+            _gpu("vgpumon_gpu_clock_event_active", GOOD, reason="sw_power_cap"): "1x15",
+        },
+        [{**BAD, **GPU}],
+    ),
+    AlertCase(
+        "VgpumonPowerSlowdown",
+        "11m",
+        {_gpu("vgpumon_gpu_clock_event_active", BAD, reason="power_brake"): "1x15"},
+        # Running at the software power cap is what a fully loaded GPU does: no alert.
+        {_gpu("vgpumon_gpu_clock_event_active", GOOD, reason="sw_power_cap"): "1x15"},
+        [{**BAD, **GPU}],
+    ),
+    AlertCase(
+        "VgpumonVgpuUnlicensed",
+        "11m",
+        {
+            _gpu("vgpumon_vgpu_license_state", BAD, vgpu_id="1", state="licensed"): "0x15",
+            _gpu(
+                "vgpumon_vgpu_license_state", BAD, vgpu_id="1", state="unlicensed_restricted"
+            ): "1x15",
+        },
+        {
+            _gpu("vgpumon_vgpu_license_state", GOOD, vgpu_id="1", state="licensed"): "1x15",
+            _gpu(
+                "vgpumon_vgpu_license_state", GOOD, vgpu_id="1", state="unlicensed_restricted"
+            ): "0x15",
+        },
+        [{**BAD, **GPU, "vgpu_id": "1", "state": "unlicensed_restricted"}],
+    ),
+    AlertCase(
+        "VgpumonVgpuLicenseExpiring",
+        "2h",
+        # time() is 7200 at 2h: three days left on the bad host, thirty on the good one.
+        {
+            _gpu("vgpumon_vgpu_license_expiry_timestamp_seconds", BAD, vgpu_id="1"): (
+                f"{7200 + 3 * 86400}x150"
+            )
+        },
+        {
+            _gpu("vgpumon_vgpu_license_expiry_timestamp_seconds", GOOD, vgpu_id="1"): (
+                f"{7200 + 30 * 86400}x150"
+            )
+        },
+        [{**BAD, **GPU, "vgpu_id": "1"}],
+    ),
+    AlertCase(
+        "VgpumonVgpuStarved",
+        "20m",
+        # Equal share between two vGPUs: 0.5 each. On the bad host vGPU 1 runs 20 % of the time
+        # and is preempted with work left; on the good host they split the GPU evenly, and a vGPU
+        # below its share that is never preempted (GPU 1) just has less to do.
+        {
+            _gpu("vgpumon_vgpu_scheduler_policy", BAD, policy="equal_share"): "1x40",
+            _gpu("vgpumon_vgpu_info", BAD, vgpu_id="1", vgpu_type="T-4Q", vm_id="vm-1"): "1x40",
+            _gpu("vgpumon_vgpu_info", BAD, vgpu_id="2", vgpu_type="T-4Q", vm_id="vm-2"): "1x40",
+            _gpu("vgpumon_vgpu_scheduler_run_seconds_total", BAD, vgpu_id="1"): "0+12x40",
+            _gpu("vgpumon_vgpu_scheduler_run_seconds_total", BAD, vgpu_id="2"): "0+48x40",
+            _gpu("vgpumon_vgpu_scheduler_preemption_seconds_total", BAD, vgpu_id="1"): "0+6x40",
+            _gpu("vgpumon_vgpu_scheduler_preemption_seconds_total", BAD, vgpu_id="2"): "0+1x40",
+        },
+        {
+            _gpu("vgpumon_vgpu_scheduler_policy", GOOD, policy="equal_share"): "1x40",
+            _gpu("vgpumon_vgpu_info", GOOD, vgpu_id="1", vgpu_type="T-4Q", vm_id="vm-3"): "1x40",
+            _gpu("vgpumon_vgpu_info", GOOD, vgpu_id="2", vgpu_type="T-4Q", vm_id="vm-4"): "1x40",
+            _gpu("vgpumon_vgpu_scheduler_run_seconds_total", GOOD, vgpu_id="1"): "0+30x40",
+            _gpu("vgpumon_vgpu_scheduler_run_seconds_total", GOOD, vgpu_id="2"): "0+30x40",
+            _gpu("vgpumon_vgpu_scheduler_preemption_seconds_total", GOOD, vgpu_id="1"): "0+6x40",
+            _gpu("vgpumon_vgpu_scheduler_preemption_seconds_total", GOOD, vgpu_id="2"): "0+6x40",
+            series(
+                "vgpumon_vgpu_scheduler_policy",
+                GOOD,
+                gpu="1",
+                uuid="GPU-1",
+                policy="equal_share",
+            ): "1x40",
+            series(
+                "vgpumon_vgpu_info", GOOD, gpu="1", uuid="GPU-1", vgpu_id="11", vm_id="vm-5"
+            ): "1x40",
+            series(
+                "vgpumon_vgpu_scheduler_run_seconds_total",
+                GOOD,
+                gpu="1",
+                uuid="GPU-1",
+                vgpu_id="11",
+            ): "0+12x40",
+            series(
+                "vgpumon_vgpu_scheduler_preemption_seconds_total",
+                GOOD,
+                gpu="1",
+                uuid="GPU-1",
+                vgpu_id="11",
+            ): "0x40",
+        },
+        [{**BAD, **GPU, "vgpu_id": "1"}],
+    ),
+    AlertCase(
+        "VgpumonVgpuVanished",
+        "20m",
+        # vm-1's vGPU is gone at 11m; vm-2 is still there; vm-3 moved to the good host at 11m.
+        {
+            _gpu("vgpumon_scrape_collector_success", BAD, collector="vgpu"): "1x40",
+            _gpu("vgpumon_vgpu_info", BAD, vgpu_id="1", vgpu_type="T-4Q", vm_id="vm-1"): (
+                "1x10 stale"
+            ),
+            _gpu("vgpumon_vgpu_info", BAD, vgpu_id="3", vgpu_type="T-4Q", vm_id="vm-3"): (
+                "1x10 stale"
+            ),
+        },
+        {
+            _gpu("vgpumon_scrape_collector_success", GOOD, collector="vgpu"): "1x40",
+            _gpu("vgpumon_vgpu_info", GOOD, vgpu_id="2", vgpu_type="T-4Q", vm_id="vm-2"): "1x40",
+            _gpu("vgpumon_vgpu_info", GOOD, vgpu_id="5", vgpu_type="T-4Q", vm_id="vm-3"): (
+                "_x11 1x29"
+            ),
+        },
+        [{**BAD, **GPU, "vgpu_id": "1", "vgpu_type": "T-4Q", "vm_id": "vm-1"}],
+    ),
+    AlertCase(
+        "VgpumonVgpuFramebufferNearlyFull",
+        "16m",
+        {
+            _gpu("vgpumon_vgpu_framebuffer_used_bytes", BAD, vgpu_id="1"): "97x20",
+            _gpu("vgpumon_vgpu_framebuffer_total_bytes", BAD, vgpu_id="1"): "100x20",
+        },
+        {
+            _gpu("vgpumon_vgpu_framebuffer_used_bytes", GOOD, vgpu_id="1"): "50x20",
+            _gpu("vgpumon_vgpu_framebuffer_total_bytes", GOOD, vgpu_id="1"): "100x20",
+        },
+        [{**BAD, **GPU, "vgpu_id": "1"}],
+    ),
+    AlertCase(
+        "VgpumonMigMemoryNearlyFull",
+        "16m",
+        {
+            _gpu("vgpumon_mig_memory_used_bytes", BAD, gpu_instance="1"): "97x20",
+            _gpu("vgpumon_mig_memory_total_bytes", BAD, gpu_instance="1"): "100x20",
+        },
+        {
+            _gpu("vgpumon_mig_memory_used_bytes", GOOD, gpu_instance="1"): "50x20",
+            _gpu("vgpumon_mig_memory_total_bytes", GOOD, gpu_instance="1"): "100x20",
+        },
+        [{**BAD, **GPU, "gpu_instance": "1"}],
+    ),
+)
+
+# Recording rules checked on their own: the scheduler entitlement under both policies.
+ENTITLEMENT_SERIES = {
+    # equal share on GPU 0: three vGPUs, a third each
+    **{
+        _gpu("vgpumon_vgpu_info", BAD, vgpu_id=v, vgpu_type="T-4Q", vm_id=f"vm-{v}"): "1x10"
+        for v in ("1", "2", "3")
+    },
+    _gpu("vgpumon_vgpu_scheduler_policy", BAD, policy="equal_share"): "1x10",
+    # fixed share on GPU 1: type 10 (A-10C) holds four, so each of the two vGPUs gets a quarter
+    **{
+        series(
+            "vgpumon_vgpu_info",
+            BAD,
+            gpu="1",
+            uuid="GPU-1",
+            vgpu_id=v,
+            vgpu_type="A-10C",
+            vm_id=f"vm-{v}",
+        ): "1x10"
+        for v in ("11", "12")
+    },
+    series("vgpumon_vgpu_scheduler_policy", BAD, gpu="1", uuid="GPU-1", policy="fixed_share"): (
+        "1x10"
+    ),
+    series(
+        "vgpumon_vgpu_type_info",
+        BAD,
+        gpu="1",
+        uuid="GPU-1",
+        vgpu_type_id="10",
+        vgpu_type="A-10C",
+    ): "1x10",
+    series("vgpumon_vgpu_type_max_instances", BAD, gpu="1", uuid="GPU-1", vgpu_type_id="10"): (
+        "4x10"
+    ),
+    # best effort on GPU 2: no entitlement
+    series("vgpumon_vgpu_info", BAD, gpu="2", uuid="GPU-2", vgpu_id="21", vm_id="vm-21"): "1x10",
+    series("vgpumon_vgpu_scheduler_policy", BAD, gpu="2", uuid="GPU-2", policy="best_effort"): (
+        "1x10"
+    ),
+}
+ENTITLEMENT_EXPECTED = [
+    *({**BAD, **GPU, "vgpu_id": v, "value": 1 / 3} for v in ("1", "2", "3")),
+    *({**BAD, "gpu": "1", "uuid": "GPU-1", "vgpu_id": v, "value": 0.25} for v in ("11", "12")),
+]
+
+
+def rules() -> list[dict[str, Any]]:
+    doc = yaml.safe_load(RULES.read_text(encoding="utf-8"))
+    return [rule for group in doc["groups"] for rule in group["rules"]]
+
+
+def alerts() -> dict[str, dict[str, Any]]:
+    return {rule["alert"]: rule for rule in rules() if "alert" in rule}
+
+
+LABEL_REF = re.compile(r"\{\{\s*\$labels\.(\w+)\s*\}\}")
+
+
+def render(template: str, labels: dict[str, str]) -> str:
+    """The alert templates use only ``{{ $labels.x }}``: substitute them like Prometheus does."""
+    assert "{{" not in LABEL_REF.sub("", template), f"unsupported template: {template}"
+    return LABEL_REF.sub(lambda m: labels.get(m.group(1), ""), template)
+
+
+def _input(values: dict[str, str]) -> list[dict[str, str]]:
+    return [{"series": s, "values": v} for s, v in values.items()]
+
+
+def promtool_tests(rule_file: Path) -> dict[str, Any]:
+    rule_defs = alerts()
+    tests: list[dict[str, Any]] = []
+    for case in CASES:
+        rule = rule_defs[case.alert]
+        expected = [
+            {
+                "exp_labels": {**labels, "alertname": case.alert, **rule.get("labels", {})},
+                "exp_annotations": {
+                    k: render(v, labels) for k, v in rule.get("annotations", {}).items()
+                },
+            }
+            for labels in case.fired
+        ]
+        both = {**case.bad, **case.good}
+        tests.append(
+            {
+                "name": f"{case.alert} fires for the broken host only",
+                "interval": "1m",
+                "input_series": _input(both),
+                "alert_rule_test": [
+                    {"eval_time": case.eval_time, "alertname": case.alert, "exp_alerts": expected}
+                ],
+            }
+        )
+        tests.append(
+            {
+                "name": f"{case.alert} stays quiet on a healthy host",
+                "interval": "1m",
+                "input_series": _input(case.good),
+                "alert_rule_test": [
+                    {"eval_time": case.eval_time, "alertname": case.alert, "exp_alerts": []}
+                ],
+            }
+        )
+    tests.append(
+        {
+            "name": "scheduler entitlement under equal and fixed share",
+            "interval": "1m",
+            "input_series": _input(ENTITLEMENT_SERIES),
+            "promql_expr_test": [
+                {
+                    "expr": "vgpumon:vgpu_scheduler_entitled_share:ratio",
+                    "eval_time": "5m",
+                    "exp_samples": [
+                        {
+                            "labels": series(
+                                "vgpumon:vgpu_scheduler_entitled_share:ratio",
+                                {k: v for k, v in e.items() if k != "value"},  # type: ignore[misc]
+                            ),
+                            "value": e["value"],
+                        }
+                        for e in ENTITLEMENT_EXPECTED
+                    ],
+                }
+            ],
+        }
+    )
+    return {"rule_files": [str(rule_file)], "evaluation_interval": "1m", "tests": tests}
+
+
+TEST_FILE = RULES.parent / "vgpumon.rules.test.yml"
+TEST_FILE_HEADER = (
+    "# promtool unit tests of vgpumon.rules.yml: promtool test rules vgpumon.rules.test.yml\n"
+    "# Generated by tests/packaging/rules_cases.py (python tests/packaging/rules_cases.py);\n"
+    "# a test fails while this file differs from the cases there.\n"
+)
+
+
+def render_test_file() -> str:
+    """The committed test file; its rule file path is relative, as promtool resolves it."""
+    doc = promtool_tests(Path(RULES.name))
+    return TEST_FILE_HEADER + yaml.safe_dump(doc, sort_keys=False, width=1000)
+
+
+if __name__ == "__main__":
+    TEST_FILE.write_text(render_test_file(), encoding="utf-8")
+    print(f"wrote {TEST_FILE}")

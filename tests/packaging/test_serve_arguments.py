@@ -1,0 +1,64 @@
+"""The `vgpumon serve` command lines in the packaging are ones the real parser accepts."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from vgpumon.cli import build_parser
+from vgpumon.errors import VgpumonError
+
+PACKAGING = Path(__file__).resolve().parents[2] / "packaging"
+
+
+def parse(argv: list[str]) -> None:
+    build_parser("serve").parse_args(argv)
+
+
+def systemd_argv() -> list[str]:
+    text = (PACKAGING / "systemd" / "vgpumon.service").read_text(encoding="utf-8")
+    (line,) = re.findall(r"^ExecStart=(.+)$", text, re.M)
+    return shlex.split(line)[1:]
+
+
+def container_argv() -> list[str]:
+    text = (PACKAGING / "container" / "Containerfile").read_text(encoding="utf-8")
+    (cmd,) = re.findall(r"^CMD (\[.+\])$", text, re.M)
+    return list(json.loads(cmd))
+
+
+def kubernetes_argvs() -> list[list[str]]:
+    k8s = PACKAGING / "kubernetes"
+    daemonset = yaml.safe_load((k8s / "daemonset.yaml").read_text(encoding="utf-8"))
+    base = list(daemonset["spec"]["template"]["spec"]["containers"][0]["args"])
+    argvs = [base]
+    for component in sorted((k8s / "components").iterdir()):
+        spec = yaml.safe_load((component / "kustomization.yaml").read_text(encoding="utf-8"))
+        extra = [
+            op["value"]
+            for patch in spec["patches"]
+            for op in yaml.safe_load(patch["patch"])
+            if op["path"].endswith("/args/-")
+        ]
+        argvs.append(base + extra)
+    return argvs
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [systemd_argv(), container_argv(), *kubernetes_argvs()],
+    ids=["systemd", "container", "kubernetes", *["kubernetes+component"] * 2],
+)
+def test_serve_accepts_the_packaged_arguments(argv: list[str]) -> None:
+    assert argv[0] == "serve"
+    parse(argv)
+
+
+def test_a_wrong_flag_is_refused() -> None:
+    with pytest.raises(VgpumonError):
+        parse(["serve", "--listen-address=:9839"])
