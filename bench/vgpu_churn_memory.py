@@ -1,30 +1,33 @@
 """Memory of vgpumon's vGPU readers under VM churn, measured with tracemalloc on the simulator.
 
-The ``churn-1000`` scenario of ``tests/collect/test_vgpu_churn.py`` (one long-lived VM plus a VM
-created every 0.1 s that lives 0.6 s), sampled by the vGPU readers every 0.5 s with the scheduler
+The ``churn-1000`` stress scenario (``vgpumon/sim/scenarios/stress/churn-1000.yaml``, also used by
+``tests/collect/test_vgpu_churn.py``: one long-lived VM plus a VM created every 0.1 s that lives
+0.6 s), sampled by the vGPU readers every 0.5 s with the scheduler
 log read every 0.25 s, on a manual clock. After a 20 s warm-up (every bounded cache full), traced
 memory is read every ``--step`` create/destroy events, split into vgpumon's collector (everything
 under ``vgpumon/`` but the simulator), the simulator, and the rest (asyncio, the standard library).
 
-    PYTHONPATH=.:tests python3 bench/vgpu_churn_memory.py --events 10000 --step 1000
+    python3 bench/vgpu_churn_memory.py --events 10000 --step 1000
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
 import tracemalloc
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from test_vgpu_churn import CHURN_1000, PACKAGE_DIR, SIM_DIR, WARM_UP, _settle
-from vgpu_helpers import sim_host
-
 import vgpumon.sim as sim_pkg
+from vgpumon.testing import (
+    CHURN_SCENARIO,
+    CHURN_WARM_UP,
+    PACKAGE_DIR,
+    SIM_DIR,
+    settle_memory,
+    sim_host,
+    stress_scenario_text,
+)
 
 
 def traced() -> dict[str, int]:
@@ -43,8 +46,8 @@ def traced() -> dict[str, int]:
 
 
 async def run(events: int, step: int) -> list[dict[str, Any]]:
-    vms = (events // 2) + int(WARM_UP / 0.1) + 10
-    text = CHURN_1000.replace("count: 700", f"count: {vms}")
+    vms = (events // 2) + int(CHURN_WARM_UP / 0.1) + 10
+    text = stress_scenario_text(CHURN_SCENARIO).replace("count: 700", f"count: {vms}")
     tracemalloc.start()
     host = sim_host(sim_pkg.parse_scenario(text, "churn.yaml"))
     rows: list[dict[str, Any]] = []
@@ -59,8 +62,8 @@ async def run(events: int, step: int) -> list[dict[str, Any]]:
             host.advance(0.5, poll_every=0.25)
             await host.cycle()
             cycles += 1
-            if base is None and host.t >= WARM_UP:
-                _settle()
+            if base is None and host.t >= CHURN_WARM_UP:
+                settle_memory()
                 base, base_t = traced(), host.t
                 started, cycles = time.perf_counter(), 0
                 continue
@@ -68,7 +71,7 @@ async def run(events: int, step: int) -> list[dict[str, Any]]:
                 continue
             done = round((host.t - base_t) / 0.1) * 2  # one create and one destroy per VM
             if done >= next_mark:
-                _settle()
+                settle_memory()
                 now = traced()
                 rows.append(
                     {

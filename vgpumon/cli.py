@@ -8,14 +8,17 @@ dependency only affects the command that needs it.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
+import io
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
 from typing import NoReturn
 
 from vgpumon import __version__
-from vgpumon.errors import VgpumonError
+from vgpumon.errors import VgpumonError, one_line
 
 # name -> (module, one-line help). Modules define add_arguments(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -69,24 +72,80 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# Errors writing our own output (a full disk, a closed descriptor): the environment's failure, not
+# a bug, so one line and a non-zero status rather than a traceback.
+OUTPUT_ERRNOS = frozenset(
+    {errno.ENOSPC, errno.EBADF, errno.EIO, errno.EFBIG, errno.EDQUOT, errno.EROFS}
+)
+EXIT_OUTPUT_FAILED = 1
+
+
+class _ClosedOutput(io.TextIOBase):
+    """Stands in for ``sys.stdout`` when descriptor 1 is closed (``vgpumon record >&-``): writing
+    fails like a write to a closed descriptor, so the handler below reports it in one line."""
+
+    @property
+    def buffer(self) -> _ClosedOutput:
+        return self
+
+    def write(self, _text: object) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def flush(self) -> None:
+        """Nothing was written, so nothing to flush (also what runs at interpreter exit)."""
+
+
+def _silence_stdout() -> None:
+    """Point descriptor 1 at /dev/null so the interpreter's final flush of whatever is still
+    buffered cannot fail a second time (the recipe of Python's signal documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
+
+
+def _run(argv: list[str]) -> int:
+    selected = next((a for a in argv if a in COMMANDS), None)
+    parser = build_parser(selected)
+    args = parser.parse_args(argv)
+    module = getattr(args, "_module", None)
+    if module is None:
+        parser.print_help()
+        return 2
+    status = int(module.run(args) or 0)
+    sys.stdout.flush()  # a full disk must fail here, inside the handler, not at exit
+    return status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    selected = next((a for a in args_list if a in COMMANDS), None)
+    if sys.stdout is None:
+        sys.stdout = _ClosedOutput()
     try:
-        parser = build_parser(selected)
-        args = parser.parse_args(args_list)
-        module = getattr(args, "_module", None)
-        if module is None:
-            parser.print_help()
-            return 2
-        return int(module.run(args) or 0)
+        return _run(args_list)
     except VgpumonError as err:
-        print(f"vgpumon: error: {err}", file=sys.stderr)
+        print(f"vgpumon: error: {one_line(err, limit=2000)}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        # The reader went away (``vgpumon snapshot | head``): like other CLI tools, not an error.
+        _silence_stdout()
         return 0
+    except SystemExit as exc:
+        # rich turns a broken pipe into SystemExit(1) raised while handling the BrokenPipeError.
+        if isinstance(exc.__context__, BrokenPipeError):
+            _silence_stdout()
+            return 0
+        raise
+    except OSError as err:
+        if err.errno not in OUTPUT_ERRNOS:
+            raise
+        _silence_stdout()
+        print(f"vgpumon: error: cannot write output: {err.strerror or err}", file=sys.stderr)
+        return EXIT_OUTPUT_FAILED
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real-GPU checks for vgpumon, run on the lent GPU machine from the repository root:
+# Real-GPU checks for vgpumon, run on a real GPU host from the repository root:
 #   bash bench/device/run_checks.sh PHASE OUTDIR
 # PHASE "facts": environment, nvidia-smi, `vgpumon snapshot`, `vgpumon record`, the gpu-marked tests.
 # PHASE "validate": `vgpumon validate` twice in process (table + JSON) and once through `vgpumon serve`.

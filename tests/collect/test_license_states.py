@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from vgpu_helpers import SimHost, by_id, sim_host, vgpu_errors
+from vgpu_helpers import by_id, vgpu_errors
 
 from vgpumon.model import VGPU_LICENSE_STATES, Snapshot
 from vgpumon.sim.licensing import EXPIRY_STATUSES, LICENSE_STATES, LicenseTimeline
+from vgpumon.testing import SimHost, SimHostFactory
 
 STATE_NAMES = {v: k for k, v in LICENSE_STATES.items()}
 STATUS_NAMES = {v: k for k, v in EXPIRY_STATUSES.items()}
@@ -34,7 +35,7 @@ async def _at(host: SimHost, t: float) -> Snapshot:
 
 
 @pytest.fixture
-async def expiry_host() -> Any:
+async def expiry_host(sim_host: SimHostFactory) -> Any:
     host = sim_host("vgpu-license-expiry")
     yield host
     host.close()
@@ -85,7 +86,7 @@ async def test_a_license_expires_mid_run(expiry_host: SimHost) -> None:
 
 
 @pytest.fixture
-async def guest_host() -> Any:
+async def guest_host(sim_host: SimHostFactory) -> Any:
     host = sim_host("vgpu-guest")
     yield host
     host.close()

@@ -44,9 +44,7 @@ async def test_unprivileged_mig_uses_mig_device_handles() -> None:
             c.uuid for c in sorted(want.compute_instances, key=lambda c: c.id)
         ]
     got_procs = {(p.pid, p.gpu_instance_id, p.compute_instance_id) for p in gpu.processes or ()}
-    assert got_procs == {
-        (p.pid, p.gpu_instance, p.compute_instance or 0) for p in spec.processes
-    }
+    assert got_procs == {(p.pid, p.gpu_instance, p.compute_instance or 0) for p in spec.processes}
 
     errors = {(e.function, e.error): e.count for e in snaps[-1].nvml_errors}
     mig_gpus = sum(1 for g in scenario.gpus if g.mig_enabled)

@@ -1,6 +1,6 @@
 """The real H200 recorded with `vgpumon record` (bench/results/device-2026-11-21) replays.
 
-The fixture is what `vgpumon record` wrote on the lent H200; replaying it through the simulator
+The fixture is what `vgpumon record` wrote on a real H200; replaying it through the simulator
 must give back the host that nvidia-smi described there (name, memory, pass-through, MIG off,
 driver), with identities masked and no vGPU section.
 """

@@ -12,12 +12,12 @@ import asyncio
 from typing import Any
 
 import pytest
-from vgpu_helpers import SimHost, sim_host
 
 import vgpumon.sim as sim_pkg
 from vgpumon.collect.scheduler import SERVICE, SchedulerLogPoller
 from vgpumon.model import Snapshot
 from vgpumon.sim.clock import WallClock
+from vgpumon.testing import SimHost, SimHostFactory
 
 WINDOW = 10.0
 TOLERANCE = 0.02
@@ -68,7 +68,9 @@ def written(host: SimHost, gpu: int) -> int:
 
 
 @pytest.mark.parametrize("scenario", ["kvm-vgpu-timesliced", "h100-mig-backed-vgpu"])
-async def test_shares_follow_each_policy_within_two_points(scenario: str) -> None:
+async def test_shares_follow_each_policy_within_two_points(
+    sim_host: SimHostFactory, scenario: str
+) -> None:
     host = sim_host(scenario)
     try:
         await host.cycle()
@@ -96,7 +98,9 @@ async def test_shares_follow_each_policy_within_two_points(scenario: str) -> Non
     )
 
 
-async def test_no_entry_is_lost_or_counted_twice_at_the_default_poll_rate() -> None:
+async def test_no_entry_is_lost_or_counted_twice_at_the_default_poll_rate(
+    sim_host: SimHostFactory,
+) -> None:
     host = sim_host("kvm-vgpu-timesliced")
     try:
         await host.cycle()
@@ -113,7 +117,9 @@ async def test_no_entry_is_lost_or_counted_twice_at_the_default_poll_rate() -> N
         assert again.gpus[g.index].vgpu_schedulers == g.vgpu_schedulers
 
 
-async def test_a_slow_reader_counts_missed_entries_and_keeps_exact_run_time() -> None:
+async def test_a_slow_reader_counts_missed_entries_and_keeps_exact_run_time(
+    sim_host: SimHostFactory,
+) -> None:
     host = sim_host("kvm-vgpu-timesliced")
     try:
         await host.cycle()
@@ -158,7 +164,7 @@ gpus:
 """
 
 
-async def test_best_effort_follows_demand_as_it_changes() -> None:
+async def test_best_effort_follows_demand_as_it_changes(sim_host: SimHostFactory) -> None:
     host = sim_host(sim_pkg.parse_scenario(BEST_EFFORT_STEPS, "best-effort-steps.yaml"))
     try:
         await host.cycle()
@@ -180,10 +186,9 @@ async def test_best_effort_follows_demand_as_it_changes() -> None:
 
 async def test_the_poller_thread_reads_often_enough_in_real_time() -> None:
     module = sim_pkg.create("kvm-vgpu-timesliced", clock=WallClock())
-    from vgpu_helpers import VGPU_READERS
-
     from vgpumon.collect.sampler import Sampler
     from vgpumon.nvml.session import NvmlSession
+    from vgpumon.testing import VGPU_READERS
 
     session = NvmlSession(module, "sim")
     session.init()

@@ -7,46 +7,34 @@ The memory bound is measured in bench/results/vgpu-churn-memory.md.
 
 from __future__ import annotations
 
-import gc
 import math
-import os
-import sys
 import tracemalloc
 from typing import Any
 
 import pytest
-from vgpu_helpers import SimHost, sim_host
 
-import vgpumon
 import vgpumon.sim as sim_pkg
 from vgpumon.collect.scheduler import SERVICE
 from vgpumon.collect.vgpu import STATE_KEY
 from vgpumon.model import Snapshot
 from vgpumon.sim.vgpu import CHURN_ID_BASE
+from vgpumon.testing import (
+    CHURN_SCENARIO,
+    CHURN_WARM_UP,
+    PACKAGE_DIR,
+    SIM_DIR,
+    SimHost,
+    SimHostFactory,
+    settle_memory,
+    stress_scenario_text,
+)
 
 # Growth of traced memory over 1,000 create/destroy events after warm-up (see the bench note for
 # the measured values: about -8 KiB for the collector, -46 KiB for everything; the bound leaves
 # room for dictionaries resizing at a different moment, and no room for a per-event leak, which at
 # 1,000 events would be 1,000 × the size of an instance record — hundreds of KiB).
 COLLECTOR_GROWTH_BOUND = 32 * 1024
-# Files are told apart by where the package lies, not by a "/vgpumon/" in the path: the checkout
-# (and the virtual environment inside it) may itself live in a folder named vgpumon.
-PACKAGE_DIR = os.path.dirname(vgpumon.__file__) + os.sep
-SIM_DIR = os.path.join(PACKAGE_DIR, "sim") + os.sep
 TOTAL_GROWTH_BOUND = 128 * 1024
-
-
-def _settle() -> None:
-    """Collect garbage and empty CPython's attribute-lookup cache before a tracemalloc snapshot.
-
-    That cache keeps a reference to the name string of each recent attribute lookup (a few
-    thousand entries at most), so what it holds depends on what ran before, other tests
-    included, and would show up as noise in the growth of whichever module allocated the name.
-    """
-    gc.collect()
-    clear = getattr(sys, "_clear_type_cache", None)
-    if clear is not None:
-        clear()
 
 
 def expected_alive(host: SimHost, gpu: int) -> list[int]:
@@ -82,7 +70,7 @@ def check_no_stale(host: SimHost, snap: Snapshot) -> list[int]:
     return alive
 
 
-async def test_builtin_churn_snapshot_shows_exactly_the_live_vms() -> None:
+async def test_builtin_churn_snapshot_shows_exactly_the_live_vms(sim_host: SimHostFactory) -> None:
     host = sim_host("vgpu-churn")
     try:
         await host.cycle()
@@ -102,24 +90,6 @@ async def test_builtin_churn_snapshot_shows_exactly_the_live_vms() -> None:
     assert sizes >= {4, 5}  # one long-lived VM plus three or four churned ones
 
 
-CHURN_1000 = """
-name: churn-1000
-seed: 3
-gpus:
-  - model: l40s
-    virtualization_mode: host_vgpu
-    vgpu:
-      types:
-        - {id: 1, name: "NVIDIA L40S-4Q", framebuffer: 4GiB, max_instances: 12}
-        - {id: 2, name: "NVIDIA L40S-4C", framebuffer: 4GiB, max_instances: 12}
-      scheduler: {policy: equal_share}
-      instances:
-        - {id: 1, type: 1, load: {sm: 0.5}}
-vgpu_events:
-  - {gpu: 0, types: [1, 2], start: 0.05s, every: 0.1s, lifetime: 0.6s, count: 700,
-     load: {sm: 0.3, memory: 0.1}}
-"""
-WARM_UP = 20.0  # 200 VMs: every bounded cache (sample history, share cache) is full by then
 EVENTS = 1000  # 500 more VMs, each created and destroyed
 
 
@@ -152,21 +122,23 @@ def _traced(snapshot: Any) -> tuple[int, int]:
 
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
-async def test_1000_create_destroy_events_leave_no_stale_instances_and_no_growth() -> None:
+async def test_1000_create_destroy_events_leave_no_stale_instances_and_no_growth(
+    sim_host: SimHostFactory,
+) -> None:
     tracemalloc.start()
-    host = sim_host(sim_pkg.parse_scenario(CHURN_1000, "churn-1000.yaml"))
+    host = sim_host(sim_pkg.parse_scenario(stress_scenario_text(CHURN_SCENARIO), "churn-1000.yaml"))
     try:
         await host.cycle()
         baseline: tuple[int, int] | None = None
         base_sizes: dict[str, int] = {}
         seen: set[int] = set()
-        while host.t < WARM_UP + EVENTS / 2 * 0.1:
+        while host.t < CHURN_WARM_UP + EVENTS / 2 * 0.1:
             host.advance(0.5, poll_every=0.25)  # every VM lives through at least one cycle
             snap = await host.cycle()
             seen.update(check_no_stale(host, snap))
             sizes = _sizes(host)
-            if baseline is None and host.t >= WARM_UP:
-                _settle()
+            if baseline is None and host.t >= CHURN_WARM_UP:
+                settle_memory()
                 baseline = _traced(tracemalloc.take_snapshot())
                 base_sizes = sizes
                 seen_at_baseline = len(seen)
@@ -175,7 +147,7 @@ async def test_1000_create_destroy_events_leave_no_stale_instances_and_no_growth
             assert sizes["statics"] == alive
             assert sizes["util"] <= alive and sizes["consumer_totals"] <= alive
             assert sizes["consumer_cumulative"] <= 2 * alive
-        _settle()
+        settle_memory()
         end = _traced(tracemalloc.take_snapshot())
         (s,) = snap.gpus[0].vgpu_schedulers
         assert s.log_entries_missed_total == 0

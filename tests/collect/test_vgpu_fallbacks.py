@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from vgpu_helpers import by_id, sim_host, vgpu_errors
+from vgpu_helpers import by_id, vgpu_errors
 
 from vgpumon.collect.vgpu import UTIL_STALE_SECONDS, VgpuHostState, _merge_utilization, _Util
 from vgpumon.sim import parse_scenario
+from vgpumon.testing import SimHostFactory
 
 R535_VMWARE = """
 name: r535-vmware
@@ -27,7 +28,7 @@ gpus:
 """
 
 
-async def test_pre_r550_driver_and_vmware_host() -> None:
+async def test_pre_r550_driver_and_vmware_host(sim_host: SimHostFactory) -> None:
     host = sim_host(parse_scenario(R535_VMWARE, "r535-vmware.yaml"))
     try:
         await host.cycle()
@@ -90,7 +91,7 @@ def test_fresh_samples_are_averaged() -> None:
     )
 
 
-async def test_gpu_without_scheduler_log_is_not_watched() -> None:
+async def test_gpu_without_scheduler_log_is_not_watched(sim_host: SimHostFactory) -> None:
     # Both log calls unsupported (the _v2 one's absence is recorded for the whole library): one
     # probe is enough, and the GPU is not watched (no poller thread re-armed every cycle).
     faults = """faults:

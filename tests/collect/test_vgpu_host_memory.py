@@ -16,7 +16,7 @@ from vgpumon import sim
 from vgpumon.collect import take_snapshot
 from vgpumon.nvml.session import NvmlSession
 from vgpumon.sim.scenario import builtin_text
-from vgpumon.sim.units import parse_size
+from vgpumon.units import parse_size
 
 
 def _expected_used(gpu_spec: dict) -> int:

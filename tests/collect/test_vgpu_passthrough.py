@@ -1,4 +1,5 @@
-"""Pass-through (the lent H200): no vGPU section, and every vGPU host call is absent, paid once.
+"""Pass-through (a real H200, docs/nvml-notes.md §14): no vGPU section, and every vGPU host call is
+absent, paid once.
 
 The same checks run on the simulator's ``passthrough-guest`` scenario and, where a GPU is present,
 on real pynvml (``@pytest.mark.gpu``).
@@ -9,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from vgpu_helpers import VGPU_READERS, sim_host, vgpu_errors
+from vgpu_helpers import vgpu_errors
 
 from vgpumon.collect.sampler import Sampler
 from vgpumon.collect.scheduler import SERVICE, SchedulerLogPoller
 from vgpumon.model import Snapshot
 from vgpumon.nvml.session import SYSTEM, NvmlSession
+from vgpumon.testing import VGPU_READERS, SimHostFactory
 
 # Every device-level vGPU host call vgpumon makes, with arguments for a GPU handle ``h``.
 HOST_CALLS: list[tuple[str, tuple[Any, ...]]] = [
@@ -72,7 +74,7 @@ def check_every_host_call_absent_once(session: NvmlSession, uuid: str, handle: A
         assert got in ({"function_not_found": 1}, {"not_supported": 1}), (name, got)
 
 
-async def test_sim_passthrough_has_no_vgpu_section() -> None:
+async def test_sim_passthrough_has_no_vgpu_section(sim_host: SimHostFactory) -> None:
     host = sim_host("passthrough-guest")
     try:
         await host.cycle()
@@ -98,7 +100,7 @@ async def test_real_passthrough_gpu_has_no_vgpu_section() -> None:
         await sampler.cycle()
         snap = await sampler.cycle()
         if any(g.virtualization_mode != "passthrough" for g in snap.gpus):
-            pytest.skip("this GPU is not passed through (the checks are for the lent H200)")
+            pytest.skip("this GPU is not passed through (the checks are for a pass-through GPU)")
         check_passthrough_snapshot(snap)
         for g in snap.gpus:
             h = pynvml.nvmlDeviceGetHandleByUUID(g.uuid)

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import yaml
-from vgpu_helpers import sim_host
 
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.registry import enabled_readers
@@ -19,6 +18,7 @@ from vgpumon.model import Gpu, Snapshot
 from vgpumon.sim import load_scenario, parse_scenario
 from vgpumon.sim.record import dump_scenario, scenario_from_snapshot
 from vgpumon.sim.scenario import Scenario
+from vgpumon.testing import sim_host
 
 STEP = 2.0  # seconds between the two cycles of a snapshot
 SCENARIOS = ["kvm-vgpu-timesliced", "h100-mig-backed-vgpu", "vgpu-guest", "vgpu-license-expiry"]

@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from vgpu_helpers import SimHost, by_id, sim_host, vgpu_errors
+from vgpu_helpers import by_id, vgpu_errors
 
 from vgpumon.model import Gpu, Snapshot, from_json, to_json
 from vgpumon.sim.patterns import PatternSpec
+from vgpumon.testing import SimHost, SimHostFactory
 
 GIB = 2**30
 
@@ -69,7 +70,7 @@ def expected_used_share(gpu_def: dict[str, Any]) -> dict[int, float]:
 
 
 @pytest.fixture
-async def timesliced() -> Any:
+async def timesliced(sim_host: SimHostFactory) -> Any:
     host = sim_host("kvm-vgpu-timesliced")
     await host.cycle()
     host.advance(2.0)
@@ -267,7 +268,7 @@ async def test_snapshot_json_round_trips_with_vgpu_data(timesliced: Any) -> None
 # --------------------------------------------------------------------------- MIG-backed
 
 
-async def test_mig_backed_vgpus_sit_in_their_gpu_instances() -> None:
+async def test_mig_backed_vgpus_sit_in_their_gpu_instances(sim_host: SimHostFactory) -> None:
     host = sim_host("h100-mig-backed-vgpu")
     try:
         await host.cycle()

@@ -1,4 +1,4 @@
-"""The pynvml vGPU wrapper traps (nvml-reference §11, §12.1), each pinned against real pynvml.
+"""The pynvml vGPU wrapper traps (docs/nvml-notes.md §11, §12.1), each pinned against real pynvml.
 
 Real pynvml is driven with stub "C functions" installed through ``_nvmlGetFunctionPointer``: the
 stubs write what the driver would write into the buffers the wrapper (or vgpumon's raw call)

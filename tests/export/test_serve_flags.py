@@ -9,8 +9,8 @@ import pytest
 
 from vgpumon.cli import build_parser, main
 from vgpumon.collect.registry import all_readers, collector_names
-from vgpumon.commands.serve import settings_from_args
-from vgpumon.export.config import ListenAddress, ServeSettings
+from vgpumon.commands.serve import sampler_config, settings_from_args
+from vgpumon.config.serve import ListenAddress, ServeSettings
 
 
 def parse(*argv: str) -> ServeSettings:
@@ -42,7 +42,7 @@ def test_last_switch_wins() -> None:
 def test_sampler_config_follows_the_switches() -> None:
     name = collector_names()[-1]
     config = parse(f"--no-collector.{name}", "--interval", "0.25", "--pcie-throughput")
-    sampler = config.sampler_config()
+    sampler = sampler_config(config)
     assert name not in sampler.collectors
     assert sampler.interval_seconds == 0.25 and sampler.pcie_throughput is True
 
@@ -72,8 +72,11 @@ def test_repeatable_listen_and_numbers() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--interval", "soon"], "--interval: expected a number of seconds"),
-        (["--interval", "0"], "--interval: must be a positive number"),
+        (["--interval", "soon"], "--interval: bad duration 'soon'"),
+        (["--interval", "0"], "--interval: bad duration '0': must be at least 0.01 s"),
+        (["--interval", "1e-9"], "must be at least 0.01 s"),  # a busy loop, was accepted
+        (["--interval", "1e308"], "must be at most 86400 s"),
+        (["--config", "a\0b"], "contains a NUL byte"),  # was ValueError
         (["--listen", "9839"], "expected HOST:PORT"),
         (["--processes-max", "-3"], "--processes-max: must be at least 1"),
         (["--web.max-requests", "many"], "--web.max-requests: expected a whole number"),

@@ -1,4 +1,4 @@
-"""Design rule 1: scrapes never call NVML, so a wedged driver cannot slow /metrics down.
+"""docs/design.md, rule 1: scrapes never call NVML, so a wedged driver cannot slow /metrics down.
 
 The simulator's ``fault-all-hang-after-start`` answers for 2 s, then every call (system calls
 included) hangs. The sampler must report itself wedged while /metrics keeps answering from the

@@ -9,14 +9,12 @@ from vgpumon.loadgen.spec import (
     MIN_STREAM_BYTES,
     LoadSpec,
     blocks_for,
-    format_bytes,
     memory_shares,
     parse_device,
-    parse_duration,
-    parse_fraction,
-    parse_size,
     visible_devices_for,
 )
+from vgpumon.units import format_bytes, parse_duration, parse_size
+from vgpumon.units import parse_ratio as parse_fraction
 
 GIB = 1024**3
 

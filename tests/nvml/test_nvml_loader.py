@@ -43,9 +43,11 @@ def test_no_driver_is_one_line_pointing_to_the_simulator(
     assert "Traceback" not in result.stderr
 
 
-def test_module_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(ENV_MODULE, "json")  # any importable module stands in for NVML here
-    assert resolve_module()[1] == "json"
+def test_module_precedence(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "stand_in_nvml.py").write_text("def nvmlInit():\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv(ENV_MODULE, "stand_in_nvml")  # any module with nvmlInit stands in here
+    assert resolve_module()[1] == "stand_in_nvml"
     assert resolve_module(module_name="pynvml")[1] == "pynvml"  # the flag wins over the variable
     assert resolve_module(sim="passthrough-guest")[1] == "sim:passthrough-guest"  # --sim wins
 

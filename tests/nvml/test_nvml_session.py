@@ -125,7 +125,8 @@ def test_a_code_not_listed_as_no_data_is_a_counted_error() -> None:
 
 
 def test_success_raised_as_an_error_is_no_data() -> None:
-    # pynvml raises NVMLError(SUCCESS) when a sizing call finds no samples (nvml-reference §1.6).
+    # pynvml raises NVMLError(SUCCESS) when a sizing call finds no samples (docs/nvml-notes.md
+    # §1.6).
     session = session_with(nvmlGetSamples=raising(pynvml.NVML_SUCCESS))
     assert session.attempt(GPU, "nvmlGetSamples").status == "no_data"
     assert session.error_counts() == ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from vgpumon.export.config import DEFAULT_PORT
+from vgpumon.config.serve import DEFAULT_PORT
 from vgpumon.sim import builtin_scenarios
 
 ROOT = Path(__file__).resolve().parents[2]

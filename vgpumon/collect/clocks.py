@@ -42,7 +42,9 @@ def read_clocks(ctx: GpuContext, out: GpuBuilder) -> None:
 
 
 def reason_names(mask: int) -> tuple[str, ...]:
-    """Bit i of the mask is CLOCK_EVENT_REASONS[i] (nvml-reference §4.6); other bits are dropped."""
+    """Bit i of the mask is CLOCK_EVENT_REASONS[i] (docs/nvml-notes.md §4.6); other bits are
+    dropped.
+    """
     return tuple(name for bit, name in enumerate(CLOCK_EVENT_REASONS) if mask & (1 << bit))
 
 
@@ -63,7 +65,7 @@ def read_clock_events(ctx: GpuContext, out: GpuBuilder) -> None:
     )
     if supported is None or active is None:
         # Every supported reason is exported as active or not: without the active mask that
-        # would be a 0 for each, a value NVML did not give (design rule 4).
+        # would be a 0 for each, a value NVML did not give (docs/design.md, rule 4).
         return
     out.set(
         clock_events=ClockEvents(supported=reason_names(supported), active=reason_names(active))

@@ -27,7 +27,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from vgpumon.collect.base import GpuBuilder, GpuContext
-from vgpumon.nvml.errors import LIFECYCLE_CODES, error_code
+from vgpumon.nvml.errors import LIFECYCLE_CODES, TIMEOUT, error_code
 from vgpumon.nvml.session import SYSTEM, GpuDown, NvmlSession
 
 if TYPE_CHECKING:
@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 
 SERVICE = "xid"
 XID_EVENT = 0x0008  # nvmlEventTypeXidCriticalError; never Clock (0x10), which fires every 100 ms
-TIMEOUT = 10
 POLL_MS = 500
 # More events than this within one poll period means something is wrong with the source (a module
 # returning an event at once, forever): pause for the rest of the period instead of burning a CPU.

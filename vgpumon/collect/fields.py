@@ -1,7 +1,7 @@
 """Reading NVML field values, whose failures come per entry, not as exceptions.
 
-``nvmlDeviceGetFieldValues`` succeeds even when every entry failed (nvml-reference §4.14), so the
-guarded call alone cannot tell absent from present. This module decodes each entry's value union
+``nvmlDeviceGetFieldValues`` succeeds even when every entry failed (docs/nvml-notes.md §4.14), so
+the guarded call alone cannot tell absent from present. This module decodes each entry's value union
 and remembers, per GPU, the field ids that answered "not supported", so they are not asked again.
 """
 
@@ -11,14 +11,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from vgpumon.collect.base import GpuContext
-from vgpumon.nvml.errors import ABSENT_CODES
+from vgpumon.nvml.errors import ABSENT_CODES, INVALID_ARGUMENT
 
 _STATE_KEY = "fields.absent"
-INVALID_ARGUMENT = 2
 
-# nvmlValueType_t -> the c_nvmlValue_t member holding the value (nvml-reference §1.8).
+# nvmlValueType_t -> the c_nvmlValue_t member holding the value (docs/nvml-notes.md §1.8).
 _UNION_MEMBERS = {
-    0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"
+    0: "dVal",
+    1: "uiVal",
+    2: "ulVal",
+    3: "ullVal",
+    4: "sllVal",
+    5: "siVal",
+    6: "usVal",
 }
 
 

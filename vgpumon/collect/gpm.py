@@ -1,6 +1,6 @@
 """GPM (Hopper+): SM, tensor and DRAM activity for the whole GPU and for each MIG GPU instance.
 
-GPM metrics are rates between two counter snapshots (nvml-reference §9.2). Each GPU and each GPU
+GPM metrics are rates between two counter snapshots (docs/nvml-notes.md §9.2). Each GPU and each GPU
 instance keeps two sample buffers, allocated once and kept in the GPU's state: every cycle fills
 the older one and computes (previous → current), then the roles swap. Intervals under 0.1 s
 silently give zeros on real drivers, so they give no values here; samples in the wrong order give
@@ -22,6 +22,7 @@ from typing import Any
 
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, ratio
 from vgpumon.model import Gpm, MigGpuInstance
+from vgpumon.nvml.errors import SUCCESS
 
 STATE_KEY = "gpm"
 MIN_INTERVAL_SECONDS = 0.1
@@ -99,7 +100,7 @@ def _metrics(ctx: GpuContext, older: Any, newer: Any, interval: float, scope: st
         metric = result.metrics[i]
         value = getattr(metric, "value", None)
         if (
-            int(getattr(metric, "nvmlReturn", -1)) != 0
+            int(getattr(metric, "nvmlReturn", -1)) != SUCCESS
             or not isinstance(value, (int, float))
             or not math.isfinite(value)
             or value < 0

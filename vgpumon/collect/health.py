@@ -72,8 +72,8 @@ def read_ecc(ctx: GpuContext, out: GpuBuilder) -> None:
 
 
 def read_remapped_rows(ctx: GpuContext, out: GpuBuilder) -> None:
-    # NOT_SUPPORTED while MIG instances exist (nvml-reference §4.8); asking would cache the GPU as
-    # having no remapper at all.
+    # NOT_SUPPORTED while MIG instances exist (docs/nvml-notes.md §4.8); asking would cache the GPU
+    # as having no remapper at all.
     if out.get("mig_mode_current"):
         return
     rows = ctx.call("nvmlDeviceGetRemappedRows", ctx.handle)

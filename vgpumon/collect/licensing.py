@@ -8,7 +8,7 @@
 * **Guest** (reader ``guest``, any GPU that is not a vGPU host): per licensable feature, whether
   it is licensed and enabled, the licensed product and the expiry, from
   ``nvmlDeviceGetGridLicensableFeatures`` (``_v4``). The call succeeds on bare metal and
-  pass-through too, with ``isGridLicenseSupported = 0`` and no features (the lent H200).
+  pass-through too, with ``isGridLicenseSupported = 0`` and no features (measured on a real H200).
 
 Expiry dates are calendar fields without a time zone in the header; vgpumon reads them as UTC.
 A date is only turned into a timestamp when its status is VALID; PERMANENT, NOT_APPLICABLE and
@@ -95,8 +95,7 @@ def read_vgpu_license(ctx: GpuContext, out: GpuBuilder) -> None:
         return
     out.set(
         vgpu_instances=tuple(
-            dataclasses.replace(inst, license=vgpu_license(ctx, inst.vgpu_id))
-            for inst in instances
+            dataclasses.replace(inst, license=vgpu_license(ctx, inst.vgpu_id)) for inst in instances
         )
     )
 

@@ -1,7 +1,7 @@
 """Framebuffer and BAR1 memory.
 
 ``nvmlDeviceGetMemoryInfo`` v2 is asked first because v1's "used" silently includes the memory the
-driver reserves (nvml-reference §4.2); only v2 reports ``reserved`` separately. On a MIG-enabled
+driver reserves (docs/nvml-notes.md §4.2); only v2 reports ``reserved`` separately. On a MIG-enabled
 GPU the parent's numbers need privileges; per-instance memory comes from the MIG reader.
 """
 

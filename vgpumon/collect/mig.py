@@ -1,10 +1,10 @@
 """MIG layout: GPU instances, their compute instances (MIG devices) and per-instance memory.
 
-Enumeration follows the unprivileged path first (nvml-reference §8.1): MIG device handles by index
-(with holes: NOT_FOUND at an index is normal), and per handle its UUID, name, GPU/compute instance
-ids, attributes and memory. The GI/CI tree APIs add profile ids and placements but need root, so
-they are only tried when the layout changes, and their absence (NO_PERMISSION) is cached by the
-session like any unsupported call.
+Enumeration follows the unprivileged path first (docs/nvml-notes.md §8.1): MIG device handles by
+index (with holes: NOT_FOUND at an index is normal), and per handle its UUID, name, GPU/compute
+instance ids, attributes and memory. The GI/CI tree APIs add profile ids and placements but need
+root, so they are only tried when the layout changes, and their absence (NO_PERMISSION) is cached by
+the session like any unsupported call.
 """
 
 from __future__ import annotations
@@ -16,12 +16,10 @@ from typing import Any
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, nvml_id, nvml_int
 from vgpumon.collect.memory import read_memory_info
 from vgpumon.model import MigComputeInstance, MigGpuInstance
+from vgpumon.nvml.errors import INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED
 
 STATE_KEY = "mig"
 MIB = 1024 * 1024
-NOT_FOUND = 6
-INVALID_ARGUMENT = 2
-NOT_SUPPORTED = 3
 # Profile indexes a GPU lacks (3) or its driver does not know (2), met while enumerating them all.
 ENUMERATION_MISSES = (INVALID_ARGUMENT, NOT_SUPPORTED)
 GI_PROFILE_COUNT = 0x12  # NVML_GPU_INSTANCE_PROFILE_COUNT in pynvml 13.615
@@ -140,7 +138,10 @@ def _enumerate(ctx: GpuContext) -> list[MigDevice]:
 def _handles(
     ctx: GpuContext, function: str, owner: Any, profile_id: int, capacity: int, array_type: Any
 ) -> list[Any] | None:
-    """The caller-allocated-array pattern of GetGpuInstances / GetComputeInstances (§1.6)."""
+    """The caller-allocated-array pattern of GetGpuInstances / GetComputeInstances.
+
+    See docs/nvml-notes.md §1.6.
+    """
     handles = (array_type * max(1, capacity))()
     count = ctypes.c_uint(0)
     if ctx.call(function, owner, profile_id, handles, ctypes.byref(count), key="tree") is None:

@@ -1,10 +1,10 @@
 """Processes using the GPU, their memory, and their share of the SMs.
 
-Per-process utilization comes as timestamped samples (design rule 5): a per-GPU cursor keeps the
-newest timestamp seen, each cycle averages the samples newer than it, and NVML's NOT_FOUND (or
-pynvml's SUCCESS-raised-as-error, nvml-reference §1.6) means "no process was busy" — processes
-without a sample are then truly idle (0), not unknown, once their last sample is older than
-``HOLD_CYCLES`` cycles (NVML samples each process only about once a second). On a MIG-enabled
+Per-process utilization comes as timestamped samples (docs/design.md, rule 5): a per-GPU cursor
+keeps the newest timestamp seen, each cycle averages the samples newer than it, and NVML's NOT_FOUND
+(or pynvml's SUCCESS-raised-as-error, docs/nvml-notes.md §1.6) means "no process was busy" —
+processes without a sample are then truly idle (0), not unknown, once their last sample is older
+than ``HOLD_CYCLES`` cycles (NVML samples each process only about once a second). On a MIG-enabled
 GPU the parent lists every instance's processes only with privileges; otherwise each MIG device
 lists its own.
 """
@@ -25,13 +25,13 @@ from vgpumon.collect.base import (
 )
 from vgpumon.collect.mig import MigDevice, mig_devices
 from vgpumon.model import Process
+from vgpumon.nvml.errors import NOT_FOUND
 
 CURSOR_KEY = "processes.cursor"
 HELD_KEY = "processes.held"
 # NVML publishes a per-process sample about once a second, so a cycle can end between two samples
 # of a busy process. Its last sample stands in for that many cycles before it counts as idle.
 HOLD_CYCLES = 2
-NOT_FOUND = 6
 UTIL_FUNCTION = "nvmlDeviceGetProcessUtilization"
 LISTS = (
     ("compute", "nvmlDeviceGetComputeRunningProcesses"),

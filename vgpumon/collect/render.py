@@ -1,7 +1,7 @@
 """A readable terminal picture of one :class:`Snapshot` (``vgpumon snapshot``'s default output).
 
-Absent values print as an em dash, never as 0 (design rule 4). Sections that would be empty (MIG,
-processes, vGPU) are left out, so a bare-metal host gets two short tables.
+Absent values print as an em dash, never as 0 (docs/design.md, rule 4). Sections that would be empty
+(MIG, processes, vGPU) are left out, so a bare-metal host gets two short tables.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The sampler: one cycle at a time, under a deadline, GPUs read concurrently.
 
-Design rule 2. Each cycle has two phases:
+docs/design.md, rule 2. Each cycle has two phases:
 
 1. *System* (one worker): re-initialise NVML if it was lost (with backoff), read driver versions,
    count GPUs and acquire handles for GPUs not yet held.
@@ -432,9 +432,7 @@ class Sampler:
                     return _GpuResult(gpu, timings, failed, library_down=down.library)
                 except Exception:
                     failed.add(reader.name)
-                    log.debug(
-                        "reader %s failed on %s", reader.name, slot.uuid, exc_info=True
-                    )
+                    log.debug("reader %s failed on %s", reader.name, slot.uuid, exc_info=True)
                     if reader.name not in slot.state.setdefault("_logged_failures", set()):
                         slot.state["_logged_failures"].add(reader.name)
                         log.exception("reader %s failed on GPU %s", reader.name, slot.uuid)

@@ -267,7 +267,9 @@ class SchedulerLogPoller:
         if gw.thread is not None and gw.thread.is_alive():
             return
         gw.thread = threading.Thread(
-            target=self._run, args=(uuid, self.interval), name=f"vgpumon-schedlog-{uuid[:12]}",
+            target=self._run,
+            args=(uuid, self.interval),
+            name=f"vgpumon-schedlog-{uuid[:12]}",
             daemon=True,
         )
         gw.thread.start()

@@ -1,7 +1,7 @@
 """GPU and memory (HBM) temperature.
 
 Memory temperature has no getter of its own; it is field value ``NVML_FI_DEV_MEMORY_TEMP`` (82),
-whose result must be checked per entry (nvml-reference §4.14).
+whose result must be checked per entry (docs/nvml-notes.md §4.14).
 """
 
 from __future__ import annotations

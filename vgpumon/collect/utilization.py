@@ -1,7 +1,7 @@
 """NVML's classic utilization: kernel-busy time, memory-controller time, encoder, decoder.
 
 The whole family answers NOT_SUPPORTED on a MIG-enabled GPU, parent and MIG handles alike
-(nvml-reference §4.3), so it is not asked there; GPM gives per-instance activity instead.
+(docs/nvml-notes.md §4.3), so it is not asked there; GPM gives per-instance activity instead.
 """
 
 from __future__ import annotations

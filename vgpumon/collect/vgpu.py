@@ -1,9 +1,10 @@
 """vGPU host: which vGPUs run on each GPU, who owns them, how busy they are, and what still fits.
 
 Only GPUs in ``host_vgpu`` mode are asked (the device reader runs first and sets the mode). Every
-vGPU host call answers NOT_SUPPORTED anywhere else — bare metal, pass-through (the lent H200),
-inside a guest, vSGA — so asking there would only fill the error counters. When the mode itself is
-unknown, one probe (``nvmlDeviceGetActiveVgpus``) decides, and its NOT_SUPPORTED is cached.
+vGPU host call answers NOT_SUPPORTED anywhere else — bare metal, pass-through (measured on a real
+H200), inside a guest, vSGA — so asking there would only fill the error counters. When the mode
+itself is unknown, one probe (``nvmlDeviceGetActiveVgpus``) decides, and its NOT_SUPPORTED is
+cached.
 
 Per instance, values that cannot change while the VM runs (UUID, VM id, type, mdev UUID, GPU
 instance, placement, frame-rate limit, ECC) are read once and kept until the instance disappears;
@@ -38,6 +39,7 @@ from vgpumon.collect.vgpu_raw import (
     vm_id,
 )
 from vgpumon.model import VgpuInstance, VgpuProcess, VgpuType, VgpuUtilization
+from vgpumon.nvml.errors import NOT_SUPPORTED
 
 STATE_KEY = "vgpu"
 INVALID_PLACEMENT = 0xFFFF  # NVML_INVALID_VGPU_PLACEMENT_ID
@@ -269,9 +271,9 @@ def _read_static(ctx: GpuContext, s: _Static, vi: int, gi_hint: int | None) -> N
     s.placement_id = placement if placement not in (None, INVALID_PLACEMENT) else None
     # NOT_SUPPORTED here is a per-instance answer (limiter off, no ECC for this vGPU): a normal
     # "no value", neither cached for the whole GPU nor counted as an error.
-    frl = as_int(call(gpu, "nvmlVgpuInstanceGetFrameRateLimit", vi, no_data=(3, *GONE)))
+    frl = as_int(call(gpu, "nvmlVgpuInstanceGetFrameRateLimit", vi, no_data=(NOT_SUPPORTED, *GONE)))
     s.frame_rate_limit = frl if frl else None
-    ecc = as_int(call(gpu, "nvmlVgpuInstanceGetEccMode", vi, no_data=(3, *GONE)))
+    ecc = as_int(call(gpu, "nvmlVgpuInstanceGetEccMode", vi, no_data=(NOT_SUPPORTED, *GONE)))
     s.ecc_enabled = bool(ecc) if ecc is not None else None
     meta = call(gpu, "nvmlVgpuInstanceGetMetadata", vi, no_data=GONE)
     s.migration_supported = migration_bit(getattr(meta, "vgpuVirtualizationCaps", None))

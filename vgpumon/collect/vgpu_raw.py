@@ -1,8 +1,8 @@
 """vGPU calls made so that the true value comes back, and decoders for NVML's vGPU structs.
 
-pynvml 13.615.71 wraps a few vGPU calls wrongly (nvml-reference §11, §12.1). On real pynvml these
-helpers go around the wrapper through the loaded library (``_nvmlGetFunctionPointer``) with the
-C types the header declares; a module without that hook (the simulator, a vendor shim) is asked
+pynvml 13.615.71 wraps a few vGPU calls wrongly (docs/nvml-notes.md §11, §12.1). On real pynvml
+these helpers go around the wrapper through the loaded library (``_nvmlGetFunctionPointer``) with
+the C types the header declares; a module without that hook (the simulator, a vendor shim) is asked
 through its Python function, which must then return the true value:
 
 * ``nvmlVgpuInstanceGetFbUsage`` reads a 64-bit value into a 32-bit ``c_uint``: usage wraps every
@@ -27,13 +27,14 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from vgpumon.nvml.errors import DRIVER_NOT_LOADED, NOT_FOUND
 from vgpumon.nvml.session import SYSTEM, NvmlSession
 
 # NOT_FOUND for an instance id: the vGPU was destroyed between listing and reading it (churn).
-GONE = (6,)
+GONE = (NOT_FOUND,)
 # DRIVER_NOT_LOADED from per-instance getters means "the guest driver is not running", not that the
 # host driver is gone: it must never reach the session's lifecycle handling (which re-inits NVML).
-GUEST_DRIVER_ABSENT = 9
+GUEST_DRIVER_ABSENT = DRIVER_NOT_LOADED
 
 ENGINE_GRAPHICS = 1  # NVML_VGPU_SCHEDULER_ENGINE_TYPE_GRAPHICS
 ARR_DEFAULT, ARR_DISABLE, ARR_ENABLE = 0, 1, 2
@@ -139,7 +140,7 @@ def union_uint(value: Any) -> int | None:
     """A ``c_nvmlValue_t`` utilization field: NVML reports UNSIGNED_INT, so ``.uiVal``.
 
     pynvml drops the ``sampleValType`` it gets back, so the member cannot be chosen from it
-    (nvml-reference §6.4, quirk 15). Plain ints (the per-process structs) pass through.
+    (docs/nvml-notes.md §6.4, quirk 15). Plain ints (the per-process structs) pass through.
     """
     if isinstance(value, int) and not isinstance(value, bool):
         return value
@@ -362,7 +363,7 @@ def _params(value: Any, api: str, bounds: tuple[int, int] | None) -> SchedulerPa
     )
 
 
-# Log entries as laid out in memory (nvml-reference S.4): v1 48 bytes, v2 56 (+ weight).
+# Log entries as laid out in memory (docs/nvml-notes.md §7.2): v1 48 bytes, v2 56 (+ weight).
 _ENTRY_V1 = struct.Struct("<QQQI4xQQ")
 _ENTRY_V2 = struct.Struct("<QQQI4xQQI4x")
 

@@ -18,14 +18,8 @@ from types import FrameType
 from typing import Any
 
 from vgpumon.errors import ConfigError, VgpumonError
-from vgpumon.loadgen.spec import (
-    KERNELS,
-    LoadSpec,
-    format_bytes,
-    parse_duration,
-    parse_fraction,
-    parse_size,
-)
+from vgpumon.loadgen.spec import KERNELS, LoadSpec
+from vgpumon.units import for_flag, format_bytes, parse_duration, parse_ratio, parse_size
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -80,18 +74,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> LoadSpec:
     """The LoadSpec a command line asks for; ConfigError (one line) for anything malformed."""
-    duration = None if args.duration in (None, "", "0") else parse_duration(args.duration)
+    duration = (
+        None
+        if args.duration in (None, "", "0")
+        else for_flag("--duration", parse_duration, args.duration)
+    )
     if duration is not None and duration <= 0:
         raise ConfigError(f"duration must be positive, got {args.duration!r}")
     return LoadSpec(
-        duty=parse_fraction(args.duty),
-        sm_fraction=parse_fraction(args.sm_fraction),
-        memory_bytes=parse_size(args.memory),
+        duty=for_flag("--duty", parse_ratio, args.duty),
+        sm_fraction=for_flag("--sm-fraction", parse_ratio, args.sm_fraction),
+        memory_bytes=for_flag("--memory", parse_size, args.memory),
         kernel=args.kernel,
         duration_s=duration,
         device=str(args.device),
         processes=args.processes,
-        period_s=parse_duration(args.period),
+        period_s=for_flag("--period", parse_duration, args.period),
         warps_per_block=args.warps_per_block,
     ).validate()
 
@@ -148,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     from vgpumon.loadgen.runner import LoadRunner
 
     spec = spec_from_args(args)
-    status_interval = parse_duration(args.status_interval)
+    status_interval = for_flag("--status-interval", parse_duration, args.status_interval)
     printer = _Printer(args.json)
     stop = threading.Event()
 

@@ -10,41 +10,45 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from vgpumon.commands.common import add_nvml_arguments
 from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_settings_from_args
-from vgpumon.errors import ConfigError
-from vgpumon.export.config import (
+from vgpumon.config.serve import (
     DEFAULT_PORT,
     ServeSettings,
-    _bool,
-    _listen,
-    _log_level,
-    _positive_float,
-    _positive_int,
-    _text,
+    check_bool,
+    check_count,
+    check_interval,
+    check_listen,
+    check_log_level,
+    check_text,
+    check_timeout,
     load_file,
     merge,
 )
-from vgpumon.sources.ssh_targets import SshSettings
+from vgpumon.errors import ConfigError
+
+if TYPE_CHECKING:
+    from vgpumon.collect.base import SamplerConfig
+    from vgpumon.sources.ssh_targets import SshSettings
 
 COLLECTOR_DEST = "collector:"
 
 # settings field -> (flag, check); the checks are the config file's, so both say the same thing.
 FLAGS: dict[str, tuple[str, Any]] = {
-    "listen": ("--listen", _listen),
-    "interval_seconds": ("--interval", _positive_float),
-    "deadline_seconds": ("--deadline", _positive_float),
-    "processes": ("--processes", _bool),
-    "processes_max": ("--processes-max", _positive_int),
-    "pcie_throughput": ("--pcie-throughput", _bool),
-    "web_config_file": ("--web.config.file", _text),
-    "max_requests": ("--web.max-requests", _positive_int),
-    "shutdown_timeout_seconds": ("--web.shutdown-timeout", _positive_float),
-    "sim": ("--sim", _text),
-    "nvml_module": ("--nvml-module", _text),
-    "log_level": ("--log-level", _log_level),
+    "listen": ("--listen", check_listen),
+    "interval_seconds": ("--interval", check_interval),
+    "deadline_seconds": ("--deadline", check_timeout),
+    "processes": ("--processes", check_bool),
+    "processes_max": ("--processes-max", check_count),
+    "pcie_throughput": ("--pcie-throughput", check_bool),
+    "web_config_file": ("--web.config.file", check_text),
+    "max_requests": ("--web.max-requests", check_count),
+    "shutdown_timeout_seconds": ("--web.shutdown-timeout", check_timeout),
+    "sim": ("--sim", check_text),
+    "nvml_module": ("--nvml-module", check_text),
+    "log_level": ("--log-level", check_log_level),
 }
 
 
@@ -85,7 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     web.add_argument(
         "--web.shutdown-timeout",
         dest="shutdown_timeout_seconds",
-        metavar="SECONDS",
+        metavar="DURATION",
         help="on SIGTERM/SIGINT, wait at most this long for requests and a running cycle "
         f"(default {defaults.shutdown_timeout_seconds:g})",
     )
@@ -93,13 +97,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sampling.add_argument(
         "--interval",
         dest="interval_seconds",
-        metavar="SECONDS",
+        metavar="DURATION",
         help=f"time between sampling cycles (default {defaults.interval_seconds:g})",
     )
     sampling.add_argument(
         "--deadline",
         dest="deadline_seconds",
-        metavar="SECONDS",
+        metavar="DURATION",
         help="a cycle still running after this is abandoned and the sampler reported wedged "
         f"(default {defaults.deadline_seconds:g})",
     )
@@ -172,6 +176,21 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     return merge(file_values, flag_values, config_file=config)
 
 
+def serve_arguments(settings: ServeSettings) -> dict[str, Any]:
+    """The web side of the settings, as ``vgpumon.export.server.serve`` takes them."""
+    from vgpumon.export.metrics import ExportOptions
+
+    return {
+        "listen": settings.listen,
+        "options": ExportOptions(
+            processes=settings.processes, processes_max=settings.processes_max
+        ),
+        "max_requests": settings.max_requests,
+        "web_config_file": settings.web_config_file,
+        "shutdown_timeout_seconds": settings.shutdown_timeout_seconds,
+    }
+
+
 def run_agentless(settings: ServeSettings, ssh: SshSettings) -> int:
     """Export agentless hosts (no NVML in this process)."""
     from vgpumon.export.hosts import AgentlessExporter
@@ -179,9 +198,23 @@ def run_agentless(settings: ServeSettings, ssh: SshSettings) -> int:
     from vgpumon.sources.ssh import SshSource
 
     async def main() -> int:
-        return await serve(settings, AgentlessExporter(SshSource(ssh)))
+        return await serve(AgentlessExporter(SshSource(ssh)), **serve_arguments(settings))
 
     return asyncio.run(main())
+
+
+def sampler_config(settings: ServeSettings) -> SamplerConfig:
+    """What the sampler needs from the settings (built here: ``export`` never imports collect)."""
+    from vgpumon.collect.base import SamplerConfig
+    from vgpumon.collect.registry import all_readers
+
+    known = [(r.name, r.default_enabled) for r in all_readers()]
+    return SamplerConfig(
+        interval_seconds=settings.interval_seconds,
+        deadline_seconds=settings.deadline_seconds,
+        collectors=settings.enabled_collectors(known),
+        pcie_throughput=settings.pcie_throughput,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -200,9 +233,9 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("serve: --ssh reads remote nvidia-smi; drop sim/nvml_module")
         return run_agentless(settings, ssh)
     session = open_session(sim=settings.sim, module_name=settings.nvml_module)
-    sampler = Sampler(session, settings.sampler_config())
+    sampler = Sampler(session, sampler_config(settings))
     try:
-        return asyncio.run(serve(settings, sampler))
+        return asyncio.run(serve(sampler, **serve_arguments(settings)))
     finally:
         # Bounded (CLOSE_TIMEOUT_SECONDS): a wedged driver does not keep the process alive.
         sampler.close()

@@ -13,8 +13,10 @@ import sys
 from vgpumon.collect import SamplerConfig, take_snapshot
 from vgpumon.collect.registry import collector_names
 from vgpumon.commands.common import add_nvml_arguments, session_from_args
+from vgpumon.config.serve import MAX_SECONDS
 from vgpumon.errors import ConfigError
 from vgpumon.model import Snapshot, to_json
+from vgpumon.units import for_flag, parse_duration
 
 FORMATS = ("table", "json", "openmetrics")
 ALWAYS = "device"  # identity and modes: every other reader depends on them
@@ -25,10 +27,10 @@ def add_snapshot_arguments(parser: argparse.ArgumentParser) -> None:
     add_nvml_arguments(parser)
     parser.add_argument(
         "--interval",
-        type=float,
-        default=1.0,
-        metavar="SECONDS",
-        help="time between the two cycles when a reading needs two samples (default 1.0)",
+        default="1",
+        metavar="DURATION",
+        help="time between the two cycles when a reading needs two samples: seconds or a "
+        "duration such as 500ms (default 1)",
     )
 
 
@@ -50,18 +52,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> SamplerConfig:
-    interval = float(args.interval)
-    if not interval >= 0:  # also rejects NaN
-        raise ConfigError(f"--interval must be zero or more seconds, got {args.interval}")
+    # The one units grammar (``500ms``, ``2s``); 0 takes a single cycle, a day is the most.
+    interval = for_flag("--interval", parse_duration, str(args.interval), lo=0.0, hi=MAX_SECONDS)
     names = getattr(args, "collector", None)
     collectors = None
     if names:
         known = collector_names()
         unknown = [n for n in names if n not in known]
         if unknown:
-            raise ConfigError(
-                f"unknown collector {', '.join(unknown)}; known: {', '.join(known)}"
-            )
+            raise ConfigError(f"unknown collector {', '.join(unknown)}; known: {', '.join(known)}")
         collectors = frozenset([ALWAYS, *names])
     return SamplerConfig(interval_seconds=interval, collectors=collectors)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from vgpumon.config.serve import check_count, check_interval, check_timeout
 from vgpumon.errors import ConfigError
-from vgpumon.export.config import _positive_float, _positive_int
 from vgpumon.sources.base import SnapshotSource
 from vgpumon.sources.ssh_targets import (
     DEFAULT_INTERVAL_SECONDS,
@@ -88,17 +88,17 @@ def ssh_settings_from_args(args: argparse.Namespace, command: str) -> SshSetting
         identity_files=tuple(args.ssh_identity or ()),
         known_hosts=args.ssh_known_hosts,
         timeout_seconds=(
-            _positive_float(args.ssh_timeout, "--ssh-timeout")
+            check_timeout(args.ssh_timeout, "--ssh-timeout")
             if args.ssh_timeout is not None
             else defaults.timeout_seconds
         ),
         max_sessions=(
-            _positive_int(args.ssh_max_sessions, "--ssh-max-sessions")
+            check_count(args.ssh_max_sessions, "--ssh-max-sessions")
             if args.ssh_max_sessions is not None
             else defaults.max_sessions
         ),
         interval_seconds=(
-            _positive_float(args.ssh_interval, "--ssh-interval")
+            check_interval(args.ssh_interval, "--ssh-interval")
             if args.ssh_interval is not None
             else defaults.interval_seconds
         ),

@@ -27,7 +27,7 @@ from vgpumon.commands.common import (
     session_from_args,
 )
 from vgpumon.errors import ConfigError, VgpumonError
-from vgpumon.loadgen.spec import parse_duration, parse_size
+from vgpumon.units import parse_duration, parse_size
 
 DEFAULTS = {
     "settle": "2s",

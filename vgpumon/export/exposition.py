@@ -1,12 +1,11 @@
 """Snapshot -> Prometheus text 0.0.4 or OpenMetrics, through prometheus-client's own encoders.
 
-Design rule 1: formatting never calls NVML. A :class:`SnapshotCollector` holds one immutable
-:class:`~vgpumon.model.Snapshot` and turns it into metric families using the table in
-:mod:`vgpumon.export.metrics`; it is registered on a private ``CollectorRegistry`` (never the
-global one, so nothing else in the process leaks into the exposition and nothing is sampled at
-scrape time).
-The encoders are prometheus-client's, so escaping, float formatting, counter ``_total`` handling
-and the OpenMetrics ``# UNIT`` / ``# EOF`` lines are the reference implementation's.
+docs/design.md, rule 1: formatting never calls NVML. A :class:`SnapshotCollector` holds one
+immutable :class:`~vgpumon.model.Snapshot` and turns it into metric families using the table in
+:mod:`vgpumon.export.metrics`; it is registered on a private ``CollectorRegistry`` (never the global
+one, so nothing else in the process leaks into the exposition and nothing is sampled at scrape
+time). The encoders are prometheus-client's, so escaping, float formatting, counter ``_total``
+handling and the OpenMetrics ``# UNIT`` / ``# EOF`` lines are the reference implementation's.
 """
 
 from __future__ import annotations

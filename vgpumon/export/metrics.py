@@ -12,7 +12,8 @@ MIG GPU instance, a vGPU, ...) and how to walk the snapshot for it, so adding a 
     gauge(VGPU, "vgpumon_vgpu_encoder_average_fps", "Average encoder frame rate.",
           lambda v: v.encoder_average_fps, collector="vgpu")
 
-The rules of ``metrics-contract.md`` that the structure enforces (and the tests check):
+The metric naming rules (docs/exporter.md, "Metric naming rules") that the structure enforces
+(and the tests check):
 
 * a value that is ``None`` yields no sample (absent is not zero);
 * per-GPU scopes skip GPUs that are down, except :data:`ALL_GPUS` (``vgpumon_gpu_up`` and the info);

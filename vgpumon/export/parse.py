@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from vgpumon.errors import VgpumonError
+from vgpumon.errors import VgpumonError, one_line
 from vgpumon.export import metrics as m
 from vgpumon.model import (
     Gpm,
@@ -69,10 +69,6 @@ _PLACEMENT_START = _label(m.MIG_INSTANCE_INFO, "placement_start")
 _PLACEMENT_SIZE = _label(m.MIG_INSTANCE_INFO, "placement_size")
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300] or type(exc).__name__
-
-
 def _int(text: str | None) -> int | None:
     if text is None or text == "":
         return None
@@ -93,7 +89,7 @@ def _series(text: str) -> Series:
                 series[sample.name].append((sample.labels, float(sample.value)))
     except (ValueError, TypeError, IndexError) as exc:
         raise ExpositionError(
-            f"the exporter's /metrics could not be parsed: {_one_line(exc)}"
+            f"the exporter's /metrics could not be parsed: {one_line(exc)}"
         ) from None
     if m.GPU_INFO.name not in series and m.UP.name not in series:
         raise ExpositionError(

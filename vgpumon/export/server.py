@@ -9,10 +9,10 @@ Endpoints:
 * ``/-/healthy`` (the process serves) and ``/-/ready`` (first cycle done and sampler not wedged);
 * ``/``: a landing page listing the above.
 
-Design rule 1: no handler calls NVML. Handlers read ``source.latest``, an immutable snapshot the
-sampler swaps in, and the bytes rendered from it are cached per snapshot, format and encoding, so
-fifty scrapers arriving together cost one render (done in a worker thread). Requests beyond
-``max_requests`` in flight (those waiting for a render included) get a 503 at once instead of
+docs/design.md, rule 1: no handler calls NVML. Handlers read ``source.latest``, an immutable
+snapshot the sampler swaps in, and the bytes rendered from it are cached per snapshot, format and
+encoding, so fifty scrapers arriving together cost one render (done in a worker thread). Requests
+beyond ``max_requests`` in flight (those waiting for a render included) get a 503 at once instead of
 queueing behind the others.
 """
 
@@ -34,8 +34,8 @@ from aiohttp.typedefs import Handler, Middleware
 from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from vgpumon import __version__
+from vgpumon.config.serve import ListenAddress
 from vgpumon.errors import ConfigError
-from vgpumon.export.config import ListenAddress, ServeSettings
 from vgpumon.export.exposition import Encoder, registry_for
 from vgpumon.export.metrics import ExportOptions
 from vgpumon.model import Snapshot, to_json
@@ -200,7 +200,7 @@ def build_app(
             f'<li><a href="{path}">{path}</a>: {html.escape(text)}</li>' for path, text in ENDPOINTS
         )
         page = (
-            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>vgpumon exporter</title>"
+            '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>vgpumon exporter</title>'
             "</head>\n<body><h1>vgpumon exporter</h1>\n"
             f"<p>Version {html.escape(__version__)}, reading {where}.</p>\n<ul>\n{items}\n</ul>\n"
             "</body></html>\n"
@@ -246,8 +246,19 @@ async def start_sites(
     return [f"{scheme}://{ListenAddress(a[0], a[1])}" for a in runner.addresses]
 
 
-async def serve(settings: ServeSettings, sampler: Any) -> int:
+async def serve(
+    sampler: Any,
+    *,
+    listen: Sequence[ListenAddress],
+    options: ExportOptions,
+    max_requests: int,
+    web_config_file: str | None,
+    shutdown_timeout_seconds: float,
+) -> int:
     """Serve until SIGTERM/SIGINT, then shut down within ``shutdown_timeout_seconds``.
+
+    Takes plain values, not the command's settings object, so the HTTP side depends on neither
+    the config files' shape nor the sampler's package.
 
     The caller owns ``sampler`` and closes it afterwards (``Sampler.close`` is bounded).
 
@@ -255,15 +266,15 @@ async def serve(settings: ServeSettings, sampler: Any) -> int:
     (it is itself bounded by the cycle deadline), then close. A worker thread stuck inside an NVML
     call is never interrupted: it is a daemon and ends with the process.
     """
-    web_config = _web_config(settings.web_config_file)
+    web_config = _web_config(web_config_file)
     ssl_context = web_config.ssl_context() if web_config is not None else None
     app = build_app(
         sampler,
-        options=settings.export_options(),
-        max_requests=settings.max_requests,
+        options=options,
+        max_requests=max_requests,
         web_config=web_config,
     )
-    bound = settings.shutdown_timeout_seconds
+    bound = shutdown_timeout_seconds
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=bound)
     await runner.setup()
     stop = asyncio.Event()
@@ -272,7 +283,7 @@ async def serve(settings: ServeSettings, sampler: Any) -> int:
         loop.add_signal_handler(sig, stop.set)
     sampling: asyncio.Task[None] | None = None
     try:
-        urls = await start_sites(runner, settings.listen, ssl_context)
+        urls = await start_sites(runner, listen, ssl_context)
         sampling = asyncio.create_task(sampler.run(stop), name="vgpumon-sampler")
         log.info(
             "vgpumon %s serving %s on %s", __version__, sampler.session.source, ", ".join(urls)

@@ -37,8 +37,10 @@ import yaml
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from vgpumon.errors import ConfigError
+from vgpumon import yamlfile
+from vgpumon.errors import ConfigError, one_line
 from vgpumon.export.auth import BasicAuth, bcrypt_hash_error
+from vgpumon.units import UnitError, parse_go_duration
 
 log = logging.getLogger(__name__)
 
@@ -141,18 +143,6 @@ GO_CURVES: Mapping[str, str] = {
     "X25519": "X25519",
 }
 
-_GO_DURATION_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_GO_DURATION_PART = re.compile(r"(\d+\.?\d*|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
 _PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----")
 _PEM_KEY = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")
 
@@ -230,10 +220,6 @@ def file_stamp(path: str) -> Stamp | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev, st.st_ctime_ns)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 class _Loader:
     """Walks the YAML node tree (not plain dicts) so every error can name its line."""
 
@@ -247,7 +233,7 @@ class _Loader:
 
     def error(self, node: yaml.Node | None, message: str) -> ConfigError:
         where = self.path if node is None else f"{self.path} line {node.start_mark.line + 1}"
-        return ConfigError(f"web config {where}: {_one_line(message)}")
+        return ConfigError(f"web config {where}: {one_line(message)}")
 
     @staticmethod
     def _is_null(node: yaml.Node) -> bool:
@@ -261,23 +247,7 @@ class _Loader:
             return {}
         if not isinstance(node, yaml.MappingNode):
             raise self.error(node, f"{where} must be a mapping")
-        try:
-            yaml.constructor.SafeConstructor().flatten_mapping(node)  # resolve "<<" merge keys
-        except yaml.YAMLError as err:
-            raise self.error(node, f"{where}: {err}") from None
-        out: dict[str, tuple[yaml.Node, yaml.Node]] = {}
-        for key, value in node.value:
-            if not isinstance(key, yaml.ScalarNode) or self._is_null(key):
-                raise self.error(key, f"{where}: keys must be strings")
-            name = key.value
-            if name in out:
-                raise self.error(key, f'duplicate key "{name}" in {where}')
-            if allowed is not None and name not in allowed:
-                raise self.error(
-                    key, f'unknown key "{name}" in {where} (allowed: {", ".join(allowed)})'
-                )
-            out[name] = (key, value)
-        return out
+        return yamlfile.mapping(node, f"web config {self.path}", where, allowed)
 
     def string(self, node: yaml.Node, where: str) -> str:
         # Like yaml.v2 decoding into a Go string: any scalar is taken as written, null is "".
@@ -312,38 +282,25 @@ class _Loader:
         return path if not path or os.path.isabs(path) else os.path.join(self.dir, path)
 
     def read(self, node: yaml.Node, key: str, path: str) -> bytes:
+        """A certificate, key or CA file: a regular file of at most 1 MiB (a FIFO or a device
+        named here would block or fill memory), read through :mod:`vgpumon.yamlfile`."""
+        try:
+            yamlfile.check_path(path, key)
+        except ConfigError as err:
+            raise self.error(node, str(err)) from None
         self.stamps.append((path, file_stamp(path)))
         try:
-            with open(path, "rb") as f:
-                return f.read()
-        except OSError as err:
-            raise self.error(node, f"cannot read {key} {path}: {err.strerror or err}") from None
+            return yamlfile.read_bytes(path, key)
+        except ConfigError as err:
+            raise self.error(node, str(err)) from None
 
     # -- the file -------------------------------------------------------------------------------
 
     def load(self) -> WebConfig:
-        path = os.path.abspath(self.path)
+        path = os.path.abspath(yamlfile.check_path(self.path, "web config"))
         self.stamps.append((path, file_stamp(path)))
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as err:
-            raise ConfigError(
-                f"web config {self.path}: cannot read: {err.strerror or err}"
-            ) from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"web config {self.path}: not UTF-8 text") from None
-        try:
-            root = yaml.compose(text, Loader=yaml.SafeLoader)
-        except yaml.MarkedYAMLError as err:
-            line = f" line {err.problem_mark.line + 1}" if err.problem_mark is not None else ""
-            raise ConfigError(
-                f"web config {self.path}{line}: invalid YAML: {_one_line(err.problem or str(err))}"
-            ) from None
-        except yaml.YAMLError as err:
-            raise ConfigError(
-                f"web config {self.path}: invalid YAML: {_one_line(str(err))}"
-            ) from None
+        # Regular file, size, UTF-8, depth, aliases and duplicate keys: the shared loader.
+        root = yamlfile.load_node(self.path, "web config")
 
         top = {} if root is None else self.mapping(root, "the web config", _TOP_KEYS)
         tls: TLSServerConfig | None = None
@@ -619,7 +576,7 @@ class _Loader:
             ctx.set_ecdh_curve(names[0])
         except (ssl.SSLError, ValueError) as err:
             raise self.error(
-                at("curve_preferences"), f"curve_preferences: {_one_line(str(err))}"
+                at("curve_preferences"), f"curve_preferences: {one_line(str(err))}"
             ) from None
         if len(names) > 1:
             first, *rest = c.curve_preferences
@@ -686,7 +643,7 @@ def _refuse_password() -> str:
 
 def _ssl_reason(err: Exception) -> str:
     reason = getattr(err, "reason", None)
-    return _one_line(str(reason).replace("_", " ").lower() if reason else str(err))
+    return one_line(str(reason).replace("_", " ").lower() if reason else str(err))
 
 
 @contextlib.contextmanager
@@ -720,22 +677,12 @@ def _pem_paths(*blobs: bytes) -> Iterator[list[str]]:
 
 
 def _parse_go_duration(text: str) -> float | None:
-    """Seconds in a Go ``time.ParseDuration`` string, or None when it is not one."""
-    sign, s = 1.0, text
-    if s[:1] in ("+", "-"):
-        sign, s = (-1.0 if s[0] == "-" else 1.0), s[1:]
-    if s == "0":
-        return 0.0
-    if not s:
+    """Seconds in a Go ``time.ParseDuration`` string, or None when it is not one (the web-config
+    dialect of the one units grammar, :func:`vgpumon.units.parse_go_duration`)."""
+    try:
+        return parse_go_duration(text)
+    except UnitError:
         return None
-    pos, total = 0, 0.0
-    while pos < len(s):
-        match = _GO_DURATION_PART.match(s, pos)
-        if match is None:
-            return None
-        total += float(match.group(1)) * _GO_DURATION_UNITS[match.group(2)]
-        pos = match.end()
-    return sign * total
 
 
 # -- serving -------------------------------------------------------------------------------------

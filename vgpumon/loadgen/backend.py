@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from vgpumon.errors import VgpumonError
+from vgpumon.errors import VgpumonError, one_line
 from vgpumon.loadgen import kernels
 from vgpumon.loadgen.duty import clock_from_timer, cycles_for, plausible_clock
 from vgpumon.loadgen.spec import format_bytes
@@ -65,9 +65,7 @@ def import_cuda_core() -> ModuleType:
         if all(hasattr(module, attr) for attr in ("Device", "Program", "ProgramOptions", "launch")):
             return module
     detail = (
-        f" ({_one_line(problems[-1])})"
-        if problems and "No module named" not in problems[-1]
-        else ""
+        f" ({one_line(problems[-1])})" if problems and "No module named" not in problems[-1] else ""
     )
     raise VgpumonError(f"cuda-core is not installed or not usable{detail}: {INSTALL_HINT}")
 
@@ -77,7 +75,7 @@ def import_driver() -> ModuleType:
         return importlib.import_module("cuda.bindings.driver")
     except ImportError as exc:
         raise VgpumonError(
-            f"cuda-bindings is not installed or not usable ({_one_line(str(exc))}): {INSTALL_HINT}"
+            f"cuda-bindings is not installed or not usable ({one_line(str(exc))}): {INSTALL_HINT}"
         ) from None
 
 
@@ -85,7 +83,7 @@ def describe_failure(exc: BaseException, stage: str, device: str) -> VgpumonErro
     """Turn whatever CUDA raised into the one-line error the user sees."""
     if isinstance(exc, VgpumonError):
         return exc
-    detail = _one_line(f"{type(exc).__name__}: {exc}")
+    detail = one_line(f"{type(exc).__name__}: {exc}")
     lowered = detail.lower()
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     shown = visible and visible != device
@@ -99,10 +97,6 @@ def describe_failure(exc: BaseException, stage: str, device: str) -> VgpumonErro
     if "out_of_memory" in lowered:
         return VgpumonError(f"out of GPU memory on {where} while {stage}: {detail}")
     return VgpumonError(f"CUDA failed on {where} while {stage}: {detail}")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())[:400]
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from vgpumon.errors import ConfigError
+from vgpumon.units import format_bytes
 
 KERNELS = ("spin", "tensor", "stream")
 """``spin``: a clock64 busy loop (SM busy, no memory traffic, no tensor work); ``tensor``: the same
@@ -182,68 +183,6 @@ def visible_devices_for(device: str, inherited: str | None) -> str:
             f"{len(entries)} device(s)"
         )
     return entries[index]
-
-
-# ------------------------------------------------------------------------------ text parsing
-
-_SIZE_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1024,
-    "kib": 1024,
-    "m": 1024**2,
-    "mib": 1024**2,
-    "g": 1024**3,
-    "gib": 1024**3,
-    "t": 1024**4,
-    "tib": 1024**4,
-    "kb": 1000,
-    "mb": 1000**2,
-    "gb": 1000**3,
-    "tb": 1000**4,
-}
-_DURATION_UNITS = {"": 1.0, "s": 1.0, "ms": 0.001, "m": 60.0, "min": 60.0, "h": 3600.0}
-_NUMBER_UNIT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-zA-Z%]*)\s*$")
-
-
-def parse_size(text: str) -> int:
-    """Bytes from ``512MiB``, ``2G``, ``1.5GiB``, ``4GB`` (K/M/G/T binary, KB/MB/GB decimal)."""
-    match = _NUMBER_UNIT.match(str(text))
-    unit = match.group(2).lower() if match else None
-    if match is None or unit not in _SIZE_UNITS:
-        raise ConfigError(f"bad size {text!r}: use bytes or a unit such as 512MiB, 2GiB, 4GB")
-    return int(float(match.group(1)) * _SIZE_UNITS[unit])
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from ``30``, ``30s``, ``500ms``, ``2m``, ``1h``."""
-    match = _NUMBER_UNIT.match(str(text))
-    unit = match.group(2).lower() if match else None
-    if match is None or unit not in _DURATION_UNITS:
-        raise ConfigError(f"bad duration {text!r}: use seconds or a unit such as 500ms, 30s, 2m")
-    return float(match.group(1)) * _DURATION_UNITS[unit]
-
-
-def parse_fraction(text: str) -> float:
-    """A ratio from ``0.5`` or ``50%``; values above 1 without ``%`` are refused, not guessed."""
-    match = _NUMBER_UNIT.match(str(text))
-    if match is None or match.group(2) not in ("", "%"):
-        raise ConfigError(
-            f"bad fraction {text!r}: use a ratio such as 0.5 or a percentage such as 50%"
-        )
-    value = float(match.group(1))
-    if match.group(2) == "%":
-        return value / 100.0
-    if value > 1.0:
-        raise ConfigError(f"fraction {text!r} is above 1: write 0.5 or 50% for half")
-    return value
-
-
-def format_bytes(n: int) -> str:
-    for unit, size in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= size:
-            return f"{n / size:.4g} {unit}"
-    return f"{n} B"
 
 
 def _check_fraction(name: str, value: float, *, allow_zero: bool) -> None:

@@ -1,7 +1,7 @@
 """What an NVML failure means for the collector.
 
-Design rule 3: every error is classified once, here, so that readers never decide on their own
-whether an error is "no value", "GPU gone" or "something to count".
+docs/design.md, rule 3: every error is classified once, here, so that readers never decide on their
+own whether an error is "no value", "GPU gone" or "something to count".
 
 * ``ABSENT``: the value does not exist on this GPU / driver / permission level. The reader records
   ``None`` and the guard remembers the (GPU, call) pair so the call is never made again.
@@ -23,8 +23,8 @@ class ErrorClass(enum.Enum):
     COUNTED = "counted"
 
 
-# NVML return codes (nvml-reference §2.1). Kept here, not read from pynvml, so that any NVML module
-# (the simulator, a vendor shim) is classified the same way.
+# NVML return codes (docs/nvml-notes.md §2.1). Kept here, not read from pynvml, so that any NVML
+# module (the simulator, a vendor shim) is classified the same way.
 CODE_NAMES: dict[int, str] = {
     0: "success",
     1: "uninitialized",
@@ -60,14 +60,28 @@ CODE_NAMES: dict[int, str] = {
     999: "unknown",
 }
 
+# The codes the collectors name, as in nvml.h's nvmlReturn_t (NVML_SUCCESS, NVML_ERROR_*). Every
+# module imports them from here: the one place NVML's numbers are written (docs/design.md, rule 11).
+SUCCESS = 0
+UNINITIALIZED = 1
+INVALID_ARGUMENT = 2
 NOT_SUPPORTED = 3
+NO_PERMISSION = 4
 NOT_FOUND = 6
+INSUFFICIENT_SIZE = 7
+DRIVER_NOT_LOADED = 9
+TIMEOUT = 10
+FUNCTION_NOT_FOUND = 13
 GPU_IS_LOST = 15
+LIB_RM_VERSION_MISMATCH = 18
+NO_DATA = 21
 
-ABSENT_CODES = frozenset({3, 4, 13})
-LIFECYCLE_CODES = frozenset({1, 9, 15, 18})
+ABSENT_CODES = frozenset({NOT_SUPPORTED, NO_PERMISSION, FUNCTION_NOT_FOUND})
+LIFECYCLE_CODES = frozenset(
+    {UNINITIALIZED, DRIVER_NOT_LOADED, GPU_IS_LOST, LIB_RM_VERSION_MISMATCH}
+)
 # Lifecycle codes that mean the whole library must be re-initialised, not just one GPU.
-LIBRARY_CODES = frozenset({1, 9, 18})
+LIBRARY_CODES = frozenset({UNINITIALIZED, DRIVER_NOT_LOADED, LIB_RM_VERSION_MISMATCH})
 
 
 def error_code(exc: BaseException) -> int | None:
@@ -86,7 +100,7 @@ def error_name(exc: BaseException) -> str:
     if code is not None:
         return CODE_NAMES.get(code, f"code_{code}")
     # Not an NVMLError: pynvml's own bugs (UnboundLocalError, TypeError) and
-    # NVMLLibraryMismatchError on pre-R510 drivers (nvml-reference §1.2, §11).
+    # NVMLLibraryMismatchError on pre-R510 drivers (docs/nvml-notes.md §1.2, §11).
     if type(exc).__name__ == "NVMLLibraryMismatchError":
         return "library_mismatch"
     return "python_" + type(exc).__name__.lower()

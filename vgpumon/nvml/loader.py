@@ -1,4 +1,4 @@
-"""Choosing and starting the NVML module (design rule 6: the module is injectable).
+"""Choosing and starting the NVML module (docs/design.md, rule 6: the module is injectable).
 
 Order of precedence: ``--sim SCENARIO`` (the simulator), ``--nvml-module NAME``, the
 ``VGPUMON_NVML_MODULE`` environment variable, then ``pynvml`` from nvidia-ml-py. Nothing else in
@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from vgpumon.errors import VgpumonError
+from vgpumon.errors import VgpumonError, one_line
 from vgpumon.nvml.errors import error_name
 from vgpumon.nvml.session import NvmlSession
 
@@ -38,14 +38,38 @@ def resolve_module(
         module = simulator.create(sim, clock=clock)
         return module, f"sim:{module.scenario.name}"
     name = module_name or os.environ.get(ENV_MODULE) or "pynvml"
+    module = _import(name)
+    if not callable(getattr(module, "nvmlInit", None)):
+        # A module that imports but is no NVML (``--nvml-module json``): the driver is not at fault.
+        raise NvmlUnavailable(f"{name} is not an NVML module (it has no nvmlInit function)")
+    return module, name
+
+
+def _import(name: str) -> Any:
+    """Import the module a user named; whatever its import does wrong is one line, not a traceback
+    (its own code is not vgpumon's: a syntax error, an exception, even ``sys.exit``)."""
     try:
-        return importlib.import_module(name), name
+        return importlib.import_module(name)
     except ImportError as exc:
-        if name == "pynvml":
+        if name == "pynvml" and exc.name == "pynvml":
             raise NvmlUnavailable(
                 f"the pynvml module is not installed (pip install nvidia-ml-py); {TRY_SIM_HINT}"
             ) from exc
-        raise NvmlUnavailable(f"cannot import NVML module {name!r}: {exc}") from exc
+        raise NvmlUnavailable(f"cannot import NVML module {name!r}: {one_line(exc)}") from exc
+    except SyntaxError as exc:
+        where = f" ({exc.filename}, line {exc.lineno})" if exc.filename else ""
+        raise NvmlUnavailable(
+            f"cannot import NVML module {name!r}: syntax error{where}: {one_line(exc.msg)}"
+        ) from exc
+    except SystemExit as exc:
+        raise NvmlUnavailable(
+            f"NVML module {name!r} called sys.exit({exc.code!r}) while being imported"
+        ) from exc
+    except Exception as exc:
+        raise NvmlUnavailable(
+            f"cannot import NVML module {name!r}: its import raised "
+            f"{type(exc).__name__}: {one_line(exc)}"
+        ) from exc
 
 
 def open_session(

@@ -3,7 +3,7 @@
 Every call goes through :meth:`NvmlSession.attempt` (``call`` is its value alone), which
 
 * resolves the function on the injected module (pynvml, the simulator, or any compatible module);
-  a module that lacks it costs exactly the values that function gives (design rule 6);
+  a module that lacks it costs exactly the values that function gives (docs/design.md, rule 6);
 * times the call, per function, for the self-metrics and ``bench/``;
 * classifies failures (:mod:`vgpumon.nvml.errors`): absent values are cached per GPU and call so
   that an unsupported call is paid for once, lifecycle errors abort the GPU's read with

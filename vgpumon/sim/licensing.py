@@ -231,7 +231,8 @@ class GuestLicenseApi(Provider):
         out = pynvml.c_nvmlGridLicensableFeatures_v4_t()
         guest = gpu.spec.extra.get("guest")
         if not guest:
-            # SUCCESS everywhere; licensing applies only inside a vGPU guest (nvml-reference §5.3).
+            # SUCCESS everywhere; licensing applies only inside a vGPU guest (docs/nvml-notes.md
+            # §5.3).
             out.isGridLicenseSupported = int(gpu.spec.virtualization_mode == VGPU_GUEST)
             return out
         out.isGridLicenseSupported = 1 if guest.get("licensing", True) else 0

@@ -2,10 +2,11 @@
 
 Presets are written as scenario data (the same keys and units a file uses) and go through the same
 schema, so a preset can never hold a value a file could not. ``h200-nvl-141gb`` reproduces what the
-lent H200 reported (``device-findings.md``, nvml-reference [obs]) — including its name
+real H200 reported (docs/nvml-notes.md §14) — including its name
 "NVIDIA H200", 150,754,820,096 bytes of memory and the 700 W limit — and its MIG table is the one
-R580 reported there (§8.2). The other presets use the public specifications of each part; values
-nobody measured here (idle power, temperature thresholds) are plausible defaults, not measurements.
+R580 reported there (docs/nvml-notes.md §8.2). The other presets use the public specifications of
+each part; values nobody measured here (idle power, temperature thresholds) are plausible defaults,
+not measurements.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ THREE = [(0, 4), (4, 4)]
 FOUR = [(0, 4)]
 SEVEN = [(0, 8)]
 
-# R580 on the lent H200 (nvml-reference §8.2), MIG disabled.
+# R580 on a real H200 (docs/nvml-notes.md §8.2), MIG disabled.
 H200_PROFILES = _profiles(
     [
         (0, 19, "1g.18gb", 1, 7, 16, 1, 1, 0, 1, 0, 16384, ONE),

@@ -31,7 +31,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 HANDLE_PARAMS = ("handle", "device", "migDevice", "gpuInstance", "computeInstance", "device1")
 
 # Device-level vGPU host calls: NOT_SUPPORTED (3) on any GPU that is not in HOST_VGPU
-# virtualization mode (nvml-reference §2.3). The dispatcher enforces this for whichever provider
+# virtualization mode (docs/nvml-notes.md §2.3). The dispatcher enforces this for whichever provider
 # implements them, so the rule holds before and after the vGPU simulation exists.
 HOST_VGPU_FUNCTIONS = frozenset(
     {

@@ -19,6 +19,7 @@ from typing import Any
 import pynvml
 import yaml
 
+from vgpumon import yamlfile
 from vgpumon.errors import ConfigError
 from vgpumon.sim import registry
 from vgpumon.sim.faults import FaultSpec, build_faults
@@ -81,9 +82,16 @@ PROCESS_TYPES = ("compute", "graphics", "compute+graphics", "mps")
 # CI profile index (== CI profile id) for a compute instance of that many slices.
 CI_PROFILE_BY_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
 MAX_MIG_DEVICES = 7
+
+# Physical sense for scenario numbers (docs/design.md, rule 9): a value outside these bands is a
+# typo, and refusing it with its line beats simulating a GPU that no NVML would ever describe.
+MAX_WATTS = 10_000.0  # the largest boards draw about a tenth of this
+MIN_CELSIUS, MAX_CELSIUS = -40.0, 200.0  # NVML thresholds sit near 90 °C; silicon fails long before
+MAX_MHZ = 100_000.0  # GPU clocks are a few GHz
+MAX_SM_COUNT = 1024  # the largest GPUs have fewer than 200
 DEFAULT_DRIVER_VERSION = "580.159.04"
 
-# Medians measured on the H200 (device-findings.md); calls faster than ~40 µs are left out.
+# Medians measured on the H200 (docs/nvml-notes.md §14); calls faster than ~40 µs are left out.
 REALISTIC_LATENCY = {
     "nvmlDeviceGetTotalEnergyConsumption": 3.026e-3,
     "nvmlDeviceGetPcieThroughput": 20.927e-3,
@@ -211,28 +219,36 @@ MEMORY = Map(
 )
 POWER = Map(
     {
-        "draw": Key(PatternOf("watts"), "power draw", "idle + (max_draw − idle) × activity"),
-        "idle": Key(Unit("watts", lo=0), "draw with nothing running"),
-        "max_draw": Key(Unit("watts", lo=0), "draw at duty 1 on every SM"),
-        "limit": Key(Unit("watts", lo=0), "power management limit"),
-        "default_limit": Key(Unit("watts", lo=0), "default limit", "limit"),
-        "min_limit": Key(Unit("watts", lo=0), "lowest settable limit", "limit"),
-        "max_limit": Key(Unit("watts", lo=0), "highest settable limit", "limit"),
-        "enforced_limit": Key(Unit("watts", lo=0), "enforced limit", "limit"),
+        "draw": Key(
+            PatternOf("watts", 0, MAX_WATTS), "power draw", "idle + (max_draw − idle) × activity"
+        ),
+        "idle": Key(Unit("watts", 0, MAX_WATTS), "draw with nothing running"),
+        "max_draw": Key(Unit("watts", 0, MAX_WATTS), "draw at duty 1 on every SM"),
+        "limit": Key(Unit("watts", 0, MAX_WATTS), "power management limit"),
+        "default_limit": Key(Unit("watts", 0, MAX_WATTS), "default limit", "limit"),
+        "min_limit": Key(Unit("watts", 0, MAX_WATTS), "lowest settable limit", "limit"),
+        "max_limit": Key(Unit("watts", 0, MAX_WATTS), "highest settable limit", "limit"),
+        "enforced_limit": Key(Unit("watts", 0, MAX_WATTS), "enforced limit", "limit"),
     }
 )
 TEMPERATURE = Map(
     {
         "gpu": Key(
-            PatternOf("celsius"), "GPU temperature", "idle + (load − idle) × power fraction"
+            PatternOf("celsius", MIN_CELSIUS, MAX_CELSIUS),
+            "GPU temperature",
+            "idle + (load − idle) × power fraction",
         ),
-        "memory": Key(PatternOf("celsius"), "HBM temperature (field 82)", "gpu − 4"),
-        "idle": Key(Unit("celsius"), "temperature at idle power", "30"),
-        "load": Key(Unit("celsius"), "temperature at max_draw", "70"),
-        "shutdown": Key(Unit("celsius"), "shutdown threshold", "92"),
-        "slowdown": Key(Unit("celsius"), "slowdown threshold", "89"),
-        "gpu_max": Key(Unit("celsius"), "GPU max operating threshold", "87"),
-        "memory_max": Key(Unit("celsius"), "memory max threshold", "95"),
+        "memory": Key(
+            PatternOf("celsius", MIN_CELSIUS, MAX_CELSIUS), "HBM temperature (field 82)", "gpu − 4"
+        ),
+        "idle": Key(Unit("celsius", MIN_CELSIUS, MAX_CELSIUS), "temperature at idle power", "30"),
+        "load": Key(Unit("celsius", MIN_CELSIUS, MAX_CELSIUS), "temperature at max_draw", "70"),
+        "shutdown": Key(Unit("celsius", MIN_CELSIUS, MAX_CELSIUS), "shutdown threshold", "92"),
+        "slowdown": Key(Unit("celsius", MIN_CELSIUS, MAX_CELSIUS), "slowdown threshold", "89"),
+        "gpu_max": Key(
+            Unit("celsius", MIN_CELSIUS, MAX_CELSIUS), "GPU max operating threshold", "87"
+        ),
+        "memory_max": Key(Unit("celsius", MIN_CELSIUS, MAX_CELSIUS), "memory max threshold", "95"),
     }
 )
 CLOCKS = Map(
@@ -240,7 +256,12 @@ CLOCKS = Map(
         "max": Key(CLOCK_SET, "maximum clocks (MHz)"),
         "idle": Key(CLOCK_SET, "clocks with nothing running"),
         "current": Key(
-            Map({k: Key(PatternOf("mhz")) for k in ("graphics", "sm", "memory", "video")}),
+            Map(
+                {
+                    k: Key(PatternOf("mhz", 0, MAX_MHZ))
+                    for k in ("graphics", "sm", "memory", "video")
+                }
+            ),
             "explicit current clocks",
             "max when busy, idle otherwise",
         ),
@@ -300,7 +321,7 @@ MIG_PROFILE = Map(
         "name": Key(Str(), 'name without "MIG ", e.g. "3g.40gb"', required=True),
         "slices": Key(Int(1, 8), "compute slices", required=True),
         "instances": Key(Int(1, 8), "maximum instances", required=True),
-        "sm_count": Key(Int(lo=1), "", required=True),
+        "sm_count": Key(Int(1, MAX_SM_COUNT), "", required=True),
         "copy_engines": Key(Int(lo=0), "", "0"),
         "decoders": Key(Int(lo=0), "", "0"),
         "encoders": Key(Int(lo=0), "", "0"),
@@ -433,7 +454,7 @@ _GPU_KEYS: list[tuple[str, Key]] = [
     ),
     ("brand", Key(Enum(BRANDS, allow_values=True), "NVML brand name, e.g. nvidia", "nvidia")),
     ("compute_capability", Key(Str('"major.minor", e.g. "9.0"', _cc), "", "from model")),
-    ("sm_count", Key(Int(lo=1), "streaming multiprocessors", "from model")),
+    ("sm_count", Key(Int(1, MAX_SM_COUNT), "streaming multiprocessors", "from model")),
     ("vbios_version", Key(Str(), "", "from model")),
     ("board_part_number", Key(Str(), "", "from model")),
     (
@@ -1277,14 +1298,9 @@ def load_scenario(name_or_path: str) -> Scenario:
         return parse_scenario(
             builtin_text(name_or_path), f"{name_or_path}.yaml", f"builtin:{name_or_path}"
         )
-    if os.path.isfile(name_or_path):
-        try:
-            with open(name_or_path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as exc:
-            raise ConfigError(f"scenario {name_or_path}: cannot read: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"scenario {name_or_path}: not UTF-8 text") from None
+    if "\0" in name_or_path or os.path.lexists(name_or_path):
+        # Regular files only, size cap, UTF-8: the shared hardened reader.
+        text = yamlfile.read_text(name_or_path, "scenario", yamlfile.SCENARIO_MAX_BYTES)
         return parse_scenario(text, os.path.basename(name_or_path), name_or_path)
     known = ", ".join(builtin_names())
     raise ConfigError(

@@ -258,7 +258,7 @@ registry.register_gpu_state("vgpu_scheduler", _factory)
 
 
 def _fill_params(params: Any, arr_mode: int, policy: int, timeslice: int, avg: int) -> None:
-    """Write the union member that matches ``arrMode`` (nvml-reference §7.2)."""
+    """Write the union member that matches ``arrMode`` (docs/nvml-notes.md §7.2)."""
     if policy == POLICIES["best_effort"]:
         timeslice, avg = 0, 0  # "0 when there is no active scheduling"
     if arr_mode == ARR_MODES["enable"]:

@@ -12,7 +12,6 @@ by whoever builds runtime objects from them, which keeps model presets mergeable
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -20,8 +19,8 @@ from typing import Any
 
 import yaml
 
+from vgpumon import units, yamlfile
 from vgpumon.errors import ConfigError
-from vgpumon.sim import units
 from vgpumon.sim.patterns import PATTERN_PARAMS, PatternSpec
 
 _CONSTRUCTOR = yaml.constructor.SafeConstructor()
@@ -148,11 +147,20 @@ class IdOrName(Type):
         return value
 
 
+# NVML's widest integers are unsigned 64-bit: no count, id or counter a scenario gives may pass it
+# (a larger one would wrap modulo 2^64 in a real driver's answer).
+NVML_MAX_INT = 2**64 - 1
+
+
 class Int(Type):
     def __init__(self, lo: int | None = None, hi: int | None = None, expected: str | None = None):
+        if hi is None and lo is not None and lo >= 0:
+            hi = NVML_MAX_INT
         self.lo, self.hi = lo, hi
         if expected is None:
-            if lo is not None and hi is not None:
+            if lo is not None and hi == NVML_MAX_INT:
+                expected = f"an integer >= {lo}"
+            elif lo is not None and hi is not None:
                 expected = f"an integer from {lo} to {hi}"
             elif lo is not None:
                 expected = f"an integer >= {lo}"
@@ -201,28 +209,54 @@ class Enum(Type):
         raise self.fail(node, path, ctx)
 
 
+# name -> (parser from the one units grammar, how the expectation is phrased in messages)
+UNIT_PARSERS: dict[str, tuple[Callable[[Any], float], str]] = {
+    "size": (lambda v: float(units.parse_size(v)), 'a size like "80GiB"'),
+    "duration": (units.parse_duration, 'a duration like "10s" or "200ms"'),
+    "watts": (units.parse_watts, 'a power like "700W"'),
+    "mhz": (lambda v: units.parse_frequency(v) / 1e6, 'a frequency like "1980MHz"'),
+    "celsius": (units.parse_celsius, "a temperature in °C like 56"),
+    "ratio": (units.parse_ratio, 'a fraction in [0, 1] or a percentage like "85%"'),
+    "percent_open": (units.parse_percent_open, 'a fraction or a percentage like "45%"'),
+    "byte_rate": (units.parse_byte_rate, 'a rate like "3MiB/s"'),
+    "number": (units.parse_number, "a number"),
+}
+
+
 class Unit(Type):
-    """A number with a unit, parsed by one of :data:`units.UNIT_PARSERS`."""
+    """A number with a unit, parsed by the one grammar in :mod:`vgpumon.units`.
+
+    ``lo``/``hi`` bound the value in the unit's base (bytes, seconds, watts, MHz, °C): a value
+    outside physical sense is refused with its line rather than wrapped or clamped later.
+    """
 
     def __init__(self, unit: str, lo: float | None = None, hi: float | None = None):
         self.unit = unit
-        self.convert, self.expected = units.UNIT_PARSERS[unit]
+        self.convert, self.expected = UNIT_PARSERS[unit]
         self.lo, self.hi = lo, hi
 
     def parse(self, node: yaml.Node, path: str, ctx: Ctx) -> float:
         value = self.scalar(node, path, ctx)
         try:
             result = self.convert(value)
+        except units.UnitError as err:
+            if err.syntax:
+                raise self.fail(node, path, ctx) from None
+            raise ctx.error(node, path, f"{err.reason}, got {describe(node)}") from None
         except (ValueError, TypeError):
             raise self.fail(node, path, ctx) from None
-        if (self.lo is not None and result < self.lo) or (self.hi is not None and result > self.hi):
-            raise self.fail(node, path, ctx)
+        if self.lo is not None and result < self.lo:
+            raise ctx.error(node, path, f"must be at least {self.lo:g}, got {describe(node)}")
+        if self.hi is not None and result > self.hi:
+            raise ctx.error(node, path, f"must be at most {self.hi:g}, got {describe(node)}")
         return result
 
 
 class Size(Unit):
-    def __init__(self) -> None:
-        super().__init__("size")
+    """Bytes; the grammar caps every size at 2^50 (docs/design.md, rule 9)."""
+
+    def __init__(self, lo: float | None = None, hi: float | None = None) -> None:
+        super().__init__("size", lo, hi)
 
     def parse(self, node: yaml.Node, path: str, ctx: Ctx) -> int:
         return int(super().parse(node, path, ctx))
@@ -313,7 +347,7 @@ class Map(Type):
             if name in out:
                 raise ctx.error(key_node, key_path, "duplicate key")
             if name not in keys:
-                raise ctx.error(key_node, key_path, self._unknown(name))
+                raise ctx.error(key_node, key_path, self._unknown(name, path))
             ctx.record(key_path, key_node)
             out[name] = keys[name].type.parse(value_node, key_path, ctx)
         for name, key in keys.items():
@@ -323,12 +357,11 @@ class Map(Type):
             self._check(out, node, path, ctx)
         return out
 
-    def _unknown(self, name: str) -> str:
+    def _unknown(self, name: str, path: str) -> str:
         if name in self.reserved:
             return f"reserved for {self.reserved[name]}, which this build does not simulate"
-        close = difflib.get_close_matches(name, list(self.keys), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return f"unknown key{hint}; expected one of: {', '.join(sorted(self.keys))}"
+        # The same wording as the serve config and the web-config (docs/design.md, rule 8).
+        return yamlfile.unknown_key(name, path or "the top level", sorted(self.keys))
 
 
 class OneOf(Type):
@@ -436,16 +469,9 @@ class _StepType(Type):
 
 
 def compose(text: str, label: str) -> yaml.Node:
-    """YAML text to a node tree; syntax errors become one-line ConfigErrors with the line."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise ConfigError(f"scenario {label}{where}: invalid YAML: {problem}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"scenario {label}: invalid YAML: {exc}") from None
+    """YAML text to a node tree through the shared hardened composer (depth cap, duplicate keys,
+    alias budget); syntax errors become one-line ConfigErrors with the line."""
+    node = yamlfile.compose(text, f"scenario {label}")
     if node is None:
         raise ConfigError(f"scenario {label}: the file is empty")
     return node

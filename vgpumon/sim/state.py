@@ -4,7 +4,7 @@ Everything here is a pure function of ``t`` except the two integrals (energy and
 counters), which are accumulated on a fixed grid from t = 0 so they too depend only on ``t``, not on
 when or how often they were asked. The load model follows the load generator: NVML utilization is
 the duty cycle, GPM SM activity is duty × SM fraction, occupancy scales with resident warps
-(device-findings.md). MIG GPUs aggregate their GPU instances, weighted by SM count.
+(docs/nvml-notes.md §14). MIG GPUs aggregate their GPU instances, weighted by SM count.
 """
 
 from __future__ import annotations
@@ -27,11 +27,12 @@ from vgpumon.sim.scenario import (
     ci_name,
 )
 
-UTIL_PERIOD = 0.2  # NVML utilization sample cadence seen on the H200 (nvml-reference §4.13)
+UTIL_PERIOD = 0.2  # NVML utilization sample cadence seen on the H200 (docs/nvml-notes.md §4.13)
 UTIL_DEPTH = 72
 POWER_PERIOD = 0.02
 POWER_DEPTH = 120
-PROCESS_SAMPLE_LINGER = 1.5  # seconds an exited process keeps its last sample (§4.12)
+# seconds an exited process keeps its last sample (docs/nvml-notes.md §4.12)
+PROCESS_SAMPLE_LINGER = 1.5
 INTEGRATION_STEP = 0.1
 
 

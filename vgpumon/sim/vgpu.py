@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from vgpumon.sim import registry
 from vgpumon.sim.licensing import LICENSE, LicenseTimeline
-from vgpumon.sim.patterns import Evaluator, PatternSpec
+from vgpumon.sim.patterns import PATTERN_PARAMS, Evaluator, PatternSpec
 from vgpumon.sim.scenario import ARCHITECTURES, VIRTUALIZATION_MODES, Scenario, derived_uuid
 from vgpumon.sim.schema import (
     GPU,
@@ -80,7 +80,7 @@ VGPU_TYPE = Map(
         "id": Key(Int(1, 0xFFFFFFFE), "vGPU type id", required=True),
         "name": Key(Str(), 'type name, e.g. "NVIDIA L40S-12Q"', required=True),
         "class": Key(Str(), "type class", "from the series letter: Q Quadro, B/A NVS, C Compute"),
-        "framebuffer": Key(Size(), "framebuffer of one vGPU", required=True),
+        "framebuffer": Key(Size(lo=1), "framebuffer of one vGPU", required=True),
         "max_instances": Key(
             Int(1, 64), "most vGPUs of this type on the GPU", "framebuffer / type size"
         ),
@@ -668,6 +668,7 @@ def build_hosts(scenario: Scenario, ctx: Ctx | None) -> dict[int, HostBuild]:
                 raise fail(join(ipath, "type"), "time-sliced vGPUs need MIG disabled")
             if "stop" in d and d["stop"] <= d.get("start", 0.0):
                 raise fail(join(ipath, "stop"), "must be later than start")
+            _check_framebuffer_used(d.get("framebuffer_used"), vtype, ipath, fail)
             instances.append(
                 InstanceSpec(
                     id=vid,
@@ -701,6 +702,7 @@ def build_hosts(scenario: Scenario, ctx: Ctx | None) -> dict[int, HostBuild]:
                     migration=d.get("migration"),
                 )
             )
+        _check_instance_counts(instances, types, path, fail)
         out[g.index] = HostBuild(types, _scheduler(raw.get("scheduler", {})), instances, [], raw)
     for i, c in enumerate(scenario.extra.get("vgpu_events", [])):
         cpath = f"vgpu_events[{i}]"
@@ -719,6 +721,9 @@ def build_hosts(scenario: Scenario, ctx: Ctx | None) -> dict[int, HostBuild]:
                     f"{cpath}.types[{j}]", f"no time-sliced vGPU type {ref!r} on GPU {c['gpu']}"
                 )
             type_ids.append(tid)
+            _check_framebuffer_used(
+                c.get("framebuffer_used"), types[tid], join(cpath, "framebuffer_used"), fail
+            )
         build.churn.append(
             ChurnSpec(
                 gpu=c["gpu"],
@@ -735,6 +740,55 @@ def build_hosts(scenario: Scenario, ctx: Ctx | None) -> dict[int, HostBuild]:
             )
         )
     return out
+
+
+def _peak(pattern: PatternSpec) -> float:
+    """The largest value a pattern is written to reach (jitter aside)."""
+    if pattern.kind == "steps":
+        values = [value for _at, value in pattern.steps]
+    elif pattern.kind in ("sine", "noise"):
+        values = [pattern.params["mean"] + abs(pattern.params["amplitude"])]
+    else:
+        values = [
+            v for k, v in pattern.params.items() if PATTERN_PARAMS[pattern.kind][k][0] == "value"
+        ]
+    peak = max(values, default=0.0)
+    return min(peak, pattern.hi) if pattern.hi is not None else peak
+
+
+def _check_framebuffer_used(
+    pattern: PatternSpec | None, vtype: VgpuTypeSpec, path: str, fail: Fail
+) -> None:
+    """A vGPU cannot use more framebuffer than its type gives it; once silently clamped."""
+    if pattern is not None and _peak(pattern) > vtype.framebuffer:
+        where = path if path.endswith("framebuffer_used") else join(path, "framebuffer_used")
+        raise fail(
+            where,
+            f"{int(_peak(pattern))} bytes is more than the {vtype.framebuffer} bytes of "
+            f"vGPU type {vtype.name!r}",
+        )
+
+
+def _check_instance_counts(
+    instances: list[InstanceSpec], types: dict[int, VgpuTypeSpec], path: str, fail: Fail
+) -> None:
+    """At no time may more vGPUs of a type run on a GPU than the type's ``max_instances``."""
+    for type_id, vtype in types.items():
+        edges: list[tuple[float, int]] = []
+        for inst in instances:
+            if inst.type_id == type_id:
+                edges.append((inst.start, 1))
+                if inst.stop is not None:
+                    edges.append((inst.stop, -1))
+        running = 0
+        for _t, step in sorted(edges):  # a stop sorts before a start at the same time
+            running += step
+            if running > vtype.max_instances:
+                raise fail(
+                    join(path, "instances"),
+                    f"{running} vGPUs of type {vtype.name!r} run at once; the type allows at "
+                    f"most {vtype.max_instances} (max_instances)",
+                )
 
 
 def _assign_placements(

@@ -1,6 +1,6 @@
 """Simulated vGPU host calls: discovery, types, instances, utilization samples, host licenses.
 
-Return shapes and errors follow pynvml 13.615.71 and nvml-reference §2.3, §6:
+Return shapes and errors follow pynvml 13.615.71 and docs/nvml-notes.md §2.3, §6:
 
 * device-level calls answer NOT_SUPPORTED (3) outside ``host_vgpu`` mode (the core's dispatcher
   enforces it for the names in ``registry.HOST_VGPU_FUNCTIONS``, the rest check it here);
@@ -15,8 +15,8 @@ Return shapes and errors follow pynvml 13.615.71 and nvml-reference §2.3, §6:
 
 Where real pynvml's wrapper is wrong and vgpumon calls the C symbol instead (framebuffer usage read
 into 32 bits; accounting PIDs crashing on an empty list), this module returns the true value
-through the Python name — the value the raw call gets on a real host (checklist §13.8). The
-wrong-wrapper behaviour itself is pinned against real pynvml in
+through the Python name — the value the raw call gets on a real host (docs/nvml-notes.md §13, item
+8). The wrong-wrapper behaviour itself is pinned against real pynvml in
 ``tests/collect/test_vgpu_traps.py``.
 
 Utilization samples sit on a 200 ms grid from scenario t = 0 and the buffer holds the last 72 (like

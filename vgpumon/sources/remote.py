@@ -31,7 +31,7 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
-from vgpumon.errors import ConfigError, VgpumonError
+from vgpumon.errors import ConfigError, VgpumonError, one_line
 from vgpumon.model import SchemaError, Snapshot, from_json
 from vgpumon.sources.base import HostState, HostUpdate, UpdateHub
 
@@ -46,10 +46,6 @@ BACKOFF_FIRST_SECONDS = 1.0
 # A snapshot of a large vGPU host is a few MB of JSON; anything far beyond is not an exporter.
 MAX_BODY_BYTES = 64 << 20
 BACKOFF_CAP_SECONDS = 30.0
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300] or type(exc).__name__
 
 
 def _decode(data: bytes, charset: str | None) -> str:
@@ -82,7 +78,7 @@ class RemoteTarget:
         try:
             url = URL(text)
         except ValueError as exc:
-            raise ConfigError(f"bad exporter URL {self.url!r}: {_one_line(exc)}") from None
+            raise ConfigError(f"bad exporter URL {self.url!r}: {one_line(exc)}") from None
         if not url.host:
             raise ConfigError(f"bad exporter URL {self.url!r}: it names no host")
         path = url.path.rstrip("/")
@@ -137,7 +133,7 @@ class Connection:
         try:
             return ssl.create_default_context(cafile=self.ca_file)
         except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"cannot use CA file {self.ca_file}: {_one_line(exc)}") from None
+            raise ConfigError(f"cannot use CA file {self.ca_file}: {one_line(exc)}") from None
 
     def authorization(self, target: RemoteTarget) -> str | None:
         """The ``Authorization`` header: these credentials, else those written in the URL."""
@@ -225,14 +221,14 @@ class ExporterClient:
                 FetchError.TIMEOUT,
             ) from None
         except aiohttp.ClientConnectorCertificateError as exc:
-            reason = f"TLS error: certificate not trusted ({_one_line(exc.certificate_error)})"
+            reason = f"TLS error: certificate not trusted ({one_line(exc.certificate_error)})"
             raise FetchError(url, reason, FetchError.CONNECT) from None
         except aiohttp.ClientSSLError as exc:
-            raise FetchError(url, f"TLS error: {_one_line(exc)}", FetchError.CONNECT) from None
+            raise FetchError(url, f"TLS error: {one_line(exc)}", FetchError.CONNECT) from None
         except aiohttp.ClientConnectorError as exc:
             if isinstance(exc.os_error, ConnectionRefusedError):
                 raise FetchError(url, "connection refused", FetchError.CONNECT) from None
-            reason = f"cannot connect: {_one_line(exc.os_error)}"
+            reason = f"cannot connect: {one_line(exc.os_error)}"
             raise FetchError(url, reason, FetchError.CONNECT) from None
         except aiohttp.ServerDisconnectedError:
             reason = "the server closed the connection"
@@ -240,7 +236,7 @@ class ExporterClient:
                 reason += " (plain HTTP to a TLS port?)"
             raise FetchError(url, reason, FetchError.CONNECT) from None
         except aiohttp.ClientError as exc:
-            reason = f"{type(exc).__name__}: {_one_line(exc)}"
+            reason = f"{type(exc).__name__}: {one_line(exc)}"
             raise FetchError(url, reason, FetchError.CONNECT) from None
         if status == 503:
             raise NotReady(
@@ -264,12 +260,12 @@ class ExporterClient:
         try:
             return from_json(body)
         except SchemaError as exc:
-            reason = f"schema mismatch: {_one_line(exc)}"
+            reason = f"schema mismatch: {one_line(exc)}"
             raise FetchError(
                 self.target.endpoint(SNAPSHOT_PATH), reason, FetchError.PAYLOAD
             ) from None
         except (ValueError, TypeError) as exc:
-            reason = f"bad JSON: {_one_line(exc)}"
+            reason = f"bad JSON: {one_line(exc)}"
             raise FetchError(
                 self.target.endpoint(SNAPSHOT_PATH), reason, FetchError.PAYLOAD
             ) from None

@@ -1,6 +1,6 @@
 """Physical-GPU queries: identity, memory, utilization, thermals, power, clocks, PCIe, ECC, fans.
 
-Return shapes follow the pynvml wrappers exactly (nvml-reference §1.4, §4): ints for scalars,
+Return shapes follow the pynvml wrappers exactly (docs/nvml-notes.md §1.4, §4): ints for scalars,
 ``list`` for ``[current, pending]`` pairs and ``[util, period]``, ``tuple`` for compute capability
 and remapped rows, pynvml's own structure classes for structs. On a MIG device handle the board
 telemetry (power, temperature, clocks, fans, ECC, PCIe, serial, PCI info) is NOT_SUPPORTED, as the
@@ -538,4 +538,4 @@ class DeviceApi(Provider):
     @nvml_function()
     def nvmlDeviceGetAccountingPids(self, handle: Any) -> list[int]:
         self.core.physical(handle)
-        return []  # accounting is off, as on the lent H200 (so there are no per-pid stats either)
+        return []  # accounting is off, as measured on a real H200 (so no per-pid stats)

@@ -1,4 +1,4 @@
-"""Event sets for Xid errors (nvml-reference §4.9).
+"""Event sets for Xid errors (docs/nvml-notes.md §4.9).
 
 Each set remembers, per registered GPU, which of the scenario's Xid events it has delivered; an
 event is delivered once per set, in time order, if it happened at or after the registration.

@@ -1,4 +1,5 @@
-"""``nvmlDeviceGetFieldValues``: per-entry results, value types and scopes (nvml-reference §4.14).
+"""``nvmlDeviceGetFieldValues``: per-entry results, value types and scopes (docs/nvml-notes.md
+§4.14).
 
 The call itself succeeds while each entry carries its own ``nvmlReturn``: SUCCESS with the value in
 the union member its ``valueType`` names, NOT_SUPPORTED (3) for fields the board lacks (NVLink on a

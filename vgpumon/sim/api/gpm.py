@@ -1,4 +1,4 @@
-"""GPM (Hopper+): samples and two-sample metrics (nvml-reference §9).
+"""GPM (Hopper+): samples and two-sample metrics (docs/nvml-notes.md §9).
 
 A GPM sample records what it measured (GPU, MIG device, or GPU instance) and when. ``MetricsGet``
 averages each metric over the interval between its two samples, so a square-wave load reads as its

@@ -1,4 +1,4 @@
-"""MIG: modes, MIG device handles, GPU/compute instance enumeration (nvml-reference §8).
+"""MIG: modes, MIG device handles, GPU/compute instance enumeration (docs/nvml-notes.md §8).
 
 Error codes follow the observed R580 behaviour: ``GetMigDeviceHandleByIndex`` answers NOT_FOUND
 (6) for holes and with MIG disabled; the MIG-handle-only calls answer INVALID_ARGUMENT (2) on a full
@@ -92,7 +92,7 @@ def placements(struct_type: Any, spans: Iterable[tuple[int, int]]) -> list[Any]:
 
 def _gi_profile_v2(profile: MigProfile) -> Any:
     info = pynvml.c_nvmlGpuInstanceProfileInfo_v2_t()
-    info.version = 0  # R580 overwrote the version with 0 on output (nvml-reference §1.7)
+    info.version = 0  # R580 overwrote the version with 0 on output (docs/nvml-notes.md §1.7)
     info.name = f"MIG {profile.name}"
     _fill_gi_profile(info, profile)
     return info

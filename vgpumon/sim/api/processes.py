@@ -1,4 +1,4 @@
-"""Running-process lists (nvml-reference §4.11).
+"""Running-process lists (docs/nvml-notes.md §4.11).
 
 pynvml returns these as ``nvmlFriendlyObject``s built from ``c_nvmlProcessInfo_v3_t`` (so callers
 see plain attributes, ``usedGpuMemory`` in bytes, MIG ids 0xFFFFFFFF off MIG), and the detail
@@ -130,7 +130,7 @@ class ProcessApi(Provider):
             detail.usedGpuCcProtectedMemory = (
                 pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value if gpu.mig_enabled else 0
             )
-            # The wrapper's own post-processing, bug included (nvml-reference §4.11, quirk 9).
+            # The wrapper's own post-processing, bug included (docs/nvml-notes.md §4.11, quirk 9).
             if detail.usedGpuCcProtectedMemory == pynvml.NVML_VALUE_NOT_AVAILABLE_ulonglong.value:
                 detail.usedGpuCcProtectedMemory = None
             out.append(detail)

@@ -1,4 +1,4 @@
-"""Sample buffers and per-process utilization (nvml-reference §4.12, §4.13).
+"""Sample buffers and per-process utilization (docs/nvml-notes.md §4.12, §4.13).
 
 The driver keeps ring buffers: utilization every 200 ms × 72 entries, power every 20 ms × 120.
 Samples sit on fixed grids from scenario t = 0, so a ``lastSeenTimeStamp`` cursor behaves as on real

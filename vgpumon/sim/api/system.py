@@ -1,4 +1,4 @@
-"""Init, shutdown, driver/system queries and handle lookup (nvml-reference §1.1, §3)."""
+"""Init, shutdown, driver/system queries and handle lookup (docs/nvml-notes.md §1.1, §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Virtualization mode and the guest-side licensing structure (nvml-reference §5.1, §5.3).
+"""Virtualization mode and the guest-side licensing structure (docs/nvml-notes.md §5.1, §5.3).
 
 Outside a vGPU guest the licensing call still succeeds, with ``isGridLicenseSupported`` 0 and no
 features — exactly what the pass-through H200 returned. The vGPU guest simulation (scenario key

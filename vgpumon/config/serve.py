@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,13 +31,19 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from vgpumon.collect.base import SamplerConfig
+from vgpumon import yamlfile
 from vgpumon.errors import ConfigError
-from vgpumon.export.metrics import ExportOptions
+from vgpumon.units import UnitError, parse_duration
 
 # Prometheus' exporter range 9100-9999; see docs/exporter.md for how this number was chosen.
 DEFAULT_PORT = 9839
 LOG_LEVELS = ("debug", "info", "warning", "error")
+# Sampling faster than 10 ms is a busy loop (one NVML sweep of a large host takes longer), and
+# slower than a day is a typo: Prometheus marks series stale after 5 minutes.
+MIN_INTERVAL_SECONDS = 0.01
+MAX_SECONDS = 86400.0
+# NVML's own limits are far below these; a larger count is a typo that would cost memory.
+MAX_COUNT = 1_000_000
 
 
 class ListenAddress(NamedTuple):
@@ -102,69 +107,71 @@ class ServeSettings:
             (enabled.add if on else enabled.discard)(name)
         return frozenset(enabled)
 
-    def sampler_config(self) -> SamplerConfig:
-        from vgpumon.collect.registry import all_readers
-
-        known = [(r.name, r.default_enabled) for r in all_readers()]
-        return SamplerConfig(
-            interval_seconds=self.interval_seconds,
-            deadline_seconds=self.deadline_seconds,
-            collectors=self.enabled_collectors(known),
-            pcie_throughput=self.pcie_throughput,
-        )
-
-    def export_options(self) -> ExportOptions:
-        return ExportOptions(processes=self.processes, processes_max=self.processes_max)
-
 
 # --------------------------------------------------------------------------- value checks
 
 Check = Callable[[Any, str], Any]
+"""A value check shared by flags and the file: (raw value, where) -> checked value or ConfigError.
+
+``where`` names the flag (``--interval``) or the file, line and key, so both say the same thing.
+"""
 
 
-def _positive_float(value: Any, where: str) -> float:
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            raise ConfigError(f"{where}: expected a number of seconds, got {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{where}: expected a number of seconds, got {value!r}")
-    if not math.isfinite(value) or value <= 0:
-        raise ConfigError(f"{where}: must be a positive number, got {value!r}")
-    return float(value)
+def check_seconds(
+    value: Any, where: str, lo: float = MIN_INTERVAL_SECONDS, hi: float = MAX_SECONDS
+) -> float:
+    """A duration in the one units grammar (``1``, ``500ms``, ``2m``) within [lo, hi] seconds."""
+    try:
+        return parse_duration(value, lo=lo, hi=hi)
+    except UnitError as err:
+        raise ConfigError(f"{where}: {err}") from None
 
 
-def _positive_int(value: Any, where: str) -> int:
+def check_interval(value: Any, where: str) -> float:
+    """Sampling interval: [10 ms, 1 day] (``--interval 1e-9`` would be a busy loop)."""
+    return check_seconds(value, where)
+
+
+def check_timeout(value: Any, where: str) -> float:
+    """A bound on waiting (deadline, shutdown): above zero, at most a day."""
+    return check_seconds(value, where)
+
+
+def check_count(value: Any, where: str) -> int:
+    """A whole number from 1 to :data:`MAX_COUNT`."""
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{where}: expected a whole number, got {value!r}")
     if value < 1:
         raise ConfigError(f"{where}: must be at least 1, got {value}")
+    if value > MAX_COUNT:
+        raise ConfigError(f"{where}: must be at most {MAX_COUNT}, got {value}")
     return value
 
 
-def _bool(value: Any, where: str) -> bool:
+def check_bool(value: Any, where: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{where}: expected true or false, got {value!r}")
     return value
 
 
-def _text(value: Any, where: str) -> str:
+def check_text(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
+    if "\0" in value:
+        raise ConfigError(f"{where}: contains a NUL byte")
     return value
 
 
-def _log_level(value: Any, where: str) -> str:
-    level = _text(value, where).lower()
+def check_log_level(value: Any, where: str) -> str:
+    level = check_text(value, where).lower()
     if level not in LOG_LEVELS:
         raise ConfigError(f"{where}: expected one of {', '.join(LOG_LEVELS)}, got {value!r}")
     return level
 
 
-def _listen(value: Any, where: str) -> tuple[ListenAddress, ...]:
+def check_listen(value: Any, where: str) -> tuple[ListenAddress, ...]:
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not items:
         raise ConfigError(f"{where}: expected an address or a list of addresses")
@@ -181,68 +188,65 @@ def _listen(value: Any, where: str) -> tuple[ListenAddress, ...]:
 
 # Config file key -> (settings field, check). Flags use the same fields and checks.
 FILE_KEYS: dict[str, tuple[str, Check]] = {
-    "listen": ("listen", _listen),
-    "interval": ("interval_seconds", _positive_float),
-    "deadline": ("deadline_seconds", _positive_float),
-    "processes": ("processes", _bool),
-    "processes_max": ("processes_max", _positive_int),
-    "pcie_throughput": ("pcie_throughput", _bool),
-    "web.config_file": ("web_config_file", _text),
-    "web.max_requests": ("max_requests", _positive_int),
-    "web.shutdown_timeout": ("shutdown_timeout_seconds", _positive_float),
-    "sim": ("sim", _text),
-    "nvml_module": ("nvml_module", _text),
-    "log_level": ("log_level", _log_level),
+    "listen": ("listen", check_listen),
+    "interval": ("interval_seconds", check_interval),
+    "deadline": ("deadline_seconds", check_timeout),
+    "processes": ("processes", check_bool),
+    "processes_max": ("processes_max", check_count),
+    "pcie_throughput": ("pcie_throughput", check_bool),
+    "web.config_file": ("web_config_file", check_text),
+    "web.max_requests": ("max_requests", check_count),
+    "web.shutdown_timeout": ("shutdown_timeout_seconds", check_timeout),
+    "sim": ("sim", check_text),
+    "nvml_module": ("nvml_module", check_text),
+    "log_level": ("log_level", check_log_level),
 }
 COLLECTORS_KEY = "collectors"
 _SECTIONS = {key.split(".")[0] for key in FILE_KEYS if "." in key}
-
-
-def _flatten(data: Mapping[str, Any], where: str) -> dict[str, Any]:
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        if not isinstance(key, str):
-            raise ConfigError(f"{where}: keys must be strings, got {key!r}")
-        if key in _SECTIONS:
-            if not isinstance(value, dict):
-                raise ConfigError(f"{where}: {key!r} must be a mapping")
-            for sub, sub_value in value.items():
-                flat[f"{key}.{sub}"] = sub_value
-        else:
-            flat[key] = value
-    return flat
+_TOP_KEYS = sorted({key.split(".")[0] for key in FILE_KEYS} | {COLLECTORS_KEY})
 
 
 def load_file(path: str, collector_names: Iterable[str]) -> dict[str, Any]:
-    """Settings fields from a YAML config file; relative paths in it are relative to the file."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError(f"cannot read config file {path}: {err.strerror or err}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark is not None else ""
-        raise ConfigError(f"config file {path}: not valid YAML{at}") from None
-    if data is None:
+    """Settings fields from a YAML config file; relative paths in it are relative to the file.
+
+    Read through :mod:`vgpumon.yamlfile` (regular files only, size and depth caps, duplicate keys
+    refused); every error names the file, the line and the key.
+    """
+    label = f"config file {path}"
+    root = yamlfile.load_node(path, "config file")
+    if root is None or yamlfile.is_null(root):
         return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"config file {path}: expected a mapping of settings at the top")
+    if not isinstance(root, yaml.MappingNode):
+        raise ConfigError(f"{label}: expected a mapping of settings at the top")
     known_collectors = set(collector_names)
     values: dict[str, Any] = {}
-    for key, raw in _flatten(data, f"config file {path}").items():
-        where = f"config file {path}: {key}"
-        if key == COLLECTORS_KEY:
+    top = yamlfile.mapping(root, label, "the config file", _TOP_KEYS)
+    for key, (_key_node, value_node) in top.items():
+        if key in _SECTIONS:
+            if not isinstance(value_node, yaml.MappingNode):
+                raise ConfigError(
+                    f"{label} line {yamlfile.line(value_node)}: {key!r} must be a mapping"
+                )
+            allowed = [k.partition(".")[2] for k in FILE_KEYS if k.startswith(key + ".")]
+            for sub, (_sub_key, sub_value) in yamlfile.mapping(
+                value_node, label, key, allowed
+            ).items():
+                _set(values, f"{key}.{sub}", sub_value, label)
+        elif key == COLLECTORS_KEY:
+            where = f"{label} line {yamlfile.line(value_node)}: {key}"
+            raw = yamlfile.to_python(value_node, label)
             values["collectors"] = _collector_map(raw, where, known_collectors)
-            continue
-        if key not in FILE_KEYS:
-            raise ConfigError(f"config file {path}: unknown key {key!r}")
-        name, check = FILE_KEYS[key]
-        values[name] = check(raw, where)
+        else:
+            _set(values, key, value_node, label)
     if "web_config_file" in values:
         values["web_config_file"] = str(Path(path).parent / values["web_config_file"])
     return values
+
+
+def _set(values: dict[str, Any], key: str, node: yaml.Node, label: str) -> None:
+    field_name, check = FILE_KEYS[key]
+    raw = yamlfile.to_python(node, label)
+    values[field_name] = check(raw, f"{label} line {yamlfile.line(node)}: {key}")
 
 
 def _collector_map(raw: Any, where: str, known: set[str]) -> tuple[tuple[str, bool], ...]:
@@ -254,7 +258,7 @@ def _collector_map(raw: Any, where: str, known: set[str]) -> tuple[tuple[str, bo
             raise ConfigError(
                 f"{where}: unknown collector {name!r} (known: {', '.join(sorted(known))})"
             )
-        out.append((name, _bool(on, f"{where}.{name}")))
+        out.append((name, check_bool(on, f"{where}.{name}")))
     return tuple(out)
 
 

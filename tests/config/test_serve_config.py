@@ -9,14 +9,14 @@ import pytest
 
 from vgpumon.cli import build_parser
 from vgpumon.commands.serve import settings_from_args
-from vgpumon.errors import ConfigError
-from vgpumon.export.config import (
+from vgpumon.config.serve import (
     DEFAULT_PORT,
     ListenAddress,
     ServeSettings,
     load_file,
     parse_listen,
 )
+from vgpumon.errors import ConfigError
 
 COLLECTORS = ["device", "memory", "pcie", "utilization"]
 
@@ -103,11 +103,22 @@ def test_empty_file_keeps_the_defaults(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("intervall: 1\n", "unknown key 'intervall'"),
-        ("web:\n  max_request: 3\n", "unknown key 'web.max_request'"),
+        ("intervall: 1\n", 'line 1: unknown key "intervall" in the config file (allowed: '),
+        ("intervall: 1\n", 'did you mean "interval"?'),
+        ("web:\n  max_request: 3\n", 'line 2: unknown key "max_request" in web (allowed: '),
         ("collectors: {pcei: false}\n", "unknown collector 'pcei'"),
-        ("interval: fast\n", "interval: expected a number of seconds"),
-        ("interval: -1\n", "interval: must be a positive number"),
+        ("interval: fast\n", "interval: bad duration 'fast'"),
+        ("interval: -1\n", "interval: bad duration -1: must be at least 0.01 s"),
+        ("interval: 1e-9\n", "must be at least 0.01 s"),  # a busy loop, was accepted
+        ("interval: 1e308\n", "must be at most 86400 s"),  # was accepted
+        ("interval: 100us\n", "must be at least 0.01 s"),  # the grammar reads it, the range refuses
+        ("deadline: .inf\n", "not a finite number"),
+        ("processes_max: 1e20\n", "expected a whole number"),
+        ("processes_max: 100000000000000000000\n", "must be at most 1000000"),
+        (
+            "interval: 1\ninterval: 2\n",
+            'line 2: interval: duplicate key "interval" in the top level',
+        ),
         ("processes: yes please\n", "processes: expected true or false"),
         ("processes_max: 0\n", "processes_max: must be at least 1"),
         ("listen: 9839\n", "listen: expected an address"),
@@ -115,7 +126,8 @@ def test_empty_file_keeps_the_defaults(tmp_path: Path) -> None:
         ("web: 3\n", "'web' must be a mapping"),
         ("log_level: loud\n", "log_level: expected one of"),
         ("- a\n- b\n", "expected a mapping of settings"),
-        ("listen: [\n", "not valid YAML (line"),
+        ("listen: [\n", "invalid YAML"),
+        ("web:\n  max_requests: 3\n  max_requests: 4\n", "line 3: web.max_requests: duplicate key"),
     ],
 )
 def test_bad_files_name_the_key(tmp_path: Path, text: str, message: str) -> None:
