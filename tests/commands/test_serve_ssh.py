@@ -156,3 +156,36 @@ def test_the_flags_build_an_ssh_source_for_other_commands(tmp_path: Path) -> Non
     assert isinstance(source, SshSource) and isinstance(source, SnapshotSource)
     assert source.hosts() == ("esxi-1", "esxi-2:2222")
     assert source.settings.timeout_seconds == 4.0
+
+
+def test_the_config_file_ssh_section_and_flags_over_it(tmp_path: Path) -> None:
+    import argparse
+
+    from vgpumon.commands import serve
+    from vgpumon.commands.ssh_args import ssh_settings_from
+
+    config = tmp_path / "serve.yml"
+    config.write_text(
+        "ssh:\n"
+        "  targets: [root@esxi-1, esxi-2:2222]\n"
+        "  identity: keys/id_rsa\n"
+        "  known_hosts: known_hosts\n"
+        "  timeout: 2s\n"
+        "  interval: 1m\n"
+        "  max_sessions: 4\n"
+        "  nvidia_smi: /usr/bin/nvidia-smi\n"
+    )
+    parser = argparse.ArgumentParser()
+    serve.add_arguments(parser)
+    args = parser.parse_args(["--config", str(config), "--ssh-timeout", "5"])
+    ssh = ssh_settings_from(serve.settings_from_args(args), "serve")
+    assert ssh is not None
+    assert [t.name for t in ssh.targets] == ["esxi-1", "esxi-2:2222"]
+    assert ssh.identity_files == (str(tmp_path / "keys" / "id_rsa"),)  # relative to the file
+    assert ssh.known_hosts == str(tmp_path / "known_hosts")
+    assert (ssh.timeout_seconds, ssh.interval_seconds, ssh.max_sessions) == (5.0, 60.0, 4)
+    assert ssh.nvidia_smi == "/usr/bin/nvidia-smi"
+
+    config.write_text("ssh:\n  targets: [esxi-1]\n  timeout: soon\n")
+    code, stderr = _serve_error("--config", str(config))
+    assert code != 0 and "ssh.timeout" in stderr and len(stderr.strip().splitlines()) == 1

@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from vgpumon.commands.common import add_nvml_arguments
-from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_settings_from_args
+from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_flag_values, ssh_settings_from
 from vgpumon.config.serve import (
     DEFAULT_PORT,
     ServeSettings,
@@ -171,6 +171,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     )
     if toggles:
         flag_values["collectors"] = toggles
+    flag_values.update(ssh_flag_values(args))
     config = getattr(args, "config", None)
     file_values = load_file(config, collector_names()) if config else {}
     return merge(file_values, flag_values, config_file=config)
@@ -223,14 +224,12 @@ def run(args: argparse.Namespace) -> int:
     from vgpumon.nvml.loader import open_session
 
     settings = settings_from_args(args)
-    ssh = ssh_settings_from_args(args, "serve")
+    ssh = ssh_settings_from(settings, "serve")  # flags over the config file's ssh section
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if ssh is not None:
-        if settings.sim or settings.nvml_module:  # from --config: flags are checked earlier
-            raise ConfigError("serve: --ssh reads remote nvidia-smi; drop sim/nvml_module")
         return run_agentless(settings, ssh)
     session = open_session(sim=settings.sim, module_name=settings.nvml_module)
     sampler = Sampler(session, sampler_config(settings))

@@ -98,6 +98,16 @@ class ServeSettings:
     sim: str | None = None
     nvml_module: str | None = None
     log_level: str = "info"
+    # Agentless hosts (nvidia-smi over SSH, vgpumon.sources.ssh); None: that module's default.
+    ssh_targets: tuple[str, ...] = ()
+    ssh_targets_file: str | None = None
+    ssh_user: str | None = None
+    ssh_identity_files: tuple[str, ...] = ()
+    ssh_known_hosts: str | None = None
+    ssh_timeout_seconds: float | None = None
+    ssh_interval_seconds: float | None = None
+    ssh_max_sessions: int | None = None
+    ssh_nvidia_smi: str | None = None
     config_file: str | None = field(default=None, compare=False)
 
     def enabled_collectors(self, names: Iterable[tuple[str, bool]]) -> frozenset[str]:
@@ -171,6 +181,14 @@ def check_log_level(value: Any, where: str) -> str:
     return level
 
 
+def check_texts(value: Any, where: str) -> tuple[str, ...]:
+    """One string or a list of them (repeatable flags, YAML lists)."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        raise ConfigError(f"{where}: expected a string or a list of strings")
+    return tuple(check_text(item, where) for item in items)
+
+
 def check_listen(value: Any, where: str) -> tuple[ListenAddress, ...]:
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not items:
@@ -200,6 +218,15 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "sim": ("sim", check_text),
     "nvml_module": ("nvml_module", check_text),
     "log_level": ("log_level", check_log_level),
+    "ssh.targets": ("ssh_targets", check_texts),
+    "ssh.targets_file": ("ssh_targets_file", check_text),
+    "ssh.user": ("ssh_user", check_text),
+    "ssh.identity": ("ssh_identity_files", check_texts),
+    "ssh.known_hosts": ("ssh_known_hosts", check_text),
+    "ssh.timeout": ("ssh_timeout_seconds", check_timeout),
+    "ssh.interval": ("ssh_interval_seconds", check_interval),
+    "ssh.max_sessions": ("ssh_max_sessions", check_count),
+    "ssh.nvidia_smi": ("ssh_nvidia_smi", check_text),
 }
 COLLECTORS_KEY = "collectors"
 _SECTIONS = {key.split(".")[0] for key in FILE_KEYS if "." in key}
@@ -238,8 +265,12 @@ def load_file(path: str, collector_names: Iterable[str]) -> dict[str, Any]:
             values["collectors"] = _collector_map(raw, where, known_collectors)
         else:
             _set(values, key, value_node, label)
-    if "web_config_file" in values:
-        values["web_config_file"] = str(Path(path).parent / values["web_config_file"])
+    here = Path(path).parent
+    for key in ("web_config_file", "ssh_targets_file", "ssh_known_hosts"):
+        if key in values:
+            values[key] = str(here / values[key])
+    if "ssh_identity_files" in values:
+        values["ssh_identity_files"] = tuple(str(here / p) for p in values["ssh_identity_files"])
     return values
 
 
