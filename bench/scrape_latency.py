@@ -9,9 +9,17 @@ Two measurements:
 2. The cold render of one snapshot (what the first scrape after each sampling cycle pays) for the
    largest built-in scenario and for a synthetic 16 GPU x 48 vGPU host, the design's upper bound.
 
+3. ``--synthetic``: the server alone (no sampler) serving a synthetic 16 GPU x 48 vGPU host whose
+   snapshot is replaced every ``--interval`` seconds (so every second a new exposition is rendered
+   while scrapes arrive), hit by ``--concurrency`` closed-loop scrapers or, with ``--rate``, by an
+   open-loop schedule of that many scrapes per second (latency measured from each request's
+   scheduled time, so a stalled server cannot hide behind fewer requests). Clients run in
+   ``--client-procs`` processes so the client is not the bottleneck.
+
 Usage: python bench/scrape_latency.py [--scenario NAME] [--concurrency 50] [--seconds 10]
        [--max-requests N]
-Prints a Markdown report (bench/results/scrape-latency.md holds a run of it).
+       python bench/scrape_latency.py --synthetic [--rate 1000] [--concurrency 50] [--seconds 10]
+Prints a Markdown report (bench/results/scrape-latency*.md hold runs of it).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import multiprocessing
 import os
 import platform
 import socket
@@ -29,10 +38,14 @@ import time
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.sampler import Sampler
+from vgpumon.config.serve import ListenAddress
+from vgpumon.export.connections import ConnectionGuard, ServerLimits
 from vgpumon.export.exposition import render
+from vgpumon.export.server import build_app, process_families, start_sites
 from vgpumon.model import (
     Gpu,
     Memory,
@@ -141,6 +154,78 @@ def render_cost(snapshot: Snapshot, repeat: int = 20) -> tuple[float, float, int
     return statistics.median(text), statistics.median(om), samples, len(body)
 
 
+def prometheus_client_render(snapshot: Snapshot) -> tuple[bytes, bytes]:
+    """Both formats through prometheus-client's own objects and encoders (the old renderer)."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.metrics_core import Metric
+    from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+
+    from vgpumon.export.metrics import FAMILIES, ExportOptions
+
+    class Collector:
+        def collect(self) -> Any:
+            for family in FAMILIES:
+                metric = None
+                for labels, value in family.samples(snapshot, ExportOptions()):
+                    if metric is None:
+                        metric = Metric(
+                            family.base_name, family.help, family.type, unit=family.unit
+                        )
+                    metric.add_sample(
+                        family.name, dict(zip(family.labels, labels, strict=True)), value
+                    )
+                if metric is not None:
+                    yield metric
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Collector())
+    return generate_latest(registry), generate_openmetrics(registry)
+
+
+def gzip_both(exposition: Any) -> tuple[bytes, bytes]:
+    import gzip
+
+    return gzip.compress(exposition.text, 6), gzip.compress(exposition.openmetrics, 6)
+
+
+def compare_render(repeat: int = 5) -> None:
+    """Median ms per snapshot of the 16 x 48 host: prometheus-client against vgpumon's renderer."""
+    from functools import partial
+
+    from vgpumon.export.exposition import Renderer
+
+    snap = synthetic_host()
+    renderer = Renderer()
+    rows: dict[str, list[float]] = {}
+
+    def timed(name: str, fn: Any) -> Any:
+        t0 = time.perf_counter()
+        out = fn()
+        rows.setdefault(name, []).append((time.perf_counter() - t0) * 1e3)
+        return out
+
+    for _ in range(repeat):
+        fresh = dataclasses.replace(snap, timestamp=time.time())
+        ref_text, ref_om = timed(
+            "prometheus-client, text + OpenMetrics", partial(prometheus_client_render, fresh)
+        )
+        timed("vgpumon renderer, both formats, first snapshot", partial(Renderer().render, fresh))
+        mine = timed(
+            "vgpumon renderer, both formats, next snapshots (label sets cached)",
+            partial(renderer.render, fresh),
+        )
+        timed("gzip of both bodies (worker thread, GIL released)", partial(gzip_both, mine))
+        assert mine.text == ref_text and mine.openmetrics == ref_om, "byte-identical"
+    print(f"## Render of one 16 GPU x 48 vGPU snapshot (median of {repeat})\n")
+    print(f"Machine load average {os.getloadavg()[0]:.1f}; both outputs byte-identical.\n")
+    print("| renderer | ms |")
+    print("|---|---|")
+    for name, values in rows.items():
+        print(f"| {name} | {statistics.median(values):.1f} |")
+    print()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -202,8 +287,332 @@ def wait_ready(base: str, proc: subprocess.Popen[bytes], seconds: float = 30) ->
     raise SystemExit("vgpumon serve did not become ready")
 
 
+# -- the synthetic-host server ----------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Ticker:
+    """A snapshot source that publishes a new synthetic snapshot every ``interval`` seconds."""
+
+    base: Snapshot
+    latest: Snapshot | None = None
+    ready: bool = True
+
+    def tick(self, n: int) -> None:
+        # New power values each tick (the values change, the identities do not), a new object.
+        gpus = tuple(
+            dataclasses.replace(g, power_watts=150.0 + (n + i) % 50)
+            for i, g in enumerate(self.base.gpus)
+        )
+        self.latest = dataclasses.replace(self.base, timestamp=time.time(), gpus=gpus)
+
+
+async def serve_synthetic(
+    port: int, interval: float, gpus: int, vgpus: int, web_config: str | None
+) -> None:
+    """Serve the synthetic host on 127.0.0.1:PORT until SIGTERM (the benchmark's server side)."""
+    import signal
+
+    runtime = None
+    if web_config:
+        from vgpumon.export.webconfig import WebConfigRuntime
+
+        runtime = WebConfigRuntime(web_config)
+    source = Ticker(synthetic_host(gpus, vgpus))
+    source.tick(0)
+    app = build_app(source, web_config=runtime, max_requests=10_000, extra=process_families())
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
+    await runner.setup()
+    ssl_context = runtime.ssl_context() if runtime is not None else None
+    limits = ServerLimits(max_connections=int(os.environ.get("VGPUMON_BENCH_MAX_CONN", "128")))
+    await start_sites(
+        runner, [ListenAddress("127.0.0.1", port)], ssl_context, ConnectionGuard(limits)
+    )
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    n = 0
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), interval)
+        except asyncio.TimeoutError:
+            n += 1
+            source.tick(n)
+    await runner.cleanup()
+
+
+def start_synthetic_server(
+    port: int, interval: float, gpus: int, vgpus: int, web_config: str | None = None
+) -> subprocess.Popen[bytes]:
+    cmd = [
+        sys.executable,
+        __file__,
+        "--serve-synthetic",
+        str(port),
+        "--interval",
+        str(interval),
+        "--gpus",
+        str(gpus),
+        "--vgpus",
+        str(vgpus),
+    ]
+    if web_config:
+        cmd += ["--web-config", web_config]
+    return subprocess.Popen(cmd)
+
+
+# -- load generators (one per client process) ---------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Load:
+    url: str
+    seconds: float
+    concurrency: int = 0  # closed loop: this many scrapers back to back
+    rate: float = 0.0  # open loop: this many scrapes per second
+    burst: bool = False  # with concurrency: all scrapers at once, once a second (Prometheus-like)
+    auth: tuple[str, str] | None = None
+    cafile: str | None = None
+
+
+class Lane:
+    """One kept-alive HTTP/1.1 connection speaking just enough HTTP for a scrape.
+
+    A hand-written client because aiohttp's client costs more CPU per request than the server
+    under test, and client and server share the machine.
+    """
+
+    def __init__(self, load: Load, ssl_ctx: Any) -> None:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(load.url)
+        self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
+        self.ssl = ssl_ctx
+        lines = [
+            f"GET {parts.path} HTTP/1.1",
+            f"Host: {self.host}:{self.port}",
+            f"Accept: {PROMETHEUS_ACCEPT}",
+            "Accept-Encoding: gzip",
+        ]
+        if load.auth:
+            import base64
+
+            token = base64.b64encode(":".join(load.auth).encode()).decode()
+            lines.append(f"Authorization: Basic {token}")
+        self.request = ("\r\n".join(lines) + "\r\n\r\n").encode()
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def get(self) -> int:
+        if self.writer is None or self.reader is None or self.reader.at_eof():
+            self.reader, self.writer = await asyncio.open_connection(
+                self.host, self.port, ssl=self.ssl
+            )
+        self.writer.write(self.request)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":", 1)[1])
+        await self.reader.readexactly(length)
+        if b"connection: close" in head.lower():
+            self.close()
+        return status
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
+async def _client_load(load: Load) -> tuple[list[float], dict[int, int]]:
+    import ssl
+
+    ssl_ctx: Any = ssl.create_default_context(cafile=load.cafile) if load.cafile else None
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    lanes: asyncio.Queue[Lane] = asyncio.Queue()
+    for _ in range(max(load.concurrency, 32)):
+        lanes.put_nowait(Lane(load, ssl_ctx))
+    for lane in list(lanes._queue):  # type: ignore[attr-defined]
+        await lane.get()  # warm-up: connections (and TLS handshakes), the first render
+
+    async def one(scheduled: float) -> None:
+        lane = await lanes.get()
+        try:
+            status = await asyncio.wait_for(lane.get(), 30)
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError):
+            lane.close()
+            status = 0
+        finally:
+            lanes.put_nowait(lane)
+        latencies.append(time.perf_counter() - scheduled)
+        statuses[status] = statuses.get(status, 0) + 1
+
+    started = time.perf_counter()
+    stop_at = started + load.seconds
+    if load.burst:
+        k = 0
+        while started + k < stop_at:
+            delay = started + k - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            scheduled = time.perf_counter()
+            await asyncio.gather(*(one(scheduled) for _ in range(load.concurrency)))
+            k += 1
+    elif load.rate:
+        gap = 1.0 / load.rate
+        pending: set[asyncio.Task[None]] = set()
+        k = 0
+        while True:
+            scheduled = started + k * gap
+            if scheduled >= stop_at:
+                break
+            delay = scheduled - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            task = asyncio.create_task(one(scheduled))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+            k += 1
+        await asyncio.gather(*pending)
+    else:
+
+        async def scraper() -> None:
+            while time.perf_counter() < stop_at:
+                await one(time.perf_counter())
+
+        await asyncio.gather(*(scraper() for _ in range(load.concurrency)))
+    while not lanes.empty():
+        lanes.get_nowait().close()
+    return latencies, statuses
+
+
+def _client_process(load: Load, out: Any) -> None:
+    out.put(asyncio.run(_client_load(load)))
+
+
+def run_clients(load: Load, procs: int) -> dict[str, Any]:
+    """``load`` split over ``procs`` client processes; merged latency figures."""
+    per = dataclasses.replace(
+        load,
+        concurrency=max(1, load.concurrency // procs) if load.concurrency else 0,
+        rate=load.rate / procs,
+    )
+    queue: Any = multiprocessing.get_context("spawn").Queue()
+    workers = [
+        multiprocessing.get_context("spawn").Process(target=_client_process, args=(per, queue))
+        for _ in range(procs)
+    ]
+    for w in workers:
+        w.start()
+    latencies: list[float] = []
+    statuses: dict[int, int] = {}
+    for _ in workers:
+        lat, st = queue.get(timeout=load.seconds + 120)
+        latencies += lat
+        for k, v in st.items():
+            statuses[k] = statuses.get(k, 0) + v
+    for w in workers:
+        w.join(timeout=30)
+    latencies.sort()
+
+    def pct(p: float) -> float:
+        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1e3
+
+    return {
+        "requests": len(latencies),
+        "statuses": statuses,
+        "non_200": sum(v for k, v in statuses.items() if k != 200),
+        "p50": pct(0.50),
+        "p90": pct(0.90),
+        "p99": pct(0.99),
+        "max": latencies[-1] * 1e3,
+        "rate": len(latencies) / load.seconds,
+    }
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def synthetic_main(args: argparse.Namespace) -> int:
+    port = free_port()
+    proc = start_synthetic_server(port, float(args.interval), args.gpus, args.vgpus)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(base, proc)
+        load = Load(
+            f"{base}/metrics",
+            args.seconds,
+            args.concurrency if not args.rate else 0,
+            float(args.rate or 0),
+            burst=args.burst,
+        )
+        cpu0 = process_cpu_seconds(proc.pid)
+        result = run_clients(load, args.client_procs)
+        result["server_cpu_ms_per_scrape"] = (
+            (process_cpu_seconds(proc.pid) - cpu0) * 1e3 / max(1, result["requests"])
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+    mode = (
+        f"{args.rate:g} scrapes/s (open loop)"
+        if args.rate
+        else f"{args.concurrency} scrapers arriving together once a second"
+        if args.burst
+        else f"{args.concurrency} concurrent scrapers (closed loop)"
+    )
+    target = "pass" if result["p99"] < 5.0 and result["non_200"] == 0 else "MISS"
+    print(f"## Synthetic {args.gpus} GPUs x {args.vgpus} vGPUs, {mode}\n")
+    print(f"Command: `python bench/scrape_latency.py {' '.join(sys.argv[1:])}`  ")
+    print(f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  ")
+    print(
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, {platform.platform()}, load average "
+        f"{os.getloadavg()[0]:.1f}\n"
+    )
+    print(
+        "| requests | statuses | p50 ms | p90 ms | p99 ms | max ms | scrapes/s "
+        "| server CPU ms/scrape | p99 < 5 ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    print(
+        f"| {result['requests']} | {result['statuses']} | {result['p50']:.2f} | "
+        f"{result['p90']:.2f} | {result['p99']:.2f} | {result['max']:.1f} | "
+        f"{result['rate']:.0f} | {result['server_cpu_ms_per_scrape']:.3f} | {target} |\n"
+    )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="serve a synthetic host without a sampler (the server alone)",
+    )
+    parser.add_argument("--rate", type=float, help="open loop: scrapes per second")
+    parser.add_argument(
+        "--burst",
+        action="store_true",
+        help="the --concurrency scrapers all at once, once a second (as that many Prometheus "
+        "servers would), instead of back to back",
+    )
+    parser.add_argument("--client-procs", type=int, default=2)
+    parser.add_argument("--gpus", type=int, default=16)
+    parser.add_argument("--vgpus", type=int, default=48)
+    parser.add_argument(
+        "--compare-render",
+        action="store_true",
+        help="time prometheus-client's renderer against vgpumon's on 16 x 48",
+    )
+    parser.add_argument("--serve-synthetic", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--web-config", help=argparse.SUPPRESS)
     parser.add_argument("--scenario", help="built-in scenario (default: the largest)")
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the load")
@@ -212,6 +621,38 @@ def main() -> int:
     )
     parser.add_argument("--interval", default="1", help="sampling interval of the server")
     args = parser.parse_args()
+    if args.serve_synthetic:
+        profile_to = os.environ.get("VGPUMON_BENCH_PROFILE")  # a cProfile of the server side
+        if profile_to:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
+            try:
+                asyncio.run(
+                    serve_synthetic(
+                        args.serve_synthetic,
+                        float(args.interval),
+                        args.gpus,
+                        args.vgpus,
+                        args.web_config,
+                    )
+                )
+            finally:
+                profiler.disable()
+                profiler.dump_stats(profile_to)
+            return 0
+        asyncio.run(
+            serve_synthetic(
+                args.serve_synthetic, float(args.interval), args.gpus, args.vgpus, args.web_config
+            )
+        )
+        return 0
+    if args.compare_render:
+        compare_render()
+        return 0
+    if args.synthetic:
+        return synthetic_main(args)
 
     if args.scenario:
         name, snap = args.scenario, snapshot_of(args.scenario)
@@ -223,8 +664,18 @@ def main() -> int:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     cmd = [
-        sys.executable, "-m", "vgpumon.cli", "serve", "--sim", name,
-        "--listen", f"127.0.0.1:{port}", "--interval", args.interval, "--log-level", "warning",
+        sys.executable,
+        "-m",
+        "vgpumon.cli",
+        "serve",
+        "--sim",
+        name,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--interval",
+        args.interval,
+        "--log-level",
+        "warning",
     ]
     if args.max_requests:
         cmd += ["--web.max-requests", args.max_requests]

@@ -15,7 +15,7 @@ from aiohttp.typedefs import Handler
 from export_helpers import rich_snapshot, samples_by_name
 
 from vgpumon.export.metrics import ExportOptions
-from vgpumon.export.server import RENDER_CACHE, build_app
+from vgpumon.export.server import PUBLISHER, build_app
 from vgpumon.model import SamplerHealth, Snapshot, from_json
 
 PROMETHEUS_ACCEPT = (
@@ -127,7 +127,7 @@ async def test_gzip_when_accepted(make_client: Factory) -> None:
     zipped = await resp.read()
     assert len(zipped) < len(plain)
     assert gzip.decompress(zipped) == plain
-    assert client.app is not None and client.app[RENDER_CACHE].renders == 1, "gzip reuses it"
+    assert client.app is not None and client.app[PUBLISHER].renders == 1, "gzip reuses it"
 
 
 async def test_snapshot_api_round_trips(make_client: Factory) -> None:
@@ -140,20 +140,49 @@ async def test_snapshot_api_round_trips(make_client: Factory) -> None:
 
 async def test_concurrent_scrapes_share_one_render(make_client: Factory) -> None:
     source = FakeSampler(rich_snapshot())
-    # The cap counts requests waiting for the shared render too: room for all fifty.
     client = await make_client(source, options=ExportOptions(processes=True), max_requests=60)
-    cache = client.app[RENDER_CACHE] if client.app is not None else None
-    assert cache is not None
+    publisher = client.app[PUBLISHER] if client.app is not None else None
+    assert publisher is not None
     bodies = await asyncio.gather(*(client.get("/metrics") for _ in range(50)))
     texts = {await r.text() for r in bodies}
-    assert len(texts) == 1 and cache.renders == 1
+    assert len(texts) == 1 and publisher.renders == 1
     await asyncio.gather(
         *(client.get("/metrics", headers={"Accept": PROMETHEUS_ACCEPT}) for _ in range(50))
     )
-    assert cache.renders == 2, "one more render for the other format"
+    assert publisher.renders == 1, "one render makes every format"
     source.latest = dataclasses.replace(source.latest, timestamp=source.latest.timestamp + 1)  # type: ignore[union-attr]
+    while publisher.renders < 2:
+        await asyncio.sleep(0.01)
     newer = await (await client.get("/metrics")).text()
-    assert cache.renders == 3 and newer != texts.pop()
+    assert publisher.renders == 2 and newer != texts.pop()
+
+
+async def test_a_scrape_never_waits_for_a_render(make_client: Factory) -> None:
+    """A new snapshot is rendered before it is served; meanwhile scrapes get the last body."""
+    source = FakeSampler(rich_snapshot())
+    client = await make_client(source)
+    publisher = client.app[PUBLISHER] if client.app is not None else None
+    assert publisher is not None
+    old = await (await client.get("/metrics")).read()
+    started = asyncio.Event()
+    release = asyncio.Event()
+    real_publish = publisher.publish
+
+    async def slow_publish(snapshot: Snapshot) -> Any:
+        started.set()
+        await release.wait()
+        return await real_publish(snapshot)
+
+    publisher.publish = slow_publish  # type: ignore[method-assign]
+    source.latest = dataclasses.replace(source.latest, timestamp=source.latest.timestamp + 1)  # type: ignore[union-attr]
+    publisher.kick()
+    await asyncio.wait_for(started.wait(), 5)
+    during = await asyncio.wait_for(client.get("/metrics"), 5)
+    assert during.status == 200 and await during.read() == old, "the last complete body"
+    release.set()
+    while publisher.renders < 2:
+        await asyncio.sleep(0.01)
+    assert await (await client.get("/metrics")).read() != old
 
 
 async def test_requests_past_the_cap_get_503_at_once(make_client: Factory) -> None:
@@ -177,3 +206,73 @@ async def test_requests_past_the_cap_get_503_at_once(make_client: Factory) -> No
     release.set()
     assert [r.status for r in await asyncio.gather(*held)] == [200, 200, 200]
     assert (await client.get("/metrics")).status == 200, "the slots are free again"
+
+
+async def test_a_render_that_fails_is_not_retried_in_a_loop(
+    make_client: Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot the renderer cannot render: 503 at once, one attempt, then the next snapshot."""
+    source = FakeSampler(rich_snapshot())
+    client = await make_client(source)
+    publisher = client.app[PUBLISHER] if client.app is not None else None
+    assert publisher is not None
+    while publisher.renders < 1:  # the render started with the app is done
+        await asyncio.sleep(0.01)
+    attempts = 0
+    real_publish = publisher.publish
+
+    async def broken(snapshot: Snapshot) -> Any:
+        nonlocal attempts
+        attempts += 1
+        raise ValueError("cannot render")
+
+    publisher.publish = broken  # type: ignore[method-assign]
+    publisher.current = None  # as before the first render
+    source.latest = dataclasses.replace(source.latest, timestamp=source.latest.timestamp + 1)  # type: ignore[union-attr]
+    resp = await asyncio.wait_for(client.get("/metrics"), 5)
+    assert resp.status == 503
+    await asyncio.sleep(0.3)
+    assert attempts == 1, "the same snapshot is not re-rendered over and over"
+    publisher.publish = real_publish  # type: ignore[method-assign]
+    source.latest = dataclasses.replace(source.latest, timestamp=source.latest.timestamp + 2)  # type: ignore[union-attr]
+    while publisher.current is None:
+        await asyncio.sleep(0.01)
+    assert (await client.get("/metrics")).status == 200
+
+
+async def test_replaced_snapshots_are_not_kept_alive_by_the_server(make_client: Factory) -> None:
+    """The rendered bodies and the JSON cache refer to their snapshot weakly: one copy lives."""
+    import gc
+    import weakref
+
+    source = FakeSampler(rich_snapshot())
+    client = await make_client(source)
+    publisher = client.app[PUBLISHER] if client.app is not None else None
+    assert publisher is not None
+    assert (await client.get("/api/v1/snapshot")).status == 200
+    assert (await client.get("/metrics")).status == 200
+    old = weakref.ref(source.latest)  # type: ignore[arg-type]
+    source.latest = dataclasses.replace(source.latest, timestamp=source.latest.timestamp + 1)  # type: ignore[union-attr]
+    while publisher.current is None or not publisher.current.of(source.latest):
+        await asyncio.sleep(0.01)
+    gc.collect()
+    assert old() is None, "the replaced snapshot was freed"
+
+
+async def test_new_export_options_keep_the_old_body_until_their_render_is_done(
+    make_client: Factory,
+) -> None:
+    source = FakeSampler(rich_snapshot())
+    client = await make_client(source)
+    publisher = client.app[PUBLISHER] if client.app is not None else None
+    assert publisher is not None
+    while publisher.renders < 1:
+        await asyncio.sleep(0.01)
+    before = await (await client.get("/metrics")).text()
+    assert "vgpumon_process_series_truncated" not in before
+    publisher.set_options(ExportOptions(processes=True))
+    assert publisher.current is not None, "still served while the new render runs"
+    while publisher.current.options != ExportOptions(processes=True):
+        await asyncio.sleep(0.01)
+    after = await (await client.get("/metrics")).text()
+    assert "vgpumon_process_series_truncated" in after

@@ -106,3 +106,83 @@ def test_shutdown_is_bounded_while_nvml_hangs() -> None:
         took = stop(proc, signal.SIGTERM)
         assert proc.returncode == 0
         assert took < EXIT_BOUND
+
+
+def test_sighup_reloads_the_config_and_a_bad_file_keeps_the_old_one(tmp_path: object) -> None:
+    """SIGHUP used to kill the exporter silently (no handler: the default action)."""
+    from pathlib import Path
+
+    config = Path(str(tmp_path)) / "serve.yml"
+    config.write_text("processes: false\n")
+    with serving("baremetal-8xh100", "--config", str(config), "--interval", "0.2") as (
+        proc,
+        base,
+    ):
+        wait_for(lambda: get(f"{base}/-/ready")[0] == 200, proc, 20)
+        assert "vgpumon_process_series_truncated" not in get(f"{base}/metrics")[1]
+        config.write_text("processes: true\n")
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: "vgpumon_process_series_truncated" in get(f"{base}/metrics")[1], proc, 20)
+        config.write_text("processes: maybe\n")
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        assert proc.poll() is None, "still serving"
+        assert "vgpumon_process_series_truncated" in get(f"{base}/metrics")[1], "old config kept"
+        config.write_text("processes: true\ndeadline: 3\n")
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        assert get(f"{base}/-/healthy")[0] == 200
+        stop(proc, signal.SIGTERM)
+        log = proc.stdout.read().decode() if proc.stdout else ""
+    assert "configuration reloaded" in log
+    assert (
+        "processes: expected true or false" in log and "keeping the previous configuration" in log
+    )
+    assert "reload: deadline_seconds changed; that takes a restart" in log
+
+
+def test_web_listen_address_is_accepted_as_node_exporter_spells_it() -> None:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vgpumon.cli",
+            "serve",
+            "--sim",
+            "baremetal-8xh100",
+            "--web.listen-address",
+            f"127.0.0.1:{port}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_for(lambda: get(f"http://127.0.0.1:{port}/-/healthy")[0] == 200, proc, 20)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_the_same_listen_address_twice_is_one_clear_line() -> None:
+    port = free_port()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "vgpumon.cli",
+            "serve",
+            "--sim",
+            "baremetal-8xh100",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--web.listen-address",
+            f"127.0.0.1:{port}",
+        ],
+        capture_output=True,
+        timeout=30,
+    )
+    assert result.returncode != 0
+    err = result.stderr.decode()
+    assert f"listen address 127.0.0.1:{port} is given twice" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err

@@ -10,6 +10,7 @@ import base64
 import logging
 import re
 import textwrap
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,7 +25,13 @@ from aiohttp.typedefs import Handler
 from cryptography.hazmat.primitives import serialization
 
 from vgpumon.errors import ConfigError
-from vgpumon.export.auth import BasicAuth, bcrypt_hash_error, parse_basic_authorization
+from vgpumon.export.auth import (
+    AuthRefused,
+    BasicAuth,
+    FailureLimiter,
+    bcrypt_hash_error,
+    parse_basic_authorization,
+)
 from vgpumon.export.webconfig import WebConfig, WebConfigRuntime, _parse_go_duration
 
 ALICE_PW = "alice-secret"
@@ -368,7 +375,7 @@ BAD = [
         "rate-limit-zero-burst",
         "rate_limit:\n  interval: 1s\n  burst: 0\n",
         "rate_limit.burst must be at least 1",
-        2,
+        3,  # the burst line (it used to name the interval line)
     ),
     (
         "rate-limit-bad-duration",
@@ -845,3 +852,95 @@ async def test_setup_puts_the_middleware_outermost(tmp_path: Path) -> None:
         async with client.get(base + "/", headers=basic("alice", ALICE_PW)) as resp:
             assert resp.status == 200
         assert seen == ["/"]
+
+
+# -- bounded authentication ----------------------------------------------------------------------
+
+
+async def test_failed_logins_are_rate_limited_per_address(tmp_path: Path) -> None:
+    runtime = WebConfigRuntime(write(tmp_path, f"basic_auth_users:\n  alice: {HASH_ALICE}\n"))
+    runtime._auth.limiter = FailureLimiter(burst=3, per_second=0.001)
+    async with serve(runtime, plain_app()) as base, aiohttp.ClientSession() as client:
+        async with client.get(base + "/", headers=basic("alice", ALICE_PW)) as resp:
+            assert resp.status == 200  # cached from now on
+        statuses = []
+        for user in ("alice", "nobody", "alice", "nobody", "alice"):
+            async with client.get(base + "/", headers=basic(user, "wrong")) as resp:
+                statuses.append(resp.status)
+        assert statuses == [401, 401, 401, 429, 429], "unknown users and bad passwords alike"
+        checks = runtime.bcrypt_checks
+        async with client.get(base + "/", headers=basic("alice", ALICE_PW)) as resp:
+            assert resp.status == 200, "a cached success is never limited"
+        assert runtime.bcrypt_checks == checks, "refusals and cache hits cost no bcrypt"
+
+
+async def test_the_bcrypt_queue_is_bounded() -> None:
+    auth = BasicAuth({"alice": HASH_ALICE}, max_pending=2)
+    auth.limiter = FailureLimiter(burst=1000)
+    release = threading.Event()
+    real = auth.checker
+
+    def slow(password: bytes, hashed: bytes) -> bool:
+        release.wait(10)
+        return real(password, hashed)
+
+    auth.checker = slow  # type: ignore[assignment]
+    header = basic("alice", "wrong")["Authorization"]
+    held = [asyncio.create_task(auth.check(header, "10.0.0.1")) for _ in range(2)]
+    await asyncio.sleep(0.05)
+    with pytest.raises(AuthRefused) as refused:
+        await asyncio.wait_for(auth.check(header, "10.0.0.2"), 2)
+    assert refused.value.status == 503
+    release.set()
+    assert await asyncio.gather(*held) == [False, False]
+    ok = basic("alice", ALICE_PW)["Authorization"]
+    assert await auth.check(ok, "10.0.0.2") is True, "room again once the queue drains"
+    auth.close()
+
+
+def test_failure_limiter_refills_and_forgets_old_addresses() -> None:
+    now = [0.0]
+    limiter = FailureLimiter(burst=2, per_second=1.0, tracked=2, clock=lambda: now[0])
+    limiter.failed("a")
+    limiter.failed("a")
+    assert not limiter.allowed("a") and limiter.allowed("b")
+    now[0] = 1.0
+    assert limiter.allowed("a"), "one token back after a second"
+    limiter.failed("b")
+    limiter.failed("c")
+    assert len(limiter._buckets) == 2 and "a" not in limiter._buckets
+
+
+# -- line numbers ----------------------------------------------------------------------------------
+
+
+def test_burst_error_names_the_burst_line(tmp_path: Path) -> None:
+    path = write(tmp_path, "rate_limit:\n  interval: 1s\n\n  burst: -1\n")
+    with pytest.raises(ConfigError, match=r"web\.yml line 4: rate_limit\.burst must be at least"):
+        WebConfig.load(path)
+
+
+async def test_a_stuck_reload_does_not_stall_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reload runs off the event loop: a file read that never returns costs a request 0.5 s."""
+    caplog.set_level(logging.WARNING, logger="vgpumon.export.webconfig")
+    path = write(tmp_path, "basic_auth_users: {}\n")
+    runtime = WebConfigRuntime(path, check_interval=0)
+    release = threading.Event()
+    real_load = WebConfig.load
+
+    def stuck(cls: type[WebConfig], where: str) -> WebConfig:
+        release.wait(30)
+        return real_load(where)
+
+    async with serve(runtime, plain_app()) as base, aiohttp.ClientSession() as client:
+        monkeypatch.setattr(WebConfig, "load", classmethod(stuck))
+        Path(path).write_text("basic_auth_users: {}\n# changed\n")
+        for _ in range(3):
+            started = time.monotonic()
+            async with client.get(base + "/") as resp:
+                assert resp.status == 200
+            assert time.monotonic() - started < 5
+        assert caplog.text.count("reloading takes longer") == 1, "waited on once, not again"
+        release.set()

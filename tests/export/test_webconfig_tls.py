@@ -443,3 +443,20 @@ def test_sni_callback_swaps_in_the_reloaded_certificate(tmp_path: Path, pki: Pki
             break
     assert client_obj.getpeercert(binary_form=True) == der(pki.server2)
     assert server_obj.context is runtime.config.tls_context
+
+
+async def test_a_fifo_renamed_over_the_key_does_not_hang_requests(
+    tmp_path: Path, pki: Pki, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The reload used to open the FIFO on the event loop and block every request forever."""
+    caplog.set_level(logging.WARNING, logger="vgpumon.export.webconfig")
+    install(tmp_path, pki.server)
+    runtime = WebConfigRuntime(web_config(tmp_path), check_interval=0)
+    async with serve(runtime) as server:
+        fifo = tmp_path / "fifo"
+        os.mkfifo(fifo)
+        os.replace(fifo, tmp_path / "server.key")
+        reply = await asyncio.wait_for(get(server, client_context(pki)), 10)
+        assert reply.status == 200 and reply.peer_der == der(pki.server), "the old key serves"
+        assert "not a regular file" in caplog.text
+        assert "keeping the previous web config" in caplog.text

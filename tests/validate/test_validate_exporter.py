@@ -19,7 +19,7 @@ from validate_helpers import FAST, ManualTimer
 
 from vgpumon.collect import Sampler, SamplerConfig
 from vgpumon.export.metrics import ExportOptions
-from vgpumon.export.server import build_app
+from vgpumon.export.server import PUBLISHER, build_app
 from vgpumon.export.webconfig import WebConfigRuntime
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock
@@ -78,7 +78,10 @@ class SimExporter:
         while now >= self.next_cycle:
             if self.stall_after is not None and self.next_cycle >= self.stall_after:
                 return
-            await self.sampler.cycle()
+            snapshot = await self.sampler.cycle()
+            # The exporter renders each snapshot before serving it; on the simulated clock that
+            # render takes no time, so wait for it before time moves on.
+            await self.app[PUBLISHER].until_published(snapshot)
             self.cycles += 1
             self.next_cycle += self.interval
 

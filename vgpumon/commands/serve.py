@@ -31,6 +31,7 @@ from vgpumon.errors import ConfigError
 
 if TYPE_CHECKING:
     from vgpumon.collect.base import SamplerConfig
+    from vgpumon.export.server import Reloaded
     from vgpumon.sources.ssh_targets import SshSettings
 
 COLLECTOR_DEST = "collector:"
@@ -46,6 +47,10 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "web_config_file": ("--web.config.file", check_text),
     "max_requests": ("--web.max-requests", check_count),
     "shutdown_timeout_seconds": ("--web.shutdown-timeout", check_timeout),
+    "max_connections": ("--web.max-connections", check_count),
+    "header_timeout_seconds": ("--web.header-timeout", check_timeout),
+    "idle_timeout_seconds": ("--web.idle-timeout", check_timeout),
+    "write_timeout_seconds": ("--web.write-timeout", check_timeout),
     "sim": ("--sim", check_text),
     "nvml_module": ("--nvml-module", check_text),
     "log_level": ("--log-level", check_log_level),
@@ -69,6 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     web = parser.add_argument_group("web")
     web.add_argument(
         "--listen",
+        "--web.listen-address",  # node_exporter's spelling, so fleet tooling can pass either
+        dest="listen",
         action="append",
         metavar="ADDR",
         help=f"address to serve on, repeatable: 0.0.0.0:PORT, [::]:PORT or :PORT "
@@ -92,6 +99,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="on SIGTERM/SIGINT, wait at most this long for requests and a running cycle "
         f"(default {defaults.shutdown_timeout_seconds:g})",
+    )
+    web.add_argument(
+        "--web.max-connections",
+        dest="max_connections",
+        metavar="N",
+        help=f"connections served at once; one more is closed at once "
+        f"(default {defaults.max_connections})",
+    )
+    web.add_argument(
+        "--web.header-timeout",
+        dest="header_timeout_seconds",
+        metavar="SECONDS",
+        help="a connection must finish its TLS handshake and send a request head within this "
+        f"(default {defaults.header_timeout_seconds:g})",
+    )
+    web.add_argument(
+        "--web.idle-timeout",
+        dest="idle_timeout_seconds",
+        metavar="SECONDS",
+        help="a kept-alive connection with no new request for this long is closed "
+        f"(default {defaults.idle_timeout_seconds:g})",
+    )
+    web.add_argument(
+        "--web.write-timeout",
+        dest="write_timeout_seconds",
+        metavar="SECONDS",
+        help="a client that does not take a response within this is dropped "
+        f"(default {defaults.write_timeout_seconds:g})",
     )
     sampling = parser.add_argument_group("sampling")
     sampling.add_argument(
@@ -177,29 +212,35 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     return merge(file_values, flag_values, config_file=config)
 
 
-def serve_arguments(settings: ServeSettings) -> dict[str, Any]:
-    """The web side of the settings, as ``vgpumon.export.server.serve`` takes them."""
-    from vgpumon.export.metrics import ExportOptions
+def serve_arguments(settings: ServeSettings, args: argparse.Namespace) -> dict[str, Any]:
+    """What ``vgpumon.export.server.serve`` takes besides the sampler (or agentless exporter)."""
+    in_force = reloaded(settings)
+
+    async def reload() -> Reloaded:
+        # SIGHUP: the same files and flags as at start, read off the event loop (a config on a
+        # slow or hung file system must not stop scrapes).
+        return reloaded(await asyncio.to_thread(settings_from_args, args))
 
     return {
         "listen": settings.listen,
-        "options": ExportOptions(
-            processes=settings.processes, processes_max=settings.processes_max
-        ),
+        "options": in_force.options,
         "max_requests": settings.max_requests,
         "web_config_file": settings.web_config_file,
         "shutdown_timeout_seconds": settings.shutdown_timeout_seconds,
+        "limits": settings.server_limits(),
+        "reload": reload,
+        "in_force": in_force,
     }
 
 
-def run_agentless(settings: ServeSettings, ssh: SshSettings) -> int:
+def run_agentless(settings: ServeSettings, ssh: SshSettings, args: argparse.Namespace) -> int:
     """Export agentless hosts (no NVML in this process)."""
     from vgpumon.export.hosts import AgentlessExporter
     from vgpumon.export.server import serve
     from vgpumon.sources.ssh import SshSource
 
     async def main() -> int:
-        return await serve(AgentlessExporter(SshSource(ssh)), **serve_arguments(settings))
+        return await serve(AgentlessExporter(SshSource(ssh)), **serve_arguments(settings, args))
 
     return asyncio.run(main())
 
@@ -218,23 +259,64 @@ def sampler_config(settings: ServeSettings) -> SamplerConfig:
     )
 
 
+# Settings that only a restart applies (a new listener, sampler or NVML module); a reload that
+# changes one says so.
+RESTART_ONLY = (
+    "listen",
+    "interval_seconds",
+    "deadline_seconds",
+    "collectors",
+    "pcie_throughput",
+    "sim",
+    "nvml_module",
+    "web_config_file",
+    "max_connections",
+    "header_timeout_seconds",
+    "idle_timeout_seconds",
+    "ssh_targets",
+    "ssh_targets_file",
+    "ssh_user",
+    "ssh_identity_files",
+    "ssh_known_hosts",
+    "ssh_timeout_seconds",
+    "ssh_interval_seconds",
+    "ssh_max_sessions",
+    "ssh_nvidia_smi",
+)
+
+
+def reloaded(settings: ServeSettings) -> Reloaded:
+    """The part of the settings ``serve`` applies on SIGHUP, and the part it only names."""
+    from vgpumon.export.metrics import ExportOptions
+    from vgpumon.export.server import Reloaded
+
+    return Reloaded(
+        options=ExportOptions(processes=settings.processes, processes_max=settings.processes_max),
+        max_requests=settings.max_requests,
+        write_timeout_seconds=settings.write_timeout_seconds,
+        log_level=settings.log_level,
+        restart_only=tuple((name, getattr(settings, name)) for name in RESTART_ONLY),
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from vgpumon.collect.sampler import Sampler
-    from vgpumon.export.server import serve
+    from vgpumon.export.server import refuse_duplicate_listen, serve
     from vgpumon.nvml.loader import open_session
 
     settings = settings_from_args(args)
+    refuse_duplicate_listen(settings.listen)  # before NVML is opened: a typo costs nothing
     ssh = ssh_settings_from(settings, "serve")  # flags over the config file's ssh section
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if ssh is not None:
-        return run_agentless(settings, ssh)
+        return run_agentless(settings, ssh, args)
     session = open_session(sim=settings.sim, module_name=settings.nvml_module)
     sampler = Sampler(session, sampler_config(settings))
     try:
-        return asyncio.run(serve(sampler, **serve_arguments(settings)))
+        return asyncio.run(serve(sampler, **serve_arguments(settings, args)))
     finally:
         # Bounded (CLOSE_TIMEOUT_SECONDS): a wedged driver does not keep the process alive.
         sampler.close()

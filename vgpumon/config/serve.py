@@ -17,6 +17,10 @@ Example::
       config_file: web.yml   # TLS and basic auth (Prometheus web-config format)
       max_requests: 40
       shutdown_timeout: 5
+      max_connections: 128   # one more is closed at once
+      header_timeout: 10     # seconds to finish the TLS handshake and send a request head
+      idle_timeout: 330      # a kept-alive connection with no request for this long is closed
+      write_timeout: 30      # a client that stops reading is dropped after this
     log_level: info
 """
 
@@ -33,6 +37,7 @@ import yaml
 
 from vgpumon import yamlfile
 from vgpumon.errors import ConfigError
+from vgpumon.export.limits import ServerLimits
 from vgpumon.units import UnitError, parse_duration
 
 # Prometheus' exporter range 9100-9999; see docs/exporter.md for how this number was chosen.
@@ -95,6 +100,10 @@ class ServeSettings:
     web_config_file: str | None = None
     max_requests: int = 40
     shutdown_timeout_seconds: float = 5.0
+    max_connections: int = ServerLimits.max_connections
+    header_timeout_seconds: float = ServerLimits.header_timeout_seconds
+    idle_timeout_seconds: float = ServerLimits.idle_timeout_seconds
+    write_timeout_seconds: float = ServerLimits.write_timeout_seconds
     sim: str | None = None
     nvml_module: str | None = None
     log_level: str = "info"
@@ -116,6 +125,14 @@ class ServeSettings:
         for name, on in self.collectors:
             (enabled.add if on else enabled.discard)(name)
         return frozenset(enabled)
+
+    def server_limits(self) -> ServerLimits:
+        return ServerLimits(
+            max_connections=self.max_connections,
+            header_timeout_seconds=self.header_timeout_seconds,
+            idle_timeout_seconds=self.idle_timeout_seconds,
+            write_timeout_seconds=self.write_timeout_seconds,
+        )
 
 
 # --------------------------------------------------------------------------- value checks
@@ -215,6 +232,10 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "web.config_file": ("web_config_file", check_text),
     "web.max_requests": ("max_requests", check_count),
     "web.shutdown_timeout": ("shutdown_timeout_seconds", check_timeout),
+    "web.max_connections": ("max_connections", check_count),
+    "web.header_timeout": ("header_timeout_seconds", check_timeout),
+    "web.idle_timeout": ("idle_timeout_seconds", check_timeout),
+    "web.write_timeout": ("write_timeout_seconds", check_timeout),
     "sim": ("sim", check_text),
     "nvml_module": ("nvml_module", check_text),
     "log_level": ("log_level", check_log_level),

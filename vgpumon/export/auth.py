@@ -9,7 +9,13 @@ second, so:
 * a successful check is remembered, keyed by (user, SHA-256 of the password), with the hash it
   was checked against, so a steady scrape costs one SHA-256 and a changed hash applies at once;
 * an unknown user still costs one bcrypt (against a dummy hash of the configured cost), so timing
-  does not tell which user names exist. Failures are never cached.
+  does not tell which user names exist. Failures are never cached;
+* the bcrypt queue is bounded (``max_pending``): past it a check is refused at once with
+  :class:`AuthRefused` instead of waiting. 200 concurrent wrong passwords used to queue without
+  bound on the one thread and made a fresh valid login wait 10 s (Prometheus' scrape timeout);
+* failed attempts are rate limited per client address (:class:`FailureLimiter`): an address
+  that failed ``burst`` times is refused without a bcrypt until its bucket refills. A success
+  already cached is never limited, so a scraper keeps working while someone else guesses.
 """
 
 from __future__ import annotations
@@ -21,8 +27,9 @@ import hashlib
 import hmac
 import re
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 import bcrypt
@@ -34,6 +41,49 @@ _MIN_COST, _MAX_COST = 4, 31
 # htpasswd silently ignore the rest; bcrypt>=5 for Python raises instead, so truncate first.
 BCRYPT_MAX_PASSWORD_BYTES = 72
 CACHE_SIZE = 100
+MAX_PENDING = 8  # bcrypt checks queued or running; at cost 10 (~50 ms) a new one waits <= 0.4 s
+FAILURE_BURST = 10  # failed attempts an address may make at once ...
+FAILURES_PER_SECOND = 1.0  # ... and then this many per second
+TRACKED_ADDRESSES = 4096  # addresses whose failures are remembered (oldest forgotten first)
+
+
+class AuthRefused(Exception):
+    """A check refused before any bcrypt ran; ``status`` is the HTTP answer (429 or 503)."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class FailureLimiter:
+    """A token bucket of failed attempts per client address (event loop only, no locking)."""
+
+    def __init__(
+        self,
+        burst: int = FAILURE_BURST,
+        per_second: float = FAILURES_PER_SECOND,
+        tracked: int = TRACKED_ADDRESSES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.burst = burst
+        self.per_second = per_second
+        self.tracked = tracked
+        self._clock = clock
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+
+    def _tokens(self, address: str) -> float:
+        tokens, last = self._buckets.get(address, (float(self.burst), self._clock()))
+        return min(float(self.burst), tokens + (self._clock() - last) * self.per_second)
+
+    def allowed(self, address: str) -> bool:
+        return self._tokens(address) >= 1.0
+
+    def failed(self, address: str) -> None:
+        self._buckets[address] = (self._tokens(address) - 1.0, self._clock())
+        self._buckets.move_to_end(address)
+        while len(self._buckets) > self.tracked:
+            self._buckets.popitem(last=False)
 
 
 def bcrypt_hash_error(hashed: str) -> str | None:
@@ -95,9 +145,17 @@ class BasicAuth:
     """The users of one web config (replaceable on reload) plus the cache of verified passwords."""
 
     def __init__(
-        self, users: Mapping[str, str] | None = None, *, cache_size: int = CACHE_SIZE
+        self,
+        users: Mapping[str, str] | None = None,
+        *,
+        cache_size: int = CACHE_SIZE,
+        max_pending: int = MAX_PENDING,
+        limiter: FailureLimiter | None = None,
     ) -> None:
         self.checker = BcryptChecker()
+        self.max_pending = max_pending
+        self.limiter = limiter or FailureLimiter()
+        self._pending = 0
         self._cache_size = cache_size
         self._cache: OrderedDict[tuple[bytes, bytes], bytes] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -122,8 +180,13 @@ class BasicAuth:
         # Unknown users pay what the most expensive real user pays, so no user name stands out.
         self._dummy = _dummy_hash(max((_cost(h) for h in table.values()), default=10))
 
-    async def check(self, authorization: str | None) -> bool:
-        """True when the ``Authorization`` header names a configured user and their password."""
+    async def check(self, authorization: str | None, client: str = "") -> bool:
+        """True when the ``Authorization`` header names a configured user and their password.
+
+        ``client`` is the peer address the failure limit counts against. Raises
+        :class:`AuthRefused` when a bcrypt would be needed but the address is over its failure
+        limit (429) or the bcrypt queue is full (503).
+        """
         credentials = parse_basic_authorization(authorization)
         if credentials is None:
             return False
@@ -137,10 +200,19 @@ class BasicAuth:
                     self._cache.move_to_end(key)
             if verified is not None and hmac.compare_digest(verified, hashed):
                 return True
+        if not self.limiter.allowed(client):
+            raise AuthRefused(429, "too many failed logins from this address")
+        if self._pending >= self.max_pending:
+            raise AuthRefused(503, "too many logins being checked")
         target = self._dummy if hashed is None else hashed
         loop = asyncio.get_running_loop()
-        ok = await loop.run_in_executor(self._pool(), self.checker, password, target)
+        self._pending += 1
+        try:
+            ok = await loop.run_in_executor(self._pool(), self.checker, password, target)
+        finally:
+            self._pending -= 1
         if not ok or hashed is None:
+            self.limiter.failed(client)
             return False
         with self._cache_lock:
             self._cache[key] = hashed

@@ -3,41 +3,46 @@
 Endpoints:
 
 * ``/metrics``: the latest snapshot as Prometheus text 0.0.4 or OpenMetrics, chosen from the Accept
-  header exactly as prometheus-client's ``choose_encoder`` does, gzip when the client accepts it;
+  header (:mod:`vgpumon.export.negotiation`), gzip when the client accepts it;
 * ``/api/v1/snapshot``: the latest snapshot as JSON (``vgpumon.model.to_json``; the path carries
   the API version and the body its ``schema_version``);
-* ``/-/healthy`` (the process serves) and ``/-/ready`` (first cycle done and sampler not wedged);
+* ``/-/healthy`` (the process serves) and ``/-/ready`` (first cycle done, sampler not wedged, and
+  NVML up or at least one GPU read);
 * ``/``: a landing page listing the above.
 
-docs/design.md, rule 1: no handler calls NVML. Handlers read ``source.latest``, an immutable
-snapshot the sampler swaps in, and the bytes rendered from it are cached per snapshot, format and
-encoding, so fifty scrapers arriving together cost one render (done in a worker thread). Requests
-beyond ``max_requests`` in flight (those waiting for a render included) get a 503 at once instead of
-queueing behind the others.
+docs/design.md, rule 1: no handler calls NVML, and no scrape renders. The :class:`Publisher`
+renders each new snapshot in every form before it is served; a scrape sends the last complete
+body at once. Bodies
+go out in chunks under a write timeout, so a client that stops reading holds one chunk of buffer
+for a bounded time, not a copy of the whole body forever. Requests beyond ``max_requests`` in flight
+get a 503 at once instead of queueing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gzip
+import dataclasses
 import html
 import logging
+import os
 import signal
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
-from prometheus_client.exposition import choose_encoder, gzip_accepted
 
 from vgpumon import __version__
 from vgpumon.config.serve import ListenAddress
 from vgpumon.errors import ConfigError
-from vgpumon.export.exposition import Encoder, registry_for
+from vgpumon.export.connections import ConnectionGuard, GuardedSite, ServerLimits
 from vgpumon.export.metrics import ExportOptions
+from vgpumon.export.negotiation import choose, gzip_wanted
+from vgpumon.export.publisher import Publisher
 from vgpumon.model import Snapshot, to_json
 
 log = logging.getLogger(__name__)
@@ -48,6 +53,7 @@ ENDPOINTS = (
     ("/-/healthy", "200 while the process serves"),
     ("/-/ready", "200 once the first sampling cycle is done and the sampler is not wedged"),
 )
+CHUNK_BYTES = 64 * 1024  # what one connection may have queued in its transport at a time
 
 
 class SnapshotSource(Protocol):
@@ -61,83 +67,54 @@ class SnapshotSource(Protocol):
 
 
 @dataclass
-class RenderCache:
-    """Bodies rendered from one snapshot, keyed by content type and encoding.
+class JsonCache:
+    """``/api/v1/snapshot`` bodies: built once per snapshot in a worker thread, shared by all.
 
-    Each body is built once, in a worker thread (a large host's render takes tens of milliseconds,
-    which must not stall other requests on the event loop); scrapers that arrive meanwhile await
-    the same task. Holding the snapshot object itself (not an id) makes the identity check safe: a
-    new snapshot can never be mistaken for a freed one that had the same address.
+    The snapshot is referenced weakly (a replaced snapshot is not kept alive by this cache), which
+    also makes the identity check safe: a dead reference never matches a new snapshot that
+    happens to sit at the freed one's address.
     """
 
-    options: ExportOptions
-    snapshot: Snapshot | None = None
-    entries: dict[tuple[str, bool], asyncio.Task[bytes]] = field(default_factory=dict)
-    renders: int = 0  # how many times the table was walked (for tests and the benchmark)
+    snapshot: weakref.ReferenceType[Snapshot] | None = None
+    task: asyncio.Task[bytes] | None = field(default=None, repr=False)
 
-    def _entries(self, snapshot: Snapshot) -> dict[tuple[str, bool], asyncio.Task[bytes]]:
-        # Handlers call this with ``source.latest`` before their first await, so a snapshot that
-        # differs from the cached one is always the newer one.
-        if snapshot is not self.snapshot:
-            self.snapshot = snapshot
-            self.entries = {}
-        return self.entries
-
-    @staticmethod
-    async def _shared(
-        entries: dict[tuple[str, bool], asyncio.Task[bytes]],
-        key: tuple[str, bool],
-        build: Callable[[], Awaitable[bytes]],
-    ) -> bytes:
-        task = entries.get(key)
-        if task is None:
-            task = asyncio.ensure_future(build())
-            entries[key] = task
-
-            def forget_failure(done: asyncio.Task[bytes]) -> None:
-                if (done.cancelled() or done.exception() is not None) and entries.get(key) is done:
-                    del entries[key]
-
-            task.add_done_callback(forget_failure)
-        # shield: a scraper that disconnects must not cancel the render the others wait for.
-        return await asyncio.shield(task)
-
-    async def metrics(
-        self, snapshot: Snapshot, content_type: str, encoder: Encoder, gz: bool
-    ) -> bytes:
-        entries = self._entries(snapshot)
-
-        async def plain() -> bytes:
-            self.renders += 1
-            return await asyncio.to_thread(encoder, registry_for(snapshot, self.options))
-
-        async def zipped() -> bytes:
-            body = await self._shared(entries, (content_type, False), plain)
-            return await asyncio.to_thread(gzip.compress, body, 6)
-
-        return await self._shared(entries, (content_type, gz), zipped if gz else plain)
-
-    async def json(self, snapshot: Snapshot) -> bytes:
-        async def build() -> bytes:
-            return (await asyncio.to_thread(to_json, snapshot)).encode()
-
-        return await self._shared(self._entries(snapshot), ("application/json", False), build)
+    async def body(self, snapshot: Snapshot) -> bytes:
+        cached = self.snapshot() if self.snapshot is not None else None
+        if cached is not snapshot or self.task is None:
+            self.snapshot = weakref.ref(snapshot)
+            self.task = asyncio.ensure_future(asyncio.to_thread(_json_bytes, snapshot))
+        # shield: a client that disconnects must not cancel the build the others wait for.
+        return await asyncio.shield(self.task)
 
 
-RENDER_CACHE = web.AppKey("render_cache", RenderCache)
+def _json_bytes(snapshot: Snapshot) -> bytes:
+    return to_json(snapshot).encode()
 
 
-def in_flight_limit(max_requests: int) -> Middleware:
-    """503 at once when ``max_requests`` are already being handled (no queue to hide behind)."""
+@dataclass
+class Limits:
+    """What a config reload may change while serving."""
+
+    max_requests: int = 40
+    write_timeout_seconds: float = ServerLimits.write_timeout_seconds
+
+
+PUBLISHER = web.AppKey("publisher", Publisher)
+LIMITS = web.AppKey("limits", Limits)
+
+
+def in_flight_limit(limits: Limits) -> Middleware:
+    """503 at once when ``limits.max_requests`` are already being handled (no queue to hide in)."""
     in_flight = 0
 
     @web.middleware
     async def limit(request: web.Request, handler: Handler) -> web.StreamResponse:
         nonlocal in_flight
-        if in_flight >= max_requests:
+        cap = limits.max_requests
+        if in_flight >= cap:
             return web.Response(
                 status=503,
-                text=f"too many requests in flight (limit {max_requests})\n",
+                text=f"too many requests in flight (limit {cap})\n",
                 headers={"Retry-After": "1"},
             )
         in_flight += 1
@@ -149,6 +126,70 @@ def in_flight_limit(max_requests: int) -> Middleware:
     return limit
 
 
+async def send_body(
+    request: web.Request, body: bytes, headers: dict[str, str], write_timeout: float
+) -> web.StreamResponse:
+    """Send ``body`` in chunks, giving up (and dropping the connection) after ``write_timeout``.
+
+    A plain ``web.Response`` hands the whole body to the transport, which copies what the socket
+    does not take at once: a client that stops reading pinned a copy of the body per connection
+    (100 such TLS clients held 290 MB). In chunks, each connection buffers at most one chunk.
+    """
+    if len(body) <= CHUNK_BYTES:
+        # One chunk: headers and body in one send, nothing more buffered than a chunk anyway.
+        return web.Response(body=body, headers=headers)
+    response = web.StreamResponse(headers=headers)
+    response.content_length = len(body)
+
+    async def write() -> None:
+        await response.prepare(request)
+        view = memoryview(body)
+        for start in range(0, len(body), CHUNK_BYTES):
+            await response.write(view[start : start + CHUNK_BYTES])
+        await response.write_eof()
+
+    try:
+        await asyncio.wait_for(write(), write_timeout)
+    except asyncio.TimeoutError:
+        log.debug("dropping %s: body not taken within %.0f s", request.remote, write_timeout)
+        if request.transport is not None:
+            request.transport.abort()
+        response.force_close()
+    return response
+
+
+def process_families() -> Callable[[], tuple[str, str]]:
+    """The ``process_*`` self metrics (CPU, memory, fds, start time) in both formats.
+
+    prometheus-client's ``ProcessCollector`` on a private registry; read once per render, so the
+    values are as old as the snapshot they are served with (one sampling interval at most).
+    """
+    from prometheus_client import CollectorRegistry, ProcessCollector
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+
+    registry = CollectorRegistry(auto_describe=False)
+    ProcessCollector(registry=registry)
+
+    def families() -> tuple[str, str]:
+        om = generate_openmetrics(registry).decode()
+        return generate_latest(registry).decode(), om.removesuffix("# EOF\n")
+
+    return families
+
+
+def not_ready_reason(source: SnapshotSource) -> str | None:
+    """Why ``/-/ready`` says no, or None when it says yes."""
+    snapshot = source.latest
+    if snapshot is None:
+        return "first sampling cycle not done"
+    if not source.ready:
+        return "sampler wedged"
+    if not snapshot.health.up and not snapshot.gpus:
+        return "NVML is not up and no GPU has been read (vgpumon_up 0)"
+    return None
+
+
 def build_app(
     source: SnapshotSource,
     *,
@@ -156,41 +197,58 @@ def build_app(
     max_requests: int = 40,
     middlewares: Sequence[Middleware] = (),
     web_config: Any = None,
+    write_timeout_seconds: float = ServerLimits.write_timeout_seconds,
+    extra: Callable[[], tuple[str, str]] | None = None,
 ) -> web.Application:
     """The exporter's aiohttp app.
 
     ``web_config`` (a :class:`vgpumon.export.webconfig.WebConfigRuntime`) installs TLS client
     checks, basic auth and headers outermost, so an unauthenticated request reaches nothing else;
-    ``middlewares`` run inside the in-flight limit.
+    ``middlewares`` run inside the in-flight limit. ``extra`` adds families from outside the
+    metric table to every render (``serve`` passes :func:`process_families`).
     """
-    cache = RenderCache(options or ExportOptions())
+    limits = Limits(max_requests, write_timeout_seconds)
+    publisher = (
+        Publisher(lambda: source.latest, options)
+        if extra is None
+        else Publisher(lambda: source.latest, options, extra=extra)
+    )
+    json_cache = JsonCache()
 
-    async def metrics(request: web.Request) -> web.Response:
+    async def metrics(request: web.Request) -> web.StreamResponse:
         snapshot = source.latest
         if snapshot is None:
             return web.Response(status=503, text="no sample yet: the first cycle is running\n")
-        encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
-        gz = gzip_accepted(request.headers.get("Accept-Encoding", ""))
-        body = await cache.metrics(snapshot, content_type, encoder, gz)
-        headers = {"Content-Type": content_type, "Vary": "Accept, Accept-Encoding"}
+        bodies = publisher.current
+        if bodies is None:  # nothing rendered yet: the first render is on its way
+            bodies = await publisher.wait_current()
+            if bodies is None:
+                return web.Response(status=503, text="no exposition rendered yet\n")
+        elif not bodies.of(snapshot):
+            publisher.kick()  # serve the last complete body now; the new one is being rendered
+        choice = choose(request.headers.get("Accept"))
+        gz = gzip_wanted(request.headers.get("Accept-Encoding"))
+        headers = {"Content-Type": choice.content_type, "Vary": "Accept, Accept-Encoding"}
         if gz:
             headers["Content-Encoding"] = "gzip"
-        return web.Response(body=body, headers=headers)
+        body = bodies.body(choice.openmetrics, gz)
+        return await send_body(request, body, headers, limits.write_timeout_seconds)
 
-    async def snapshot_json(request: web.Request) -> web.Response:
+    async def snapshot_json(request: web.Request) -> web.StreamResponse:
         snapshot = source.latest
         if snapshot is None:
             return web.json_response({"error": "no sample yet"}, status=503)
-        return web.Response(body=await cache.json(snapshot), content_type="application/json")
+        body = await json_cache.body(snapshot)
+        headers = {"Content-Type": "application/json; charset=utf-8"}
+        return await send_body(request, body, headers, limits.write_timeout_seconds)
 
     async def healthy(request: web.Request) -> web.Response:
         return web.Response(text="OK\n")
 
     async def ready(request: web.Request) -> web.Response:
-        if source.ready:
+        why = not_ready_reason(source)
+        if why is None:
             return web.Response(text="OK\n")
-        snapshot = source.latest
-        why = "first sampling cycle not done" if snapshot is None else "sampler wedged"
         return web.Response(status=503, text=f"not ready: {why}\n")
 
     async def landing(request: web.Request) -> web.Response:
@@ -207,13 +265,22 @@ def build_app(
         )
         return web.Response(text=page, content_type="text/html")
 
-    app = web.Application(middlewares=[in_flight_limit(max_requests), *middlewares])
+    async def start_publisher(_app: web.Application) -> None:
+        publisher.kick()  # render the first snapshot as soon as there is one
+
+    async def stop_publisher(_app: web.Application) -> None:
+        await publisher.close()
+
+    app = web.Application(middlewares=[in_flight_limit(limits), *middlewares])
     app.router.add_get("/", landing)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/api/v1/snapshot", snapshot_json)
     app.router.add_get("/-/healthy", healthy)
     app.router.add_get("/-/ready", ready)
-    app[RENDER_CACHE] = cache
+    app[PUBLISHER] = publisher
+    app[LIMITS] = limits
+    app.on_startup.append(start_publisher)
+    app.on_cleanup.append(stop_publisher)
     if web_config is not None:
         web_config.setup(app)
     return app
@@ -228,22 +295,104 @@ def _web_config(path: str | None) -> Any:
     return WebConfigRuntime(path)
 
 
+def refuse_duplicate_listen(listen: Sequence[ListenAddress]) -> None:
+    """One line for an address given twice, instead of the kernel's "address already in use"."""
+    seen: set[ListenAddress] = set()
+    for address in listen:
+        if address in seen:
+            raise ConfigError(f"listen address {address} is given twice")
+        seen.add(address)
+
+
 async def start_sites(
-    runner: web.AppRunner, listen: Sequence[ListenAddress], ssl_context: Any
+    runner: web.AppRunner,
+    listen: Sequence[ListenAddress],
+    ssl_context: Any,
+    guard: ConnectionGuard | None = None,
 ) -> list[str]:
     """Bind every address or fail with one line naming the one that could not be bound.
 
     Returns the URLs actually bound (``:PORT`` becomes one per address family, port 0 the port the
     kernel chose).
     """
-    for address in listen:
-        site = web.TCPSite(runner, address.host, address.port, ssl_context=ssl_context)
+    refuse_duplicate_listen(listen)
+    guard = guard or ConnectionGuard(ServerLimits())
+    for i, address in enumerate(listen):
+        site = GuardedSite(runner, address.host, address.port, guard=guard, ssl_context=ssl_context)
         try:
             await site.start()
         except OSError as err:
-            raise ConfigError(f"cannot listen on {address}: {err.strerror or err}") from None
+            reason = err.strerror or str(err)
+            earlier = listen[:i]
+            overlap = next(
+                (a for a in earlier if a.port == address.port and None in (a.host, address.host)),
+                None,
+            )
+            if overlap is not None:
+                reason += f" (it overlaps {overlap}, given before: ':PORT' is every interface)"
+            raise ConfigError(f"cannot listen on {address}: {reason}") from None
     scheme = "https" if ssl_context is not None else "http"
     return [f"{scheme}://{ListenAddress(a[0], a[1])}" for a in runner.addresses]
+
+
+def startup_warnings(web_config: Any) -> list[str]:
+    """Setups that work but expose more than an operator likely means to."""
+    warnings = []
+    if web_config is not None and web_config.config.users and web_config.config.tls is None:
+        warnings.append(
+            "basic auth is configured without TLS: passwords cross the network in clear text "
+            "(add tls_server_config to the web config)"
+        )
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        warnings.append(
+            "running as root: the exporter needs only read access to the NVIDIA device files; "
+            "run it as an unprivileged user"
+        )
+    return warnings
+
+
+@dataclass(frozen=True)
+class Reloaded:
+    """What a config reload (SIGHUP) gives the server: the settings it can apply while serving,
+    and, by name, those that take a restart (compared with the ones in force to warn about)."""
+
+    options: ExportOptions
+    max_requests: int
+    write_timeout_seconds: float
+    log_level: str
+    restart_only: tuple[tuple[str, object], ...] = ()
+
+
+Reload = Callable[[], Awaitable[Reloaded]]
+
+
+async def apply_reload(
+    in_force: Reloaded, load: Reload, app: web.Application, web_config: Any
+) -> Reloaded:
+    """SIGHUP: re-read the config file and the web config; a bad file keeps the old settings.
+
+    Export options, the request cap, the write timeout and the log level change at once; settings
+    that need a new listener or sampler are named in a warning (they apply after a restart).
+    """
+    try:
+        new = await load()
+    except ConfigError as err:
+        log.warning("reload: %s; keeping the previous configuration", err)
+        return in_force
+    app[PUBLISHER].set_options(new.options)
+    limits = app[LIMITS]
+    limits.max_requests = new.max_requests
+    limits.write_timeout_seconds = new.write_timeout_seconds
+    logging.getLogger().setLevel(new.log_level.upper())
+    old_values = dict(in_force.restart_only)
+    changed = [name for name, value in new.restart_only if old_values.get(name) != value]
+    if changed:
+        log.warning("reload: %s changed; that takes a restart", ", ".join(changed))
+    if web_config is not None:
+        await asyncio.to_thread(web_config.check_for_changes, force=True)
+    log.info("configuration reloaded")
+    # What needs a restart stays as it is in force, so the next reload compares against that.
+    return dataclasses.replace(new, restart_only=in_force.restart_only)
 
 
 async def serve(
@@ -254,11 +403,16 @@ async def serve(
     max_requests: int,
     web_config_file: str | None,
     shutdown_timeout_seconds: float,
+    limits: ServerLimits | None = None,
+    reload: Reload | None = None,
+    in_force: Reloaded | None = None,
 ) -> int:
     """Serve until SIGTERM/SIGINT, then shut down within ``shutdown_timeout_seconds``.
 
     Takes plain values, not the command's settings object, so the HTTP side depends on neither
-    the config files' shape nor the sampler's package.
+    the config files' shape nor the sampler's package. SIGHUP calls ``reload`` (which reads the
+    files off the event loop) and applies what it returns (:func:`apply_reload`), comparing with
+    ``in_force``.
 
     The caller owns ``sampler`` and closes it afterwards (``Sampler.close`` is bounded).
 
@@ -266,24 +420,45 @@ async def serve(
     (it is itself bounded by the cycle deadline), then close. A worker thread stuck inside an NVML
     call is never interrupted: it is a daemon and ends with the process.
     """
+    limits = limits or ServerLimits()
     web_config = _web_config(web_config_file)
+    for warning in startup_warnings(web_config):
+        log.warning("%s", warning)
     ssl_context = web_config.ssl_context() if web_config is not None else None
     app = build_app(
         sampler,
         options=options,
         max_requests=max_requests,
         web_config=web_config,
+        write_timeout_seconds=limits.write_timeout_seconds,
+        extra=process_families(),
     )
     bound = shutdown_timeout_seconds
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=bound)
     await runner.setup()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    reloads: set[asyncio.Task[None]] = set()
+    current = in_force or Reloaded(options, max_requests, limits.write_timeout_seconds, "info")
+
+    async def reload_now() -> None:
+        nonlocal current
+        if reload is not None:
+            current = await apply_reload(current, reload, app, web_config)
+
+    def on_hup() -> None:
+        if reloads:  # one at a time; a second SIGHUP while one runs is folded into it
+            return
+        task = loop.create_task(reload_now(), name="vgpumon-reload")
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, on_hup)
     sampling: asyncio.Task[None] | None = None
     try:
-        urls = await start_sites(runner, listen, ssl_context)
+        urls = await start_sites(runner, listen, ssl_context, ConnectionGuard(limits))
         sampling = asyncio.create_task(sampler.run(stop), name="vgpumon-sampler")
         log.info(
             "vgpumon %s serving %s on %s", __version__, sampler.session.source, ", ".join(urls)
@@ -291,8 +466,10 @@ async def serve(
         await stop.wait()
         log.info("shutting down (at most %.1f s)", bound)
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(sig)
+        for task in list(reloads):
+            task.cancel()
         deadline = time.monotonic() + bound
         await runner.cleanup()
         if sampling is not None:

@@ -30,6 +30,8 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +41,7 @@ from aiohttp.typedefs import Handler, Middleware
 
 from vgpumon import yamlfile
 from vgpumon.errors import ConfigError, one_line
-from vgpumon.export.auth import BasicAuth, bcrypt_hash_error
+from vgpumon.export.auth import AuthRefused, BasicAuth, bcrypt_hash_error
 from vgpumon.units import UnitError, parse_go_duration
 
 log = logging.getLogger(__name__)
@@ -370,8 +372,11 @@ class _Loader:
         if interval == 0:  # the toolkit's "0 disables the rate limiter"
             return None
         if burst < 1:
+            # The burst line itself when it is written, else the rate_limit key's own line.
+            at = keys["burst"][1] if "burst" in keys else None
             raise self.error(
-                node, "rate_limit.burst must be at least 1 (0 would refuse every request)"
+                at if at is not None else node,
+                "rate_limit.burst must be at least 1 (0 would refuse every request)",
             )
         return RateLimit(interval_s=interval, burst=burst)
 
@@ -783,7 +788,14 @@ class WebConfigRuntime:
     Changes are looked for at most once per ``check_interval`` seconds, when a TLS connection
     starts or a request arrives. A file that fails to load (or that would switch TLS on or off,
     which needs a new listener) is logged once as a warning and the previous config stays.
+
+    The look and the reload run in a worker thread, never on the event loop: the loop waits for
+    them at most ``INLINE_WAIT_SECONDS`` (so a rotation applies to the very connection that
+    noticed it), and never again while a reload is stuck (a file on a hung file system); files
+    are read only when they are regular files (:mod:`vgpumon.yamlfile`).
     """
+
+    INLINE_WAIT_SECONDS = 0.5
 
     def __init__(self, path: str, *, check_interval: float = 1.0) -> None:
         self._path = path
@@ -795,6 +807,8 @@ class WebConfigRuntime:
         self._config = WebConfig.load(path)
         self._adopt(self._config)
         self._next_check = time.monotonic() + check_interval
+        self._reloader: ThreadPoolExecutor | None = None
+        self._pending: Future[bool] | None = None
         self._outer: _ReloadingServerContext | None = None
         if self._config.tls_context is not None:
             outer = _ReloadingServerContext(ssl.PROTOCOL_TLS_SERVER)
@@ -841,6 +855,27 @@ class WebConfigRuntime:
             log.info("web config %s reloaded", self._path)
             return True
 
+    def check_soon(self) -> None:
+        """From the event loop: :meth:`check_for_changes` in the worker thread, briefly awaited."""
+        if time.monotonic() < self._next_check:
+            return
+        pending = self._pending
+        if pending is not None and not pending.done():
+            return  # a reload is stuck in a file read: never wait on it again
+        if self._reloader is None:
+            self._reloader = ThreadPoolExecutor(1, thread_name_prefix="vgpumon-webconfig")
+        self._pending = pending = self._reloader.submit(self.check_for_changes)
+        try:
+            pending.result(timeout=self.INLINE_WAIT_SECONDS)
+        except FutureTimeout:
+            log.warning(
+                "web config %s: reloading takes longer than %.1f s; serving with the current one",
+                self._path,
+                self.INLINE_WAIT_SECONDS,
+            )
+        except Exception:  # a bug in a reload must not break the handshake or the request
+            log.exception("web config %s: reload failed", self._path)
+
     def _adopt(self, config: WebConfig) -> None:
         if config.tls_context is not None:
             config.tls_context.sni_callback = self._on_client_hello
@@ -854,7 +889,7 @@ class WebConfigRuntime:
             log.warning("web config %s: %s", self._path, message)
 
     def _connection_context(self) -> ssl.SSLContext:
-        self.check_for_changes()
+        self.check_soon()
         context = self._config.tls_context
         if context is None:  # cannot happen: TLS cannot be switched off by a reload
             raise ssl.SSLError("vgpumon web config has no TLS context")
@@ -869,7 +904,7 @@ class WebConfigRuntime:
         key and client CA (the only parts OpenSSL takes from a context swapped in at this point).
         """
         try:
-            self.check_for_changes()
+            self.check_soon()
             newest = self._config.tls_context
             if newest is not None and sslobj.context is not newest:
                 sslobj.context = newest
@@ -890,7 +925,7 @@ class WebConfigRuntime:
         async def webconfig_middleware(
             request: web.Request, handler: Handler
         ) -> web.StreamResponse:
-            self.check_for_changes()
+            self.check_soon()
             headers = self._config.http.headers
             try:
                 response = await self._guarded(request, handler)
@@ -913,10 +948,19 @@ class WebConfigRuntime:
             peercert = transport.get_extra_info("peercert") if transport is not None else None
             if not peercert or not _client_sans(peercert) & set(tls.client_allowed_sans):
                 return web.Response(status=403, text="client certificate has no allowed SAN")
-        if self._auth.enabled and not await self._auth.check(request.headers.get("Authorization")):
-            return web.Response(
-                status=401, text="Unauthorized", headers={"WWW-Authenticate": "Basic"}
-            )
+        if self._auth.enabled:
+            try:
+                ok = await self._auth.check(
+                    request.headers.get("Authorization"), request.remote or ""
+                )
+            except AuthRefused as refused:
+                return web.Response(
+                    status=refused.status, text=refused.reason, headers={"Retry-After": "1"}
+                )
+            if not ok:
+                return web.Response(
+                    status=401, text="Unauthorized", headers={"WWW-Authenticate": "Basic"}
+                )
         return await handler(request)
 
     async def _on_response_prepare(
@@ -939,5 +983,8 @@ class WebConfigRuntime:
         app.on_cleanup.append(_close)
 
     def close(self) -> None:
-        """Stop the bcrypt worker thread."""
+        """Stop the bcrypt and reload worker threads."""
         self._auth.close()
+        if self._reloader is not None:
+            self._reloader.shutdown(wait=False, cancel_futures=True)
+            self._reloader = None

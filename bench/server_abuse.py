@@ -1,0 +1,246 @@
+"""The exporter under abuse, over TLS with basic auth: load held, and memory with hostile clients.
+
+The server is ``bench/scrape_latency.py``'s synthetic 16 GPU x 48 vGPU host (a new snapshot every
+second, so renders run throughout) behind a web config with TLS (a throwaway CA from ``trustme``)
+and one basic-auth user (bcrypt cost 10). Everything is on loopback, bounded in count and time:
+
+1. **load**: ``--rate`` scrapes per second for ``--seconds`` over kept-alive TLS connections with
+   the right password; rate, p50/p99 and the count of answers that were not 200;
+2. **idle**: ``--idle`` TLS clients that finish the handshake and never send a request; the
+   server's resident memory at the peak and after the header timeout, connections still open;
+3. **stalled**: ``--stalled`` TLS clients that ask four times (pipelined) for the uncompressed body
+   (1.9 MB, so more than loopback's socket buffers hold) and never read; resident memory at the
+   peak and after the write timeout.
+
+Usage: python bench/server_abuse.py [--rate 200] [--seconds 20] [--idle 500] [--stalled 100]
+Prints a Markdown report (bench/results/server-abuse.md holds a run of it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import platform
+import ssl
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import bcrypt
+import trustme
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scrape_latency import Load, free_port, run_clients, start_synthetic_server
+
+from vgpumon.export.connections import ServerLimits
+
+USER, PASSWORD = "prometheus", "bench-password"
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def write_web_config(directory: Path) -> tuple[str, str]:
+    ca = trustme.CA()
+    leaf = ca.issue_cert("127.0.0.1")
+    leaf.cert_chain_pems[0].write_to_path(str(directory / "server.crt"))
+    leaf.private_key_pem.write_to_path(str(directory / "server.key"))
+    ca.cert_pem.write_to_path(str(directory / "ca.crt"))
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(10)).decode()
+    config = directory / "web.yml"
+    config.write_text(
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+        f"basic_auth_users:\n  {USER}: {hashed}\n"
+    )
+    return str(config), str(directory / "ca.crt")
+
+
+def wait_ready(port: int, cafile: str, proc: Any, seconds: float = 60) -> None:
+    import http.client
+
+    ctx = ssl.create_default_context(cafile=cafile)
+    token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    give_up = time.monotonic() + seconds
+    while time.monotonic() < give_up:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited with {proc.returncode}")
+        try:
+            conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=2)
+            conn.request("GET", "/-/ready", headers={"Authorization": f"Basic {token}"})
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("server did not become ready")
+
+
+async def hold_idle(port: int, cafile: str, count: int) -> list[asyncio.StreamWriter]:
+    ctx = ssl.create_default_context(cafile=cafile)
+    held: list[asyncio.StreamWriter] = []
+
+    async def one() -> None:
+        try:
+            _reader, writer = await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", port, ssl=ctx), 30
+            )
+            held.append(writer)
+        except (OSError, asyncio.TimeoutError, ssl.SSLError):
+            pass
+
+    await asyncio.gather(*(one() for _ in range(count)))
+    return held
+
+
+async def hold_stalled(port: int, cafile: str, count: int) -> list[asyncio.StreamWriter]:
+    ctx = ssl.create_default_context(cafile=cafile)
+    token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    request = (
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept-Encoding: identity\r\n"
+        f"Authorization: Basic {token}\r\n\r\n"
+    ).encode()
+    held: list[asyncio.StreamWriter] = []
+
+    async def one() -> None:
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", port, ssl=ctx, limit=1024), 30
+            )
+        except (OSError, asyncio.TimeoutError, ssl.SSLError):
+            return
+        writer.write(request * 4)  # pipelined: more than the kernel's socket buffers hold
+        await writer.drain()
+        await asyncio.sleep(0.5)
+        writer.transport.pause_reading()  # type: ignore[attr-defined] # stop reading: the server's writes back up
+        held.append(writer)
+        del reader
+
+    await asyncio.gather(*(one() for _ in range(count)))
+    return held
+
+
+async def watch_rss(pid: int, seconds: float) -> float:
+    peak = 0.0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        peak = max(peak, rss_mb(pid))
+        await asyncio.sleep(0.1)
+    return peak
+
+
+async def connections_phase(
+    pid: int, port: int, cafile: str, idle: int, stalled: int, limits: ServerLimits
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"before_mb": rss_mb(pid)}
+    held = await hold_idle(port, cafile, idle)
+    out["idle_handshaken"] = len(held)
+    out["idle_peak_mb"] = await watch_rss(pid, 2.0)
+    out["idle_fds"] = open_fds(pid)
+    await asyncio.sleep(limits.header_timeout_seconds + 2)
+    out["idle_after_timeout_mb"] = rss_mb(pid)
+    out["idle_fds_after_timeout"] = open_fds(pid)
+    for w in held:
+        w.close()
+    await asyncio.sleep(1)
+    stalled_held = await hold_stalled(port, cafile, stalled)
+    out["stalled_sent"] = len(stalled_held)
+    out["stalled_peak_mb"] = await watch_rss(pid, 3.0)
+    await asyncio.sleep(limits.write_timeout_seconds + 3)
+    out["stalled_after_timeout_mb"] = rss_mb(pid)
+    out["stalled_fds_after_timeout"] = open_fds(pid)
+    for w in stalled_held:
+        w.close()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--idle", type=int, default=500)
+    parser.add_argument("--stalled", type=int, default=100)
+    parser.add_argument("--client-procs", type=int, default=2)
+    args = parser.parse_args()
+    limits = ServerLimits()
+    with tempfile.TemporaryDirectory() as tmp:
+        config, cafile = write_web_config(Path(tmp))
+        port = free_port()
+        proc = start_synthetic_server(port, 1.0, 16, 48, config)
+        try:
+            wait_ready(port, cafile, proc)
+            load = run_clients(
+                Load(
+                    f"https://127.0.0.1:{port}/metrics",
+                    args.seconds,
+                    rate=args.rate,
+                    auth=(USER, PASSWORD),
+                    cafile=cafile,
+                ),
+                args.client_procs,
+            )
+            conns = asyncio.run(
+                connections_phase(proc.pid, port, cafile, args.idle, args.stalled, limits)
+            )
+        finally:
+            proc.terminate()
+            proc.wait(timeout=15)
+
+    print("# The exporter under abuse (TLS + basic auth)\n")
+    print(f"Command: `python bench/server_abuse.py {' '.join(sys.argv[1:])}`  ")
+    print(f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  ")
+    print(
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, {platform.platform()}, load average "
+        f"{os.getloadavg()[0]:.1f}  "
+    )
+    print(
+        f"Server: synthetic 16 GPUs x 48 vGPUs, new snapshot every 1 s, default limits "
+        f"({limits.max_connections} connections, header timeout "
+        f"{limits.header_timeout_seconds:g} s, write timeout {limits.write_timeout_seconds:g} s)\n"
+    )
+    print("## Load held with TLS and basic auth\n")
+    print("| scrapes/s asked | requests | statuses | non-200 | p50 ms | p99 ms | max ms |")
+    print("|---|---|---|---|---|---|---|")
+    print(
+        f"| {args.rate:g} | {load['requests']} | {load['statuses']} | {load['non_200']} | "
+        f"{load['p50']:.2f} | {load['p99']:.2f} | {load['max']:.1f} |\n"
+    )
+    print("## Memory under hostile connections (server resident set)\n")
+    print("| phase | clients | server RSS MB | open fds |")
+    print("|---|---|---|---|")
+    print(f"| before | 0 | {conns['before_mb']:.1f} | |")
+    print(
+        f"| {args.idle} idle TLS clients, peak | {conns['idle_handshaken']} handshakes completed "
+        f"| {conns['idle_peak_mb']:.1f} | {conns['idle_fds']} |"
+    )
+    print(
+        f"| idle, after the header timeout | | {conns['idle_after_timeout_mb']:.1f} | "
+        f"{conns['idle_fds_after_timeout']} |"
+    )
+    print(
+        f"| {args.stalled} stalled TLS readers of the 1.9 MB body, peak | "
+        f"{conns['stalled_sent']} requests sent | {conns['stalled_peak_mb']:.1f} | |"
+    )
+    print(
+        f"| stalled, after the write timeout | | {conns['stalled_after_timeout_mb']:.1f} | "
+        f"{conns['stalled_fds_after_timeout']} |"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

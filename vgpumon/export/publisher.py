@@ -1,0 +1,202 @@
+"""Render each new snapshot once, before any scrape needs it, and hand out the finished bodies.
+
+Issue: a scrape that arrived while a big host's exposition was being rendered (a 16 GPU x 48 vGPU
+host: 2 MB, 14,000 samples) waited for the render, so the scrape latency tail was the render time.
+Now rendering is off the scrape path: :class:`Publisher` notices a new snapshot, renders text,
+OpenMetrics and both gzip forms, and only then swaps them in as :attr:`Publisher.current`. A scrape
+takes ``current`` as it is, at once: it is always the last *complete* set of bodies (one sampling
+interval old at worst, which Prometheus cannot tell from a slower sampler).
+
+Where the time goes and why it does not stall scrapes:
+
+* the table walk and formatting run on the event loop in slices of about a millisecond
+  (:meth:`vgpumon.export.exposition.Renderer.steps`), so a scrape waits at most one slice; a worker
+  thread would hold the GIL for the whole render and delay the loop by up to the interpreter's
+  switch interval at every turn;
+* gzip runs in a worker thread: zlib releases the GIL while it compresses.
+
+Memory: one set of bodies is alive (the old set is dropped when the new one is swapped in; a
+scrape still sending the old body keeps only that body), and the snapshot is referenced weakly,
+so a snapshot the sampler has replaced is not kept alive by the exposition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gzip
+import logging
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from vgpumon.export.exposition import Renderer
+from vgpumon.export.metrics import ExportOptions
+from vgpumon.model import Snapshot
+
+log = logging.getLogger(__name__)
+
+GZIP_LEVEL = 6  # prometheus-client's level: the same bytes on the wire as before
+SLICE_SECONDS = 0.001  # the longest a render step keeps the event loop
+POLL_SECONDS = 0.05  # how often the publisher looks for a new snapshot (20 cheap wake-ups a second)
+
+
+@dataclass(frozen=True)
+class Bodies:
+    """Every form of one snapshot's exposition."""
+
+    snapshot: weakref.ReferenceType[Snapshot]
+    options: ExportOptions
+    text: bytes
+    openmetrics: bytes
+    text_gzip: bytes
+    openmetrics_gzip: bytes
+
+    def body(self, openmetrics: bool, gz: bool) -> bytes:
+        if openmetrics:
+            return self.openmetrics_gzip if gz else self.openmetrics
+        return self.text_gzip if gz else self.text
+
+    def of(self, snapshot: Snapshot) -> bool:
+        """True when these bodies were rendered from ``snapshot`` (the very object)."""
+        return self.snapshot() is snapshot
+
+
+Latest = Callable[[], Snapshot | None]
+Extra = Callable[[], tuple[str, str]]
+
+
+def _no_extra() -> tuple[str, str]:
+    return "", ""
+
+
+class Publisher:
+    """Watches ``latest()`` and keeps :attr:`current` rendered from the newest snapshot.
+
+    ``extra()`` gives text appended to both formats of every render (the ``process_*`` families,
+    text and OpenMetrics forms), read when the render starts.
+    """
+
+    def __init__(
+        self,
+        latest: Latest,
+        options: ExportOptions | None = None,
+        *,
+        extra: Extra = _no_extra,
+        poll_seconds: float = POLL_SECONDS,
+    ) -> None:
+        self._latest = latest
+        self._renderer = Renderer(options)
+        self._extra = extra
+        self._poll = poll_seconds
+        self._wake = asyncio.Event()
+        self._published = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.current: Bodies | None = None
+        self._failed: weakref.ReferenceType[Snapshot] | None = None  # its render raised
+        self.renders = 0  # completed renders (for tests and the benchmark)
+
+    @property
+    def options(self) -> ExportOptions:
+        return self._renderer.options
+
+    def set_options(self, options: ExportOptions) -> None:
+        """Use new export options from the next render on (config reload)."""
+        if options != self._renderer.options:
+            # The current bodies keep being served until the new options' render is done.
+            self._renderer = Renderer(options)
+            self._failed = None
+            self.kick()
+
+    def kick(self) -> None:
+        """Look for a new snapshot now rather than at the next poll."""
+        self._wake.set()
+        self._ensure_running()
+
+    async def wait_current(self) -> Bodies | None:
+        """The current bodies; before the first render is done, wait for it."""
+        self._ensure_running()
+        if self.current is None and self._latest() is not None:
+            self.kick()
+            await self._published.wait()
+        return self.current
+
+    async def until_published(self, snapshot: Snapshot) -> None:
+        """Return once ``snapshot`` (or a newer one) is what scrapes get, or its render failed.
+
+        For harnesses that drive the sampler by hand on a simulated clock: in their time the
+        render takes no time, so a scrape right after a cycle must see that cycle.
+        """
+        while True:
+            current = self.current
+            if current is not None and current.of(snapshot):
+                return
+            if self._failed is not None and self._failed() is snapshot:
+                return
+            if self._latest() is not snapshot:  # superseded before it was rendered
+                return
+            self.kick()
+            await asyncio.sleep(0.001)
+
+    def _ensure_running(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(
+                self._run(), name="vgpumon-publisher"
+            )
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _due(self, snapshot: Snapshot) -> bool:
+        """A snapshot not rendered yet, and not one whose render already failed."""
+        current = self.current
+        if current is not None and current.of(snapshot) and current.options == self.options:
+            return False
+        return self._failed is None or self._failed() is not snapshot
+
+    async def _run(self) -> None:
+        while True:
+            snapshot = self._latest()
+            if snapshot is not None and self._due(snapshot):
+                try:
+                    await self.publish(snapshot)
+                except Exception:  # one bad render must not stop every later one
+                    log.exception("rendering the exposition failed; serving the previous one")
+                    self._failed = weakref.ref(snapshot)  # not retried: the next one is
+                    self._published.set()  # waiters for a first render get an answer
+                continue  # a newer snapshot may have arrived meanwhile
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._poll)
+
+    async def publish(self, snapshot: Snapshot) -> Bodies:
+        """Render ``snapshot`` in every form and make it :attr:`current`."""
+        renderer = self._renderer
+        extra_text, extra_om = self._extra()
+        exposition = None
+        for exposition in renderer.steps(snapshot, SLICE_SECONDS, (extra_text, extra_om)):
+            if exposition is None:
+                await asyncio.sleep(0)
+        if exposition is None:  # cannot happen: steps() always ends with the exposition
+            raise RuntimeError("renderer ended without an exposition")
+        text_gz, om_gz = await asyncio.gather(
+            asyncio.to_thread(gzip.compress, exposition.text, GZIP_LEVEL, mtime=0),
+            asyncio.to_thread(gzip.compress, exposition.openmetrics, GZIP_LEVEL, mtime=0),
+        )
+        bodies = Bodies(
+            weakref.ref(snapshot),
+            renderer.options,
+            exposition.text,
+            exposition.openmetrics,
+            text_gz,
+            om_gz,
+        )
+        if renderer is self._renderer:  # options unchanged while rendering
+            self.current = bodies
+            self.renders += 1
+            self._published.set()
+        return bodies
