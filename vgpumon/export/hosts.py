@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpumon.export.metrics import FAMILIES, ExportOptions, Family, Sample
-from vgpumon.model import Snapshot
+from vgpumon.model import Gpu, SamplerHealth, Snapshot
 from vgpumon.sources.base import HostState
 from vgpumon.sources.ssh import SshSource, down_snapshot
 
@@ -59,6 +59,15 @@ class HostsView:
     def families(self) -> tuple[Family, ...]:
         """What the exposition walks for this view instead of the single-host table."""
         return HOST_FAMILIES
+
+    # What the server's readiness check reads from a snapshot: up when any host answered.
+    @property
+    def health(self) -> SamplerHealth:
+        return SamplerHealth(up=any(h.snapshot.health.up for h in self.hosts))
+
+    @property
+    def gpus(self) -> tuple[Gpu, ...]:
+        return tuple(g for h in self.hosts for g in h.snapshot.gpus)
 
 
 def view_of(source: SshSource, now: float | None = None) -> HostsView:
