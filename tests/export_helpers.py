@@ -19,6 +19,7 @@ from vgpumon.model import (
     Memory,
     MigComputeInstance,
     MigGpuInstance,
+    NvLink,
     NvmlErrorCount,
     Pcie,
     Process,
@@ -86,6 +87,7 @@ def _physical(index: int, uuid: str, mode: str, **extra: object) -> Gpu:
         "remapped_rows": RemappedRows(0, 0, False, False),
         "xid_errors": {79: 1, 13: 2},
         "pcie": Pcie(5, 16, 1.0e9, 2.0e9, 3),
+        "nvlinks": (NvLink(0, True, 4 * GIB, 2 * GIB, 1, 0, 0), NvLink(1, False, 0, 0, 0, 0, 0)),
         "gpm": _gpm(0.4),
         "processes": (
             Process(

@@ -161,6 +161,19 @@ class Pcie:
     replay_errors: int | None = None
 
 
+@dataclass(frozen=True)
+class NvLink:
+    """One NVLink link of a GPU (HGX boards); None where the driver gave nothing."""
+
+    link: int
+    up: bool | None = None
+    tx_bytes: int | None = None  # data sent since the driver was loaded
+    rx_bytes: int | None = None
+    crc_errors: int | None = None  # data-link-layer CRC errors
+    replay_errors: int | None = None
+    recovery_errors: int | None = None
+
+
 # --------------------------------------------------------------------------- MIG
 
 
@@ -350,6 +363,7 @@ class Gpu:
     remapped_rows: RemappedRows = field(default_factory=RemappedRows)
     xid_errors: dict[int, int] = field(default_factory=dict)  # xid -> count since start
     pcie: Pcie = field(default_factory=Pcie)
+    nvlinks: tuple[NvLink, ...] = ()  # per link, on boards whose driver reports them
     gpm: Gpm | None = None
     processes: tuple[Process, ...] | None = None  # None: the list could not be read
     mig_instances: tuple[MigGpuInstance, ...] = ()
@@ -391,6 +405,9 @@ class SamplerHealth:
     cycles_abandoned_total: int = 0
     last_cycle_duration_seconds: float | None = None
     hung_gpus: tuple[str, ...] = ()  # UUIDs whose calls did not return within the deadline
+    # Why ``up`` is False ("NVML not initialised: Driver Not Loaded; next try in 4 s"), for
+    # readiness answers and logs; None while up.
+    down_reason: str | None = None
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,7 @@ def _sizes(host: SimHost) -> dict[str, int]:
         "consumer_totals": len(consumer.totals),
         "consumer_cumulative": len(consumer._last_cumulative),
         "absent": len(host.session._absent),
-        "errors": len(host.session._errors),
+        "errors": len(host.session.error_counts()),
         "sim_instances": host.gpu_state(0).ext["vgpu"].cached_instances,
         "sim_run_totals": len(host.gpu_state(0).ext["vgpu_scheduler"].run_total),
     }

@@ -50,9 +50,7 @@ def test_recorded_scenario_replays_the_host(
         assert [(gi.id, gi.profile_name, gi.placement_start) for gi in gpu.mig_instances] == sorted(
             (gi.id, gi.profile.name, gi.placement) for gi in spec.gpu_instances
         )
-        assert sorted(p.pid for p in gpu.processes or ()) == sorted(
-            p.pid for p in spec.processes
-        )
+        assert sorted(p.pid for p in gpu.processes or ()) == sorted(p.pid for p in spec.processes)
 
 
 def test_record_to_stdout_is_yaml(capsys: pytest.CaptureFixture[str]) -> None:
@@ -78,9 +76,7 @@ def test_mask_replaces_every_identity() -> None:
         VgpuInstance(vgpu_id=1, uuid="secret-vgpu", vm_id="secret-vm-uuid", vm_id_type="uuid"),
         VgpuInstance(vgpu_id=2, mdev_uuid="secret-mdev", vm_id="4711", vm_id_type="domain_id"),
     )
-    gpu = Gpu(
-        index=0, uuid="GPU-secret", serial="1324", mig_instances=(gi,), vgpu_instances=vms
-    )
+    gpu = Gpu(index=0, uuid="GPU-secret", serial="1324", mig_instances=(gi,), vgpu_instances=vms)
     down = Gpu(index=1, uuid="GPU-secret-2")
     snap = Snapshot(timestamp=0.0, gpus=(gpu, down))
     masked = mask(snap)

@@ -72,6 +72,7 @@ VALUE_LABELS = {
     "kind",
     "xid",
     "direction",
+    "link",  # an NVLink link of the GPU
     "pipe",
     "mode",
     "policy",

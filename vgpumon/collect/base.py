@@ -31,6 +31,22 @@ class SamplerConfig:
     collectors: frozenset[str] | None = None  # None: every default-on collector
     pcie_throughput: bool = False  # opt-in: nvmlDeviceGetPcieThroughput blocks ~20 ms per call
     processes: bool = True
+    # Expensive values read at their own cadence, in seconds, by name (:data:`CADENCED`); a name
+    # not given, or 0, is read every cycle. Between reads the last value stands (see ``due``).
+    cadences: dict[str, float] = field(default_factory=dict)
+
+
+# Values that may be read less often than every cycle, and what each costs (why it is here).
+CADENCED = {
+    "energy": "nvmlDeviceGetTotalEnergyConsumption: about 3 ms per call, up to 17 ms",
+    "pcie_throughput": "nvmlDeviceGetPcieThroughput: samples a 20 ms window per direction",
+    "processes": "process lists and per-process utilization: several calls per GPU",
+}
+# How often values that change only by an administrator's action (MIG, ECC, persistence and
+# virtualization modes, supported vGPU types) are read again; static values are read once.
+SLOW_SECONDS = 30.0
+_CADENCE_KEY = "_cadence_last"
+_ONCE_KEY = "_once"
 
 
 @dataclass
@@ -59,6 +75,48 @@ class GpuContext:
 
     def module_attr(self, name: str, default: Any = None) -> Any:
         return getattr(self.session.module, name, default)
+
+    def due(self, name: str, seconds: float | None = None) -> bool:
+        """Whether a cadenced value is to be read this cycle (and, if so, mark it read now).
+
+        ``seconds`` defaults to ``config.cadences[name]``. A value is due on the GPU's first cycle,
+        after it was re-acquired (its state is cleared) and when ``seconds`` have passed since the
+        last read (less half an interval, so a 10 s cadence at 1 s cycles reads every 10 cycles,
+        not 11). A reader whose value is not due copies the previous cycle's value: the exposition
+        keeps showing the value as last read.
+        """
+        if seconds is None:
+            seconds = self.config.cadences.get(name, 0.0)
+        if seconds <= 0 or self.previous is None or not self.previous.up:
+            return True
+        last: dict[str, float] = self.state.setdefault(_CADENCE_KEY, {})
+        at = last.get(name)
+        if at is not None and self.now - at < seconds - self.config.interval_seconds / 2:
+            return False
+        last[name] = self.now
+        return True
+
+    def once(self, name: str, read: Callable[[], Any]) -> Any:
+        """A static value: read while unknown (None), then kept until the GPU's state is reset.
+
+        State is reset when the GPU is re-acquired and after an NVML re-init, which is exactly
+        when identity and limits may have changed.
+        """
+        cache: dict[str, Any] = self.state.setdefault(_ONCE_KEY, {})
+        value = cache.get(name)
+        if value is None:
+            value = read()
+            if value is not None:
+                cache[name] = value
+        return value
+
+    def slow(self, name: str, read: Callable[[], Any]) -> Any:
+        """A value that changes only by an administrator's action: read every SLOW_SECONDS."""
+        cache: dict[str, Any] = self.state.setdefault(_ONCE_KEY, {})
+        key = "slow:" + name
+        if key not in cache or cache[key] is None or self.due(key, SLOW_SECONDS):
+            cache[key] = read()
+        return cache[key]
 
     def want_interval(self) -> None:
         """Say that this GPU has values that only a later cycle can give (two-sample methods)."""

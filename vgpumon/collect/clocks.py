@@ -1,5 +1,8 @@
 """Current and maximum clocks, and why the clocks are held down (clock event reasons).
 
+Value classes: current clocks and active reasons are dynamic (every cycle); maximum clocks and the
+supported-reasons mask are static (read once per attach and after a re-init).
+
 The event-reason getters are the R535+ names; older drivers (and modules) only have the deprecated
 "throttle reason" symbols, which return the same bits, so those are the fallback.
 """
@@ -34,10 +37,16 @@ def _clocks(ctx: GpuContext, function: str) -> Clocks:
     )
 
 
+def _max_clocks(ctx: GpuContext) -> Clocks | None:
+    clocks = _clocks(ctx, "nvmlDeviceGetMaxClockInfo")
+    return clocks if clocks != Clocks() else None  # nothing answered: ask again next cycle
+
+
 def read_clocks(ctx: GpuContext, out: GpuBuilder) -> None:
     out.set(
-        clocks=_clocks(ctx, "nvmlDeviceGetClockInfo"),
-        max_clocks=_clocks(ctx, "nvmlDeviceGetMaxClockInfo"),
+        clocks=_clocks(ctx, "nvmlDeviceGetClockInfo"),  # dynamic: every cycle
+        # static: the board's maxima (re-reading them was most of this reader's time)
+        max_clocks=ctx.once("clocks.max", lambda: _max_clocks(ctx)) or Clocks(),
     )
 
 
@@ -55,10 +64,13 @@ def _reasons(ctx: GpuContext, new: str, old: str) -> int | None:
 
 
 def read_clock_events(ctx: GpuContext, out: GpuBuilder) -> None:
-    supported = _reasons(
-        ctx,
-        "nvmlDeviceGetSupportedClocksEventReasons",
-        "nvmlDeviceGetSupportedClocksThrottleReasons",
+    supported = ctx.once(  # static: what the board can report
+        "clocks.supported_reasons",
+        lambda: _reasons(
+            ctx,
+            "nvmlDeviceGetSupportedClocksEventReasons",
+            "nvmlDeviceGetSupportedClocksThrottleReasons",
+        ),
     )
     active = _reasons(
         ctx, "nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"

@@ -1,19 +1,34 @@
-"""Reading NVML field values, whose failures come per entry, not as exceptions.
+"""Reading NVML field values: one batched call per GPU per cycle, failures per entry.
 
 ``nvmlDeviceGetFieldValues`` succeeds even when every entry failed (docs/nvml-notes.md §4.14), so
-the guarded call alone cannot tell absent from present. This module decodes each entry's value union
-and remembers, per GPU, the field ids that answered "not supported", so they are not asked again.
+the guarded call alone cannot tell absent from present. This module decodes each entry's value
+union and remembers, per GPU, the field ids that answered "not supported" (re-probed after the
+session's re-probe period, like every other absence, so a transient answer does not remove them
+for good).
+
+**Batching.** Readers ask for the ids they need with :func:`read_fields`. The ids a reader asks for
+every cycle are remembered per GPU; the first :func:`read_fields` of a later cycle fetches all of
+them in one call, and the other readers of that cycle are answered from it. A reader whose ids
+are not wanted every cycle (a cadenced value) passes ``every_cycle=False`` and gets its own call
+when it is due, so its cost is not added to every cycle's batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from vgpumon.collect.base import GpuContext
 from vgpumon.nvml.errors import ABSENT_CODES, INVALID_ARGUMENT
+from vgpumon.nvml.session import REPROBE_SECONDS
 
-_STATE_KEY = "fields.absent"
+# A field id, or (field id, scope id) for fields asked per link or per scope.
+FieldKey = TypeVar("FieldKey", int, tuple[int, int])
+_ABSENT_KEY = "fields.absent"  # field id -> ctx.now when it answered "not supported"
+_WANTED_KEY = "fields.wanted"  # ids asked for every cycle (the batch)
+# (this cycle's GpuContext, {id: value}, ids fetched this cycle): the sampler makes a new context
+# for every GPU and cycle, so the context itself says which cycle a memo belongs to.
+_CYCLE_KEY = "fields.cycle"
 
 # nvmlValueType_t -> the c_nvmlValue_t member holding the value (docs/nvml-notes.md §1.8).
 _UNION_MEMBERS = {
@@ -37,17 +52,38 @@ def decode_value(value_type: int, union: Any) -> float | int | None:
     return None
 
 
-def read_fields(ctx: GpuContext, field_ids: Sequence[int]) -> dict[int, float | int]:
+def read_fields(
+    ctx: GpuContext, field_ids: Sequence[FieldKey], *, every_cycle: bool = True
+) -> dict[FieldKey, float | int]:
     """Values of the given field ids that this GPU gave; absent ids are simply missing."""
-    absent: set[int] = ctx.state.setdefault(_STATE_KEY, set())
-    wanted = [f for f in field_ids if f not in absent]
-    if not wanted:
-        return {}
-    entries = ctx.call("nvmlDeviceGetFieldValues", ctx.handle, wanted)
+    absent: dict[Any, float] = ctx.state.setdefault(_ABSENT_KEY, {})
+    for fid in [f for f, since in absent.items() if ctx.now - since >= REPROBE_SECONDS]:
+        del absent[fid]
+    wanted: set[Any] = ctx.state.setdefault(_WANTED_KEY, set())
+    cycle: tuple[GpuContext, dict[Any, float | int], set[Any]] | None = ctx.state.get(_CYCLE_KEY)
+    if cycle is None or cycle[0] is not ctx:
+        cycle = (ctx, {}, set())
+        ctx.state[_CYCLE_KEY] = cycle
+    _, values, fetched = cycle
+    missing: list[Any] = [f for f in field_ids if f not in fetched and f not in absent]
+    if missing:
+        batch = list(missing)
+        if every_cycle:
+            wanted.update(field_ids)
+            extra = wanted - fetched - absent.keys() - set(missing)
+            batch += sorted(extra, key=repr)  # ints and (id, scope) pairs: a stable order
+        _fetch(ctx, batch, values, absent)
+        fetched.update(batch)
+    return {f: values[f] for f in field_ids if f in values}
+
+
+def _fetch(
+    ctx: GpuContext, ids: list[Any], values: dict[Any, float | int], absent: dict[Any, float]
+) -> None:
+    entries = ctx.call("nvmlDeviceGetFieldValues", ctx.handle, ids)
     if entries is None:
-        return {}
-    values: dict[int, float | int] = {}
-    for i, field_id in enumerate(wanted):
+        return
+    for i, field_id in enumerate(ids):
         try:
             entry = entries[i]
         except (IndexError, TypeError):
@@ -55,10 +91,9 @@ def read_fields(ctx: GpuContext, field_ids: Sequence[int]) -> dict[int, float | 
         ret = int(getattr(entry, "nvmlReturn", -1))
         if ret != 0:
             if ret in ABSENT_CODES or ret == INVALID_ARGUMENT:
-                # 2 here means the driver does not know the id: as permanent as "not supported".
-                absent.add(field_id)
+                # 2 here means the driver does not know the id: as lasting as "not supported".
+                absent[field_id] = ctx.now
             continue
         value = decode_value(getattr(entry, "valueType", -1), getattr(entry, "value", None))
         if value is not None:
             values[field_id] = value
-    return values

@@ -2,6 +2,10 @@
 
 Each is its own collector so that a board that lacks one (passive cooling has no fans; ECC off; no
 row remapper before Ampere) pays exactly one not-supported call for it.
+
+Value classes: P-state, fan speed, ECC and remapped-row counters are dynamic (every cycle; the
+ECC counters come from the cycle's one batched field-value call); the ECC mode is slow (it
+changes only with a reset after an administrator's ``nvidia-smi -e``).
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, ratio
+from vgpumon.collect.fields import read_fields
 from vgpumon.model import Ecc, RemappedRows
 
 PSTATE_UNKNOWN = 32
@@ -42,23 +47,41 @@ def read_fan(ctx: GpuContext, out: GpuBuilder) -> None:
     out.set(fan_speed=ratio(sum(known) / len(known)) if known else None)
 
 
+# (error type, counter type) -> field id of the same count (nvmlDeviceGetTotalEccErrors' values)
+ECC_FIELDS = {
+    (CORRECTED, VOLATILE): 3,  # NVML_FI_DEV_ECC_SBE_VOL_TOTAL
+    (UNCORRECTED, VOLATILE): 4,  # NVML_FI_DEV_ECC_DBE_VOL_TOTAL
+    (CORRECTED, AGGREGATE): 5,  # NVML_FI_DEV_ECC_SBE_AGG_TOTAL
+    (UNCORRECTED, AGGREGATE): 6,  # NVML_FI_DEV_ECC_DBE_AGG_TOTAL
+}
+
+
+def _ecc_counts(ctx: GpuContext) -> dict[tuple[int, int], int | None]:
+    """The four totals from the batched field values; the getter for any the batch lacked."""
+    got = read_fields(ctx, list(ECC_FIELDS.values()))
+    counts: dict[tuple[int, int], int | None] = {}
+    for (error_type, counter), field_id in ECC_FIELDS.items():
+        value = _int(got.get(field_id))
+        if value is None:
+            value = _int(
+                ctx.call(
+                    "nvmlDeviceGetTotalEccErrors",
+                    ctx.handle,
+                    error_type,
+                    counter,
+                    key=(error_type, counter),
+                )
+            )
+        counts[(error_type, counter)] = value
+    return counts
+
+
 def read_ecc(ctx: GpuContext, out: GpuBuilder) -> None:
-    mode = ctx.call("nvmlDeviceGetEccMode", ctx.handle)
+    mode = ctx.slow("ecc.mode", lambda: ctx.call("nvmlDeviceGetEccMode", ctx.handle))
     current = bool(mode[0]) if mode else None
     pending = bool(mode[1]) if mode else None
-    counts: dict[tuple[int, int], int | None] = {}
-    if current:  # the counters exist only while ECC is on
-        for error_type in (CORRECTED, UNCORRECTED):
-            for counter in (VOLATILE, AGGREGATE):
-                counts[(error_type, counter)] = _int(
-                    ctx.call(
-                        "nvmlDeviceGetTotalEccErrors",
-                        ctx.handle,
-                        error_type,
-                        counter,
-                        key=(error_type, counter),
-                    )
-                )
+    # the counters exist only while ECC is on
+    counts = _ecc_counts(ctx) if current else {}
     out.set(
         ecc=Ecc(
             mode_current=current,

@@ -1,15 +1,24 @@
-"""PCIe link state, replay errors and (opt-in) throughput.
+"""The GPU's interconnects: PCIe link state, replay errors and (opt-in) throughput; NVLink.
+
+NVLink per link is read here too (:mod:`vgpumon.collect.nvlink`), so the ``pcie`` collector
+covers both links a GPU talks over.
 
 ``nvmlDeviceGetPcieThroughput`` samples a 20 ms window inside the call, so two directions cost
-about 40 ms per GPU per cycle; it only runs with ``SamplerConfig.pcie_throughput``.
+about 40 ms per GPU per cycle; it only runs with ``SamplerConfig.pcie_throughput``, and then at
+its own cadence (``SamplerConfig.cadences["pcie_throughput"]``; the last value stands between).
+Link generation and width are dynamic (they drop with power saving); the replay counter comes
+from the cycle's batched field values.
 """
 
 from __future__ import annotations
 
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, nvml_int
+from vgpumon.collect.fields import read_fields
+from vgpumon.collect.nvlink import read_nvlink
 from vgpumon.model import Pcie
 
 PCIE_UTIL_TX_BYTES, PCIE_UTIL_RX_BYTES = 0, 1
+FI_DEV_PCIE_REPLAY_COUNTER = 94
 KIB = 1024  # the throughput counters are in KB/s, NVML's KB being 1024 bytes
 
 
@@ -23,17 +32,27 @@ def read_pcie(ctx: GpuContext, out: GpuBuilder) -> None:
     h = ctx.handle
     tx = rx = None
     if ctx.config.pcie_throughput:
-        tx = _throughput(ctx, PCIE_UTIL_TX_BYTES)
-        rx = _throughput(ctx, PCIE_UTIL_RX_BYTES)
+        if ctx.due("pcie_throughput"):
+            tx = _throughput(ctx, PCIE_UTIL_TX_BYTES)
+            rx = _throughput(ctx, PCIE_UTIL_RX_BYTES)
+        elif ctx.previous is not None:
+            tx = ctx.previous.pcie.tx_bytes_per_second
+            rx = ctx.previous.pcie.rx_bytes_per_second
+    replay = nvml_int(
+        read_fields(ctx, [FI_DEV_PCIE_REPLAY_COUNTER]).get(FI_DEV_PCIE_REPLAY_COUNTER)
+    )
+    if replay is None:
+        replay = nvml_int(ctx.call("nvmlDeviceGetPcieReplayCounter", h))
     out.set(
         pcie=Pcie(
             link_generation=nvml_int(ctx.call("nvmlDeviceGetCurrPcieLinkGeneration", h)),
             link_width=nvml_int(ctx.call("nvmlDeviceGetCurrPcieLinkWidth", h)),
             tx_bytes_per_second=tx,
             rx_bytes_per_second=rx,
-            replay_errors=nvml_int(ctx.call("nvmlDeviceGetPcieReplayCounter", h)),
+            replay_errors=replay,
         )
     )
+    read_nvlink(ctx, out)
 
 
 READERS = [FunctionReader("pcie", read_pcie)]

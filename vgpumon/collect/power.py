@@ -20,6 +20,8 @@ def _milli(value: Any) -> float | None:
 
 
 def read_power(ctx: GpuContext, out: GpuBuilder) -> None:
+    """Dynamic, every cycle. Not a field value: ``nvmlDeviceGetPowerUsage`` is a 1 s average on
+    Ampere+ but instantaneous on GA100 and older, and no one field id means that on every board."""
     h = ctx.handle
     usage = ctx.call("nvmlDeviceGetPowerUsage", h)
     # The enforced limit includes out-of-band limits; the management limit is what older drivers
@@ -32,6 +34,15 @@ def read_power(ctx: GpuContext, out: GpuBuilder) -> None:
 
 
 def read_energy(ctx: GpuContext, out: GpuBuilder) -> None:
+    """Cadenced (``SamplerConfig.cadences["energy"]``): between reads the last value stands.
+
+    The counter only grows, so a value up to one cadence old still gives correct ``rate()``s over
+    windows longer than the cadence; its sample time is the snapshot's, not the read's.
+    """
+    if not ctx.due("energy"):
+        if ctx.previous is not None:
+            out.set(energy_joules=ctx.previous.energy_joules)
+        return
     out.set(energy_joules=_milli(ctx.call("nvmlDeviceGetTotalEnergyConsumption", ctx.handle)))
 
 

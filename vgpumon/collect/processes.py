@@ -195,7 +195,12 @@ def _mean(values: list[float], known: bool) -> float | None:
 
 
 def read_processes(ctx: GpuContext, out: GpuBuilder) -> None:
+    """Cadenced (``SamplerConfig.cadences["processes"]``): between reads the last list stands."""
     if not ctx.config.processes:
+        return
+    if not ctx.due("processes"):
+        if ctx.previous is not None:
+            out.set(processes=ctx.previous.processes)
         return
     mig = bool(out.get("mig_mode_current"))
     entries = _list_processes(ctx, mig)

@@ -52,6 +52,23 @@ class _Slot:
     retry_at: float = 0.0
     retry_delay: float = RETRY_INITIAL_SECONDS
     last: Gpu | None = None
+    progress: _Progress | None = None  # the job running now
+    # A worker left behind inside one collector's hung call, and that collector: while it is
+    # stuck the GPU is read by a fresh worker without it (see Sampler._abandon_collector).
+    detached: Worker | None = None
+    stuck_reader: str | None = None
+
+
+@dataclass
+class _Progress:
+    """How far one GPU job got: what the cycle can still use if one collector hangs."""
+
+    out: GpuBuilder
+    timings: dict[str, float]
+    failed: set[str]
+    reader: str | None = None  # the collector running now
+    completed: int = 0  # collectors finished
+    abandoned: bool = False  # the cycle went on without this job
 
 
 @dataclass
@@ -103,6 +120,7 @@ class Sampler:
         self._library_down = False
         self._library_retry_at = 0.0
         self._library_delay = RETRY_INITIAL_SECONDS
+        self._library_error = "NVML down"
         self._cycles = 0
         self._abandoned = 0
         self._acquire_hooks: list[Callable[[str, Any], None]] = []
@@ -129,6 +147,17 @@ class Sampler:
         """Call ``hook(uuid, handle)`` (in the system worker) whenever a GPU handle is acquired."""
         self._acquire_hooks.append(hook)
 
+    def start_uninitialised(self, reason: str) -> None:
+        """Begin with NVML not initialised (``nvmlInit`` failed: no driver loaded yet).
+
+        A DaemonSet or unit that starts before the driver must not die: the first cycle and every
+        later one retry ``nvmlInit`` with the usual backoff, and meanwhile every snapshot says
+        ``up`` is False and why (:attr:`not_ready_reason`).
+        """
+        self._library_down = True
+        self._library_retry_at = 0.0
+        self._library_error = f"NVML not initialised: {reason}"
+
     @property
     def wedged(self) -> bool:
         return bool(self.latest and self.latest.health.wedged)
@@ -140,8 +169,19 @@ class Sampler:
 
     @property
     def ready(self) -> bool:
-        """First cycle done and not wedged (``/-/ready``)."""
-        return self.latest is not None and not self.latest.health.wedged
+        """First cycle done, not wedged, NVML initialised (``/-/ready``)."""
+        return self.not_ready_reason is None
+
+    @property
+    def not_ready_reason(self) -> str | None:
+        """Why ``/-/ready`` is not 200, in words for the answer's body; None when ready."""
+        if self.latest is None:
+            return "first sampling cycle not done"
+        if self.latest.health.wedged:
+            return "sampler wedged"
+        if self._library_down:
+            return self.latest.health.down_reason or self._library_error
+        return None
 
     async def cycle(self) -> Snapshot:
         """Run one sampling cycle and return (and publish) its snapshot."""
@@ -201,8 +241,14 @@ class Sampler:
             if not slot.worker.busy:
                 _release_state(slot)
             slot.worker.stop()
+            if slot.detached is not None:
+                slot.detached.stop()
         self._system.stop()
-        if not any(s.worker.busy for s in self._slots.values()) and not self._system.busy:
+        stuck = any(
+            s.worker.busy or (s.detached is not None and s.detached.busy)
+            for s in self._slots.values()
+        )
+        if not stuck and not self._system.busy:
             self.session.shutdown()
 
     # ------------------------------------------------------------------ the cycle
@@ -212,6 +258,7 @@ class Sampler:
         deadline = start_mono + self.config.deadline_seconds
         now = self.clock()
         self._cycles += 1
+        self.session.new_cycle()
         if self._system.busy:
             return self._abandon(start_mono, "system phase still stuck from an earlier cycle")
         try:
@@ -226,6 +273,11 @@ class Sampler:
         results: dict[str, _GpuResult] = {}
         hung: list[str] = []
         for slot in slots:
+            if slot.detached is not None and not slot.detached.busy:
+                # the hung call returned: the collector is read again, by the GPU's worker
+                slot.detached.stop()
+                slot.detached = None
+                slot.stuck_reader = None
             if slot.handle is None:
                 results[slot.uuid] = _GpuResult(self._down_gpu(slot), {}, set())
             elif slot.worker.busy:
@@ -241,7 +293,11 @@ class Sampler:
                     results[uuid] = fut.result()
                 else:
                     fut.cancel()
-                    hung.append(uuid)
+                    partial = self._abandon_collector(self._slots[uuid])
+                    if partial is not None:
+                        results[uuid] = partial
+                    else:
+                        hung.append(uuid)
         if slots and not results and hung:
             return self._abandon(start_mono, "every GPU's NVML calls are stuck")
 
@@ -272,6 +328,11 @@ class Sampler:
             cycles_abandoned_total=self._abandoned,
             last_cycle_duration_seconds=time.monotonic() - start_mono,
             hung_gpus=tuple(sorted(hung)),
+            down_reason=(
+                None
+                if system.up and not self._library_down
+                else system.error or self._library_error
+            ),
         )
         return Snapshot(
             timestamp=self.clock(),
@@ -312,7 +373,7 @@ class Sampler:
         now = time.monotonic()
         if self._library_down:
             if now < self._library_retry_at:
-                return _SystemResult(self._driver, up=False, error="nvml down")
+                return _SystemResult(self._driver, up=False, error=self._library_error)
             for slot in self._slots.values():
                 if not slot.worker.busy:
                     _release_state(slot)
@@ -321,11 +382,18 @@ class Sampler:
                 s.init()
             except Exception as exc:  # noqa: BLE001
                 self._library_retry_at = now + self._library_delay
+                reason = str(exc) or type(exc).__name__
+                log.warning(
+                    "NVML initialisation failed: %s; next try in %.0f s",
+                    reason,
+                    self._library_delay,
+                )
                 self._library_delay = min(self._library_delay * 2, RETRY_MAX_SECONDS)
-                log.warning("NVML re-initialisation failed: %s", exc)
-                return _SystemResult(self._driver, up=False, error=str(exc))
+                self._library_error = f"NVML not initialised: {reason}"
+                return _SystemResult(self._driver, up=False, error=self._library_error)
             self._library_down = False
             self._library_delay = RETRY_INITIAL_SECONDS
+            s.reset_all()  # a fresh library may support what the old one did not
             for slot in self._slots.values():
                 slot.handle = None  # handles do not survive a shutdown/init cycle
                 slot.retry_at = 0.0
@@ -343,7 +411,11 @@ class Sampler:
                         s.call(SYSTEM, "nvmlSystemGetCudaDriverVersion")
                     ),
                 )
-            count = s.call(SYSTEM, "nvmlDeviceGetCount")
+            counted = s.attempt(SYSTEM, "nvmlDeviceGetCount")
+            count = counted.value
+            if counted.status == "absent":
+                # Without a count nothing new can be acquired: never wait for the re-probe.
+                s.forget(SYSTEM, "nvmlDeviceGetCount")
             if count is None:
                 return _SystemResult(self._driver, up=False, error="device count unavailable")
             for index in range(count):
@@ -352,7 +424,8 @@ class Sampler:
             if down.library:
                 self._library_down = True
                 self._library_retry_at = now + self._library_delay
-                return _SystemResult(self._driver, up=False, error=down.error)
+                self._library_error = f"NVML lost: {down.error}"
+                return _SystemResult(self._driver, up=False, error=self._library_error)
             # A GPU lost while being acquired: its slot is handled in _acquire.
         return _SystemResult(self._driver, up=True)
 
@@ -421,12 +494,21 @@ class Sampler:
             out = GpuBuilder(slot.index, slot.uuid)
             timings: dict[str, float] = {}
             failed: set[str] = set()
+            progress = slot.progress = _Progress(out, timings, failed)
             for reader in self.readers:
+                if progress.abandoned:
+                    return _GpuResult(out.build(), timings, failed)  # nobody is waiting
+                if reader.name == slot.stuck_reader:
+                    failed.add(reader.name)  # still hung in the detached worker
+                    continue
+                progress.reader = reader.name
                 started = time.perf_counter()
                 try:
                     reader.read(ctx, out)
                 except GpuDown as down:
                     timings[reader.name] = time.perf_counter() - started
+                    if progress.abandoned:
+                        return _GpuResult(out.build(), timings, failed)
                     self._back_off(slot, time.monotonic(), down.error)
                     gpu = self._down_gpu(slot)
                     return _GpuResult(gpu, timings, failed, library_down=down.library)
@@ -437,21 +519,56 @@ class Sampler:
                         slot.state["_logged_failures"].add(reader.name)
                         log.exception("reader %s failed on GPU %s", reader.name, slot.uuid)
                 timings[reader.name] = time.perf_counter() - started
+                progress.completed += 1
+            progress.reader = None
             gpu = out.build()
-            slot.last = gpu
+            if not progress.abandoned:
+                slot.last = gpu
             return _GpuResult(gpu, timings, failed)
 
         return job
 
+    def _abandon_collector(self, slot: _Slot) -> _GpuResult | None:
+        """Go on without the one collector whose call hangs, when the GPU otherwise answers.
+
+        A hang in the first collector (identity) means the GPU itself does not answer: None, the
+        GPU is reported hung. So is a second hang while a worker is already left behind, which
+        bounds the threads a wedged GPU can hold to two. Otherwise the GPU keeps what the
+        collectors before the hung one read this cycle (the hung one is reported failed), a
+        fresh worker reads it from the next cycle on without that collector, and the collector
+        is read again once its call returns.
+        """
+        progress = slot.progress
+        if progress is None or progress.reader is None or progress.completed == 0:
+            return None
+        if slot.detached is not None:
+            return None
+        progress.abandoned = True
+        stuck = progress.reader
+        log.warning("collector %s hangs on GPU %s; reading the GPU without it", stuck, slot.uuid)
+        slot.detached, slot.stuck_reader = slot.worker, stuck
+        slot.worker = Worker(f"gpu{slot.index}")
+        gpu = Gpu(**dict(progress.out.fields))
+        slot.last = gpu
+        return _GpuResult(gpu, dict(progress.timings), set(progress.failed) | {stuck})
+
     def _down_gpu(self, slot: _Slot) -> Gpu:
-        name = slot.last.name if slot.last else None
-        return Gpu(
-            index=slot.index, uuid=slot.uuid, up=False, down_reason=slot.down_reason, name=name
-        )
+        return _identity_only(slot, slot.down_reason)
 
     def _hung_gpu(self, slot: _Slot) -> Gpu:
-        name = slot.last.name if slot.last else None
-        return Gpu(index=slot.index, uuid=slot.uuid, up=False, down_reason="hung", name=name)
+        return _identity_only(slot, "hung")
+
+
+# What a down or hung GPU keeps from when it last answered: its identity. These are the labels of
+# vgpumon_gpu_info; dropping any of them while the GPU is down would make Prometheus see a new
+# series (and lose the old one) exactly when an operator needs to know which board it is.
+IDENTITY_FIELDS = ("name", "pci_bus_id", "serial", "brand", "architecture", "compute_capability")
+
+
+def _identity_only(slot: _Slot, reason: str | None) -> Gpu:
+    last = slot.last
+    identity = {f: getattr(last, f) for f in IDENTITY_FIELDS} if last is not None else {}
+    return Gpu(index=slot.index, uuid=slot.uuid, up=False, down_reason=reason, **identity)
 
 
 def _release_state(slot: _Slot) -> None:

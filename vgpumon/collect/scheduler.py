@@ -7,8 +7,9 @@ time slice bounds), which never change and are read once per GPU.
 Log: NVML keeps the last 200 scheduling decisions per engine in a ring (``logEntries``); each
 entry is written when a software runlist is preempted and carries that runlist's cumulative run and
 preemption time. The header says to read it at least five times per second to see every entry,
-which a 1 s sampling cycle cannot do, so a :class:`SchedulerLogPoller` service polls every watched
-GPU from its own thread (every 0.1 s by default) and the reader also polls once per cycle, so the
+which a 1 s sampling cycle cannot do, so a :class:`SchedulerLogPoller` service polls every
+watched GPU that has running vGPUs from its own thread, as fast as the ring fills (a quarter of
+200 time slices, between 0.1 s and 1 s), and the reader also polls once per cycle, so the
 cycle's counters are current. :class:`LogConsumer` turns the successive reads into counters:
 
 * **De-duplication.** Entries up to the newest timestamp already consumed are skipped; entries that
@@ -61,7 +62,8 @@ from vgpumon.nvml.session import GpuDown, NvmlSession
 log = logging.getLogger(__name__)
 
 SERVICE = "vgpu_scheduler_log"
-DEFAULT_POLL_SECONDS = 0.1  # twice the rate the header asks for (5 Hz)
+DEFAULT_POLL_SECONDS = 0.1  # the fastest poll; the ring's fill time sets the actual rate
+MAX_POLL_SECONDS = 1.0
 CAPS_KEY = "vgpu_scheduler_caps"
 PRE_GI_SCHEDULING = frozenset(
     {"kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper"}
@@ -99,13 +101,25 @@ class LogConsumer:
         self.reads = 0
         self.lock = threading.Lock()
 
-    def consume(self, entries: Sequence[LogEntry], owners: Sequence[int], ring_full: bool) -> int:
-        """Account for the entries not seen before; returns how many were new."""
+    def consume(
+        self,
+        entries: Sequence[LogEntry],
+        owners: Sequence[int],
+        ring_full: bool,
+        span: tuple[int, int, int] | None = None,
+    ) -> int:
+        """Account for the entries not seen before; returns how many were new.
+
+        ``span`` (oldest, newest, count of the whole read) is given when ``entries`` holds only
+        the entries from ``last_ts`` on (the rest were not even decoded).
+        """
         fresh = [e for e in entries if self._is_new(e)]
-        if fresh and self.last_ts is not None and ring_full:
-            oldest = entries[0].timestamp_ns
-            if oldest > self.last_ts and len(entries) > 1:
-                spacing = (entries[-1].timestamp_ns - oldest) / (len(entries) - 1)
+        if span is None and entries:
+            span = (entries[0].timestamp_ns, entries[-1].timestamp_ns, len(entries))
+        if fresh and self.last_ts is not None and ring_full and span is not None:
+            oldest, newest, count = span
+            if oldest > self.last_ts and count > 1:
+                spacing = (newest - oldest) / (count - 1)
                 if spacing > 0:
                     self.missed_total += max(0, round((oldest - self.last_ts) / spacing) - 1)
         for e in fresh:
@@ -183,6 +197,7 @@ class _Watch:
 class _GpuWatch:
     scopes: dict[Scope, _Watch] = field(default_factory=dict)
     armed: bool = False
+    busy: bool = False  # vGPUs are running: only then does the ring fill between cycles
     lock: threading.Lock = field(default_factory=threading.Lock)
     thread: threading.Thread | None = None
 
@@ -204,8 +219,12 @@ class SchedulerLogPoller:
         self._lock = threading.Lock()
         self._closed = threading.Event()
 
-    def watch(self, uuid: str, scopes: dict[Scope, _Watch]) -> None:
-        """(Re)arm a GPU with this cycle's scopes; counters of scopes that stay are kept."""
+    def watch(self, uuid: str, scopes: dict[Scope, _Watch], *, busy: bool = True) -> None:
+        """(Re)arm a GPU with this cycle's scopes; counters of scopes that stay are kept.
+
+        ``busy``: vGPUs are running on it. A GPU without running vGPUs writes no log entries, so
+        its thread does not poll (the cycle's own read still does, once per cycle).
+        """
         with self._lock:
             gw = self._gpus.get(uuid)
             if gw is None:
@@ -220,7 +239,9 @@ class SchedulerLogPoller:
                 else:
                     gw.scopes[scope] = w
             gw.armed = bool(gw.scopes)
-        self._ensure_thread(uuid, gw)
+            gw.busy = busy
+        if busy:
+            self._ensure_thread(uuid, gw)
 
     def forget(self, uuid: str) -> None:
         with self._lock:
@@ -249,7 +270,12 @@ class SchedulerLogPoller:
 
     def _poll_scope(self, uuid: str, w: _Watch) -> bool:
         got: SchedulerLog | None = scheduler_log(
-            self.session, uuid, w.target, gpu_instance=w.gpu_instance, bounds=w.bounds
+            self.session,
+            uuid,
+            w.target,
+            gpu_instance=w.gpu_instance,
+            bounds=w.bounds,
+            after_ns=w.consumer.last_ts,  # decode only what is new
         )
         if got is None:
             return False
@@ -258,7 +284,7 @@ class SchedulerLogPoller:
             return False
         w.params = got.params
         with w.consumer.lock:
-            w.consumer.consume(got.entries, owners, got.ring_full)
+            w.consumer.consume(got.entries, owners, got.ring_full, got.span)
         return True
 
     def _ensure_thread(self, uuid: str, gw: _GpuWatch) -> None:
@@ -274,12 +300,32 @@ class SchedulerLogPoller:
         )
         gw.thread.start()
 
+    def wait_seconds(self, gw: _GpuWatch, floor: float) -> float:
+        """A quarter of the time the ring takes to fill: poll as fast as it fills, no faster.
+
+        The scheduler writes an entry when a runlist is preempted, at most once per time slice,
+        so the 200-entry ring lasts at least ``200 x time slice``; polling at a quarter of that
+        leaves room for a poll delayed by a busy host without missing an entry. ``floor`` (the
+        configured interval) is the fastest ever; once a second is the slowest.
+        """
+        slices = [
+            w.params.timeslice_ns
+            for w in gw.scopes.values()
+            if w.params is not None and w.params.timeslice_ns
+        ]
+        if not slices:
+            return floor
+        fill = RING_ENTRIES * min(slices) / 1e9
+        return max(floor, min(fill / 4, MAX_POLL_SECONDS))
+
     def _run(self, uuid: str, interval: float) -> None:
-        while not self._closed.wait(interval):
+        wait = interval
+        while not self._closed.wait(wait):
             gw = self._gpus.get(uuid)
             if gw is None:
                 return
-            if not gw.armed:
+            wait = self.wait_seconds(gw, interval)
+            if not gw.armed or not gw.busy:
                 continue
             try:
                 self.poll(uuid)
@@ -427,7 +473,7 @@ class SchedulerReader:
             poller.forget(ctx.uuid)
             return
 
-        poller.watch(ctx.uuid, scopes)
+        poller.watch(ctx.uuid, scopes, busy=bool(active))
         poller.poll(ctx.uuid)
         schedulers = []
         for scope, spec in scopes.items():

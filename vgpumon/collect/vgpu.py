@@ -199,8 +199,19 @@ def read_vgpu(ctx: GpuContext, out: GpuBuilder) -> None:
         st.migration_asked = pgpu is not None  # a failed call is asked again next cycle
     out.set(vgpu_migration_supported=st.migration_supported)
 
-    listed = ctx.call("nvmlDeviceGetActiveVgpus", h)
+    got = ctx.attempt("nvmlDeviceGetActiveVgpus", h)
+    listed = got.value
     if listed is None:
+        if got.status == "error" and ctx.previous is not None and ctx.previous.up:
+            # A list that failed this cycle is not an empty host: reporting 0 instances would
+            # end every VM's series (and page someone) over one failed call. The last list
+            # read stands until the call answers again; the failure is in the error counters.
+            prev = ctx.previous
+            out.set(
+                vgpu_instances=prev.vgpu_instances,
+                vgpu_processes=prev.vgpu_processes,
+                vgpu_types=prev.vgpu_types,
+            )
         return
     ids = [v for v in (as_int(x) for x in listed) if v]
     gi_of: dict[int, int] = {}

@@ -175,8 +175,11 @@ class LogEntry:
 @dataclass(frozen=True)
 class SchedulerLog:
     params: SchedulerParams
-    entries: tuple[LogEntry, ...]  # oldest first
+    entries: tuple[LogEntry, ...]  # oldest first; only those at or after ``after_ns`` if given
     ring_full: bool
+    # (oldest timestamp, newest timestamp, entries) of the whole read, decoded or not: what the
+    # missed-entry estimate needs
+    span: tuple[int, int, int] | None = None
 
 
 def decode_union(
@@ -368,22 +371,31 @@ _ENTRY_V1 = struct.Struct("<QQQI4xQQ")
 _ENTRY_V2 = struct.Struct("<QQQI4xQQI4x")
 
 
-def decode_entries(array: Any, count: int) -> list[LogEntry]:
-    """The first ``count`` entries of a ``logEntries`` array.
+def decode_entries(
+    array: Any, count: int, after_ns: int | None = None
+) -> tuple[list[LogEntry], tuple[int, int, int] | None]:
+    """The first ``count`` entries of a ``logEntries`` array, and the span of all of them.
 
-    A poller reads the 200-entry ring ten times a second per GPU; going through pynvml's
+    A poller reads the 200-entry ring several times a second per GPU; going through pynvml's
     ``_PrintableStructure`` attribute hooks for 1,200 fields each time costs more than the NVML
-    call, so a ctypes array is unpacked from its bytes (the layouts are the header's).
+    call, so a ctypes array is unpacked from its bytes (the layouts are the header's). With
+    ``after_ns`` only entries at or after it become objects (the consumer has seen the older
+    ones); the span (oldest, newest, count) still covers the whole read.
     """
     if count <= 0:
-        return []
+        return [], None
     if isinstance(array, ctypes.Array) and count <= len(array):
         size = ctypes.sizeof(array._type_)
         layout = {_ENTRY_V1.size: _ENTRY_V1, _ENTRY_V2.size: _ENTRY_V2}.get(size)
         if layout is not None:
             raw = ctypes.string_at(ctypes.addressof(array), size * count)
-            return [LogEntry(*row[:6]) for row in layout.iter_unpack(raw)]
-    return [
+            rows = list(layout.iter_unpack(raw))
+            stamps = [row[0] for row in rows]
+            span = (min(stamps), max(stamps), len(rows))
+            if after_ns is not None:
+                rows = [row for row in rows if row[0] >= after_ns]
+            return [LogEntry(*row[:6]) for row in rows], span
+    entries = [
         LogEntry(
             timestamp_ns=int(e.timestamp),
             run_total_ns=int(e.timeRunTotal),
@@ -394,6 +406,11 @@ def decode_entries(array: Any, count: int) -> list[LogEntry]:
         )
         for e in (array[i] for i in range(count))
     ]
+    stamps = [e.timestamp_ns for e in entries]
+    span = (min(stamps), max(stamps), len(entries))
+    if after_ns is not None:
+        entries = [e for e in entries if e.timestamp_ns >= after_ns]
+    return entries, span
 
 
 def scheduler_log(
@@ -403,18 +420,23 @@ def scheduler_log(
     *,
     gpu_instance: bool = False,
     bounds: tuple[int, int] | None = None,
+    after_ns: int | None = None,
 ) -> SchedulerLog | None:
-    """One read of the scheduler's 200-entry ring for a GPU or GPU instance."""
+    """One read of the scheduler's 200-entry ring for a GPU or GPU instance.
+
+    ``after_ns``: decode only entries at or after this timestamp (the rest were consumed).
+    """
     value, api = _scheduler_info(
         session, gpu, target, "Log", LOG_INFO_V1, gpu_instance=gpu_instance
     )
     if value is None:
         return None
     count = max(0, min(int(value.entriesCount), RING_ENTRIES))
-    entries = decode_entries(value.logEntries, count)
+    entries, span = decode_entries(value.logEntries, count, after_ns)
     entries.sort(key=lambda e: (e.timestamp_ns, e.runlist))
     return SchedulerLog(
         params=_params(value, api, bounds),
         entries=tuple(entries),
         ring_full=count >= RING_ENTRIES,
+        span=span,
     )

@@ -18,6 +18,7 @@ from vgpumon.config.serve import (
     DEFAULT_PORT,
     ServeSettings,
     check_bool,
+    check_cadence,
     check_count,
     check_interval,
     check_listen,
@@ -44,6 +45,9 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "processes": ("--processes", check_bool),
     "processes_max": ("--processes-max", check_count),
     "pcie_throughput": ("--pcie-throughput", check_bool),
+    "energy_interval_seconds": ("--interval.energy", check_cadence),
+    "pcie_throughput_interval_seconds": ("--interval.pcie-throughput", check_cadence),
+    "processes_interval_seconds": ("--interval.processes", check_cadence),
     "web_config_file": ("--web.config.file", check_text),
     "max_requests": ("--web.max-requests", check_count),
     "shutdown_timeout_seconds": ("--web.shutdown-timeout", check_timeout),
@@ -162,6 +166,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="read PCIe throughput (the NVML call blocks about 20 ms per direction and GPU)",
     )
+    for dest, flag, what in (
+        ("energy_interval_seconds", "--interval.energy", "the energy counter"),
+        ("pcie_throughput_interval_seconds", "--interval.pcie-throughput", "PCIe throughput"),
+        ("processes_interval_seconds", "--interval.processes", "process lists"),
+    ):
+        sampling.add_argument(
+            flag,
+            dest=dest,
+            metavar="SECONDS",
+            help=f"read {what} at most this often, keeping the last value between reads; "
+            f"0: every cycle (default {getattr(defaults, dest):g})",
+        )
     sampling.add_argument(
         "--log-level",
         dest="log_level",
@@ -256,6 +272,11 @@ def sampler_config(settings: ServeSettings) -> SamplerConfig:
         deadline_seconds=settings.deadline_seconds,
         collectors=settings.enabled_collectors(known),
         pcie_throughput=settings.pcie_throughput,
+        cadences={
+            "energy": settings.energy_interval_seconds,
+            "pcie_throughput": settings.pcie_throughput_interval_seconds,
+            "processes": settings.processes_interval_seconds,
+        },
     )
 
 
@@ -267,6 +288,9 @@ RESTART_ONLY = (
     "deadline_seconds",
     "collectors",
     "pcie_throughput",
+    "energy_interval_seconds",
+    "pcie_throughput_interval_seconds",
+    "processes_interval_seconds",
     "sim",
     "nvml_module",
     "web_config_file",
@@ -302,7 +326,8 @@ def reloaded(settings: ServeSettings) -> Reloaded:
 def run(args: argparse.Namespace) -> int:
     from vgpumon.collect.sampler import Sampler
     from vgpumon.export.server import refuse_duplicate_listen, serve
-    from vgpumon.nvml.loader import open_session
+    from vgpumon.nvml.loader import resolve_module
+    from vgpumon.nvml.session import NvmlSession
 
     settings = settings_from_args(args)
     refuse_duplicate_listen(settings.listen)  # before NVML is opened: a typo costs nothing
@@ -313,8 +338,23 @@ def run(args: argparse.Namespace) -> int:
     )
     if ssh is not None:
         return run_agentless(settings, ssh, args)
-    session = open_session(sim=settings.sim, module_name=settings.nvml_module)
+    # A module that cannot be imported is an installation error (exit 2); a driver that is not
+    # loaded yet is not: serve starts, says up 0 and why, and keeps retrying nvmlInit.
+    module, source = resolve_module(settings.sim, settings.nvml_module)
+    session = NvmlSession(module, source)
+    try:
+        session.init()
+        init_error = None
+    except Exception as exc:  # noqa: BLE001 - any failure of nvmlInit is retried
+        init_error = str(exc) or type(exc).__name__
     sampler = Sampler(session, sampler_config(settings))
+    if init_error is not None:
+        logging.getLogger("vgpumon.serve").warning(
+            "NVML could not be initialised from %s (%s); serving vgpumon_up 0 and retrying",
+            source,
+            init_error,
+        )
+        sampler.start_uninitialised(init_error)
     try:
         return asyncio.run(serve(sampler, **serve_arguments(settings, args)))
     finally:

@@ -13,6 +13,10 @@ Example::
     processes: true      # per-process series (opt-in), at most processes_max processes
     processes_max: 100
     pcie_throughput: false
+    intervals:           # expensive values at their own cadence (0: every cycle)
+      energy: 10
+      pcie_throughput: 10
+      processes: 5
     web:
       config_file: web.yml   # TLS and basic auth (Prometheus web-config format)
       max_requests: 40
@@ -97,6 +101,13 @@ class ServeSettings:
     processes: bool = False
     processes_max: int = 100
     pcie_throughput: bool = False
+    # Expensive values at their own cadence (seconds; 0 = every cycle). Between reads the
+    # exposition keeps the last value read. Defaults: energy is a counter read for rate()s over
+    # minutes, and its call takes about 3 ms per GPU; PCIe throughput blocks 20 ms per direction;
+    # process lists are several calls per GPU and processes live for seconds or longer.
+    energy_interval_seconds: float = 10.0
+    pcie_throughput_interval_seconds: float = 10.0
+    processes_interval_seconds: float = 5.0
     web_config_file: str | None = None
     max_requests: int = 40
     shutdown_timeout_seconds: float = 5.0
@@ -161,6 +172,13 @@ def check_interval(value: Any, where: str) -> float:
 
 def check_timeout(value: Any, where: str) -> float:
     """A bound on waiting (deadline, shutdown): above zero, at most a day."""
+    return check_seconds(value, where)
+
+
+def check_cadence(value: Any, where: str) -> float:
+    """How often an expensive value is read: 0 (every cycle) or a duration up to a day."""
+    if value in (0, "0") and not isinstance(value, bool):
+        return 0.0
     return check_seconds(value, where)
 
 
@@ -229,6 +247,9 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "processes": ("processes", check_bool),
     "processes_max": ("processes_max", check_count),
     "pcie_throughput": ("pcie_throughput", check_bool),
+    "intervals.energy": ("energy_interval_seconds", check_cadence),
+    "intervals.pcie_throughput": ("pcie_throughput_interval_seconds", check_cadence),
+    "intervals.processes": ("processes_interval_seconds", check_cadence),
     "web.config_file": ("web_config_file", check_text),
     "web.max_requests": ("max_requests", check_count),
     "web.shutdown_timeout": ("shutdown_timeout_seconds", check_timeout),

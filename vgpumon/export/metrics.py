@@ -927,6 +927,45 @@ FAMILIES: tuple[Family, ...] = (
         lambda g: g.pcie.replay_errors,
         collector="pcie",
     ),
+    # ---- physical GPU: NVLink (boards whose driver reports links; read by the pcie collector)
+    labeled(
+        GPU,
+        "vgpumon_gpu_nvlink_up",
+        "1 when the NVLink link is active, 0 when it is down.",
+        ("link",),
+        lambda g: [((str(n.link),), _flag(n.up)) for n in g.nvlinks],
+        collector="pcie",
+    ),
+    labeled(
+        GPU,
+        "vgpumon_gpu_nvlink_data_bytes_total",
+        "Data sent (tx) and received (rx) over the NVLink link since the driver was loaded.",
+        ("link", "direction"),
+        lambda g: [
+            pair
+            for n in g.nvlinks
+            for pair in (((str(n.link), "tx"), n.tx_bytes), ((str(n.link), "rx"), n.rx_bytes))
+        ],
+        collector="pcie",
+        type_=COUNTER,
+    ),
+    labeled(
+        GPU,
+        "vgpumon_gpu_nvlink_errors_total",
+        "NVLink data-link-layer errors by kind (crc, replay, recovery) since the driver loaded.",
+        ("link", "error"),
+        lambda g: [
+            pair
+            for n in g.nvlinks
+            for pair in (
+                ((str(n.link), "crc"), n.crc_errors),
+                ((str(n.link), "replay"), n.replay_errors),
+                ((str(n.link), "recovery"), n.recovery_errors),
+            )
+        ],
+        collector="pcie",
+        type_=COUNTER,
+    ),
     # ---- physical GPU: GPM (Hopper+)
     (
         GPU_SM_ACTIVE_RATIO := gauge(

@@ -183,6 +183,9 @@ def not_ready_reason(source: SnapshotSource) -> str | None:
     snapshot = source.latest
     if snapshot is None:
         return "first sampling cycle not done"
+    said = getattr(source, "not_ready_reason", None)  # the sampler's own words (NVML not up, why)
+    if isinstance(said, str):
+        return said
     if not source.ready:
         return "sampler wedged"
     if not snapshot.health.up and not snapshot.gpus:

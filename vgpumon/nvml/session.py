@@ -12,7 +12,18 @@ Every call goes through :meth:`NvmlSession.attempt` (``call`` is its value alone
 A reader that must tell "nothing new" from "unsupported" from "failed" (to report an empty list as
 empty, not unknown) reads :attr:`CallOutcome.status` instead of guessing from the error counters.
 
-Readers run in worker threads, several GPUs at once, so all shared state here is under one lock.
+**Absence heals.** "Not supported" and "no permission" are sometimes transient (a driver hiccup, a
+GPU being reset), so a cached absence is forgotten after :data:`REPROBE_SECONDS` (checked when a
+cycle starts, :meth:`NvmlSession.new_cycle`), after an NVML re-init (:meth:`NvmlSession.reset_all`)
+and when a GPU is re-acquired: a transient answer never removes a series for good. An absence is
+counted in the error counters the first time only, so a permanently unsupported call does not
+count again at every re-probe.
+
+**No lock on the per-call path.** Readers run in worker threads, several GPUs at once, and a lock
+taken per call was a fifth of the exporter's CPU with 16 GPUs. Call statistics and error counts go
+to a book owned by the calling thread (created once per thread, under the lock) and are merged when
+asked for; the absence cache is a dict read without a lock (one dict lookup is atomic in CPython)
+and written rarely. The successful path builds no objects beyond the argument tuple.
 """
 
 from __future__ import annotations
@@ -74,17 +85,44 @@ class CallOutcome:
         return self.status == "ok"
 
 
+# How long a cached "not supported" / "no permission" is believed before the call is tried again.
+REPROBE_SECONDS = 60.0
+
+
+class _Book:
+    """One thread's call statistics and error counts; only that thread writes it."""
+
+    __slots__ = ("errors", "stats")
+
+    def __init__(self) -> None:
+        # function -> [calls, seconds, max_seconds]
+        self.stats: dict[str, list[float]] = {}
+        self.errors: dict[tuple[str, str], int] = {}
+
+
 class NvmlSession:
     """One NVML module plus the bookkeeping that keeps reading it honest."""
 
-    def __init__(self, module: Any, source: str) -> None:
+    def __init__(
+        self,
+        module: Any,
+        source: str,
+        *,
+        reprobe_seconds: float = REPROBE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.module = module
         self.source = source
-        self._lock = threading.Lock()
+        self.reprobe_seconds = reprobe_seconds
+        self._clock = clock
+        self._lock = threading.Lock()  # taken only to register a book or to write the cache
         # (gpu, function, key) -> the error name that made it absent
         self._absent: dict[tuple[str, str, Hashable], str] = {}
-        self._errors: dict[tuple[str, str], int] = {}
-        self._stats: dict[str, CallStats] = {}
+        # when each absence was cached (for re-probing), and every key ever counted as absent
+        self._absent_since: dict[tuple[str, str, Hashable], float] = {}
+        self._counted_absent: set[tuple[str, str, Hashable]] = set()
+        self._books: list[_Book] = []
+        self._local = threading.local()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -99,7 +137,33 @@ class NvmlSession:
     def reset_gpu(self, gpu: str) -> None:
         """Forget cached absences for a GPU that was re-acquired (its support may differ now)."""
         with self._lock:
-            self._absent = {k: v for k, v in self._absent.items() if k[0] != gpu}
+            for k in [k for k in self._absent if k[0] == gpu]:
+                self._forget(k)
+            self._counted_absent = {k for k in self._counted_absent if k[0] != gpu}
+
+    def forget(self, gpu: str, function: str, key: Hashable = ()) -> None:
+        """Forget one cached absence now (a call too important to wait for the re-probe)."""
+        with self._lock:
+            self._forget((gpu, function, key))
+
+    def reset_all(self) -> None:
+        """Forget every cached absence: NVML was initialised again and may answer differently."""
+        with self._lock:
+            self._absent.clear()
+            self._absent_since.clear()
+
+    def new_cycle(self) -> None:
+        """Re-probe absences older than ``reprobe_seconds``: the next call tries them again."""
+        if not self._absent_since:
+            return
+        cutoff = self._clock() - self.reprobe_seconds
+        with self._lock:
+            for k in [k for k, since in self._absent_since.items() if since <= cutoff]:
+                self._forget(k)
+
+    def _forget(self, k: tuple[str, str, Hashable]) -> None:
+        self._absent.pop(k, None)
+        self._absent_since.pop(k, None)
 
     # ------------------------------------------------------------------ calls
 
@@ -107,8 +171,7 @@ class NvmlSession:
         return callable(getattr(self.module, function, None))
 
     def is_absent(self, gpu: str, function: str, key: Hashable = ()) -> bool:
-        with self._lock:
-            return (gpu, function, key) in self._absent
+        return (gpu, function, key) in self._absent
 
     def call(
         self,
@@ -122,8 +185,22 @@ class NvmlSession:
         """Call ``module.<function>(*args)``; return its value or None when there is none.
 
         The value of :meth:`attempt`, for callers to whom every kind of "no value" is the same.
+        This is the hot path (hundreds of calls per GPU per second on a vGPU host), so it is
+        :meth:`attempt` inlined for the successful case: no outcome object, no lock.
         """
-        return self.attempt(gpu, function, *args, key=key, no_data=no_data, **kwargs).value
+        cache_key = (gpu, function, key)
+        if cache_key in self._absent:
+            return None
+        fn = getattr(self.module, function, None)
+        if not callable(fn):
+            return self._mark_absent(cache_key, function, "function_not_found").value
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001
+            return self._failed(exc, cache_key, frozenset(no_data)).value
+        finally:
+            self._time(function, time.perf_counter() - start)
 
     def attempt(
         self,
@@ -208,8 +285,7 @@ class NvmlSession:
         invoke: Callable[[], CallOutcome],
     ) -> CallOutcome:
         """Run ``invoke`` unless the call is known to be absent; time it and classify failures."""
-        with self._lock:
-            reason = self._absent.get(cache_key)
+        reason = self._absent.get(cache_key)
         if reason is not None:
             return CallOutcome(status="absent", error=reason)
         start = time.perf_counter()
@@ -224,6 +300,11 @@ class NvmlSession:
         self, exc: Exception, cache_key: tuple[str, str, Hashable], no_data: frozenset[int]
     ) -> CallOutcome:
         gpu, function, _key = cache_key
+        if isinstance(exc, UnicodeDecodeError) and isinstance(exc.object, bytes):
+            # pynvml decodes names strictly; a driver string that is not UTF-8 (a GPU, vGPU type
+            # or process name) is still the name: keep it, with replacement characters.
+            raw = exc.object.split(b"\x00", 1)[0]
+            return CallOutcome(raw.decode("utf-8", "replace"))
         code = error_code(exc)
         name = error_name(exc)
         if code == 0 or (code is not None and code in no_data):
@@ -240,30 +321,62 @@ class NvmlSession:
     def _mark_absent(
         self, cache_key: tuple[str, str, Hashable], function: str, name: str
     ) -> CallOutcome:
-        """Cache the absence (counted once, by whoever caches it first)."""
+        """Cache the absence (counted once ever per key, by whoever caches it first)."""
         with self._lock:
-            first = cache_key not in self._absent
             reason = self._absent.setdefault(cache_key, name)
+            self._absent_since.setdefault(cache_key, self._clock())
+            first = cache_key not in self._counted_absent
+            self._counted_absent.add(cache_key)
         if first:
             self._count(function, name)
         return CallOutcome(status="absent", error=reason)
 
+    def _book(self) -> _Book:
+        book: _Book | None = getattr(self._local, "book", None)
+        if book is None:
+            book = self._local.book = _Book()
+            with self._lock:
+                self._books.append(book)
+        return book
+
     def _count(self, function: str, name: str) -> None:
-        with self._lock:
-            self._errors[(function, name)] = self._errors.get((function, name), 0) + 1
+        errors = self._book().errors
+        errors[(function, name)] = errors.get((function, name), 0) + 1
 
     def _time(self, function: str, seconds: float) -> None:
-        with self._lock:
-            st = self._stats.setdefault(function, CallStats())
-            st.calls += 1
-            st.seconds += seconds
-            st.max_seconds = max(st.max_seconds, seconds)
+        book: _Book | None = getattr(self._local, "book", None)
+        if book is None:
+            book = self._book()
+        st = book.stats.get(function)
+        if st is None:
+            book.stats[function] = [1, seconds, seconds]
+        else:
+            st[0] += 1
+            st[1] += seconds
+            if seconds > st[2]:
+                st[2] = seconds
 
     def error_counts(self) -> tuple[NvmlErrorCount, ...]:
+        """Error counts of every thread, merged (a snapshot: threads may be counting meanwhile)."""
         with self._lock:
-            items = sorted(self._errors.items())
-        return tuple(NvmlErrorCount(function=f, error=e, count=n) for (f, e), n in items)
+            books = list(self._books)
+        merged: dict[tuple[str, str], int] = {}
+        for book in books:
+            for k, n in list(book.errors.items()):  # list(): one C-level copy under the GIL
+                merged[k] = merged.get(k, 0) + n
+        return tuple(
+            NvmlErrorCount(function=f, error=e, count=n) for (f, e), n in sorted(merged.items())
+        )
 
     def call_stats(self) -> dict[str, CallStats]:
+        """Per-function call statistics of every thread, merged."""
         with self._lock:
-            return {k: CallStats(v.calls, v.seconds, v.max_seconds) for k, v in self._stats.items()}
+            books = list(self._books)
+        merged: dict[str, CallStats] = {}
+        for book in books:
+            for function, (calls, seconds, top) in list(book.stats.items()):
+                st = merged.setdefault(function, CallStats())
+                st.calls += int(calls)
+                st.seconds += seconds
+                st.max_seconds = max(st.max_seconds, top)
+        return merged

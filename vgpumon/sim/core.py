@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import os
 import threading
 import time
 import types
@@ -33,9 +34,62 @@ HOST_VGPU = VIRTUALIZATION_MODES["host_vgpu"]
 _INIT_FUNCTIONS = frozenset({"nvmlInit", "nvmlInitWithFlags"})
 
 
+def driver_text(value: str) -> str:
+    """A name as pynvml hands it over: the driver's bytes, decoded strictly as UTF-8.
+
+    A byte that is not UTF-8 is held in the name as a surrogate escape (Python's surrogateescape
+    form, ``"\\udcff"`` for 0xFF; set on a parsed scenario, since scenario files refuse lone
+    surrogates); pynvml's ``decode()`` then raises UnicodeDecodeError for it, exactly as it does
+    on a host whose driver returns such a name.
+    """
+    return value.encode("utf-8", "surrogateescape").decode()
+
+
 def nvml_error(code: int) -> pynvml.NVMLError:
     """pynvml's own exception for ``code`` (``NVMLError(3)`` is an ``NVMLError_NotSupported``)."""
     return pynvml.NVMLError(code)
+
+
+# Overrides the scenario's ``latency`` for every simulator in the process: "none", "realistic"
+# (the measured medians), or "FUNCTION=SECONDS,..." ("*" for every other function). Benches set it
+# to give a simulated host realistic per-call costs without editing the scenario files.
+LATENCY_ENV = "VGPUMON_SIM_LATENCY"
+# Below this a per-call cost is spent busy (a real NVML call is CPU time in the ioctl, and a
+# sleep this short would oversleep by tens of microseconds); above it, asleep (waiting on the GPU).
+_SPIN_BELOW = 100e-6
+
+
+def _latency_override(latency: dict[str, float]) -> dict[str, float]:
+    from vgpumon.sim.scenario import REALISTIC_LATENCY
+
+    text = os.environ.get(LATENCY_ENV, "").strip()
+    if not text:
+        return dict(latency)
+    if text == "none":
+        return {}
+    if text == "realistic":
+        return dict(REALISTIC_LATENCY)
+    out: dict[str, float] = {}
+    for item in text.split(","):
+        name, sep, seconds = item.partition("=")
+        try:
+            out[name.strip()] = float(seconds)
+        except ValueError:
+            raise ValueError(
+                f"{LATENCY_ENV}: expected none, realistic or FUNCTION=SECONDS,..., got {item!r}"
+            ) from None
+        if not sep:
+            raise ValueError(f"{LATENCY_ENV}: {item!r} has no '='")
+    return out
+
+
+def _spend(seconds: float) -> None:
+    if seconds >= _SPIN_BELOW:
+        time.sleep(seconds)
+        return
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
 class DeviceRef(NamedTuple):
@@ -66,6 +120,8 @@ class SimCore:
         for name, factory in registry.GPU_STATE_FACTORIES.items():
             for gpu in self.gpus:
                 gpu.ext[name] = factory(gpu, self)
+        self._latency = _latency_override(scenario.latency)
+        self._default_latency = self._latency.get("*", 0.0)
         self.providers = [cls(self) for cls in registry.PROVIDERS]
         self.providers_by_type = {type(p): p for p in self.providers}
         self.functions: dict[str, Callable[..., Any]] = {
@@ -157,9 +213,9 @@ class SimCore:
             and not (name == "nvmlErrorString" and self.library_loaded)
         ):
             raise nvml_error(pynvml.NVML_ERROR_UNINITIALIZED)
-        delay = self.scenario.latency.get(name)
+        delay = self._latency.get(name, self._default_latency)
         if delay:
-            time.sleep(delay)
+            _spend(delay)
         self.faults.before_call(name, gpu, self.t())
         if gpu is not None and name in self.gpus[gpu].spec.unsupported:
             raise nvml_error(pynvml.NVML_ERROR_NOT_SUPPORTED)

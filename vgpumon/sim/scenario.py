@@ -91,11 +91,18 @@ MAX_MHZ = 100_000.0  # GPU clocks are a few GHz
 MAX_SM_COUNT = 1024  # the largest GPUs have fewer than 200
 DEFAULT_DRIVER_VERSION = "580.159.04"
 
-# Medians measured on the H200 (docs/nvml-notes.md §14); calls faster than ~40 µs are left out.
+# Per-call costs measured on a real data-center GPU (driver 580; docs/nvml-notes.md §14), seconds
+# per call. "*" is every other function: most simple getters cost 1-2 µs there (utilization 1.1,
+# temperature 1.3, P-state 1.9).
 REALISTIC_LATENCY = {
+    "*": 1.5e-6,
+    "nvmlDeviceGetMemoryInfo": 6.6e-6,
+    "nvmlDeviceGetComputeRunningProcesses": 9.1e-6,
+    "nvmlDeviceGetEncoderUtilization": 2.2e-6,
     "nvmlDeviceGetTotalEnergyConsumption": 3.026e-3,
     "nvmlDeviceGetPcieThroughput": 20.927e-3,
     "nvmlDeviceGetFanSpeed": 143e-6,
+    "nvmlDeviceGetFanSpeed_v2": 143e-6,
     "nvmlDeviceGetMigMode": 146e-6,
     "nvmlGpmSampleGet": 48e-6,
 }
@@ -314,6 +321,19 @@ PCIE = Map(
         "replay_counter": Key(Int(lo=0), "", "0"),
     }
 )
+NVLINK = Map(
+    {
+        "down": Key(Seq(Int(0, 17), one_or_many=True), "links whose state is down", "none"),
+        "traffic": Key(
+            Int(0, 2**40),
+            "data bytes per second per active link and direction (the TX/RX counters grow by it)",
+            "0",
+        ),
+        "crc_errors": Key(Int(0, 2**32), "CRC errors per active link (a constant count)", "0"),
+        "replay_errors": Key(Int(0, 2**32), "replay errors per active link", "0"),
+        "recovery_errors": Key(Int(0, 2**32), "recovery errors per active link", "0"),
+    }
+)
 MIG_PROFILE = Map(
     {
         "index": Key(Int(0, 0x11), "NVML_GPU_INSTANCE_PROFILE_* index", required=True),
@@ -477,6 +497,15 @@ _GPU_KEYS: list[tuple[str, Key]] = [
     (
         "nvlink_links",
         Key(Int(0, 18), "NVLink links (0: NVLink fields are not supported)", "from model or 0"),
+    ),
+    (
+        "nvlink",
+        Key(
+            NVLINK,
+            "per-link NVLink state, traffic and errors (an HGX board); without it the per-link "
+            "fields answer not supported",
+            "none",
+        ),
     ),
     ("gpm", Key(Bool(), "GPM supported (Hopper+)", "from model")),
     ("supported_event_types", Key(Int(lo=0), "nvmlDeviceGetSupportedEventTypes mask", "0xFF9F")),
@@ -714,6 +743,8 @@ class GpuSpec:
     row_histogram: tuple[int, int, int, int, int]
     pcie: dict[str, int]
     nvlink_links: int
+    # the "nvlink" mapping as parsed ({} when absent: per-link fields not supported)
+    nvlink: dict[str, Any]
     gpm_supported: bool
     supported_event_types: int
     mig_profiles: tuple[MigProfile, ...]
@@ -768,8 +799,15 @@ def derived_serial(seed: int, index: int) -> str:
 _HGX_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
 
 
+# Beyond eight GPUs: the free bus numbers from 0x10 up (0x10 + index collided with the HGX ones).
+_MORE_BUSES = tuple(b for b in range(0x10, 0x100) if b not in _HGX_BUSES)
+
+
 def derived_bus_id(index: int) -> str:
-    bus = _HGX_BUSES[index] if index < len(_HGX_BUSES) else 0x10 + index
+    if index < len(_HGX_BUSES):
+        bus = _HGX_BUSES[index]
+    else:
+        bus = _MORE_BUSES[(index - len(_HGX_BUSES)) % len(_MORE_BUSES)]
     return f"00000000:{bus:02X}:00.0"
 
 
@@ -1181,6 +1219,7 @@ def _build_gpu(merged: dict[str, Any], index: int, path: str, seed: int, ctx: Ct
             "replay_counter": pcie.get("replay_counter", 0),
         },
         nvlink_links=merged.get("nvlink_links", 0),
+        nvlink=dict(merged.get("nvlink", {})),
         gpm_supported=bool(merged.get("gpm", merged["architecture"] >= ARCHITECTURES["hopper"])),
         supported_event_types=merged.get("supported_event_types", pynvml.nvmlEventTypeAll),
         mig_profiles=profiles,

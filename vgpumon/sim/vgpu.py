@@ -355,6 +355,11 @@ class VgpuHost:
     migration: bool = True  # pGPU migration capability
     _runtimes: dict[int, InstanceRuntime] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # statics by id: a host of 16 x 48 vGPUs made every instance call a linear search otherwise
+    _static_by_id: dict[int, InstanceRuntime] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._static_by_id.update((i.id, i) for i in self.statics)
 
     # ---------------------------------------------------------------- instances
 
@@ -389,9 +394,9 @@ class VgpuHost:
         return out
 
     def find(self, vgpu: int, t: float) -> InstanceRuntime | None:
-        for inst in self.statics:
-            if inst.id == vgpu:
-                return inst if inst.spec.alive(t) else None
+        inst = self._static_by_id.get(vgpu)
+        if inst is not None:
+            return inst if inst.spec.alive(t) else None
         for c in self.churn:
             k = vgpu - c.base_id
             if 0 <= k < CHURN_ID_BASE and (c.count is None or k < c.count):

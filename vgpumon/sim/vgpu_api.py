@@ -33,7 +33,7 @@ from typing import Any
 
 import pynvml
 
-from vgpumon.sim.core import SimCore, nvml_error
+from vgpumon.sim.core import SimCore, driver_text, nvml_error
 from vgpumon.sim.licensing import LICENSED, fill_expiry
 from vgpumon.sim.registry import Provider, nvml_function, register_provider
 from vgpumon.sim.scheduler import GI_DRIVER, need_driver, scheduler_of
@@ -249,7 +249,7 @@ class VgpuHostApi(Provider):
 
     @nvml_function()
     def nvmlVgpuTypeGetName(self, vgpuTypeId: int) -> str:
-        return self._type(vgpuTypeId)[1].name
+        return driver_text(self._type(vgpuTypeId)[1].name)
 
     @nvml_function()
     def nvmlVgpuTypeGetClass(self, vgpuTypeId: int) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pynvml
 
-from vgpumon.sim.core import nvml_error
+from vgpumon.sim.core import driver_text, nvml_error
 from vgpumon.sim.registry import Provider, nvml_function, register_provider
 from vgpumon.sim.scenario import ARCHITECTURES, VIRTUALIZATION_MODES, GpuSpec
 from vgpumon.sim.state import GpuState, percent
@@ -54,8 +54,8 @@ class DeviceApi(Provider):
     def nvmlDeviceGetName(self, handle: Any) -> str:
         ref = self.core.device(handle)
         if ref.ci is not None:
-            return f"{ref.gpu.spec.name} MIG {ref.ci.profile_name}"
-        return ref.gpu.spec.name
+            return driver_text(f"{ref.gpu.spec.name} MIG {ref.ci.profile_name}")
+        return driver_text(ref.gpu.spec.name)
 
     @nvml_function()
     def nvmlDeviceGetUUID(self, handle: Any) -> str:

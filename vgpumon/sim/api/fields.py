@@ -152,6 +152,60 @@ FIELDS: dict[int, tuple[int, Getter]] = {
     270: (ULL, lambda gpu, t, scope: 0),
     271: (ULL, lambda gpu, t, scope: 0),
 }
+ALL_LINKS = 0xFFFFFFFF
+# Per-link fields (scopeId = link): state, data throughput counters (KiB), DL error counters.
+NVLINK_STATE, NVLINK_TX, NVLINK_RX = 165, 138, 139
+NVLINK_REPLAY, NVLINK_RECOVERY, NVLINK_CRC = 161, 162, 163
+_LINK_ERRORS = {
+    NVLINK_REPLAY: "replay_errors",
+    NVLINK_RECOVERY: "recovery_errors",
+    NVLINK_CRC: "crc_errors",
+}
+
+
+def _per_link(fid: int, gpu: GpuState, t: float, scope: int) -> int:
+    """A per-link NVLink field of a GPU whose scenario has an ``nvlink`` section.
+
+    Without one, or for a link the board does not have, the entry answers not supported; so do
+    the all-links scope of the state and error fields. The throughput counters of a down link stay
+    at 0; an active link's grow at ``traffic`` bytes per second.
+    """
+    spec = gpu.spec.nvlink
+    links = gpu.spec.nvlink_links
+    if not spec or links == 0:
+        raise NotApplicable
+    down = set(spec.get("down", ()))
+    if scope == ALL_LINKS and fid in (NVLINK_TX, NVLINK_RX):
+        return sum(_per_link(fid, gpu, t, link) for link in range(links))
+    if not 0 <= scope < links:
+        raise NotApplicable
+    if fid == NVLINK_STATE:
+        return 0 if scope in down else 1
+    if scope in down:
+        return 0
+    if fid in (NVLINK_TX, NVLINK_RX):
+        return int(spec.get("traffic", 0) * max(t, 0.0)) // 1024
+    return int(spec.get(_LINK_ERRORS[fid], 0))
+
+
+def _link_field(fid: int, old: Getter | None) -> Getter:
+    def get(gpu: GpuState, t: float, scope: int) -> int:
+        if gpu.spec.nvlink:
+            return _per_link(fid, gpu, t, scope)
+        if old is None:
+            raise NotApplicable
+        return old(gpu, t, scope)
+
+    return get
+
+
+for _fid in (NVLINK_STATE, NVLINK_TX, NVLINK_RX, NVLINK_REPLAY, NVLINK_RECOVERY, NVLINK_CRC):
+    _old = FIELDS.get(_fid)
+    FIELDS[_fid] = (
+        ULL if _fid != NVLINK_STATE else UINT,
+        _link_field(_fid, _old[1] if _old else None),
+    )
+
 FIELDS[191] = (
     ULL,
     FIELDS[pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION][1],

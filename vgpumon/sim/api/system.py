@@ -6,7 +6,7 @@ from typing import Any
 
 import pynvml
 
-from vgpumon.sim.core import SimCore, nvml_error
+from vgpumon.sim.core import SimCore, driver_text, nvml_error
 from vgpumon.sim.registry import Provider, nvml_function, register_provider
 from vgpumon.sim.scenario import normalized_bus_id
 
@@ -123,7 +123,7 @@ class SystemApi(Provider):
         for gpu in self.core.gpus:
             for p in gpu.processes:
                 if p.pid == pid and p.running(t):
-                    return p.spec.name
+                    return driver_text(p.spec.name)
         raise nvml_error(pynvml.NVML_ERROR_NOT_FOUND)
 
     @nvml_function()

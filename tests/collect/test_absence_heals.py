@@ -1,0 +1,150 @@
+"""Absence that heals: a transient answer never removes data for good (issue 12, "Lost data").
+
+Each test injects a short fault window with the simulator's fault engine and checks that what the
+window took away comes back: "not supported" is re-probed after the session's re-probe period, a
+lost GPU keeps its identity, a failed vGPU list keeps the instances, and a device count that
+failed once does not pin ``up`` at 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vgpumon.collect import Sampler, SamplerConfig
+from vgpumon.model import Gpu, Snapshot
+from vgpumon.nvml.session import REPROBE_SECONDS, NvmlSession
+from vgpumon.sim import ManualClock, create, load_scenario
+
+ONE_H100 = """
+name: heal
+description: one H100 with a fault window
+seed: 5
+gpus:
+  - model: h100-sxm-80gb
+    load: {duty: 0.5}
+faults:
+"""
+
+
+class Host:
+    """A sampler over a scenario file, the session's re-probe clock being the scenario clock."""
+
+    def __init__(self, path: Path) -> None:
+        self.clock = ManualClock()
+        self.start = self.clock.now()
+        module = create(load_scenario(str(path)), self.clock)
+        self.session = NvmlSession(module, "sim", clock=self.clock.now)
+        self.session.init()
+        self.sampler = Sampler(
+            self.session, SamplerConfig(deadline_seconds=5.0), clock=self.clock.now
+        )
+
+    async def at(self, t: float) -> Snapshot:
+        self.clock.advance(self.start + t - self.clock.now())
+        return await self.sampler.cycle()
+
+    def close(self) -> None:
+        self.sampler.close()
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Any:
+    made: list[Host] = []
+
+    def make(text: str) -> Host:
+        path = tmp_path / f"s{len(made)}.yaml"
+        path.write_text(text)
+        h = Host(path)
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        h.close()
+
+
+def _known(gpu: Gpu) -> set[str]:
+    """Names of the Gpu fields that hold a value (None and empty collections are no value)."""
+    out = set()
+    for name, value in vars(gpu).items():
+        if value is None or value == () or value == {}:
+            continue
+        if hasattr(value, "__dataclass_fields__"):
+            out |= {f"{name}.{k}" for k, v in vars(value).items() if v is not None and v != ()}
+        else:
+            out.add(name)
+    return out
+
+
+async def test_a_transient_not_supported_on_power_heals_after_the_reprobe(host: Any) -> None:
+    h = host(
+        ONE_H100 + "  - {kind: error, function: nvmlDeviceGetPowerUsage, code: not_supported,"
+        " from: 2s, until: 7s}\n"
+    )
+    assert (await h.at(0)).gpus[0].power_watts is not None
+    assert (await h.at(3)).gpus[0].power_watts is None  # the window: absent, cached
+    assert (await h.at(10)).gpus[0].power_watts is None  # still cached, not asked again
+    assert (await h.at(10 + REPROBE_SECONDS)).gpus[0].power_watts is not None
+
+
+async def test_a_ten_second_window_on_every_call_loses_no_series_for_good(host: Any) -> None:
+    h = host(
+        ONE_H100 + "  - {kind: error, function: '*', code: not_supported, from: 2s, until: 12s,"
+        " except: [nvmlDeviceGetHandleByIndex, nvmlDeviceGetUUID]}\n"
+    )
+    before = _known((await h.at(0)).gpus[0])
+    await h.at(5)
+    await h.at(15)
+    after = _known((await h.at(15 + REPROBE_SECONDS)).gpus[0])
+    assert before - after == set()
+
+
+async def test_device_count_not_supported_for_a_moment_does_not_pin_up_at_0(host: Any) -> None:
+    h = host(
+        ONE_H100 + "  - {kind: error, function: nvmlDeviceGetCount, code: not_supported,"
+        " from: 2s, until: 4s}\n"
+    )
+    assert (await h.at(0)).health.up
+    assert not (await h.at(3)).health.up
+    assert (await h.at(5)).health.up
+
+
+async def test_a_lost_gpu_keeps_its_identity_labels(host: Any) -> None:
+    h = host(ONE_H100 + "  - {kind: gpu_lost, gpus: [0], from: 2s, until: 60s}\n")
+    up = (await h.at(0)).gpus[0]
+    down = (await h.at(3)).gpus[0]
+    assert not down.up
+    identity = ("name", "pci_bus_id", "serial", "brand", "architecture", "compute_capability")
+    assert all(getattr(up, f) is not None for f in identity)
+    assert {f: getattr(down, f) for f in identity} == {f: getattr(up, f) for f in identity}
+
+
+VGPU_HOST = """
+name: vgpu-list-fails
+description: a vGPU host whose active-vGPU list fails for a few seconds
+seed: 9
+gpus:
+  - model: l40s
+    virtualization_mode: host_vgpu
+    vgpu:
+      types:
+        - {id: 1152, name: "NVIDIA L40S-8Q", framebuffer: 8GiB, max_instances: 6}
+      instances:
+        - {id: 1, type: "NVIDIA L40S-8Q", vm_id: vm-one}
+        - {id: 2, type: "NVIDIA L40S-8Q", vm_id: vm-two}
+faults:
+  - {kind: error, function: nvmlDeviceGetActiveVgpus, code: unknown, from: 2s, until: 4s}
+"""
+
+
+async def test_a_failed_vgpu_list_is_not_zero_instances(host: Any) -> None:
+    h = host(VGPU_HOST)
+    before = (await h.at(0)).gpus[0]
+    assert len(before.vgpu_instances) == 2
+    during = await h.at(3)
+    assert [v.vgpu_id for v in during.gpus[0].vgpu_instances] == [1, 2]
+    assert any(e.function == "nvmlDeviceGetActiveVgpus" for e in during.nvml_errors)
+    assert len((await h.at(5)).gpus[0].vgpu_instances) == 2

@@ -1,0 +1,64 @@
+"""A hung call costs its collector, not the GPU (issue 12: one hang took 171 series down).
+
+GPU 0's temperature call hangs from the start; every other call answers. The GPU stays up with
+everything but its temperatures, the temperature collector is reported failed while the call is
+stuck, and once the call returns the temperatures come back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from vgpumon.collect import Sampler, SamplerConfig
+from vgpumon.nvml.loader import open_session
+from vgpumon.sim import ManualClock
+
+SCENARIO = """
+name: hung-temperature
+description: GPU 0's temperature call hangs; the rest of the GPU answers
+seed: 4
+gpus:
+  - model: h100-sxm-80gb
+    count: 2
+    load: {duty: 0.5}
+faults:
+  - {kind: hang, function: nvmlDeviceGetTemperature, gpus: [0], from: 0s}
+"""
+
+
+async def test_a_hung_call_takes_down_its_collector_not_the_gpu(tmp_path: Path) -> None:
+    path = tmp_path / "hung-temperature.yaml"
+    path.write_text(SCENARIO)
+    clock = ManualClock()
+    session = open_session(sim=str(path), clock=clock)
+    sampler = Sampler(session, SamplerConfig(deadline_seconds=0.5), clock=clock.now)
+    module = session.module
+    try:
+        first = await sampler.cycle()
+        gpu = first.gpus[0]
+        assert gpu.up and gpu.name is not None and gpu.memory.total_bytes is not None
+        assert gpu.power_watts is not None  # read before the hung collector
+        assert gpu.temperatures.gpu_celsius is None
+        failed = {c.name for c in first.collectors if not c.success}
+        assert failed == {"temperature"}
+        assert first.health.hung_gpus == ()
+
+        clock.advance(1.0)
+        second = await sampler.cycle()
+        gpu = second.gpus[0]
+        assert gpu.up and gpu.temperatures.gpu_celsius is None
+        assert gpu.clocks.sm_hertz is not None  # read after the hung collector, by a new worker
+        assert second.gpus[1].temperatures.gpu_celsius is not None
+
+        module.release_hangs()
+        await asyncio.sleep(0.2)  # the stuck call returns in its worker
+        clock.advance(1.0)
+        await sampler.cycle()
+        clock.advance(1.0)
+        healed = await sampler.cycle()
+        assert healed.gpus[0].temperatures.gpu_celsius is not None
+        assert all(c.success for c in healed.collectors)
+    finally:
+        module.release_hangs()
+        sampler.close()
