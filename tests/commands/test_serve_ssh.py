@@ -73,9 +73,15 @@ async def test_serve_ssh_exports_each_host_with_a_host_label(tmp_path: Path) -> 
         base = f"http://127.0.0.1:{port}"
         try:
             await _ready(base, proc)
+            # Ready means every host answered or failed once; the exposition is rendered off the
+            # scrape path, so the first scrapes may still show an older view: wait for all hosts.
             async with aiohttp.ClientSession() as http:
-                async with http.get(f"{base}/metrics") as resp:
-                    text = await resp.text()
+                for _ in range(int(READY_WITHIN / 0.1)):
+                    async with http.get(f"{base}/metrics") as resp:
+                        text = await resp.text()
+                    if text.count("vgpumon_up{") == len(hosts):
+                        break
+                    await asyncio.sleep(0.1)
                 async with http.get(f"{base}/api/v1/snapshot") as resp:
                     served = await resp.json()
         finally:
