@@ -107,6 +107,7 @@ def floor_worker(scenario: str | None, status_path: str, interval: float) -> Non
     import threading
 
     from vgpumon.collect import Sampler
+    from vgpumon.commands.serve import sampler_config
     from vgpumon.config.serve import ServeSettings
     from vgpumon.nvml.loader import open_session
 
@@ -132,7 +133,7 @@ def floor_worker(scenario: str | None, status_path: str, interval: float) -> Non
 
     session.module = Recorder()
     settings = ServeSettings(interval_seconds=interval)
-    sampler = Sampler(session, settings.sampler_config())
+    sampler = Sampler(session, sampler_config(settings))
     cycles: list[list[tuple[Any, tuple[Any, ...], dict[str, Any]]]] = []
 
     async def record() -> None:

@@ -13,7 +13,12 @@ Where the time goes and why it does not stall scrapes:
   (:meth:`vgpumon.export.exposition.Renderer.steps`), so a scrape waits at most one slice; a worker
   thread would hold the GIL for the whole render and delay the loop by up to the interpreter's
   switch interval at every turn;
-* gzip runs in a worker thread: zlib releases the GIL while it compresses.
+* gzip runs in a worker thread: zlib releases the GIL while it compresses, and only for the forms
+  a scraper asked for in the last :data:`WANTED_SECONDS` (Prometheus asks for one form, always
+  the same): compressing a 16 x 48 host's two bodies costs more CPU than rendering them, and
+  the sampler publishes far more often than anyone scrapes. The first ask for a form nobody
+  asked for lately is compressed for that one answer (in a worker thread); from the next
+  snapshot on it is compressed before it is published.
 
 Memory: one set of bodies is alive (the old set is dropped when the new one is swapped in; a
 scrape still sending the old body keeps only that body), and the snapshot is referenced weakly,
@@ -39,6 +44,7 @@ log = logging.getLogger(__name__)
 GZIP_LEVEL = 6  # prometheus-client's level: the same bytes on the wire as before
 SLICE_SECONDS = 0.001  # the longest a render step keeps the event loop
 POLL_SECONDS = 0.05  # how often the publisher looks for a new snapshot (20 cheap wake-ups a second)
+WANTED_SECONDS = 600.0  # a gzip form is kept compressed this long after a scrape asked for it
 
 
 @dataclass(frozen=True)
@@ -49,13 +55,21 @@ class Bodies:
     options: ExportOptions
     text: bytes
     openmetrics: bytes
-    text_gzip: bytes
-    openmetrics_gzip: bytes
+    text_gzip: bytes | None  # None: no scraper asked for this form lately (not compressed)
+    openmetrics_gzip: bytes | None
 
-    def body(self, openmetrics: bool, gz: bool) -> bytes:
+    async def body(self, openmetrics: bool, gz: bool) -> bytes:
+        """The body in the asked form; a gzip form not compressed in advance is compressed now."""
         if openmetrics:
-            return self.openmetrics_gzip if gz else self.openmetrics
-        return self.text_gzip if gz else self.text
+            plain, packed = self.openmetrics, self.openmetrics_gzip
+        else:
+            plain, packed = self.text, self.text_gzip
+        if not gz:
+            return plain
+        if packed is None:
+            packed = await _compress(plain, True)
+            assert packed is not None
+        return packed
 
     def of(self, snapshot: Snapshot) -> bool:
         """True when these bodies were rendered from ``snapshot`` (the very object)."""
@@ -95,6 +109,7 @@ class Publisher:
         self.current: Bodies | None = None
         self._failed: weakref.ReferenceType[Snapshot] | None = None  # its render raised
         self.renders = 0  # completed renders (for tests and the benchmark)
+        self._gzip_wanted: dict[bool, float] = {}  # openmetrics? -> loop time of the last ask
 
     @property
     def options(self) -> ExportOptions:
@@ -107,6 +122,18 @@ class Publisher:
             self._renderer = Renderer(options)
             self._failed = None
             self.kick()
+
+    def want_gzip(self, openmetrics: bool) -> None:
+        """A scraper asked for this format gzipped: compress it in the coming renders."""
+        self._gzip_wanted[openmetrics] = asyncio.get_running_loop().time()
+
+    def _gzip_forms(self) -> tuple[bool, bool]:
+        """(text, OpenMetrics): whether each was asked for gzipped within WANTED_SECONDS."""
+        now = asyncio.get_running_loop().time()
+        return tuple(  # type: ignore[return-value]
+            now - self._gzip_wanted.get(om, -WANTED_SECONDS - 1.0) <= WANTED_SECONDS
+            for om in (False, True)
+        )
 
     def kick(self) -> None:
         """Look for a new snapshot now rather than at the next poll."""
@@ -183,9 +210,9 @@ class Publisher:
                 await asyncio.sleep(0)
         if exposition is None:  # cannot happen: steps() always ends with the exposition
             raise RuntimeError("renderer ended without an exposition")
+        want_text, want_om = self._gzip_forms()
         text_gz, om_gz = await asyncio.gather(
-            asyncio.to_thread(gzip.compress, exposition.text, GZIP_LEVEL, mtime=0),
-            asyncio.to_thread(gzip.compress, exposition.openmetrics, GZIP_LEVEL, mtime=0),
+            _compress(exposition.text, want_text), _compress(exposition.openmetrics, want_om)
         )
         bodies = Bodies(
             weakref.ref(snapshot),
@@ -200,3 +227,10 @@ class Publisher:
             self.renders += 1
             self._published.set()
         return bodies
+
+
+async def _compress(body: bytes, wanted: bool) -> bytes | None:
+    """gzip of ``body`` in a worker thread, or None when no scraper wants it compressed."""
+    if not wanted:
+        return None
+    return await asyncio.to_thread(gzip.compress, body, GZIP_LEVEL, mtime=0)

@@ -231,10 +231,12 @@ def build_app(
             publisher.kick()  # serve the last complete body now; the new one is being rendered
         choice = choose(request.headers.get("Accept"))
         gz = gzip_wanted(request.headers.get("Accept-Encoding"))
+        if gz:
+            publisher.want_gzip(choice.openmetrics)
         headers = {"Content-Type": choice.content_type, "Vary": "Accept, Accept-Encoding"}
         if gz:
             headers["Content-Encoding"] = "gzip"
-        body = bodies.body(choice.openmetrics, gz)
+        body = await bodies.body(choice.openmetrics, gz)
         return await send_body(request, body, headers, limits.write_timeout_seconds)
 
     async def snapshot_json(request: web.Request) -> web.StreamResponse:

@@ -1,0 +1,59 @@
+"""gzip bodies are made only for the forms scrapers ask for, and a gzip ask is always answered gzip.
+
+Compressing every form of every snapshot cost more CPU than rendering on a big host while the
+sampler publishes once a second and Prometheus scrapes a few times a minute, in one form.
+"""
+
+from __future__ import annotations
+
+import gzip
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from vgpumon.collect.base import SamplerConfig
+from vgpumon.collect.sampler import Sampler
+from vgpumon.export.publisher import Publisher
+from vgpumon.export.server import PUBLISHER, build_app
+from vgpumon.nvml.loader import open_session
+
+OPENMETRICS = "application/openmetrics-text; version=1.0.0"
+
+
+async def test_nothing_is_compressed_before_a_scraper_asks() -> None:
+    sampler = Sampler(open_session(sim="baremetal-8xh100"), SamplerConfig())
+    try:
+        snapshot = await sampler.cycle()
+        publisher = Publisher(lambda: snapshot)
+        bodies = await publisher.publish(snapshot)
+        assert bodies.text_gzip is None and bodies.openmetrics_gzip is None
+        # An ask is still answered gzip, compressed for that answer.
+        assert gzip.decompress(await bodies.body(True, True)) == bodies.openmetrics
+        publisher.want_gzip(True)
+        bodies = await publisher.publish(snapshot)
+        assert bodies.openmetrics_gzip is not None and bodies.text_gzip is None
+        assert gzip.decompress(bodies.openmetrics_gzip) == bodies.openmetrics
+    finally:
+        sampler.close()
+
+
+async def test_a_gzip_scrape_is_gzip_from_the_first_answer_on() -> None:
+    sampler = Sampler(open_session(sim="baremetal-8xh100"), SamplerConfig())
+    app = build_app(sampler)
+    client = TestClient(TestServer(app))
+    await client.start_server()
+    try:
+        await sampler.cycle()
+        headers = {"Accept": OPENMETRICS, "Accept-Encoding": "gzip"}
+        for _ in range(2):
+            resp = await client.get("/metrics", headers=headers, auto_decompress=False)
+            assert resp.status == 200
+            assert resp.headers["Content-Encoding"] == "gzip"
+            assert gzip.decompress(await resp.read()).endswith(b"# EOF\n")
+            await sampler.cycle()
+            await app[PUBLISHER].until_published(sampler.latest)  # type: ignore[arg-type]
+        assert app[PUBLISHER].current is not None
+        assert app[PUBLISHER].current.openmetrics_gzip is not None  # compressed in advance now
+        assert app[PUBLISHER].current.text_gzip is None  # nobody asked for text gzipped
+    finally:
+        await client.close()
+        sampler.close()
