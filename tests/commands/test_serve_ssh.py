@@ -198,3 +198,24 @@ def test_the_config_file_ssh_section_and_flags_over_it(tmp_path: Path) -> None:
     config.write_text("ssh:\n  targets: [esxi-1]\n  timeout: soon\n")
     code, stderr = _serve_error("--config", str(config))
     assert code != 0 and "ssh.timeout" in stderr and len(stderr.strip().splitlines()) == 1
+
+
+def test_top_ssh_reads_the_agentless_source() -> None:
+    """``vgpumon top --ssh HOST`` gets the same SshSource as serve (no NVML in the process)."""
+    import argparse
+
+    import pytest
+
+    from vgpumon.commands import top
+    from vgpumon.errors import ConfigError
+    from vgpumon.sources.ssh import SshSource
+
+    parser = argparse.ArgumentParser()
+    top.add_arguments(parser)
+    source = top.source_from_args(parser.parse_args(["--ssh", "root@esxi-1", "--ssh", "esxi-2"]))
+    assert isinstance(source, SshSource)
+    assert source.hosts() == ("esxi-1", "esxi-2")
+    with pytest.raises(ConfigError, match="drop --url"):
+        top.source_from_args(parser.parse_args(["--ssh", "esxi-1", "--url", "http://x:9839"]))
+    with pytest.raises(ConfigError, match="cannot be combined with --sim"):
+        top.source_from_args(parser.parse_args(["--ssh", "esxi-1", "--sim", "vgpu-guest"]))

@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PRODUCERS = ("model", "nvml", "sim", "collect", "smi")
 CONSUMERS = ("view", "sources", "export", "tui", "validate", "commands")
-# What tui may import from vgpumon: the snapshot model, the shared presentation, the sources, and
-# the two leaf modules every package may use (errors, units).
-TUI_ALLOWED = ("model", "view", "sources", "errors", "units")
+# What tui may import from vgpumon: the snapshot model, the shared presentation, the sources, the
+# two leaf modules every package may use (errors, units), and its own modules.
+TUI_ALLOWED = ("model", "view", "sources", "errors", "units", "tui")
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.buffer.write(render_exposition(snapshot, openmetrics=True))
         sys.stdout.buffer.flush()
     else:
-        from vgpumon.collect.render import render
+        from vgpumon.view.render import render
 
         render(snapshot)
     return 0

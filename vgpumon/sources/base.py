@@ -136,11 +136,17 @@ class UpdateHub:
                 queue.get_nowait()
             queue.put_nowait(update)
 
-    async def updates(self) -> AsyncIterator[HostUpdate]:
+    def updates(self) -> AsyncIterator[HostUpdate]:
+        """Subscribe now (not at the first ``anext``), so no update between this call and the
+        first wait is lost: a consumer can read :meth:`latest` right after subscribing."""
         queue: asyncio.Queue[HostUpdate | None] = asyncio.Queue(self.QUEUE_SIZE)
-        if self._closed:
+        if not self._closed:
+            self._subscribers.append(queue)
+        return self._drain(queue)
+
+    async def _drain(self, queue: asyncio.Queue[HostUpdate | None]) -> AsyncIterator[HostUpdate]:
+        if queue not in self._subscribers:
             return
-        self._subscribers.append(queue)
         try:
             while True:
                 item = await queue.get()

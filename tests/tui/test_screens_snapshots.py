@@ -1,0 +1,78 @@
+"""SVG snapshots of every screen at 80×24 and 160×50, and of the "too small" message.
+
+The simulator runs on a manual clock and the app draws only when told (no background sampling),
+so each picture is the same on every run. Update after an intended change with
+``pytest tests/tui/test_screens_snapshots.py --snapshot-update`` and review the SVG diffs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from tui_helpers import SimHost, settle
+
+from vgpumon.sources.fleet import FleetSource
+from vgpumon.tui.app import VgpumonApp, create_app
+
+SIZES = [(80, 24), (160, 50)]
+Steps = Callable[[Any], Awaitable[None]]
+
+
+def scenario_app(scenario: str, keys: tuple[str, ...] = (), *, at: tuple[float, ...] = (0, 1, 2),
+                 deadline: float = 5.0) -> tuple[VgpumonApp, Steps]:  # fmt: skip
+    host = SimHost(scenario, deadline=deadline)
+    app = host.app()
+
+    async def before(pilot: Any) -> None:
+        for t in at:
+            await host.at(t)
+        await settle(pilot)
+        for key in keys:
+            await pilot.press(key)
+            await settle(pilot)
+
+    return app, before
+
+
+def fleet_app() -> tuple[VgpumonApp, Steps]:
+    hosts = [
+        SimHost("kvm-vgpu-timesliced", host="kvm-01"),
+        SimHost("a100-mig-mixed", host="mig-01"),
+        SimHost("fault-gpu-lost", host="bare-01"),
+    ]
+    app = create_app(FleetSource([h.source for h in hosts]), start_source=False)
+
+    async def before(pilot: Any) -> None:
+        for t in (0, 1, 12):
+            for h in hosts:
+                await h.at(t)
+        await settle(pilot)
+
+    return app, before
+
+
+SCREENS: dict[str, Callable[[], tuple[VgpumonApp, Steps]]] = {
+    "host-vgpu": lambda: scenario_app("kvm-vgpu-timesliced"),
+    "host-tree-mig": lambda: scenario_app("a100-mig-mixed", ("t",)),
+    "gpu-vgpu": lambda: scenario_app("kvm-vgpu-timesliced", ("enter",)),
+    "gpu-mig": lambda: scenario_app("h100-mig-gpm", ("enter",)),
+    "scheduler": lambda: scenario_app("kvm-vgpu-timesliced", ("2",), at=tuple(range(8))),
+    "licenses": lambda: scenario_app("vgpu-license-expiry", ("3",), at=(0, 5, 12)),
+    "events": lambda: scenario_app("fault-gpu-lost", ("4",), at=(0, 12, 41)),
+    "help": lambda: scenario_app("kvm-vgpu-timesliced", ("5",)),
+    "fleet": fleet_app,
+}
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_screen(snap_compare: Any, screen: str, size: tuple[int, int]) -> None:
+    app, before = SCREENS[screen]()
+    assert snap_compare(app, terminal_size=size, run_before=before)
+
+
+def test_too_small(snap_compare: Any) -> None:
+    app, before = scenario_app("kvm-vgpu-timesliced")
+    assert snap_compare(app, terminal_size=(36, 9), run_before=before)

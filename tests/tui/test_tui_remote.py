@@ -1,0 +1,73 @@
+"""``top`` over real exporters on loopback: one that goes away and comes back, and a fleet of
+three with one stopped mid-test. The screen keeps working while hosts fail."""
+
+from __future__ import annotations
+
+from tui_helpers import Exporter, plain, until
+
+from vgpumon.sources.base import HostState
+from vgpumon.sources.fleet import FleetSource
+from vgpumon.sources.remote import Connection, RemoteSource, RemoteTarget
+from vgpumon.tui.app import create_app
+from vgpumon.tui.screens.fleet import FleetScreen
+from vgpumon.tui.screens.host import HostScreen
+from vgpumon.tui.widgets.keyed_table import KeyedTable
+
+FAST = Connection(timeout_seconds=2.0)
+
+
+async def test_a_remote_host_that_disconnects_and_comes_back() -> None:
+    exporter = await Exporter("kvm-vgpu-timesliced").start()
+    target = RemoteTarget(exporter.url, name="kvm-01")
+    app = create_app(RemoteSource(target, FAST, interval_seconds=0.2))
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            assert isinstance(app.screen, HostScreen)
+            gpus = app.screen.query_one("#gpus", KeyedTable)
+            await until(pilot, lambda: len(gpus.held_keys) == 3)
+            await exporter.stop()
+            await until(pilot, lambda: app.hosts["kvm-01"].state is HostState.UNREACHABLE)
+            title = str(app.screen.query_one("#title").render())
+            assert "unreachable" in title and "last known data" in title
+            assert len(gpus.held_keys) == 3  # the last known GPUs stay on screen
+            assert any("unreachable" in e.text for _, e in app.events)
+            await exporter.start()  # same port
+            await until(pilot, lambda: app.hosts["kvm-01"].state is HostState.UP)
+            assert any("reachable again" in e.text for _, e in app.events)
+            assert "unreachable" not in str(app.screen.query_one("#title").render())
+    finally:
+        await exporter.stop()
+
+
+async def test_a_fleet_of_three_with_one_stopped() -> None:
+    exporters = [
+        await Exporter(s).start()
+        for s in ("kvm-vgpu-timesliced", "a100-mig-mixed", "passthrough-guest")
+    ]
+    names = ["kvm-01", "mig-01", "pt-01"]
+    sources = [
+        RemoteSource(RemoteTarget(e.url, name=n), FAST, interval_seconds=0.2)
+        for e, n in zip(exporters, names, strict=True)
+    ]
+    app = create_app(FleetSource(sources))
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            assert isinstance(app.screen, FleetScreen)
+            hosts = app.screen.query_one("#hosts", KeyedTable)
+
+            def states() -> list[str]:
+                return [plain(hosts.cells(n))[1] for n in names if hosts.cells(n)]
+
+            await until(pilot, lambda: states() == ["up", "up", "up"])
+            await exporters[1].stop()
+            await until(pilot, lambda: states()[1].startswith("unreachable"))
+            assert states()[0] == "up" and states()[2] == "up"
+            assert "2/3 hosts up" in app.sub_title
+            await pilot.press("enter")  # the first host opens while another is down
+            await until(pilot, lambda: isinstance(app.screen, HostScreen))
+            assert isinstance(app.screen, HostScreen) and app.screen.host == "kvm-01"
+            gpus = app.screen.query_one("#gpus", KeyedTable)
+            await until(pilot, lambda: len(gpus.held_keys) == 3)
+    finally:
+        for e in exporters:
+            await e.stop()

@@ -1,0 +1,125 @@
+"""Helpers for the terminal UI tests: simulated hosts (a sampler over the simulator with a
+manual clock, so every reading and every screen is the same on every run) and exporters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from vgpumon.collect.base import SamplerConfig
+from vgpumon.nvml.loader import open_session
+from vgpumon.sim import ManualClock
+from vgpumon.sources.local import LocalSource
+from vgpumon.tui.app import VgpumonApp, create_app
+
+
+class SimHost:
+    """One simulated host feeding a :class:`LocalSource`; the test decides when cycles run."""
+
+    def __init__(self, scenario: str, *, deadline: float = 5.0, host: str = "local") -> None:
+        self.clock = ManualClock()
+        self.start = self.clock.now()
+        self.session = open_session(sim=scenario, clock=self.clock)
+        self.module: Any = self.session.module
+        self.source = LocalSource(
+            self.session, SamplerConfig(deadline_seconds=deadline), host=host, clock=self.clock.now
+        )
+
+    async def cycles(self, n: int = 3, step: float = 1.0) -> None:
+        for _ in range(n):
+            await self.source.cycle_once()
+            self.clock.advance(step)
+
+    async def at(self, t: float) -> None:
+        """One cycle at scenario time ``t`` (seconds since the start)."""
+        self.clock.advance(self.start + t - self.clock.now())
+        await self.source.cycle_once()
+
+    def app(self, **kwargs: Any) -> VgpumonApp:
+        return create_app(self.source, start_source=False, **kwargs)
+
+
+async def settle(pilot: Pilot[Any]) -> None:
+    """Let the app take the published updates, then draw them now."""
+    await pilot.pause()
+    app = pilot.app
+    assert isinstance(app, VgpumonApp)
+    app.render_now()
+    await pilot.pause()
+    await pilot.pause()  # auto-height tables lay out once more after measuring their rows
+
+
+def plain(cells: tuple[Any, ...] | None) -> list[str]:
+    """A table row's cells as plain text."""
+    assert cells is not None
+    return [getattr(c, "plain", str(c)) for c in cells]
+
+
+class Exporter:
+    """``vgpumon serve --sim SCENARIO`` in this process on a loopback port; stop and start again
+    on the same port, so a client sees the host go away and come back."""
+
+    def __init__(self, scenario: str) -> None:
+        self.scenario = scenario
+        self.port = 0
+        self._runner: Any = None
+        self._sampler: Any = None
+        self._stop: Any = None
+        self._task: Any = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> Exporter:
+        import asyncio
+
+        from aiohttp import web
+
+        from vgpumon.collect import Sampler
+        from vgpumon.export.server import build_app
+
+        self._sampler = Sampler(
+            open_session(sim=self.scenario), SamplerConfig(interval_seconds=0.2)
+        )
+        self._runner = web.AppRunner(
+            build_app(self._sampler), access_log=None, shutdown_timeout=0.5
+        )
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        self.port = self._runner.addresses[0][1]
+        self._stop = asyncio.Event()
+        self._task = asyncio.create_task(self._sampler.run(self._stop))
+        return self
+
+    async def stop(self) -> None:
+        import asyncio
+
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self._task is not None:
+            self._stop.set()
+            await self._task
+            self._task = None
+        if self._sampler is not None:
+            await asyncio.to_thread(self._sampler.close)
+            self._sampler = None
+
+
+async def until(pilot: Pilot[Any], check: Any, *, seconds: float = 60.0) -> None:
+    """Wait until ``check()`` holds (a generous bound for a loaded machine, not a timing test)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + seconds
+    while not check():
+        if loop.time() > give_up:
+            pytest.fail(f"condition never held: {check}")
+        await pilot.pause(0.05)
+        app = pilot.app
+        assert isinstance(app, VgpumonApp)
+        app.render_now()
+    await pilot.pause()

@@ -1,0 +1,100 @@
+"""Row models built from the built-in scenarios: modes, badges, entitlement, urgency, sorting."""
+
+from __future__ import annotations
+
+from view_helpers import snapshot_of
+
+from vgpumon.model import Gpu, Snapshot, VgpuInstance, VgpuLicense, VgpuScheduler, VgpuType
+from vgpumon.view import rows as vr
+from vgpumon.view.columns import GPU_COLUMNS, sort_rows
+
+
+def test_gpu_rows_keep_absent_values_absent() -> None:
+    snap = snapshot_of("a100-mig-mixed")
+    rows = vr.gpu_rows("h", snap)
+    mig = next(r for r in rows if r.mode == "mig")
+    assert mig.utilization is None  # NVML gives no whole-GPU utilization in MIG mode
+    assert mig.migs == 4 and mig.instances == 4
+    bare = next(r for r in rows if r.mode == "baremetal")
+    assert bare.utilization == snap.gpus[bare.index].utilization.gpu is not None
+
+
+def test_vgpu_rows_carry_vm_type_license() -> None:
+    snap = snapshot_of("kvm-vgpu-timesliced")
+    gpu = snap.gpus[0]
+    rows = vr.vgpu_rows("h", snap, gpu)
+    assert [r.vgpu_id for r in rows] == [v.vgpu_id for v in gpu.vgpu_instances]
+    for r, v in zip(rows, gpu.vgpu_instances, strict=True):
+        assert (r.vm, r.type_name, r.license_state) == (v.vm_id, v.type_name, v.license.state)
+    assert [r.unlicensed for r in rows] == [False, False, True, False]
+    assert "unlicensed" in [b.kind for b in vr.gpu_row("h", snap, gpu).badges]
+
+
+def test_lost_and_hung_badges() -> None:
+    lost = snapshot_of("fault-gpu-lost", at=12.0)
+    badges = {r.index: [b.kind for b in r.badges] for r in vr.gpu_rows("h", lost)}
+    assert badges == {0: [], 1: [], 2: ["lost"], 3: []}
+    hung_snap = Snapshot(
+        timestamp=0.0,
+        gpus=(Gpu(index=0, uuid="GPU-a"), Gpu(index=1, uuid="GPU-b")),
+    )
+    from dataclasses import replace
+
+    from vgpumon.model import SamplerHealth
+
+    hung_snap = replace(hung_snap, health=SamplerHealth(up=True, hung_gpus=("GPU-b",)))
+    kinds = [[b.kind for b in r.badges] for r in vr.gpu_rows("h", hung_snap)]
+    assert kinds == [[], ["hung"]]
+
+
+def test_expiring_within_a_week_and_license_urgency() -> None:
+    snap = snapshot_of("vgpu-license-expiry", at=12.0)
+    rows = {r.subject: r for r in vr.all_license_rows("h", snap)}
+    assert 0 < rows["31"].expires_in < 10  # expires at 20 s
+    vgpus = {r.vgpu_id: r for r in vr.vgpu_rows("h", snap, snap.gpus[0])}
+    assert vgpus[31].expiring and vgpus[32].expiring  # one day out is within the week
+    assert not vgpus[33].expiring  # permanent
+    order = [r.subject for r in vr.all_license_rows("h", snapshot_of("vgpu-license-expiry", 41.0))]
+    assert order[0] == "31"  # unlicensed after the lease ran out: most urgent
+
+
+def _sched_gpu(policy: str, sm: float) -> tuple[Gpu, VgpuInstance]:
+    v = VgpuInstance(vgpu_id=1, type_id=7, license=VgpuLicense(state="licensed"))
+    v2 = VgpuInstance(vgpu_id=2, type_id=7)
+    gpu = Gpu(
+        index=0, uuid="GPU-x", vgpu_instances=(v, v2),
+        vgpu_types=(VgpuType(type_id=7, max_instances=4),),
+        vgpu_schedulers=(VgpuScheduler(policy=policy),),
+    )  # fmt: skip
+    return gpu, v
+
+
+def test_entitlement_per_policy_and_starvation() -> None:
+    gpu, v = _sched_gpu("equal_share", 0.1)
+    assert vr.entitlement(gpu, v, gpu.vgpu_schedulers[0]) == 0.5
+    gpu, v = _sched_gpu("fixed_share", 0.1)
+    assert vr.entitlement(gpu, v, gpu.vgpu_schedulers[0]) == 0.25
+    gpu, v = _sched_gpu("best_effort", 0.1)
+    assert vr.entitlement(gpu, v, gpu.vgpu_schedulers[0]) is None
+    assert vr.starved(0.1, 0.5, 0.1)  # busy for all it got, a fifth of its due
+    assert not vr.starved(0.1, 0.5, 0.02)  # it did not want more
+    assert not vr.starved(0.3, 0.5, 0.3)  # more than half its due
+    assert not vr.starved(None, 0.5, 0.3) and not vr.starved(0.1, None, 0.1)
+
+
+def test_sort_puts_absent_last_both_ways() -> None:
+    snap = snapshot_of("a100-mig-mixed")
+    rows = vr.gpu_rows("h", snap)
+    util = next(c for c in GPU_COLUMNS if c.key == "util")
+    assert sort_rows(rows, util)[-1].utilization is None
+    assert sort_rows(rows, util, reverse=True)[-1].utilization is None
+
+
+def test_fleet_host_row_sums_and_counts() -> None:
+    snap = snapshot_of("kvm-vgpu-timesliced")
+    row = vr.host_row("kvm-01", "up", snap)
+    assert row.gpus == 3 and row.modes == (("vgpu-host", 3),) and row.vgpus == 11
+    assert row.license_problems == 1 and row.lost == 0
+    assert row.memory_total == sum(g.memory.total_bytes for g in snap.gpus)
+    down = vr.host_row("kvm-02", "unreachable", None, error="connection refused")
+    assert down.gpus == 0 and down.utilization is None and down.error == "connection refused"

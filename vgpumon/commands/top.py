@@ -1,0 +1,135 @@
+"""Live terminal view of this host's GPUs (NVML, --sim, --nvml-module), of remote exporters
+(--url, repeatable, or --targets FILE: a plain list or Prometheus file_sd JSON/YAML), or of hosts
+vgpumon cannot run on (--ssh HOST: their nvidia-smi over SSH, docs/agentless.md).
+
+Keys: arrows/hjkl move and expand, Enter drills in, Escape goes back, / filters, s/S sort,
+p pauses, t toggles the tree, 1-5 switch screens, ? shows every key, q quits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+from vgpumon.commands.common import add_nvml_arguments
+from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_source_from_args
+from vgpumon.errors import ConfigError
+from vgpumon.sources.base import SnapshotSource
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # No abbreviations: "--password VALUE" must be refused, not taken as --password-file.
+    parser.allow_abbrev = False
+    add_nvml_arguments(parser)
+    remote = parser.add_argument_group("remote exporters (instead of this host)")
+    remote.add_argument(
+        "--url",
+        action="append",
+        metavar="URL",
+        help="an exporter's base URL, http(s)://HOST:PORT (repeatable)",
+    )
+    remote.add_argument(
+        "--targets",
+        metavar="FILE",
+        help="exporters from a file: one URL per line, or Prometheus file_sd JSON/YAML",
+    )
+    remote.add_argument("--ca-file", metavar="FILE", help="CA bundle that signed the exporters")
+    remote.add_argument(
+        "--insecure", action="store_true", help="do not verify the exporters' certificates"
+    )
+    remote.add_argument("--username", metavar="NAME", help="basic-auth user name")
+    secret = remote.add_mutually_exclusive_group()
+    secret.add_argument("--password-file", metavar="FILE", help="basic-auth password: first line")
+    secret.add_argument("--password-env", metavar="VAR", help="basic-auth password: this variable")
+    add_ssh_arguments(parser)
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="time between readings (default 1.0)",
+    )
+    parser.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="fill the graphs' recent past from this Prometheus server (range queries)",
+    )
+    parser.add_argument(
+        "--theme",
+        metavar="NAME",
+        help="a Textual theme, e.g. textual-dark, nord, vgpumon-mono (monochrome)",
+    )
+
+
+def _interval(value: float) -> float:
+    if not (value > 0 and math.isfinite(value)):
+        raise ConfigError(f"top: --interval must be a positive number of seconds, got {value}")
+    return value
+
+
+def source_from_args(args: argparse.Namespace) -> SnapshotSource:
+    """The source the flags describe; every mistake is one ConfigError line."""
+    interval = _interval(float(args.interval))
+    remote = bool(args.url or args.targets)
+    if args.ssh_targets or args.ssh_targets_file:
+        if remote:
+            raise ConfigError("top: --ssh reads hosts over SSH; drop --url/--targets")
+        # Agentless hosts: one nvidia-smi poll per --ssh-interval (default 15 s), not --interval.
+        ssh = ssh_source_from_args(args, "top")
+        if ssh is not None:
+            return ssh
+    if remote and (args.sim or args.nvml_module):
+        raise ConfigError("top: --url/--targets read remote exporters; drop --sim/--nvml-module")
+    remote_only = ("ca_file", "username", "password_file", "password_env")
+    if not remote and (args.insecure or any(getattr(args, n) for n in remote_only)):
+        raise ConfigError("top: TLS and auth flags need --url or --targets")
+    if not remote:
+        from vgpumon.collect.base import SamplerConfig
+        from vgpumon.commands.common import session_from_args
+        from vgpumon.sources.local import LocalSource
+
+        session = session_from_args(args)
+        return LocalSource(session, SamplerConfig(interval_seconds=interval))
+
+    from vgpumon.sources.fleet import FleetSource
+    from vgpumon.sources.remote import Connection, RemoteSource, RemoteTarget
+    from vgpumon.sources.targets import load_targets, password_from
+
+    targets = [RemoteTarget(url) for url in args.url or ()]
+    if args.targets:
+        targets += load_targets(args.targets)
+    seen: set[str] = set()
+    for target in targets:
+        if target.host in seen:
+            raise ConfigError(f"top: host {target.host} is given twice")
+        seen.add(target.host)
+    password = password_from(args.password_file, args.password_env)
+    if password is not None and args.username is None:
+        raise ConfigError("top: a password needs --username")
+    connection = Connection(
+        ca_file=args.ca_file,
+        insecure=args.insecure,
+        username=args.username,
+        password=password,
+        timeout_seconds=max(1.0, min(5.0, interval * 3)),
+    )
+    connection.ssl_context()  # a bad CA file is a start-up error, not a screen of red hosts
+    sources = [RemoteSource(t, connection, interval_seconds=interval) for t in targets]
+    return sources[0] if len(sources) == 1 else FleetSource(sources)
+
+
+def run(args: argparse.Namespace) -> int:
+    source = source_from_args(args)
+    from vgpumon.sources.history import History
+    from vgpumon.tui.app import create_app
+
+    backfill = None
+    if args.prometheus:
+        from vgpumon.sources.prometheus import PrometheusBackfill
+
+        backfill = PrometheusBackfill(args.prometheus, step_seconds=args.interval)
+    app = create_app(
+        source, history=History(), interval=args.interval, theme=args.theme, backfill=backfill
+    )
+    app.run()
+    return 0

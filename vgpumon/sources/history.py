@@ -1,0 +1,197 @@
+"""Recent values per (host, entity, metric), for graphs and rates, in bounded ring buffers.
+
+A snapshot is one instant; graphs need the last minutes and some figures are rates of counters
+(the share of the GPU a vGPU really ran = run-seconds increase / wall time). :class:`History` keeps
+the newest ``maxlen`` points of each series in a :class:`collections.deque`, so memory stays fixed
+however long a UI runs, and is fed from :class:`HostUpdate` objects (a repeated snapshot is
+recorded once). Older points can be merged in later (a Prometheus backfill) without losing order.
+
+Entities are strings: a GPU's UUID, ``<uuid>/vgpu/<id>`` for a vGPU instance, ``<uuid>/gi/<id>``
+for a MIG GPU instance. Absent values (``None``) are kept as gaps, never as 0.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from vgpumon.model import Gpm, Gpu, MigGpuInstance, Snapshot, VgpuInstance
+from vgpumon.sources.base import HostUpdate
+
+DEFAULT_POINTS = 600  # ten minutes at a 1 s refresh
+Point = tuple[float, float | None]
+
+
+def gpu_entity(uuid: str) -> str:
+    return uuid
+
+
+def vgpu_entity(uuid: str, vgpu_id: int) -> str:
+    return f"{uuid}/vgpu/{vgpu_id}"
+
+
+def mig_entity(uuid: str, gpu_instance_id: int) -> str:
+    return f"{uuid}/gi/{gpu_instance_id}"
+
+
+def _gpm(attr: str) -> Callable[[Gpm | None], float | None]:
+    return lambda g: None if g is None else getattr(g, attr)
+
+
+_gpm_sm, _gpm_dram, _gpm_tensor = _gpm("sm_active"), _gpm("dram_active"), _gpm("tensor_active")
+
+# metric name -> how to read it; these names are what graphs and the Prometheus backfill use.
+GPU_METRICS: dict[str, Callable[[Gpu], float | None]] = {
+    "util": lambda g: g.utilization.gpu,
+    "memory_used": lambda g: g.memory.used_bytes,
+    "memory_total": lambda g: g.memory.total_bytes,
+    "power": lambda g: g.power_watts,
+    "power_limit": lambda g: g.power_limit_watts,
+    "temperature": lambda g: g.temperatures.gpu_celsius,
+    "gpm_sm": lambda g: _gpm_sm(g.gpm),
+    "gpm_dram": lambda g: _gpm_dram(g.gpm),
+    "gpm_tensor": lambda g: _gpm_tensor(g.gpm),
+}
+VGPU_METRICS: dict[str, Callable[[VgpuInstance], float | None]] = {
+    "sm": lambda v: v.utilization.sm,
+    "memory": lambda v: v.utilization.memory,
+    "framebuffer_used": lambda v: v.framebuffer_used_bytes,
+}
+MIG_METRICS: dict[str, Callable[[MigGpuInstance], float | None]] = {
+    "memory_used": lambda m: m.memory_used_bytes,
+    "gpm_sm": lambda m: _gpm_sm(m.gpm),
+    "gpm_dram": lambda m: _gpm_dram(m.gpm),
+    "gpm_tensor": lambda m: _gpm_tensor(m.gpm),
+}
+RUN_SECONDS = "run_seconds"  # per vGPU, a counter from the scheduler log
+
+
+@dataclass(frozen=True)
+class SeriesKey:
+    host: str
+    entity: str
+    metric: str
+
+
+class History:
+    """Bounded series of recent values, fed from host updates."""
+
+    def __init__(self, maxlen: int = DEFAULT_POINTS) -> None:
+        self.maxlen = maxlen
+        self._series: dict[SeriesKey, deque[Point]] = {}
+        self._last: dict[str, float] = {}  # host -> timestamp of the newest recorded snapshot
+
+    # ------------------------------------------------------------------ feeding
+
+    def record(self, update: HostUpdate) -> bool:
+        """Record the update's snapshot once; False when it was already recorded (or absent)."""
+        snap = update.snapshot
+        if snap is None or snap.timestamp <= self._last.get(update.host, float("-inf")):
+            return False
+        self.record_snapshot(update.host, snap)
+        return True
+
+    def record_snapshot(self, host: str, snap: Snapshot) -> None:
+        self._last[host] = snap.timestamp
+        t = snap.timestamp
+        for gpu in snap.gpus:
+            if not gpu.up:
+                for metric in GPU_METRICS:
+                    self.add(host, gpu_entity(gpu.uuid), metric, t, None)
+                continue
+            for metric, read in GPU_METRICS.items():
+                self.add(host, gpu_entity(gpu.uuid), metric, t, _num(read(gpu)))
+            for v in gpu.vgpu_instances:
+                for metric, read_v in VGPU_METRICS.items():
+                    self.add(host, vgpu_entity(gpu.uuid, v.vgpu_id), metric, t, _num(read_v(v)))
+            for gi in gpu.mig_instances:
+                for metric, read_m in MIG_METRICS.items():
+                    self.add(host, mig_entity(gpu.uuid, gi.id), metric, t, _num(read_m(gi)))
+            for sched in gpu.vgpu_schedulers:
+                for usage in sched.usage:
+                    entity = vgpu_entity(gpu.uuid, usage.vgpu_id)
+                    self.add(host, entity, RUN_SECONDS, t, usage.run_seconds_total)
+
+    def add(self, host: str, entity: str, metric: str, t: float, value: float | None) -> None:
+        """Append a point (or merge an older one in time order, e.g. from a backfill)."""
+        key = SeriesKey(host, entity, metric)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = deque(maxlen=self.maxlen)
+        if not series or t > series[-1][0]:
+            series.append((t, value))
+            return
+        points = list(series)
+        i = bisect.bisect_left(points, t, key=lambda p: p[0])
+        if i < len(points) and points[i][0] == t:
+            return  # already have this instant
+        points.insert(i, (t, value))
+        series.clear()
+        series.extend(points[-self.maxlen :])
+
+    def forget(self, host: str) -> None:
+        for key in [k for k in self._series if k.host == host]:
+            del self._series[key]
+        self._last.pop(host, None)
+
+    # ------------------------------------------------------------------ reading
+
+    def series(self, host: str, entity: str, metric: str) -> list[Point]:
+        return list(self._series.get(SeriesKey(host, entity, metric), ()))
+
+    def latest(self, host: str, entity: str, metric: str) -> float | None:
+        series = self._series.get(SeriesKey(host, entity, metric))
+        return series[-1][1] if series else None
+
+    def keys(self) -> Iterable[SeriesKey]:
+        return tuple(self._series)
+
+    def rate(self, host: str, entity: str, metric: str, window: float) -> float | None:
+        """A counter's increase per second over the newest ``window`` seconds (None: too few).
+
+        A counter that went down (a restart) counts only what came after the reset.
+        """
+        inside: list[tuple[float, float]] = []
+        before: tuple[float, float] | None = None
+        end = 0.0
+        # Newest first, stopping at the window's start: a long series costs only its window.
+        for t, v in reversed(self._series.get(SeriesKey(host, entity, metric), ())):
+            if v is None:
+                continue
+            if not inside:
+                end = t
+            if t >= end - window:
+                inside.append((t, v))
+            else:
+                before = (t, v)
+                break
+        if len(inside) < 2:
+            if not inside or before is None:
+                return None
+            inside.append(before)  # the window holds one point: use the two newest
+        inside.reverse()
+        increase = 0.0
+        for (_, a), (_, b) in itertools.pairwise(inside):
+            increase += b - a if b >= a else b
+        span = inside[-1][0] - inside[0][0]
+        return increase / span if span > 0 else None
+
+    def shares(
+        self, host: str, snap: Snapshot, window: float = 30.0
+    ) -> Mapping[tuple[str, int], float]:
+        """Part of the GPU's time each vGPU ran over ``window`` (run-seconds per second)."""
+        out: dict[tuple[str, int], float] = {}
+        for gpu in snap.gpus:
+            for sched in gpu.vgpu_schedulers:
+                for usage in sched.usage:
+                    r = self.rate(host, vgpu_entity(gpu.uuid, usage.vgpu_id), RUN_SECONDS, window)
+                    if r is not None:
+                        out[(gpu.uuid, usage.vgpu_id)] = r
+        return out
+
+
+def _num(value: float | int | None) -> float | None:
+    return None if value is None else float(value)

@@ -1,0 +1,226 @@
+"""Fill a :class:`History` from a Prometheus server, so graphs are full the moment they open.
+
+A TUI that starts now has no past; the Prometheus that scrapes the same exporters has hours of
+it. For each host shown, one range query per graphed metric (``/api/v1/query_range``, selecting
+the host's GPUs by UUID, which are unique across a fleet) brings the last ``window`` seconds into
+the history, merged under the live points.
+
+Metric names and labels are not written here: they are found in the exporter's metric table
+(:data:`vgpumon.export.metrics.FAMILIES`) by evaluating every family on a probe snapshot whose
+fields all hold different values, and keeping the family (and label values, e.g. ``sensor="gpu"``)
+that returns the value the history reads for that metric. A renamed family is followed without a
+change here, and a history metric with no family is simply not backfilled.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from vgpumon.errors import ConfigError
+from vgpumon.export.metrics import FAMILIES, GPU_LABELS, ExportOptions
+from vgpumon.model import (
+    CollectorStatus,
+    Gpm,
+    Gpu,
+    Memory,
+    MigGpuInstance,
+    Snapshot,
+    Temperatures,
+    Utilization,
+    VgpuInstance,
+    VgpuScheduler,
+    VgpuSchedulerUsage,
+    VgpuUtilization,
+)
+from vgpumon.sources.history import (
+    GPU_METRICS,
+    MIG_METRICS,
+    RUN_SECONDS,
+    VGPU_METRICS,
+    History,
+    gpu_entity,
+    mig_entity,
+    vgpu_entity,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WINDOW_SECONDS = 600.0
+PROBE_UUID = "GPU-00000000-0000-0000-0000-00000000beef"
+
+
+@dataclass(frozen=True)
+class Series:
+    """Where one history metric lives in Prometheus."""
+
+    kind: str  # gpu | vgpu | mig
+    metric: str  # the history's metric name
+    family: str  # the Prometheus metric name
+    match: tuple[tuple[str, str], ...]  # extra label values that pick this reading
+
+
+def _probe() -> tuple[Snapshot, Gpu]:
+    """A snapshot whose every graphed field has a value no other field has."""
+    values = iter(range(1001, 2000))
+
+    def v() -> float:
+        return next(values) / 7919.0  # distinct, below 1 (ratios), not round
+
+    vgpu = VgpuInstance(
+        vgpu_id=3,
+        utilization=VgpuUtilization(sm=v(), memory=v()),
+        framebuffer_used_bytes=int(v() * 1e12),
+        framebuffer_total_bytes=int(v() * 1e12),
+    )
+    mig = MigGpuInstance(
+        id=5,
+        memory_used_bytes=int(v() * 1e12),
+        memory_total_bytes=int(v() * 1e12),
+        gpm=Gpm(sm_active=v(), dram_active=v(), tensor_active=v(), sm_occupancy=v()),
+    )
+    gpu = Gpu(
+        index=0,
+        uuid=PROBE_UUID,
+        virtualization_mode="host_vgpu",
+        utilization=Utilization(gpu=v(), memory=v(), encoder=v(), decoder=v()),
+        memory=Memory(
+            total_bytes=int(v() * 1e12), used_bytes=int(v() * 1e12), free_bytes=int(v() * 1e12)
+        ),
+        power_watts=v() * 1000,
+        power_limit_watts=v() * 1000,
+        temperatures=Temperatures(gpu_celsius=v() * 100, memory_celsius=v() * 100),
+        gpm=Gpm(sm_active=v(), dram_active=v(), tensor_active=v(), sm_occupancy=v()),
+        vgpu_instances=(vgpu,),
+        mig_instances=(mig,),
+        vgpu_schedulers=(VgpuScheduler(usage=(VgpuSchedulerUsage(3, v() * 1e4),)),),
+    )
+    collectors = tuple(CollectorStatus(name, True, 0.0) for name in ("vgpu", "mig", "gpm"))
+    return Snapshot(timestamp=0.0, gpus=(gpu,), collectors=collectors), gpu
+
+
+@functools.cache
+def series_table() -> tuple[Series, ...]:
+    """Every history metric that a family of the metric table exports, found by value."""
+    snapshot, gpu = _probe()
+    samples: list[tuple[str, dict[str, str], float]] = []
+    for family in FAMILIES:
+        try:
+            for label_values, value in family.samples(snapshot, ExportOptions()):
+                labels = dict(zip(family.labels, label_values, strict=False))
+                samples.append((family.name, labels, value))
+        except Exception:  # noqa: BLE001 - a family the probe cannot feed is not graphed
+            continue
+    wanted: list[tuple[str, str, float | None, tuple[str, ...]]] = []
+    wanted += [("gpu", m, read(gpu), GPU_LABELS) for m, read in GPU_METRICS.items()]
+    vgpu, mig = gpu.vgpu_instances[0], gpu.mig_instances[0]
+    ids = (*GPU_LABELS, "vgpu_id")
+    wanted += [("vgpu", m, read_v(vgpu), ids) for m, read_v in VGPU_METRICS.items()]
+    run = gpu.vgpu_schedulers[0].usage[0].run_seconds_total
+    wanted.append(("vgpu", RUN_SECONDS, run, ids))
+    mids = (*GPU_LABELS, "gpu_instance")
+    wanted += [("mig", m, read_m(mig), mids) for m, read_m in MIG_METRICS.items()]
+    found = []
+    for kind, metric, wanted_value, identity in wanted:
+        if wanted_value is None:
+            continue
+        value = float(wanted_value)
+        for name, labels, sample in samples:
+            if abs(sample - value) <= 1e-9 * max(1.0, abs(sample)):
+                extra = tuple(sorted((k, v) for k, v in labels.items() if k not in identity))
+                found.append(Series(kind, metric, name, extra))
+                break
+    return tuple(found)
+
+
+def _entity(kind: str, labels: Mapping[str, str]) -> str | None:
+    uuid = labels.get("uuid")
+    if uuid is None:
+        return None
+    try:
+        if kind == "vgpu":
+            return vgpu_entity(uuid, int(labels["vgpu_id"]))
+        if kind == "mig":
+            return mig_entity(uuid, int(labels["gpu_instance"]))
+    except (KeyError, ValueError):
+        return None
+    return gpu_entity(uuid)
+
+
+def _selector(series: Series, uuids: list[str]) -> str:
+    pattern = "|".join(u.replace(".", "\\\\.") for u in uuids)
+    parts = [f'uuid=~"{pattern}"'] + [f'{k}="{v}"' for k, v in series.match]
+    return f"{series.family}{{{','.join(parts)}}}"
+
+
+class PrometheusBackfill:
+    """Range queries against one Prometheus server, written into a history."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        window_seconds: float = DEFAULT_WINDOW_SECONDS,
+        step_seconds: float = 1.0,
+        timeout_seconds: float = 10.0,
+        session_factory: Callable[[], aiohttp.ClientSession] | None = None,
+    ) -> None:
+        url = url.strip().rstrip("/")
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"bad Prometheus URL {url!r}: give http://HOST:9090 (or https://)")
+        self.url = url
+        self.window = window_seconds
+        self.step = max(step_seconds, window_seconds / 10000)  # Prometheus' 11k points cap
+        self.timeout = timeout_seconds
+        self._session_factory = session_factory
+
+    async def fill(self, history: History, host: str, snapshot: Snapshot) -> int:
+        """Query the window before ``snapshot`` for its GPUs; returns the points added."""
+        uuids = [g.uuid for g in snapshot.gpus]
+        if not uuids:
+            return 0
+        end = snapshot.timestamp
+        start = end - self.window
+        added = 0
+        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        session = (
+            self._session_factory()
+            if self._session_factory
+            else aiohttp.ClientSession(timeout=timeout)
+        )
+        async with session:
+            for series in series_table():
+                result = await self._query(session, _selector(series, uuids), start, end)
+                for item in result:
+                    entity = _entity(series.kind, item.get("metric", {}))
+                    if entity is None:
+                        continue
+                    for t, value in item.get("values", []):
+                        if float(t) >= end:
+                            continue  # the live data owns the present
+                        history.add(host, entity, series.metric, float(t), float(value))
+                        added += 1
+        return added
+
+    async def _query(
+        self, session: aiohttp.ClientSession, query: str, start: float, end: float
+    ) -> list[dict[str, Any]]:
+        params = {
+            "query": query,
+            "start": f"{start:.3f}",
+            "end": f"{end:.3f}",
+            "step": f"{self.step:g}",
+        }
+        async with session.get(f"{self.url}/api/v1/query_range", params=params) as response:
+            body = await response.json(content_type=None)
+        if not isinstance(body, dict) or body.get("status") != "success":
+            error = body.get("error") if isinstance(body, dict) else None
+            raise ConnectionError(f"Prometheus refused {query}: {error or 'no result'}")
+        data = body.get("data") or {}
+        result = data.get("result") or []
+        return result if isinstance(result, list) else []

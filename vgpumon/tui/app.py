@@ -1,0 +1,324 @@
+"""``vgpumon top``: the Textual application and its factory.
+
+Live data follows one path: the source runs on a thread and event loop of its own
+(:mod:`vgpumon.tui.runner`), so its I/O, JSON parsing and NVML scheduling never run on the UI's
+loop; each update it publishes is handed over, recorded into the history and the event log, and a
+short timer redraws the *active* screen when something changed. Screens that are not shown do no
+work; they redraw when they come back. Pausing stops redrawing, not collecting, so graphs have
+no hole when the pause ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import ClassVar, Protocol
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+
+from vgpumon.model import Snapshot
+from vgpumon.sources.base import HostState, HostUpdate, SnapshotSource
+from vgpumon.sources.history import History
+from vgpumon.tui.cells import COLOUR, MONO, Palette
+from vgpumon.tui.runner import SourceThread
+from vgpumon.tui.themes import MONOCHROME
+from vgpumon.view.events import Event, connection_events, snapshot_events
+from vgpumon.view.filter import Query
+
+
+class Backfill(Protocol):
+    """Fills a host's history from elsewhere (a Prometheus server) when it first shows up."""
+
+    async def fill(self, history: History, host: str, snapshot: Snapshot) -> int: ...
+
+
+REDRAW_SECONDS = 0.25  # how soon a new update reaches the screen (coalesces a fleet's updates)
+EVENTS_KEPT = 1000
+SHARE_WINDOW_SECONDS = 30.0
+
+
+class VgpumonApp(App[None]):
+    """The terminal UI over any :class:`SnapshotSource` (one host or a fleet)."""
+
+    CSS_PATH = Path(__file__).with_name("vgpumon.tcss")
+    TITLE = "vgpumon top"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "quit"),
+        Binding("p", "toggle_pause", "pause"),
+        Binding("slash", "filter", "filter"),
+        Binding("t", "toggle_tree", "tree"),
+        Binding("r", "refresh_source", "refresh", show=False),
+        Binding("1", "show('overview')", "overview", show=False),
+        Binding("2", "show('scheduler')", "scheduler", show=False),
+        Binding("3", "show('licenses')", "licenses", show=False),
+        Binding("4", "show('events')", "events", show=False),
+        Binding("5,question_mark,f1", "show('help')", "help"),
+    ]
+
+    def __init__(
+        self,
+        source: SnapshotSource,
+        *,
+        history: History | None = None,
+        start_source: bool = True,
+        interval: float = 1.0,
+        backfill: Backfill | None = None,
+    ) -> None:
+        from vgpumon.tui.screens import modes
+
+        # Overview depends on the source (fleet or one host), so modes are set per instance;
+        # App.__init__ copies MODES into its working set.
+        self.MODES = dict(modes(self))  # type: ignore[misc]
+        super().__init__()
+        self.source = source
+        self.history = history or History()
+        self.start_source = start_source
+        self.interval = interval
+        self.hosts: dict[str, HostUpdate] = {}
+        self.events: deque[tuple[int, Event]] = deque(maxlen=EVENTS_KEPT)
+        self._event_seq = 0
+        self.paused = False
+        self.tree_mode = False
+        self.filter_query = Query()
+        self.dirty = True
+        self.redraws = 0  # screens drawn by the timer: tests check that pausing stops them
+        self.palette: Palette = COLOUR
+        self.register_theme(MONOCHROME)
+        self.backfill = backfill
+        self._backfilled: set[str] = set()
+        self._runner: SourceThread | None = None
+
+    # ------------------------------------------------------------------ life cycle
+
+    def on_mount(self) -> None:
+        for update in self.source.latest().values():
+            self._take(update)
+        if self.start_source:
+            # The source gets a thread and loop of its own: its I/O and parsing never run here.
+            self._runner = SourceThread(self.source, self._take, asyncio.get_running_loop())
+            self._runner.start()
+        else:
+            # Tests drive the source on this loop themselves; consume it here.
+            self.run_worker(self._consume(), name="source", group="source", exit_on_error=False)
+        self.set_interval(REDRAW_SECONDS, self._tick)
+        self.switch_mode("overview")
+        self._update_subtitle()
+
+    async def _consume(self) -> None:
+        updates = self.source.updates()  # subscribed now: nothing published from here is lost
+        for update in self.source.latest().values():
+            self._take(update)
+        async for update in updates:
+            self._take(update)
+
+    async def on_unmount(self) -> None:
+        if self._runner is not None:
+            await self._runner.close()
+            return
+        with contextlib.suppress(Exception):
+            await self.source.close()
+
+    # ------------------------------------------------------------------ data
+
+    @property
+    def multi_host(self) -> bool:
+        return len(self.source.hosts()) > 1
+
+    def _take(self, update: HostUpdate) -> None:
+        """Record one update (history, events, newest state); the timer redraws later."""
+        old = self.hosts.get(update.host)
+        if old is not None and update.sequence <= old.sequence and update.state is old.state:
+            return  # already taken (from the stream or from ``latest()``)
+        new_snapshot = self.history.record(update)
+        found: list[Event] = []
+        now = update.received_at or (update.snapshot.timestamp if update.snapshot else 0.0)
+        found += connection_events(
+            update.host,
+            now,
+            None if old is None else old.state.value,
+            update.state.value,
+            update.error,
+        )
+        if new_snapshot and update.snapshot is not None:
+            found += snapshot_events(
+                update.host, None if old is None else old.snapshot, update.snapshot
+            )
+        for event in found:
+            self.add_event(event)
+        self.hosts[update.host] = update
+        self.dirty = True
+        if self.backfill is not None and new_snapshot and update.host not in self._backfilled:
+            self._backfilled.add(update.host)
+            assert update.snapshot is not None
+            self.run_worker(self._fill(update.host, update.snapshot), group="backfill")
+
+    def add_event(self, event: Event) -> None:
+        self._event_seq += 1
+        self.events.append((self._event_seq, event))
+
+    async def _fill(self, host: str, snapshot: Snapshot) -> None:
+        """The host's recent past from Prometheus, in a worker: the screen never waits on it."""
+        assert self.backfill is not None
+        try:
+            added = await self.backfill.fill(self.history, host, snapshot)
+        except Exception as exc:  # noqa: BLE001 - a Prometheus problem is an event, not a crash
+            reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+            self.add_event(
+                Event(snapshot.timestamp, host, "warning", f"Prometheus backfill: {reason}")
+            )
+        else:
+            self.add_event(
+                Event(
+                    snapshot.timestamp,
+                    host,
+                    "info",
+                    f"graphs filled from Prometheus ({added} points)",
+                )
+            )
+        self.dirty = True
+
+    def shares(self, host: str) -> dict[tuple[str, int], float]:
+        update = self.hosts.get(host)
+        if update is None or update.snapshot is None:
+            return {}
+        return dict(self.history.shares(host, update.snapshot, SHARE_WINDOW_SECONDS))
+
+    def _catch_up(self) -> None:
+        """Take any newer state the stream did not bring (a subscriber that fell behind loses
+        updates, never the newest state in ``latest()``). Only for a source on this loop: a
+        source on its own thread delivers every update it publishes."""
+        if self._runner is not None:
+            return
+        for update in self.source.latest().values():
+            self._take(update)
+
+    def _tick(self) -> None:
+        self._catch_up()
+        if not self.dirty or self.paused:
+            return
+        self.dirty = False
+        self._update_subtitle()
+        self.redraw()
+
+    def render_now(self) -> None:
+        """Draw what has arrived without waiting for the timer (tests, screenshots)."""
+        self.dirty = True
+        self._tick()
+
+    def redraw(self) -> None:
+        """Draw the active screen only (hidden screens catch up when shown)."""
+        from vgpumon.tui.screens.base import LiveScreen
+
+        if not self.screen_stack:
+            return  # not running yet (a theme set before start)
+        screen = self.screen
+        if isinstance(screen, LiveScreen):
+            self.redraws += 1
+            screen.refresh_data()
+
+    def _update_subtitle(self) -> None:
+        up = sum(1 for u in self.hosts.values() if u.state is HostState.UP)
+        parts = [self.source.name]
+        if self.multi_host:
+            parts.append(f"{up}/{len(self.source.hosts())} hosts up")
+        if self.paused:
+            parts.append("PAUSED")
+        if not self.filter_query.empty:
+            parts.append(f"filter: {self.filter_query}")
+        self.sub_title = " · ".join(parts)
+
+    # ------------------------------------------------------------------ actions
+
+    def action_toggle_pause(self) -> None:
+        self.paused = not self.paused
+        self._update_subtitle()
+        if not self.paused:
+            self.dirty = True
+            self._tick()
+
+    def action_toggle_tree(self) -> None:
+        self.tree_mode = not self.tree_mode
+        self.redraw()
+
+    def action_filter(self) -> None:
+        from vgpumon.tui.widgets.filter_bar import FilterBar
+
+        with contextlib.suppress(Exception):
+            self.screen.query_one(FilterBar).open(self.filter_query)
+
+    def set_query(self, query: Query) -> None:
+        self.filter_query = query
+        self._update_subtitle()
+        self.redraw()
+
+    async def action_refresh_source(self) -> None:
+        if self._runner is not None:
+            await self._runner.refresh()
+        else:
+            await self.source.refresh()
+
+    async def action_show(self, mode: str) -> None:
+        if self.current_mode != mode:
+            await self.switch_mode(mode)
+
+    def watch_theme(self, theme: str) -> None:
+        self.palette = MONO if theme == MONOCHROME.name else COLOUR
+        from vgpumon.tui.screens.base import LiveScreen
+
+        for screen in self.screen_stack:
+            if isinstance(screen, LiveScreen):
+                screen.forget_cells()
+        self.redraw()
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Pause / resume", "Freeze the screen (p)", self.action_toggle_pause)
+        yield SystemCommand("Filter", "Filter rows: vm:… type:… mode:mig (/)", self.action_filter)
+        yield SystemCommand(
+            "Tree on / off", "Expand every GPU into its instances (t)", self.action_toggle_tree
+        )
+        for key, (mode, text) in enumerate(
+            (
+                ("overview", "Fleet or host overview"),
+                ("scheduler", "vGPU scheduler: policy and shares"),
+                ("licenses", "vGPU licenses, most urgent first"),
+                ("events", "Event log"),
+                ("help", "Every key"),
+            ),
+            start=1,
+        ):
+            yield SystemCommand(f"Show {mode}", f"{text} ({key})", self._shower(mode))
+
+    def _shower(self, mode: str) -> Callable[[], Awaitable[None]]:
+        async def show() -> None:
+            await self.action_show(mode)
+
+        return show
+
+
+def create_app(
+    source: SnapshotSource,
+    *,
+    history: History | None = None,
+    start_source: bool = True,
+    interval: float = 1.0,
+    theme: str | None = None,
+    backfill: Backfill | None = None,
+) -> VgpumonApp:
+    """The app over ``source``; tests pass ``start_source=False`` and drive the source."""
+    app = VgpumonApp(
+        source, history=history, start_source=start_source, interval=interval, backfill=backfill
+    )
+    if theme is not None:
+        if theme not in app.available_themes:
+            from vgpumon.errors import ConfigError
+
+            known = ", ".join(sorted(app.available_themes))
+            raise ConfigError(f"unknown theme {theme!r}; themes: {known}")
+        app.theme = theme
+    return app

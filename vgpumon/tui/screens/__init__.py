@@ -1,0 +1,34 @@
+"""The screens of ``vgpumon top``; :func:`modes` maps the number keys' modes to them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from textual.screen import Screen
+
+if TYPE_CHECKING:
+    from vgpumon.tui.app import VgpumonApp
+
+
+def modes(app: VgpumonApp) -> dict[str, str | Callable[[], Screen[Any]]]:
+    """Overview is the fleet when the source has several hosts, else the one host."""
+    from vgpumon.tui.screens.events import EventsScreen
+    from vgpumon.tui.screens.fleet import FleetScreen
+    from vgpumon.tui.screens.help import HelpScreen
+    from vgpumon.tui.screens.host import HostScreen
+    from vgpumon.tui.screens.licenses import LicensesScreen
+    from vgpumon.tui.screens.scheduler import SchedulerScreen
+
+    def overview() -> Screen[None]:
+        if app.multi_host:
+            return FleetScreen()
+        return HostScreen(app.source.hosts()[0])
+
+    return {
+        "overview": overview,
+        "scheduler": SchedulerScreen,
+        "licenses": LicensesScreen,
+        "events": EventsScreen,
+        "help": HelpScreen,
+    }

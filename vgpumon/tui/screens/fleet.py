@@ -1,0 +1,77 @@
+"""Many hosts: one row per host (reachability, GPUs by mode, load, alarms); Enter opens one."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.widgets import Static
+
+from vgpumon.tui.cells import table_columns
+from vgpumon.tui.screens.base import LiveScreen
+from vgpumon.tui.widgets.keyed_table import KeyedTable
+from vgpumon.view import rows as vr
+from vgpumon.view.columns import HOST_COLUMNS
+
+
+class FleetScreen(LiveScreen):
+    SORT_COLUMNS = HOST_COLUMNS
+
+    def compose_body(self) -> ComposeResult:
+        yield Static(id="title", classes="title")
+        yield KeyedTable(id="hosts")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one(KeyedTable).focus()
+
+    def host_rows(self) -> list[vr.HostRow]:
+        app = self.vapp
+        rows = []
+        for host in app.source.hosts():
+            update = app.hosts.get(host)
+            if update is None:
+                rows.append(vr.host_row(host, "connecting", None))
+                continue
+            snap = update.snapshot
+            shares = app.shares(host)
+            row = vr.host_row(
+                host,
+                update.state.value,
+                snap,
+                error=update.error,
+                stale=update.stale,
+                shares=shares,
+            )
+            if not app.filter_query.empty:
+                kids: list[dict[str, str]] = []
+                if snap is not None:
+                    kids += [g.fields for g in vr.gpu_rows(host, snap, shares)]
+                    for g in snap.gpus:
+                        kids += [v.fields for v in vr.vgpu_rows(host, snap, g, shares)]
+                        kids += [m.fields for m in vr.mig_rows(host, g)]
+                if not app.filter_query.matches(row.fields) and not app.filter_query.matches_any(
+                    kids
+                ):
+                    continue
+            rows.append(row)
+        return self.sorted_rows(rows, HOST_COLUMNS)
+
+    def draw(self) -> None:
+        app = self.vapp
+        rows = self.host_rows()
+        up = sum(1 for r in rows if r.state == "up")
+        self.query_one("#title", Static).update(
+            f"Fleet: {len(app.source.hosts())} hosts, {up} up shown · Enter opens a host"
+        )
+        layout = self.layout_now
+        cols = table_columns(HOST_COLUMNS, layout)
+        self.query_one("#hosts", KeyedTable).sync(
+            [(c.key, c.label) for c in cols],
+            [(r.key, self.cells(r, cols)) for r in rows],
+        )
+
+    def on_data_table_row_selected(self) -> None:
+        key = self.query_one("#hosts", KeyedTable).highlighted_key
+        if key is not None:
+            from vgpumon.tui.screens.host import HostScreen
+
+            self.app.push_screen(HostScreen(key))

@@ -1,0 +1,183 @@
+"""One GPU: fixed-axis history graphs, its vGPU or MIG table, the chosen instance's graphs, and
+its processes.
+
+Graph axes are fixed: ratios on 0-100 %, power on 0 to the board's limit, memory on 0 to its size,
+temperature on 0-100 °C, so the height of a line means the same thing on every screen and at every
+moment. The instance graphs follow the highlighted row of the vGPU or MIG table.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Grid, VerticalScroll
+from textual.widgets import DataTable, Static
+
+from vgpumon.model import Gpu
+from vgpumon.sources.history import gpu_entity, mig_entity, vgpu_entity
+from vgpumon.tui.cells import table_columns
+from vgpumon.tui.screens.base import LiveScreen
+from vgpumon.tui.widgets.graph import Graph
+from vgpumon.tui.widgets.keyed_table import KeyedTable
+from vgpumon.view import format as f
+from vgpumon.view import rows as vr
+from vgpumon.view.badges import labels
+from vgpumon.view.columns import MIG_COLUMNS, PROCESS_COLUMNS, VGPU_COLUMNS
+
+WINDOW_SECONDS = 120.0
+TEMPERATURE_TOP = 100.0  # °C: the top of the temperature axis (GPUs throttle well below)
+
+
+def _gib(v: float | None) -> str:
+    return f.DASH if v is None else f"{v / f.GIB:.0f}G"
+
+
+def _w(v: float | None) -> str:
+    return f.DASH if v is None else f"{v:.0f}W"
+
+
+def _c(v: float | None) -> str:
+    return f.DASH if v is None else f"{v:.0f}°C"
+
+
+# (widget id, title, formatter, metric, metric whose latest value is the axis top or a fixed top)
+GPU_GRAPHS = (
+    ("g-util", "util", f.pct, "util", 1.0),
+    ("g-mem", "memory", _gib, "memory_used", "memory_total"),
+    ("g-power", "power", _w, "power", "power_limit"),
+    ("g-temp", "temp", _c, "temperature", TEMPERATURE_TOP),
+    ("g-sm", "GPM sm", f.pct, "gpm_sm", 1.0),
+    ("g-dram", "GPM dram", f.pct, "gpm_dram", 1.0),
+    ("g-tensor", "GPM tensor", f.pct, "gpm_tensor", 1.0),
+)
+
+
+class GpuScreen(LiveScreen):
+    SORT_COLUMNS = VGPU_COLUMNS
+
+    def __init__(self, host: str, uuid: str) -> None:
+        super().__init__()
+        self.host = host
+        self.uuid = uuid
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(id="title", classes="title")
+            with Grid(id="graphs"):
+                for wid, title, fmt, _metric, top in GPU_GRAPHS:
+                    hi = top if isinstance(top, float) else 1.0
+                    yield Graph(title, fmt, hi=hi, window=WINDOW_SECONDS, id=wid)
+            yield Static("vGPU instances", id="vgpu-title", classes="section")
+            yield KeyedTable(id="vgpus", classes="inner")
+            yield Static("MIG instances", id="mig-title", classes="section")
+            yield KeyedTable(id="migs", classes="inner")
+            with Grid(id="instance-graphs"):
+                yield Graph("instance sm", f.pct, window=WINDOW_SECONDS, id="i-sm")
+                yield Graph("instance memory", _gib, window=WINDOW_SECONDS, id="i-mem")
+            yield Static("Processes", classes="section")
+            yield KeyedTable(id="procs", classes="inner")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self._focus_instances()
+
+    def _focus_instances(self) -> None:
+        """Focus the vGPU or MIG table (whichever the GPU has), not scrolling the graphs away."""
+        focused = self.focused
+        if isinstance(focused, KeyedTable) and focused.display and focused.row_count:
+            return
+        tables = [t for t in self.query(KeyedTable) if t.display and t.row_count]
+        if tables:
+            self.set_focus(tables[0], scroll_visible=False)
+
+    def draw(self) -> None:
+        app = self.vapp
+        update = app.hosts.get(self.host)
+        snap = None if update is None else update.snapshot
+        gpu = None if snap is None else snap.gpu(self.uuid)
+        title = self.query_one("#title", Static)
+        if snap is None or gpu is None:
+            title.update("this GPU is not in the newest reading")
+            return
+        shares = app.shares(self.host)
+        row = vr.gpu_row(self.host, snap, gpu, shares)
+        title.update(
+            f"GPU {row.index}  {f.text(row.name)}  {row.mode_label}  {row.uuid}"
+            + (f"  [{labels(row.badges)}]" if row.badges else "")
+        )
+        now = snap.timestamp
+        hist = app.history
+        for wid, _title, _fmt, metric, top in GPU_GRAPHS:
+            graph = self.query_one(f"#{wid}", Graph)
+            hi = (
+                top if isinstance(top, float) else hist.latest(self.host, gpu_entity(gpu.uuid), top)
+            )
+            graph.show(hist.series(self.host, gpu_entity(gpu.uuid), metric), now, hi)
+            if wid in ("g-sm", "g-dram", "g-tensor"):
+                graph.display = gpu.gpm is not None or any(m.gpm for m in gpu.mig_instances)
+        layout = self.layout_now
+        query = app.filter_query
+
+        vgpus = [v for v in vr.vgpu_rows(self.host, snap, gpu, shares) if query.matches(v.fields)]
+        vgpus = self.sorted_rows(vgpus, VGPU_COLUMNS)
+        vcols = table_columns(VGPU_COLUMNS, layout)
+        vtable = self.query_one("#vgpus", KeyedTable)
+        vtable.sync(
+            [(c.key, c.label) for c in vcols],
+            [(v.key, self.cells(v, vcols)) for v in vgpus],
+        )
+        has_vgpus = bool(gpu.vgpu_instances)
+        vtable.display = self.query_one("#vgpu-title").display = has_vgpus
+
+        migs = [m for m in vr.mig_rows(self.host, gpu) if query.matches(m.fields)]
+        mcols = table_columns(MIG_COLUMNS, layout)
+        mtable = self.query_one("#migs", KeyedTable)
+        mtable.sync(
+            [(c.key, c.label) for c in mcols],
+            [(m.key, self.cells(m, mcols)) for m in migs],
+        )
+        has_migs = bool(gpu.mig_instances)
+        mtable.display = self.query_one("#mig-title").display = has_migs
+
+        self._focus_instances()
+        self._instance_graphs(vtable if has_vgpus else mtable, now)
+
+        procs = vr.process_rows(self.host, gpu)
+        pcols = table_columns(PROCESS_COLUMNS, layout)
+        self.query_one("#procs", KeyedTable).sync(
+            [(c.key, c.label) for c in pcols],
+            [(p.key, self.cells(p, pcols)) for p in procs],
+        )
+
+    def _instance_graphs(self, table: KeyedTable, now: float) -> None:
+        grid = self.query_one("#instance-graphs")
+        key = table.highlighted_key if table.display else None
+        gpu = self._gpu()
+        grid.display = key is not None and gpu is not None
+        if key is None or gpu is None:
+            return
+        parts = key.split("/")
+        kind, ident = parts[-2], int(parts[-1])
+        hist = self.vapp.history
+        sm, mem = self.query_one("#i-sm", Graph), self.query_one("#i-mem", Graph)
+        if kind == "vgpu":
+            entity = vgpu_entity(self.uuid, ident)
+            sm.title, mem.title = f"vGPU {ident} sm", f"vGPU {ident} framebuffer"
+            vgpu = next((v for v in gpu.vgpu_instances if v.vgpu_id == ident), None)
+            total = None if vgpu is None else vgpu.framebuffer_total_bytes
+            sm.show(hist.series(self.host, entity, "sm"), now)
+            mem.show(hist.series(self.host, entity, "framebuffer_used"), now, total)
+        else:
+            entity = mig_entity(self.uuid, ident)
+            sm.title, mem.title = f"GI {ident} GPM sm", f"GI {ident} memory"
+            gi = next((m for m in gpu.mig_instances if m.id == ident), None)
+            total = None if gi is None else gi.memory_total_bytes
+            sm.show(hist.series(self.host, entity, "gpm_sm"), now)
+            mem.show(hist.series(self.host, entity, "memory_used"), now, total)
+
+    def _gpu(self) -> Gpu | None:
+        update = self.vapp.hosts.get(self.host)
+        return None if update is None or update.snapshot is None else update.snapshot.gpu(self.uuid)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id in ("vgpus", "migs"):
+            self.refresh_data()

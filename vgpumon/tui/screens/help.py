@@ -1,0 +1,42 @@
+"""Every key of ``vgpumon top`` (the command palette, ctrl+p, lists the actions too)."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Markdown
+
+from vgpumon.tui.screens.base import LiveScreen
+
+HELP = """\
+# vgpumon top
+
+| key | does |
+|---|---|
+| ↑ ↓ / j k | move |
+| Enter | open the host or GPU under the cursor |
+| → / l | expand a GPU into its MIG or vGPU instances |
+| ← / h | fold it again |
+| t | tree: expand every GPU |
+| Escape | back |
+| / | filter: `vm:NAME license:unlicensed type:L40S mode:mig`, free words; empty clears |
+| s / S | sort by the next column / reverse (or click a column header) |
+| p | pause the screen (collection goes on) |
+| r | read every host now |
+| 1 2 3 4 5 | overview, scheduler, licenses, events, help |
+| ctrl+p | command palette: every action, themes (try *vgpumon-mono*) |
+| q | quit |
+
+Filter fields: host gpu name uuid mode badge vm type class license policy vgpu profile gi pid
+process kind state. Modes: baremetal passthrough vgpu-host vgpu-guest mig.
+Badges: lost hung xid unlicensed expiring starved. A value NVML did not give shows as —.
+"""
+
+
+class HelpScreen(LiveScreen):
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Markdown(HELP)
+
+    def draw(self) -> None:
+        """Nothing live on this screen."""

@@ -1,0 +1,1 @@
+"""Widgets of ``vgpumon top``: keyed tables, fixed-axis graphs, the filter bar."""

@@ -1,0 +1,65 @@
+"""The filter grammar: ``vm:render license:unlicensed type:L40S mode:mig`` plus free words.
+
+A query is space-separated terms. ``field:value`` keeps rows whose ``field`` contains ``value``
+(case-insensitive); a bare word keeps rows where any field contains it. All terms must hold. A
+value may be quoted (``vm:"my vm"``). A parent row (a GPU, a host) is kept when it matches by
+itself or when one of its children does, so ``vm:render`` shows the GPUs that serve that VM with
+only the matching vGPUs under them.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from vgpumon.errors import ConfigError
+
+FIELDS = (
+    "host", "gpu", "name", "uuid", "mode", "badge", "vm", "type", "class", "license", "policy",
+    "vgpu", "profile", "gi", "pid", "process", "kind", "state",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Query:
+    terms: tuple[tuple[str, str], ...] = ()  # (field, lowercase value)
+    words: tuple[str, ...] = ()  # lowercase
+
+    @property
+    def empty(self) -> bool:
+        return not self.terms and not self.words
+
+    def matches(self, fields: Mapping[str, str]) -> bool:
+        """Every term holds for this row's fields (a field the row lacks never holds)."""
+        for name, value in self.terms:
+            if value not in fields.get(name, "").lower():
+                return False
+        return all(any(word in v.lower() for v in fields.values()) for word in self.words)
+
+    def matches_any(self, candidates: Iterable[Mapping[str, str]]) -> bool:
+        return any(self.matches(c) for c in candidates)
+
+    def __str__(self) -> str:
+        parts = [f"{k}:{shlex.quote(v)}" for k, v in self.terms]
+        return " ".join(parts + [shlex.quote(w) for w in self.words])
+
+
+def parse(text: str) -> Query:
+    """Parse a query; an unknown field or unbalanced quote is a :class:`ConfigError` (one line)."""
+    try:
+        tokens = shlex.split(text)
+    except ValueError as exc:
+        raise ConfigError(f"filter: {exc}") from None
+    terms: list[tuple[str, str]] = []
+    words: list[str] = []
+    for token in tokens:
+        name, sep, value = token.partition(":")
+        if sep and name:
+            name = name.lower()
+            if name not in FIELDS:
+                raise ConfigError(f"filter: unknown field {name!r}; fields: {', '.join(FIELDS)}")
+            terms.append((name, value.lower()))
+        elif token:
+            words.append(token.lower())
+    return Query(tuple(terms), tuple(words))

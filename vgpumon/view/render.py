@@ -1,0 +1,179 @@
+"""A readable terminal picture of one :class:`Snapshot` (``vgpumon snapshot``'s default output).
+
+Every table is built from the row models and columns of :mod:`vgpumon.view`, the same ones the
+terminal UI shows, so the two never disagree. Values never break across lines: number, size and
+identifier columns do not wrap, and at 80 columns the tables drop the columns marked ``wide`` and
+let only names fold at their spaces. Absent values print as an em dash, never as 0. Sections that
+would be empty (MIG, processes, vGPU) are left out, so a bare-metal host gets two short tables.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from vgpumon.model import Snapshot
+from vgpumon.view import format as f
+from vgpumon.view import rows as r
+from vgpumon.view.columns import GPU_COLUMNS, MIG_COLUMNS, PROCESS_COLUMNS, VGPU_COLUMNS
+from vgpumon.view.tables import HOST, WIDE_AT, row_table, titled_table
+from vgpumon.view.vgpu_render import vgpu_extra_tables
+
+
+def _header(snapshot: Snapshot) -> Text:
+    when = datetime.datetime.fromtimestamp(snapshot.timestamp, tz=datetime.timezone.utc)
+    d = snapshot.driver
+    line = Text()
+    line.append(f"{snapshot.source}", style="bold")
+    line.append(
+        f"  driver {f.text(d.driver_version)}  NVML {f.text(d.nvml_version)}"
+        f"  CUDA {f.text(d.cuda_driver_version)}\n{when:%Y-%m-%d %H:%M:%S} UTC"
+    )
+    h = snapshot.health
+    if h.wedged:
+        line.append("  sampler wedged: showing the last good data", style="bold red")
+    if h.hung_gpus:
+        line.append(f"  hung: {', '.join(h.hung_gpus)}", style="red")
+    return line
+
+
+def _identity_table(snapshot: Snapshot) -> Table:
+    table = titled_table("GPUs", "#", "uuid", "MIG / state")
+    table.add_column("name", overflow="fold")
+    for g in snapshot.gpus:
+        mig = f.flag(g.mig_mode_current, "enabled", "disabled")
+        if g.mig_mode_pending is not None and g.mig_mode_pending != g.mig_mode_current:
+            mig += f" (pending {f.flag(g.mig_mode_pending, 'enabled', 'disabled')})"
+        state = mig if g.up else f"down: {f.text(g.down_reason)}"
+        table.add_row(str(g.index), g.uuid, state, f.text(g.name))
+    return table
+
+
+def _activity_table(snapshot: Snapshot, wide: bool) -> Table:
+    gpus = r.gpu_rows(HOST, snapshot)
+    columns = [c for c in GPU_COLUMNS if c.key != "name"]
+    return row_table("Activity", columns, gpus, wide=wide)
+
+
+def _mig_tables(snapshot: Snapshot, wide: bool) -> list[Table]:
+    migs = [(g, m) for g in snapshot.gpus for m in r.mig_rows(HOST, g)]
+    out = []
+    if migs:
+        out.append(
+            row_table(
+                "MIG GPU instances",
+                MIG_COLUMNS,
+                [m for _, m in migs],
+                wide=wide,
+                lead=("#",),
+                lead_cells=[(str(g.index),) for g, _ in migs],
+            )
+        )
+    devices = titled_table("MIG devices", "gpu", "GI", "CI", "MIG UUID", "SMs")
+    for g in snapshot.gpus:
+        for gi in g.mig_instances:
+            for ci in gi.compute_instances:
+                devices.add_row(
+                    str(g.index), str(gi.id), str(ci.id), f.text(ci.mig_uuid), f.text(ci.sm_count)
+                )
+    if devices.row_count:
+        out.append(devices)
+    return out
+
+
+def _process_table(snapshot: Snapshot, wide: bool) -> Table | None:
+    procs = [(g, p) for g in snapshot.gpus for p in r.process_rows(HOST, g)]
+    if not procs:
+        return None
+    return row_table(
+        "Processes",
+        PROCESS_COLUMNS,
+        [p for _, p in procs],
+        wide=wide,
+        lead=("#",),
+        lead_cells=[(str(g.index),) for g, _ in procs],
+    )
+
+
+def _vgpu_tables(snapshot: Snapshot, wide: bool) -> list[Table]:
+    out: list[Table] = []
+    vgpus = [v for g in snapshot.gpus for v in r.vgpu_rows(HOST, snapshot, g)]
+    if vgpus:
+        # Share needs history (a rate); license state and expiry have their own table below.
+        skip = {"share", "license", "expires"}
+        columns = [c for c in VGPU_COLUMNS if c.key not in skip]
+        out.append(
+            row_table(
+                "vGPU instances",
+                columns,
+                vgpus,
+                wide=wide,
+                lead=("#",),
+                lead_cells=[(str(v.gpu_index),) for v in vgpus],
+            )
+        )
+    types = titled_table("vGPU types", "gpu", "type id", "framebuffer", "active", "creatable")
+    types.add_column("name", overflow="fold")
+    if wide:
+        types.add_column("class", no_wrap=True)
+    for g in snapshot.gpus:
+        for t in g.vgpu_types:
+            cells = [
+                str(g.index),
+                str(t.type_id),
+                f.size(t.framebuffer_bytes),
+                str(t.active_instances),
+                f.text(t.creatable_instances) if t.creatable else "no",
+                f.text(t.name),
+            ]
+            if wide:
+                cells.append(f.text(t.type_class))
+            types.add_row(*cells)
+    if types.row_count:
+        out.append(types)
+    return out
+
+
+def _footer(snapshot: Snapshot) -> Text | None:
+    failed = [c.name for c in snapshot.collectors if not c.success]
+    errors = sum(e.count for e in snapshot.nvml_errors)
+    if not failed and not errors:
+        return None
+    line = Text(style="dim")
+    if failed:
+        line.append(f"collectors failed: {', '.join(failed)}  ")
+    if errors:
+        line.append(f"NVML errors: {errors} (see --json for the functions)")
+    return line
+
+
+def snapshot_renderable(snapshot: Snapshot, width: int = 80) -> RenderableType:
+    wide = width >= WIDE_AT
+    parts: list[RenderableType] = [_header(snapshot)]
+    if not snapshot.gpus:
+        parts.append(Text("no GPUs", style="yellow"))
+    else:
+        parts.append(_identity_table(snapshot))
+        parts.append(_activity_table(snapshot, wide))
+    parts.extend(_mig_tables(snapshot, wide))
+    processes = _process_table(snapshot, wide)
+    if processes is not None:
+        parts.append(processes)
+    parts.extend(_vgpu_tables(snapshot, wide))
+    parts.extend(vgpu_extra_tables(snapshot, wide))  # scheduler and licenses (vgpu_render)
+    footer = _footer(snapshot)
+    if footer is not None:
+        parts.append(footer)
+    return Group(*parts)
+
+
+def render(snapshot: Snapshot, console: Console | None = None) -> None:
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            # Piped or redirected: nobody's window to fit, so use the wide layout.
+            console = Console(width=160)
+    console.print(snapshot_renderable(snapshot, console.width))

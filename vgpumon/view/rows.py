@@ -1,0 +1,724 @@
+"""Row models: what each table of any front end shows, built from one :class:`Snapshot`.
+
+Rows are frozen dataclasses holding raw values (bytes, ratios, seconds; ``None`` when NVML did not
+give it) plus a stable ``key``, so a front end can diff two refreshes by key and update only the
+cells that changed, sort on raw values, and format with :mod:`vgpumon.view.format` at the last
+moment. ``fields`` gives the text a filter term matches (see :mod:`vgpumon.view.filter`).
+
+Scheduler shares are measured over time (counter increases), which one snapshot cannot give; the
+builders take them as an optional ``shares`` mapping ``(gpu uuid, vgpu id) -> ratio`` that a
+consumer computes from its history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from vgpumon.model import Gpu, Snapshot, VgpuInstance, VgpuScheduler
+from vgpumon.view import badges as b
+from vgpumon.view.badges import Badge
+
+Shares = Mapping[tuple[str, int], float]
+
+# Filter/display names for the GPU's role on this host.
+MODE_LABELS = {
+    "mig": "MIG",
+    "baremetal": "bare metal",
+    "passthrough": "pass-through",
+    "vgpu-host": "vGPU host",
+    "vgpu-guest": "vGPU guest",
+    "vsga-host": "vSGA host",
+    "unknown": "—",
+}
+_VIRT_MODES = {
+    "none": "baremetal",
+    "passthrough": "passthrough",
+    "host_vgpu": "vgpu-host",
+    "vgpu": "vgpu-guest",
+    "host_vsga": "vsga-host",
+}
+# Clock event reasons that are not a hold-down worth showing.
+_NOT_HELD = frozenset({"idle", "applications_clocks_setting", "display_clock_setting"})
+_SHORT_REASONS = {
+    "sw_power_cap": "power cap",
+    "hw_slowdown": "hw slowdown",
+    "sync_boost": "sync boost",
+    "sw_thermal": "sw thermal",
+    "hw_thermal": "hw thermal",
+    "power_brake": "power brake",
+}
+# A vGPU that got less than this part of its entitlement while using all it got is starved.
+STARVED_BELOW = 0.5
+
+
+def gpu_mode(gpu: Gpu) -> str:
+    """The GPU's role: ``mig`` when MIG is on (whatever sits on top), else its virtualization."""
+    if gpu.mig_mode_current:
+        return "mig"
+    return _VIRT_MODES.get(gpu.virtualization_mode or "", "unknown")
+
+
+def _ratio(used: float | None, total: float | None) -> float | None:
+    if used is None or not total:
+        return None
+    return used / total
+
+
+# --------------------------------------------------------------------------- vGPU
+
+
+def entitlement(
+    gpu: Gpu, vgpu: VgpuInstance, scheduler: VgpuScheduler | None, peers: int | None = None
+) -> float | None:
+    """The part of the GPU's time the policy promises this vGPU, or None when it promises none.
+
+    Equal share splits the time between the vGPUs the scheduler serves (``peers``, counted here
+    when not given); fixed share gives each vGPU ``1 / max_instances`` of its type; best effort
+    promises nothing.
+    """
+    if scheduler is None or scheduler.policy not in ("equal_share", "fixed_share"):
+        return None
+    if scheduler.policy == "equal_share":
+        if peers is None:
+            peers = sum(
+                1 for v in gpu.vgpu_instances if v.gpu_instance_id == scheduler.gpu_instance_id
+            )
+        return 1.0 / peers if peers else None
+    vtype = next((t for t in gpu.vgpu_types if t.type_id == vgpu.type_id), None)
+    if vtype is None or not vtype.max_instances:
+        return None
+    return 1.0 / vtype.max_instances
+
+
+def starved(received: float | None, entitled: float | None, used: float | None) -> bool:
+    """Got under half its entitlement while busy for all the time it got (it wanted more)."""
+    if received is None or entitled is None or used is None or used < 0.01:
+        return False
+    return received < STARVED_BELOW * entitled and used >= 0.9 * received
+
+
+def _scheduler_for(gpu: Gpu, vgpu: VgpuInstance) -> VgpuScheduler | None:
+    for s in gpu.vgpu_schedulers:
+        if s.gpu_instance_id == vgpu.gpu_instance_id:
+            return s
+    return gpu.vgpu_schedulers[0] if len(gpu.vgpu_schedulers) == 1 else None
+
+
+@dataclass(frozen=True)
+class VgpuRow:
+    key: str
+    host: str
+    gpu_index: int
+    gpu_uuid: str
+    gpu_name: str | None
+    vgpu_id: int
+    vm: str | None
+    type_name: str | None
+    type_class: str | None
+    gpu_instance_id: int | None
+    framebuffer_used: int | None
+    framebuffer_total: int | None
+    sm: float | None
+    memory: float | None
+    encoder: float | None
+    decoder: float | None
+    license_state: str | None
+    licensed: bool | None
+    expiry_status: str | None
+    expiry: float | None
+    expires_in: float | None  # seconds from the snapshot's time; None when no expiry applies
+    frame_rate_limit: int | None
+    policy: str | None
+    share: float | None  # part of the GPU's time it received over the history window
+    entitled: float | None
+    starved: bool
+    unlicensed: bool
+    expiring: bool
+
+    @property
+    def framebuffer_ratio(self) -> float | None:
+        return _ratio(self.framebuffer_used, self.framebuffer_total)
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return {
+            "host": self.host,
+            "gpu": str(self.gpu_index),
+            "name": self.gpu_name or "",
+            "mode": "vgpu-host",
+            "vgpu": str(self.vgpu_id),
+            "vm": self.vm or "",
+            "type": self.type_name or "",
+            "class": self.type_class or "",
+            "license": self.license_state or "",
+            "policy": self.policy or "",
+            "badge": " ".join(
+                k
+                for k, on in (
+                    ("unlicensed", self.unlicensed),
+                    ("expiring", self.expiring),
+                    ("starved", self.starved),
+                )
+                if on
+            ),
+        }
+
+
+def vgpu_rows(
+    host: str, snapshot: Snapshot, gpu: Gpu, shares: Shares | None = None
+) -> list[VgpuRow]:
+    rows = []
+    peers: dict[int | None, int] = {}
+    for v in gpu.vgpu_instances:
+        peers[v.gpu_instance_id] = peers.get(v.gpu_instance_id, 0) + 1
+    for v in gpu.vgpu_instances:
+        sched = _scheduler_for(gpu, v)
+        share = None if shares is None else shares.get((gpu.uuid, v.vgpu_id))
+        n = None if sched is None else peers.get(sched.gpu_instance_id, 0)
+        entitled = entitlement(gpu, v, sched, n)
+        lic = v.license
+        expiry = lic.expiry_timestamp_seconds or None
+        rows.append(
+            VgpuRow(
+                key=f"{host}/{gpu.uuid}/vgpu/{v.vgpu_id}",
+                host=host,
+                gpu_index=gpu.index,
+                gpu_uuid=gpu.uuid,
+                gpu_name=gpu.name,
+                vgpu_id=v.vgpu_id,
+                vm=v.vm_id,
+                type_name=v.type_name,
+                type_class=v.type_class,
+                gpu_instance_id=v.gpu_instance_id,
+                framebuffer_used=v.framebuffer_used_bytes,
+                framebuffer_total=v.framebuffer_total_bytes,
+                sm=v.utilization.sm,
+                memory=v.utilization.memory,
+                encoder=v.utilization.encoder,
+                decoder=v.utilization.decoder,
+                license_state=lic.state,
+                licensed=lic.licensed,
+                expiry_status=lic.expiry_status,
+                expiry=expiry,
+                expires_in=None if expiry is None else expiry - snapshot.timestamp,
+                frame_rate_limit=v.frame_rate_limit,
+                policy=None if sched is None else sched.policy,
+                share=share,
+                entitled=entitled,
+                starved=starved(share, entitled, v.utilization.sm),
+                unlicensed=b.unlicensed(lic.state, lic.licensed),
+                expiring=b.expiring(expiry, snapshot.timestamp, lic.state),
+            )
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------- MIG
+
+
+@dataclass(frozen=True)
+class MigRow:
+    key: str
+    host: str
+    gpu_index: int
+    gpu_uuid: str
+    gpu_name: str | None
+    gpu_instance_id: int
+    profile: str | None
+    placement: str | None
+    memory_used: int | None
+    memory_total: int | None
+    sm_active: float | None
+    sm_occupancy: float | None
+    tensor_active: float | None
+    dram_active: float | None
+    compute_instances: int
+    sm_count: int | None  # SMs over all its compute instances
+    processes: int | None
+
+    @property
+    def memory_ratio(self) -> float | None:
+        return _ratio(self.memory_used, self.memory_total)
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return {
+            "host": self.host,
+            "gpu": str(self.gpu_index),
+            "name": self.gpu_name or "",
+            "mode": "mig",
+            "profile": self.profile or "",
+            "type": self.profile or "",
+            "gi": str(self.gpu_instance_id),
+        }
+
+
+def mig_rows(host: str, gpu: Gpu) -> list[MigRow]:
+    rows = []
+    for gi in gpu.mig_instances:
+        sms = [ci.sm_count for ci in gi.compute_instances if ci.sm_count is not None]
+        procs = None
+        if gpu.processes is not None:
+            procs = sum(1 for p in gpu.processes if p.gpu_instance_id == gi.id)
+        placement = None
+        if gi.placement_start is not None:
+            placement = f"{gi.placement_start}+{gi.placement_size if gi.placement_size else '?'}"
+        gpm = gi.gpm
+        rows.append(
+            MigRow(
+                key=f"{host}/{gpu.uuid}/gi/{gi.id}",
+                host=host,
+                gpu_index=gpu.index,
+                gpu_uuid=gpu.uuid,
+                gpu_name=gpu.name,
+                gpu_instance_id=gi.id,
+                profile=gi.profile_name,
+                placement=placement,
+                memory_used=gi.memory_used_bytes,
+                memory_total=gi.memory_total_bytes,
+                sm_active=None if gpm is None else gpm.sm_active,
+                sm_occupancy=None if gpm is None else gpm.sm_occupancy,
+                tensor_active=None if gpm is None else gpm.tensor_active,
+                dram_active=None if gpm is None else gpm.dram_active,
+                compute_instances=len(gi.compute_instances),
+                sm_count=sum(sms) if sms else None,
+                processes=procs,
+            )
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------- GPU
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    key: str
+    host: str
+    index: int
+    uuid: str
+    name: str | None
+    mode: str  # a key of MODE_LABELS
+    up: bool
+    down_reason: str | None
+    hung: bool
+    utilization: float | None
+    memory_used: int | None
+    memory_total: int | None
+    power: float | None
+    power_limit: float | None
+    temperature: float | None
+    sm_clock: float | None
+    held_by: tuple[str, ...]  # active clock event reasons that hold clocks down
+    gpm_sm: float | None
+    gpm_dram: float | None
+    gpm_tensor: float | None
+    vgpus: int
+    migs: int
+    xid: tuple[tuple[int, int], ...]  # (Xid, count) pairs; rows stay hashable for caching
+    badges: tuple[Badge, ...]
+
+    @property
+    def mode_label(self) -> str:
+        return MODE_LABELS[self.mode]
+
+    @property
+    def memory_ratio(self) -> float | None:
+        return _ratio(self.memory_used, self.memory_total)
+
+    @property
+    def power_ratio(self) -> float | None:
+        return _ratio(self.power, self.power_limit)
+
+    @property
+    def instances(self) -> int:
+        """Children it expands into: MIG GPU instances or vGPU instances."""
+        return self.migs + self.vgpus
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return {
+            "host": self.host,
+            "gpu": str(self.index),
+            "name": self.name or "",
+            "uuid": self.uuid,
+            "mode": self.mode,
+            "badge": " ".join(x.kind for x in self.badges),
+        }
+
+
+def _gpu_badges(
+    gpu: Gpu, hung: bool, vgpus: list[VgpuRow], snapshot: Snapshot
+) -> tuple[Badge, ...]:
+    out = []
+    if not gpu.up:
+        out.append(b.badge("lost", "lost" if gpu.down_reason in (None, "gpu_is_lost") else "down"))
+    if hung:
+        out.append(b.badge("hung"))
+    if gpu.xid_errors:
+        newest = max(gpu.xid_errors)
+        out.append(b.badge("xid", f"Xid{newest}"))
+    guest_unlicensed = any(
+        f.licensed is False or (f.state or "").startswith("unlicensed") for f in gpu.guest_licenses
+    )
+    if any(v.unlicensed for v in vgpus) or guest_unlicensed:
+        out.append(b.badge("unlicensed"))
+    guest_expiring = any(
+        b.expiring(f.expiry_timestamp_seconds, snapshot.timestamp, f.state)
+        for f in gpu.guest_licenses
+    )
+    if any(v.expiring for v in vgpus) or guest_expiring:
+        out.append(b.badge("expiring"))
+    if any(v.starved for v in vgpus):
+        out.append(b.badge("starved"))
+    return tuple(sorted(out))
+
+
+def gpu_row(
+    host: str,
+    snapshot: Snapshot,
+    gpu: Gpu,
+    shares: Shares | None = None,
+    vgpus: list[VgpuRow] | None = None,
+) -> GpuRow:
+    """The GPU's row; ``vgpus`` are its vGPU rows when the caller has built them already."""
+    if vgpus is None:
+        vgpus = vgpu_rows(host, snapshot, gpu, shares)
+    hung = gpu.uuid in snapshot.health.hung_gpus
+    gpm = gpu.gpm
+    return GpuRow(
+        key=f"{host}/{gpu.uuid}",
+        host=host,
+        index=gpu.index,
+        uuid=gpu.uuid,
+        name=gpu.name,
+        mode=gpu_mode(gpu),
+        up=gpu.up,
+        down_reason=gpu.down_reason,
+        hung=hung,
+        utilization=gpu.utilization.gpu,
+        memory_used=gpu.memory.used_bytes,
+        memory_total=gpu.memory.total_bytes,
+        power=gpu.power_watts,
+        power_limit=gpu.power_limit_watts,
+        temperature=gpu.temperatures.gpu_celsius,
+        sm_clock=gpu.clocks.sm_hertz,
+        held_by=tuple(
+            _SHORT_REASONS.get(r, r) for r in gpu.clock_events.active if r not in _NOT_HELD
+        ),
+        gpm_sm=None if gpm is None else gpm.sm_active,
+        gpm_dram=None if gpm is None else gpm.dram_active,
+        gpm_tensor=None if gpm is None else gpm.tensor_active,
+        vgpus=len(gpu.vgpu_instances),
+        migs=len(gpu.mig_instances),
+        xid=tuple(sorted(gpu.xid_errors.items())),
+        badges=_gpu_badges(gpu, hung, vgpus, snapshot),
+    )
+
+
+def gpu_rows(host: str, snapshot: Snapshot, shares: Shares | None = None) -> list[GpuRow]:
+    return [gpu_row(host, snapshot, g, shares) for g in snapshot.gpus]
+
+
+# --------------------------------------------------------------------------- processes
+
+
+@dataclass(frozen=True)
+class ProcessRow:
+    key: str
+    host: str
+    gpu_index: int
+    pid: int
+    name: str | None
+    kind: str  # compute | graphics | mps | vgpu (a guest process seen from the host)
+    where: str | None  # "GI/CI" on MIG, "vGPU n" for a guest process, else None
+    memory: int | None
+    sm: float | None
+    memory_util: float | None
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return {
+            "host": self.host,
+            "gpu": str(self.gpu_index),
+            "pid": str(self.pid),
+            "process": self.name or "",
+            "kind": self.kind,
+        }
+
+
+def process_rows(host: str, gpu: Gpu) -> list[ProcessRow]:
+    rows = []
+    for p in gpu.processes or ():
+        where = None
+        if p.gpu_instance_id is not None:
+            ci = "?" if p.compute_instance_id is None else p.compute_instance_id
+            where = f"GI{p.gpu_instance_id}/CI{ci}"
+        rows.append(
+            ProcessRow(
+                key=f"{host}/{gpu.uuid}/pid/{p.pid}/{p.kind}",
+                host=host,
+                gpu_index=gpu.index,
+                pid=p.pid,
+                name=p.name,
+                kind=p.kind,
+                where=where,
+                memory=p.used_memory_bytes,
+                sm=p.sm_utilization,
+                memory_util=p.memory_utilization,
+            )
+        )
+    for vp in gpu.vgpu_processes:
+        rows.append(
+            ProcessRow(
+                key=f"{host}/{gpu.uuid}/vgpu/{vp.vgpu_id}/pid/{vp.pid}",
+                host=host,
+                gpu_index=gpu.index,
+                pid=vp.pid,
+                name=vp.name,
+                kind="vgpu",
+                where=f"vGPU{vp.vgpu_id}",
+                memory=None,
+                sm=vp.sm_utilization,
+                memory_util=vp.memory_utilization,
+            )
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------- scheduler
+
+
+@dataclass(frozen=True)
+class SchedulerRow:
+    key: str
+    host: str
+    gpu_index: int
+    gpu_instance_id: int | None
+    policy: str | None
+    arr: bool | None
+    timeslice: float | None
+    average_factor: int | None
+    frequency: float | None
+    vgpus: int
+    log_entries: int
+    log_missed: int
+    starved: int  # vGPUs marked starved
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return {"host": self.host, "gpu": str(self.gpu_index), "policy": self.policy or ""}
+
+
+def scheduler_rows(
+    host: str, snapshot: Snapshot, gpu: Gpu, shares: Shares | None = None
+) -> list[SchedulerRow]:
+    vgpus = vgpu_rows(host, snapshot, gpu, shares)
+    rows = []
+    for s in gpu.vgpu_schedulers:
+        mine = [v for v in vgpus if v.gpu_instance_id == s.gpu_instance_id]
+        gi = "all" if s.gpu_instance_id is None else str(s.gpu_instance_id)
+        rows.append(
+            SchedulerRow(
+                key=f"{host}/{gpu.uuid}/sched/{gi}",
+                host=host,
+                gpu_index=gpu.index,
+                gpu_instance_id=s.gpu_instance_id,
+                policy=s.policy,
+                arr=s.arr_enabled,
+                timeslice=s.timeslice_seconds,
+                average_factor=s.average_factor,
+                frequency=s.frequency_hertz,
+                vgpus=len(mine),
+                log_entries=s.log_entries_total,
+                log_missed=s.log_entries_missed_total,
+                starved=sum(1 for v in mine if v.starved),
+            )
+        )
+    return rows
+
+
+# --------------------------------------------------------------------------- licenses
+
+
+@dataclass(frozen=True)
+class LicenseRow:
+    key: str
+    host: str
+    gpu_index: int
+    subject: str  # the vGPU id on a host, the feature name inside a guest
+    vm: str | None
+    type_name: str | None
+    licensed: bool | None
+    state: str | None
+    expiry_status: str | None
+    expiry: float | None
+    expires_in: float | None
+    product: str | None
+
+    @property
+    def urgency(self) -> tuple[int, float]:
+        """Sort key, most urgent first: unlicensed, then soonest expiry, then the rest."""
+        state = self.state or ""
+        if state == "unlicensed_restricted" or state == "unlicensed":
+            return (0, 0.0)
+        if state.startswith("unlicensed"):
+            return (1, 0.0)
+        if self.expires_in is not None:
+            return (2, self.expires_in)
+        if self.state is None or state in ("unknown", "uninitialized"):
+            return (3, 0.0)
+        return (4, 0.0)
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return {
+            "host": self.host,
+            "gpu": str(self.gpu_index),
+            "vm": self.vm or "",
+            "type": self.type_name or "",
+            "license": self.state or "",
+            "vgpu": self.subject,
+        }
+
+
+def license_rows(host: str, snapshot: Snapshot, gpu: Gpu) -> list[LicenseRow]:
+    rows = []
+    for v in gpu.vgpu_instances:
+        lic = v.license
+        expiry = lic.expiry_timestamp_seconds or None
+        rows.append(
+            LicenseRow(
+                key=f"{host}/{gpu.uuid}/vgpu/{v.vgpu_id}",
+                host=host,
+                gpu_index=gpu.index,
+                subject=str(v.vgpu_id),
+                vm=v.vm_id,
+                type_name=v.type_name,
+                licensed=lic.licensed,
+                state=lic.state,
+                expiry_status=lic.expiry_status,
+                expiry=expiry,
+                expires_in=None if expiry is None else expiry - snapshot.timestamp,
+                product=None,
+            )
+        )
+    for f in gpu.guest_licenses:
+        expiry = f.expiry_timestamp_seconds or None
+        rows.append(
+            LicenseRow(
+                key=f"{host}/{gpu.uuid}/feature/{f.feature}",
+                host=host,
+                gpu_index=gpu.index,
+                subject=f.feature,
+                vm=None,
+                type_name=None,
+                licensed=f.licensed,
+                state=f.state,
+                expiry_status=f.expiry_status,
+                expiry=expiry,
+                expires_in=None if expiry is None else expiry - snapshot.timestamp,
+                product=f.product_name,
+            )
+        )
+    return rows
+
+
+def all_license_rows(host: str, snapshot: Snapshot) -> list[LicenseRow]:
+    rows = [r for g in snapshot.gpus for r in license_rows(host, snapshot, g)]
+    return sorted(rows, key=lambda r: (r.urgency, r.host, r.gpu_index))
+
+
+# --------------------------------------------------------------------------- fleet
+
+
+@dataclass(frozen=True)
+class HostRow:
+    key: str
+    host: str
+    state: str  # HostState value: up | connecting | unreachable | closed
+    error: str | None
+    stale: bool
+    gpus: int
+    modes: tuple[tuple[str, int], ...]  # (mode, GPU count), sorted
+    utilization: float | None  # mean over GPUs that report it
+    memory_used: int | None
+    memory_total: int | None
+    power: float | None
+    power_limit: float | None
+    vgpus: int
+    license_problems: int  # vGPUs unlicensed or expiring
+    xid: int  # GPUs with Xid errors
+    lost: int  # GPUs down or hung
+    badges: tuple[Badge, ...]
+
+    @property
+    def memory_ratio(self) -> float | None:
+        return _ratio(self.memory_used, self.memory_total)
+
+    @property
+    def modes_label(self) -> str:
+        return " ".join(f"{n}×{MODE_LABELS[m]}" for m, n in self.modes) or "—"
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return {
+            "host": self.host,
+            "state": self.state,
+            "mode": " ".join(m for m, _ in self.modes),
+            "badge": " ".join(x.kind for x in self.badges),
+        }
+
+
+def _sum(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def host_row(
+    host: str,
+    state: str,
+    snapshot: Snapshot | None,
+    *,
+    error: str | None = None,
+    stale: bool = False,
+    shares: Shares | None = None,
+) -> HostRow:
+    vgpus_of = (
+        {}
+        if snapshot is None
+        else {g.uuid: vgpu_rows(host, snapshot, g, shares) for g in snapshot.gpus}
+    )
+    gpus = (
+        []
+        if snapshot is None
+        else [gpu_row(host, snapshot, g, shares, vgpus_of[g.uuid]) for g in snapshot.gpus]
+    )
+    modes: dict[str, int] = {}
+    for g in gpus:
+        modes[g.mode] = modes.get(g.mode, 0) + 1
+    utils = [g.utilization for g in gpus if g.utilization is not None]
+    vgpus = [v for rows in vgpus_of.values() for v in rows]
+    all_badges = {x.kind: x for g in gpus for x in g.badges}
+    mem_used = _sum([g.memory_used for g in gpus])
+    mem_total = _sum([g.memory_total for g in gpus])
+    return HostRow(
+        key=host,
+        host=host,
+        state=state,
+        error=error,
+        stale=stale,
+        gpus=len(gpus),
+        modes=tuple(sorted(modes.items())),
+        utilization=sum(utils) / len(utils) if utils else None,
+        memory_used=None if mem_used is None else int(mem_used),
+        memory_total=None if mem_total is None else int(mem_total),
+        power=_sum([g.power for g in gpus]),
+        power_limit=_sum([g.power_limit for g in gpus]),
+        vgpus=len(vgpus),
+        license_problems=sum(1 for v in vgpus if v.unlicensed or v.expiring),
+        xid=sum(1 for g in gpus if g.xid),
+        lost=sum(1 for g in gpus if not g.up or g.hung),
+        badges=tuple(sorted(all_badges.values())),
+    )
