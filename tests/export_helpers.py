@@ -132,6 +132,7 @@ def rich_snapshot() -> Snapshot:
             fbc_sessions=0,
             fbc_average_fps=0.0,
             fbc_average_latency_seconds=0.0,
+            migration_supported=i == 0,
             utilization=VgpuUtilization(sm=0.3, memory=0.1, encoder=0.05, decoder=0.0, samples=5),
             license=VgpuLicense(
                 licensed=i == 0,
@@ -152,6 +153,7 @@ def rich_snapshot() -> Snapshot:
         "host_vgpu",
         host_vgpu_mode="sriov",
         vgpu_heterogeneous_mode=False,
+        vgpu_migration_supported=True,
         vgpu_instances=vgpus,
         vgpu_types=(
             VgpuType(

@@ -294,6 +294,9 @@ class VgpuInstance:
     # PCI address of the virtual function it sits on.
     vm: VirtualMachine | None = None
     vf_pci_bus_id: str | None = None
+    # The vGPU manager can live-migrate this vGPU (vMotion, KVM migration): the migration bit of
+    # the instance's virtualization capabilities (nvmlVgpuInstanceGetMetadata).
+    migration_supported: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -400,6 +403,9 @@ class Gpu:
     vgpu_schedulers: tuple[VgpuScheduler, ...] = ()
     guest_license_supported: bool | None = None
     guest_licenses: tuple[GuestLicenseFeature, ...] = ()
+    # A vGPU host GPU that supports migrating its vGPUs (pGPU virtualization capabilities,
+    # nvmlDeviceGetVgpuMetadata); a vGPU migrates only where both ends support it.
+    vgpu_migration_supported: bool | None = None
 
 
 # --------------------------------------------------------------------------- Kubernetes

@@ -1,8 +1,8 @@
 """The import rules of docs/design.md (rule 10), checked on the source with ``ast``.
 
-Producers (``model``, ``nvml``, ``sim``, ``collect``) never import consumers; ``view`` is free of
-textual; ``export`` never reaches into ``collect`` (it gets snapshots, not samplers) nor textual
-(``serve`` must start on a host without a UI stack); ``tui`` sees snapshots only through
+Producers (``model``, ``nvml``, ``sim``, ``collect``, ``smi``) never import consumers; ``view`` is
+free of textual; ``export`` never reaches into ``collect`` (it gets snapshots, not samplers) nor
+textual (``serve`` must start on a host without a UI stack); ``tui`` sees snapshots only through
 ``sources`` and ``view``. Every import counts, also one inside a function or under
 ``TYPE_CHECKING``: a lazy import is still an arrow in the wrong direction.
 
@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PRODUCERS = ("model", "nvml", "sim", "collect")
+PRODUCERS = ("model", "nvml", "sim", "collect", "smi")
 CONSUMERS = ("view", "sources", "export", "tui", "validate", "commands")
 # What tui may import from vgpumon: the snapshot model, the shared presentation, the sources, the
 # two leaf modules every package may use (errors, units), and its own modules.
@@ -112,6 +112,7 @@ PLANTED = [
     ("vgpumon/model.py", "def later():\n    import vgpumon.view.format\n", 0),
     ("vgpumon/sim/planted.py", "from ..commands import serve\n", 0),
     ("vgpumon/nvml/planted.py", "from vgpumon import tui\n", 0),
+    ("vgpumon/smi/planted.py", "from vgpumon.sources.ssh import SshSource\n", 0),
     ("vgpumon/view/planted.py", "from textual.widgets import DataTable\n", 1),
     ("vgpumon/export/planted.py", "from vgpumon.collect.sampler import Sampler\n", 2),
     ("vgpumon/export/planted.py", "import textual.app\n", 3),
@@ -126,7 +127,7 @@ PLANTED = [
 def test_each_rule_fails_on_a_planted_violation(
     tmp_path: Path, path: str, source: str, rule: int
 ) -> None:
-    for package in ("collect", "export", "nvml", "sim", "tui", "view"):
+    for package in ("collect", "export", "nvml", "sim", "smi", "tui", "view"):
         (tmp_path / "vgpumon" / package).mkdir(parents=True)
         (tmp_path / "vgpumon" / package / "__init__.py").write_text("")
     (tmp_path / "vgpumon" / "__init__.py").write_text("")

@@ -620,6 +620,8 @@ def vgpu_rows() -> list[Row]:
         ("nvmlVgpuInstanceGetLicenseInfo", lambda v: (v.vi,), Is(s.c_nvmlVgpuLicenseInfo_t)),
         ("nvmlVgpuInstanceGetLicenseInfo_v2", lambda v: (v.vi,), Is(s.c_nvmlVgpuLicenseInfo_t)),
         ("nvmlVgpuInstanceGetLicenseStatus", lambda v: (v.vi,), INT),
+        ("nvmlVgpuInstanceGetMetadata", lambda v: (v.vi,), Is(s.c_nvmlVgpuMetadata_t)),
+        ("nvmlDeviceGetVgpuMetadata", lambda v: (v.h,), Is(s.c_nvmlVgpuPgpuMetadata_t)),
     ]
 
 

@@ -76,6 +76,7 @@ class _Static:
     placement_id: int | None = None
     frame_rate_limit: int | None = None
     ecc_enabled: bool | None = None
+    migration_supported: bool | None = None
     asked_once: bool = False  # fields that are legitimately absent are not re-asked forever
 
 
@@ -111,6 +112,8 @@ class VgpuHostState:
     types_signature: tuple[Any, ...] | None = None
     types_at: float = 0.0
     types_out: tuple[VgpuType, ...] = ()
+    migration_asked: bool = False  # the pGPU migration capability is fixed: asked once
+    migration_supported: bool | None = None
 
     def prune(self, active: Iterable[int]) -> None:
         """Forget destroyed instances, so churn never grows this state."""
@@ -170,6 +173,16 @@ def mig_gpu_instance_ids(out: GpuBuilder) -> list[int]:
 # --------------------------------------------------------------------------- the reader
 
 
+# Bit 0 of the vGPU / pGPU virtualization capabilities: NVML_VGPU_VIRTUALIZATION_CAP_MIGRATION and
+# NVML_VGPU_PGPU_VIRTUALIZATION_CAP_MIGRATION in nvml.h (pynvml has no names for them).
+MIGRATION_CAP = 0x1
+
+
+def migration_bit(caps: Any) -> bool | None:
+    value = as_int(caps)
+    return None if value is None else bool(value & MIGRATION_CAP)
+
+
 def read_vgpu(ctx: GpuContext, out: GpuBuilder) -> None:
     if not is_vgpu_host(ctx, out):
         return
@@ -180,6 +193,11 @@ def read_vgpu(ctx: GpuContext, out: GpuBuilder) -> None:
         # NOT_SUPPORTED with MIG on; per-GI heterogeneous mode is a GB20x+ feature.
         hetero = ctx.call("nvmlDeviceGetVgpuHeterogeneousMode", h)
         out.set(vgpu_heterogeneous_mode=bool(hetero) if hetero is not None else None)
+    if not st.migration_asked:
+        pgpu = ctx.call("nvmlDeviceGetVgpuMetadata", h)
+        st.migration_supported = migration_bit(getattr(pgpu, "pgpuVirtualizationCaps", None))
+        st.migration_asked = pgpu is not None  # a failed call is asked again next cycle
+    out.set(vgpu_migration_supported=st.migration_supported)
 
     got = ctx.attempt("nvmlDeviceGetActiveVgpus", h)
     listed = got.value
@@ -268,6 +286,8 @@ def _read_static(ctx: GpuContext, s: _Static, vi: int, gi_hint: int | None) -> N
     s.frame_rate_limit = frl if frl else None
     ecc = as_int(call(gpu, "nvmlVgpuInstanceGetEccMode", vi, no_data=(NOT_SUPPORTED, *GONE)))
     s.ecc_enabled = bool(ecc) if ecc is not None else None
+    meta = call(gpu, "nvmlVgpuInstanceGetMetadata", vi, no_data=GONE)
+    s.migration_supported = migration_bit(getattr(meta, "vgpuVirtualizationCaps", None))
     s.asked_once = True
 
 
@@ -311,6 +331,7 @@ def _read_instance(
         framebuffer_used_bytes=vgpu_fb_usage(ctx.session, gpu, vi),
         frame_rate_limit=s.frame_rate_limit,
         ecc_enabled=s.ecc_enabled,
+        migration_supported=s.migration_supported,
         accounting_enabled=bool(accounting) if accounting is not None else None,
         encoder_capacity=ratio(capacity),
         encoder_sessions=enc_count,

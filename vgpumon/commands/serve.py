@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from vgpumon.commands import names
 from vgpumon.commands.common import add_nvml_arguments
+from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_flag_values, ssh_settings_from
 from vgpumon.config.serve import (
     DEFAULT_PORT,
     ServeSettings,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from vgpumon.collect.base import SamplerConfig
     from vgpumon.collect.enrich.base import Enricher
     from vgpumon.export.server import Reloaded
+    from vgpumon.sources.ssh_targets import SshSettings
 
 COLLECTOR_DEST = "collector:"
 
@@ -191,6 +193,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="debug, info, warning or error (default info)",
     )
     names.add_arguments(parser)
+    add_ssh_arguments(parser)
     collectors = parser.add_argument_group(
         "collectors", "turn single NVML areas on or off (names as in vgpumon_scrape_collector_*)"
     )
@@ -238,9 +241,43 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     )
     if toggles:
         flag_values["collectors"] = toggles
+    flag_values.update(ssh_flag_values(args))
     config = getattr(args, "config", None)
     file_values = load_file(config, collector_names()) if config else {}
     return merge(file_values, flag_values, config_file=config)
+
+
+def serve_arguments(settings: ServeSettings, args: argparse.Namespace) -> dict[str, Any]:
+    """What ``vgpumon.export.server.serve`` takes besides the sampler (or agentless exporter)."""
+    in_force = reloaded(settings)
+
+    async def reload() -> Reloaded:
+        # SIGHUP: the same files and flags as at start, read off the event loop (a config on a
+        # slow or hung file system must not stop scrapes).
+        return reloaded(await asyncio.to_thread(settings_from_args, args))
+
+    return {
+        "listen": settings.listen,
+        "options": in_force.options,
+        "max_requests": settings.max_requests,
+        "web_config_file": settings.web_config_file,
+        "shutdown_timeout_seconds": settings.shutdown_timeout_seconds,
+        "limits": settings.server_limits(),
+        "reload": reload,
+        "in_force": in_force,
+    }
+
+
+def run_agentless(settings: ServeSettings, ssh: SshSettings, args: argparse.Namespace) -> int:
+    """Export agentless hosts (no NVML in this process)."""
+    from vgpumon.export.hosts import AgentlessExporter
+    from vgpumon.export.server import serve
+    from vgpumon.sources.ssh import SshSource
+
+    async def main() -> int:
+        return await serve(AgentlessExporter(SshSource(ssh)), **serve_arguments(settings, args))
+
+    return asyncio.run(main())
 
 
 def sampler_config(settings: ServeSettings) -> SamplerConfig:
@@ -284,6 +321,15 @@ RESTART_ONLY = (
     "kubelet_socket",
     "kubernetes_resources",
     "kubernetes_api",
+    "ssh_targets",
+    "ssh_targets_file",
+    "ssh_user",
+    "ssh_identity_files",
+    "ssh_known_hosts",
+    "ssh_timeout_seconds",
+    "ssh_interval_seconds",
+    "ssh_max_sessions",
+    "ssh_nvidia_smi",
 )
 
 
@@ -313,10 +359,13 @@ def run(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     refuse_duplicate_listen(settings.listen)  # before NVML is opened: a typo costs nothing
+    ssh = ssh_settings_from(settings, "serve")  # flags over the config file's ssh section
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if ssh is not None:
+        return run_agentless(settings, ssh, args)
     # A module that cannot be imported is an installation error (exit 2); a driver that is not
     # loaded yet is not: serve starts, says up 0 and why, and keeps retrying nvmlInit.
     module, source = resolve_module(settings.sim, settings.nvml_module)
@@ -334,27 +383,8 @@ def run(args: argparse.Namespace) -> int:
             init_error,
         )
         sampler.start_uninitialised(init_error)
-    in_force = reloaded(settings)
-
-    async def reload() -> Reloaded:
-        # SIGHUP: the same files and flags as at start, read off the event loop (a config on a
-        # slow or hung file system must not stop scrapes).
-        return reloaded(await asyncio.to_thread(settings_from_args, args))
-
     try:
-        return asyncio.run(
-            serve(
-                sampler,
-                listen=settings.listen,
-                options=in_force.options,
-                max_requests=settings.max_requests,
-                web_config_file=settings.web_config_file,
-                shutdown_timeout_seconds=settings.shutdown_timeout_seconds,
-                limits=settings.server_limits(),
-                reload=reload,
-                in_force=in_force,
-            )
-        )
+        return asyncio.run(serve(sampler, **serve_arguments(settings, args)))
     finally:
         # Bounded (CLOSE_TIMEOUT_SECONDS): a wedged driver does not keep the process alive.
         sampler.close()

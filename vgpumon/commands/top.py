@@ -1,5 +1,6 @@
-"""Live terminal view of this host's GPUs (NVML, --sim, --nvml-module) or of remote exporters
-(--url, repeatable, or --targets FILE: a plain list or Prometheus file_sd JSON/YAML).
+"""Live terminal view of this host's GPUs (NVML, --sim, --nvml-module), of remote exporters
+(--url, repeatable, or --targets FILE: a plain list or Prometheus file_sd JSON/YAML), or of hosts
+vgpumon cannot run on (--ssh HOST: their nvidia-smi over SSH, docs/agentless.md).
 
 Keys: arrows/hjkl move and expand, Enter drills in, Escape goes back, / filters, s/S sort,
 p pauses, t toggles the tree, 1-5 switch screens, ? shows every key, q quits.
@@ -11,6 +12,7 @@ import argparse
 import math
 
 from vgpumon.commands.common import add_nvml_arguments
+from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_source_from_args
 from vgpumon.errors import ConfigError
 from vgpumon.sources.base import SnapshotSource
 
@@ -39,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     secret = remote.add_mutually_exclusive_group()
     secret.add_argument("--password-file", metavar="FILE", help="basic-auth password: first line")
     secret.add_argument("--password-env", metavar="VAR", help="basic-auth password: this variable")
+    add_ssh_arguments(parser)
     parser.add_argument(
         "--interval",
         type=float,
@@ -68,6 +71,13 @@ def source_from_args(args: argparse.Namespace) -> SnapshotSource:
     """The source the flags describe; every mistake is one ConfigError line."""
     interval = _interval(float(args.interval))
     remote = bool(args.url or args.targets)
+    if args.ssh_targets or args.ssh_targets_file:
+        if remote:
+            raise ConfigError("top: --ssh reads hosts over SSH; drop --url/--targets")
+        # Agentless hosts: one nvidia-smi poll per --ssh-interval (default 15 s), not --interval.
+        ssh = ssh_source_from_args(args, "top")
+        if ssh is not None:
+            return ssh
     if remote and (args.sim or args.nvml_module):
         raise ConfigError("top: --url/--targets read remote exporters; drop --sim/--nvml-module")
     remote_only = ("ca_file", "username", "password_file", "password_env")

@@ -131,6 +131,16 @@ class ServeSettings:
     kubernetes_resources: tuple[str, ...] = ()
     kubernetes_pod_series: bool = False
     kubernetes_api: bool = False  # KubeVirt VM names from the API server (in-cluster)
+    # Agentless hosts (nvidia-smi over SSH, vgpumon.sources.ssh); None: that module's default.
+    ssh_targets: tuple[str, ...] = ()
+    ssh_targets_file: str | None = None
+    ssh_user: str | None = None
+    ssh_identity_files: tuple[str, ...] = ()
+    ssh_known_hosts: str | None = None
+    ssh_timeout_seconds: float | None = None
+    ssh_interval_seconds: float | None = None
+    ssh_max_sessions: int | None = None
+    ssh_nvidia_smi: str | None = None
     config_file: str | None = field(default=None, compare=False)
 
     def enabled_collectors(self, names: Iterable[tuple[str, bool]]) -> frozenset[str]:
@@ -227,6 +237,14 @@ def check_patterns(value: Any, where: str) -> tuple[str, ...]:
     return tuple(check_text(item, where) for item in items)
 
 
+def check_texts(value: Any, where: str) -> tuple[str, ...]:
+    """One string or a list of them (repeatable flags, YAML lists)."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not items:
+        raise ConfigError(f"{where}: expected a string or a list of strings")
+    return tuple(check_text(item, where) for item in items)
+
+
 def check_listen(value: Any, where: str) -> tuple[ListenAddress, ...]:
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not items:
@@ -268,6 +286,15 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "kubernetes.resources": ("kubernetes_resources", check_patterns),
     "kubernetes.pod_series": ("kubernetes_pod_series", check_bool),
     "kubernetes.api": ("kubernetes_api", check_bool),
+    "ssh.targets": ("ssh_targets", check_texts),
+    "ssh.targets_file": ("ssh_targets_file", check_text),
+    "ssh.user": ("ssh_user", check_text),
+    "ssh.identity": ("ssh_identity_files", check_texts),
+    "ssh.known_hosts": ("ssh_known_hosts", check_text),
+    "ssh.timeout": ("ssh_timeout_seconds", check_timeout),
+    "ssh.interval": ("ssh_interval_seconds", check_interval),
+    "ssh.max_sessions": ("ssh_max_sessions", check_count),
+    "ssh.nvidia_smi": ("ssh_nvidia_smi", check_text),
 }
 COLLECTORS_KEY = "collectors"
 _SECTIONS = {key.split(".")[0] for key in FILE_KEYS if "." in key}
@@ -306,8 +333,12 @@ def load_file(path: str, collector_names: Iterable[str]) -> dict[str, Any]:
             values["collectors"] = _collector_map(raw, where, known_collectors)
         else:
             _set(values, key, value_node, label)
-    if "web_config_file" in values:
-        values["web_config_file"] = str(Path(path).parent / values["web_config_file"])
+    here = Path(path).parent
+    for key in ("web_config_file", "ssh_targets_file", "ssh_known_hosts"):
+        if key in values:
+            values[key] = str(here / values[key])
+    if "ssh_identity_files" in values:
+        values["ssh_identity_files"] = tuple(str(here / p) for p in values["ssh_identity_files"])
     return values
 
 

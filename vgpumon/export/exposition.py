@@ -138,7 +138,19 @@ class Renderer:
         self, options: ExportOptions | None = None, families: tuple[Family, ...] = FAMILIES
     ) -> None:
         self.options = options or ExportOptions()
+        self.families = families
         self.plans = tuple(FamilyPlan(f) for f in families)
+        self._other: tuple[tuple[Family, ...], tuple[FamilyPlan, ...]] | None = None
+
+    def _plans_for(self, snapshot: Snapshot) -> tuple[FamilyPlan, ...]:
+        """The plans for the snapshot's table: a snapshot-like object may bring its own families
+        (several agentless hosts, series labelled ``host``: :mod:`vgpumon.export.hosts`)."""
+        families = getattr(snapshot, "families", None)
+        if families is None or families is self.families:
+            return self.plans
+        if self._other is None or self._other[0] is not families:
+            self._other = (families, tuple(FamilyPlan(f) for f in families))
+        return self._other[1]
 
     def steps(
         self, snapshot: Snapshot, slice_seconds: float, tail: tuple[str, str] = ("", "")
@@ -152,7 +164,7 @@ class Renderer:
         om: list[str] = []
         values: dict[float, str] = {}
         started = time.perf_counter()
-        for plan in self.plans:
+        for plan in self._plans_for(snapshot):
             lines = plan.lines(snapshot, self.options, values)
             if lines:
                 text += (plan.text_header, lines)

@@ -1276,6 +1276,13 @@ FAMILIES: tuple[Family, ...] = (
         lambda g: len(g.vgpu_instances),
         collector="vgpu",
     ),
+    gauge(
+        VGPU_HOST,
+        "vgpumon_gpu_vgpu_migration_supported",
+        "1 when the GPU supports live migration of its vGPUs (the pGPU migration capability).",
+        lambda g: _flag(g.vgpu_migration_supported),
+        collector="vgpu",
+    ),
     info(
         VGPU,
         "vgpumon_vgpu_info",
@@ -1413,6 +1420,14 @@ FAMILIES: tuple[Family, ...] = (
         "vgpumon_vgpu_fbc_average_latency_seconds",
         "Average capture latency over the active frame buffer capture sessions.",
         lambda v: v.fbc_average_latency_seconds,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_migration_supported",
+        "1 when the vGPU can be live-migrated (vMotion, KVM migration); it moves only to a host "
+        "whose GPU supports it too.",
+        lambda v: _flag(v.migration_supported),
         collector="vgpu",
     ),
     gauge(

@@ -168,6 +168,7 @@ INSTANCE_KEYS: dict[str, Key] = {
     "frame_rate_limit": Key(Int(0, 1000), "fps cap for this VM (0: off)", "the type's"),
     "processes": Key(Seq(GUEST_PROCESS), "guest processes (per-process utilization)", "none"),
     "license": Key(LICENSE, "host-side license timeline (see licensing)", "licensed"),
+    "migration": Key(Bool(), "the vGPU can be live-migrated", "the host's migration"),
 }
 INSTANCE = Map(INSTANCE_KEYS, expected="a vGPU instance mapping")
 VGPU = Map(
@@ -176,6 +177,7 @@ VGPU = Map(
         "heterogeneous": Key(Bool(), "mixed-size time-sliced vGPUs (placements)", "false"),
         "placement_slots": Key(Int(1, 256), "placement slots of the GPU", "memory / smallest type"),
         "hypervisor": Key(Enum({h: h for h in HYPERVISORS}), ", ".join(HYPERVISORS), "kvm"),
+        "migration": Key(Bool(), "the GPU supports vGPU live migration", "true"),
         "types": Key(Seq(VGPU_TYPE, min_len=1), "supported vGPU types", required=True),
         "scheduler": Key(SCHEDULER, "time-slice scheduler", "best effort"),
         "instances": Key(Seq(INSTANCE), "vGPU instances (VMs)", "none"),
@@ -261,6 +263,7 @@ class InstanceSpec:
     processes: tuple[GuestProcessSpec, ...]
     license: LicenseTimeline
     salt: str
+    migration: bool | None = None  # None: as the host
 
     def alive(self, t: float) -> bool:
         """Running at ``t``; a VM that starts at 0 was already running before the scenario began
@@ -349,6 +352,7 @@ class VgpuHost:
     churn: list[ChurnSpec]
     slot_bytes: int
     slots: int
+    migration: bool = True  # pGPU migration capability
     _runtimes: dict[int, InstanceRuntime] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # statics by id: a host of 16 x 48 vGPUs made every instance call a linear search otherwise
@@ -700,6 +704,7 @@ def build_hosts(scenario: Scenario, ctx: Ctx | None) -> dict[int, HostBuild]:
                     ),
                     license=d.get("license", LicenseTimeline.constant()),
                     salt=ipath,
+                    migration=d.get("migration"),
                 )
             )
         _check_instance_counts(instances, types, path, fail)
@@ -846,6 +851,7 @@ def _host_factory(gpu: GpuState, core: SimCore) -> VgpuHost | None:
         churn=built.churn,
         slot_bytes=slot_bytes,
         slots=slots,
+        migration=bool(raw.get("migration", True)),
     )
     gpu.memory_claims.append(host.framebuffer_allocated)
     return host

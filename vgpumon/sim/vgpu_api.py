@@ -51,6 +51,9 @@ INVALID = pynvml.NVML_ERROR_INVALID_ARGUMENT
 NOT_FOUND = pynvml.NVML_ERROR_NOT_FOUND
 DRIVER_NOT_LOADED = pynvml.NVML_ERROR_DRIVER_NOT_LOADED
 HOST_VGPU = 3
+# Bit 0 of the vGPU and pGPU virtualization capabilities (NVML_VGPU_VIRTUALIZATION_CAP_MIGRATION,
+# NVML_VGPU_PGPU_VIRTUALIZATION_CAP_MIGRATION in nvml.h; pynvml does not name them).
+MIGRATION_CAP = 0x1
 PLACEMENT_DRIVER = 550  # header 12.4: heterogeneous mode, placements, …UtilizationInfo
 VGPU_UTIL_PERIOD = 0.2
 VGPU_UTIL_DEPTH = 72
@@ -376,6 +379,27 @@ class VgpuHostApi(Provider):
         host, inst = self._instance(vgpuInstance)
         p = inst.spec.placement
         return p if host.heterogeneous and p is not None else NO_PLACEMENT
+
+    @nvml_function(target=_gpu_of_vgpu)
+    def nvmlVgpuInstanceGetMetadata(self, vgpuInstance: int) -> Any:
+        host, inst = self._instance(vgpuInstance)
+        out = pynvml.c_nvmlVgpuMetadata_t()
+        out.version, out.revision = 1, 1
+        out.guestInfoState = 0 if inst.spec.guest_driver is None else 1
+        out.guestDriverVersion = (inst.spec.guest_driver or "").encode()
+        out.hostDriverVersion = self.core.scenario.driver.version.encode()
+        migration = host.migration if inst.spec.migration is None else inst.spec.migration
+        out.vgpuVirtualizationCaps = MIGRATION_CAP if migration else 0
+        return out
+
+    @nvml_function()
+    def nvmlDeviceGetVgpuMetadata(self, handle: Any) -> Any:
+        _gpu, host = self._host(handle)
+        out = pynvml.c_nvmlVgpuPgpuMetadata_t()
+        out.version, out.revision = 1, 1
+        out.hostDriverVersion = self.core.scenario.driver.version.encode()
+        out.pgpuVirtualizationCaps = MIGRATION_CAP if host.migration else 0
+        return out
 
     @nvml_function(target=_gpu_of_vgpu)
     def nvmlVgpuInstanceGetGpuPciId(self, vgpuInstance: int) -> str:

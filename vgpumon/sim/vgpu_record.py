@@ -170,6 +170,7 @@ def _instance(
     if v.mdev_uuid is not None:
         d["mdev_uuid"] = _placeholder(MDEV_UUID_KIND, n)
     d["guest_driver"] = v.guest_driver_version  # None: not loaded (NVML says "Not Available")
+    _put(d, "migration", v.migration_supported)
     load: dict[str, Any] = {}
     for key in ("sm", "memory", "encoder", "decoder"):
         _put(load, key, _ratio(getattr(v.utilization, key)))
@@ -270,6 +271,8 @@ def _host(gpu: Gpu, entry: dict[str, Any], snapshot: Snapshot) -> None:
     vgpu: dict[str, Any] = {}
     if gpu.host_vgpu_mode in ("sriov", "non_sriov"):
         vgpu["sriov"] = gpu.host_vgpu_mode == "sriov"
+    if gpu.vgpu_migration_supported is not None:
+        vgpu["migration"] = gpu.vgpu_migration_supported
     if gpu.vgpu_heterogeneous_mode is not None:
         vgpu["heterogeneous"] = gpu.vgpu_heterogeneous_mode
         if gpu.vgpu_heterogeneous_mode:

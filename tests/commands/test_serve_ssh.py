@@ -1,0 +1,221 @@
+"""``vgpumon serve --ssh`` as a process against real SSH servers on loopback.
+
+Done-when of the agentless source: the host's fake ``nvidia-smi`` answers with the XML of a
+simulator scenario; the exporter serves every series with a ``host`` label, the snapshot it serves
+equals, field by field, the same scenario read through the simulated NVML, and hosts that time
+out, refuse the key or answer garbage are reported (``vgpumon_up 0``, ``ssh`` collector 0) while
+the good host is served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import aiohttp
+from export_helpers import free_port
+from prometheus_client.parser import text_string_to_metric_families
+from smi_helpers import differences, scenario_reports
+from sshd_helpers import fake_hosts
+
+from vgpumon.model import Snapshot, from_dict
+
+READY_WITHIN = 30.0
+
+
+async def _ready(base: str, proc: asyncio.subprocess.Process) -> None:
+    async with aiohttp.ClientSession() as http:
+        for _ in range(int(READY_WITHIN / 0.1)):
+            if proc.returncode is not None:
+                raise AssertionError(f"vgpumon serve exited early ({proc.returncode})")
+            try:
+                async with http.get(f"{base}/-/ready") as resp:
+                    if resp.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"not ready within {READY_WITHIN} s")
+
+
+async def test_serve_ssh_exports_each_host_with_a_host_label(tmp_path: Path) -> None:
+    via_nvml, device, vgpu = await asyncio.to_thread(scenario_reports, "kvm-vgpu-timesliced")
+    specs = [("ok", device, vgpu), ("hang", "", ""), ("refuse", "", ""), ("garbage", "", "")]
+    async with fake_hosts(tmp_path, specs) as (keys, hosts):
+        port = free_port()
+        targets = tmp_path / "targets"
+        targets.write_text("# agentless hosts\n" + "".join(f"{h.target}\n" for h in hosts[1:]))
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "vgpumon.cli",
+            "serve",
+            "--ssh",
+            hosts[0].target,
+            "--ssh-targets",
+            str(targets),
+            "--ssh-identity",
+            keys.client_key_file,
+            "--ssh-known-hosts",
+            keys.known_hosts_file,
+            "--ssh-timeout",
+            "2",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--web.shutdown-timeout",
+            "1",
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+            env={**os.environ, "SSH_AUTH_SOCK": ""},
+        )
+        base = f"http://127.0.0.1:{port}"
+        try:
+            await _ready(base, proc)
+            # Ready means every host answered or failed once; the exposition is rendered off the
+            # scrape path, so the first scrapes may still show an older view: wait for all hosts.
+            async with aiohttp.ClientSession() as http:
+                for _ in range(int(READY_WITHIN / 0.1)):
+                    async with http.get(f"{base}/metrics") as resp:
+                        text = await resp.text()
+                    if text.count("vgpumon_up{") == len(hosts):
+                        break
+                    await asyncio.sleep(0.1)
+                async with http.get(f"{base}/api/v1/snapshot") as resp:
+                    served = await resp.json()
+        finally:
+            proc.terminate()
+            await proc.wait()
+    good, *bad = (h.name for h in hosts)
+
+    samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+    # Every vgpumon series is some host's; process_* describe the exporter process itself.
+    ours = [s for s in samples if s.name.startswith("vgpumon_")]
+    assert ours and all("host" in s.labels for s in ours)
+    assert all(s.name.startswith(("vgpumon_", "process_", "python_")) for s in samples)
+    up = {s.labels["host"]: s.value for s in samples if s.name == "vgpumon_up"}
+    assert up == {good: 1.0, **{h: 0.0 for h in bad}}
+    ssh_ok = {
+        s.labels["host"]: s.value
+        for s in samples
+        if s.name == "vgpumon_scrape_collector_success" and s.labels["collector"] == "ssh"
+    }
+    assert ssh_ok == {good: 1.0, **{h: 0.0 for h in bad}}
+    gpu_hosts = {s.labels["host"] for s in samples if s.name == "vgpumon_gpu_up"}
+    assert gpu_hosts == {good}  # a failed host's GPUs are absent, not 0
+    fb = [s for s in samples if s.name == "vgpumon_vgpu_framebuffer_used_bytes"]
+    assert len(fb) == 11 and {s.labels["host"] for s in fb} == {good}
+
+    by_host = {entry["host"]: entry for entry in served["hosts"]}
+    snapshot = from_dict(Snapshot, by_host[good]["snapshot"])
+    assert differences(via_nvml, snapshot) == {}
+    errors = {h: by_host[h]["error"] for h in bad}
+    assert errors == {
+        bad[0]: "no answer within 2 s",
+        bad[1]: "SSH key refused (permission denied)",
+        bad[2]: "nvidia-smi -q -x output is a <html> document, not <nvidia_smi_log>",
+    }
+
+
+def _serve_error(*args: str) -> tuple[int, str]:
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, "-m", "vgpumon.cli", "serve", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return result.returncode, result.stderr
+
+
+def test_bad_targets_are_one_line_errors(tmp_path: Path) -> None:
+    cases = {
+        ("--ssh", "root@bad host"): "--ssh: 'root@bad host' is not [user@]host[:port]",
+        ("--ssh", "esxi:70000"): "--ssh: port 70000 of 'esxi:70000' is out of range",
+        ("--ssh", "esxi", "--ssh", "esxi"): "--ssh: host esxi is given twice",
+        ("--ssh", "esxi", "--sim", "vgpu-guest"): "--ssh reads remote nvidia-smi",
+        ("--ssh-targets", str(tmp_path / "missing")): "--ssh-targets: cannot read",
+        ("--ssh", "esxi", "--ssh-timeout", "0"): "--ssh-timeout",
+    }
+    for args, message in cases.items():
+        code, stderr = _serve_error(*args)
+        assert code != 0, args
+        assert message in stderr, (args, stderr)
+        assert len(stderr.strip().splitlines()) == 1, stderr
+
+
+def test_the_flags_build_an_ssh_source_for_other_commands(tmp_path: Path) -> None:
+    """``top --ssh`` gets the same source from the same flags (commands/ssh_args.py)."""
+    import argparse
+
+    from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_source_from_args
+    from vgpumon.sources.base import SnapshotSource
+    from vgpumon.sources.ssh import SshSource
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sim")
+    parser.add_argument("--nvml-module")
+    add_ssh_arguments(parser)
+    none = parser.parse_args([])
+    assert ssh_source_from_args(none, "top") is None
+    args = parser.parse_args(["--ssh", "root@esxi-1", "--ssh", "esxi-2:2222", "--ssh-timeout", "4"])
+    source = ssh_source_from_args(args, "top")
+    assert isinstance(source, SshSource) and isinstance(source, SnapshotSource)
+    assert source.hosts() == ("esxi-1", "esxi-2:2222")
+    assert source.settings.timeout_seconds == 4.0
+
+
+def test_the_config_file_ssh_section_and_flags_over_it(tmp_path: Path) -> None:
+    import argparse
+
+    from vgpumon.commands import serve
+    from vgpumon.commands.ssh_args import ssh_settings_from
+
+    config = tmp_path / "serve.yml"
+    config.write_text(
+        "ssh:\n"
+        "  targets: [root@esxi-1, esxi-2:2222]\n"
+        "  identity: keys/id_rsa\n"
+        "  known_hosts: known_hosts\n"
+        "  timeout: 2s\n"
+        "  interval: 1m\n"
+        "  max_sessions: 4\n"
+        "  nvidia_smi: /usr/bin/nvidia-smi\n"
+    )
+    parser = argparse.ArgumentParser()
+    serve.add_arguments(parser)
+    args = parser.parse_args(["--config", str(config), "--ssh-timeout", "5"])
+    ssh = ssh_settings_from(serve.settings_from_args(args), "serve")
+    assert ssh is not None
+    assert [t.name for t in ssh.targets] == ["esxi-1", "esxi-2:2222"]
+    assert ssh.identity_files == (str(tmp_path / "keys" / "id_rsa"),)  # relative to the file
+    assert ssh.known_hosts == str(tmp_path / "known_hosts")
+    assert (ssh.timeout_seconds, ssh.interval_seconds, ssh.max_sessions) == (5.0, 60.0, 4)
+    assert ssh.nvidia_smi == "/usr/bin/nvidia-smi"
+
+    config.write_text("ssh:\n  targets: [esxi-1]\n  timeout: soon\n")
+    code, stderr = _serve_error("--config", str(config))
+    assert code != 0 and "ssh.timeout" in stderr and len(stderr.strip().splitlines()) == 1
+
+
+def test_top_ssh_reads_the_agentless_source() -> None:
+    """``vgpumon top --ssh HOST`` gets the same SshSource as serve (no NVML in the process)."""
+    import argparse
+
+    import pytest
+
+    from vgpumon.commands import top
+    from vgpumon.errors import ConfigError
+    from vgpumon.sources.ssh import SshSource
+
+    parser = argparse.ArgumentParser()
+    top.add_arguments(parser)
+    source = top.source_from_args(parser.parse_args(["--ssh", "root@esxi-1", "--ssh", "esxi-2"]))
+    assert isinstance(source, SshSource)
+    assert source.hosts() == ("esxi-1", "esxi-2")
+    with pytest.raises(ConfigError, match="drop --url"):
+        top.source_from_args(parser.parse_args(["--ssh", "esxi-1", "--url", "http://x:9839"]))
+    with pytest.raises(ConfigError, match="cannot be combined with --sim"):
+        top.source_from_args(parser.parse_args(["--ssh", "esxi-1", "--sim", "vgpu-guest"]))

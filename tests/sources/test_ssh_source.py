@@ -1,0 +1,157 @@
+"""The SSH source against real SSH servers on loopback: one good host, and hosts that hang, refuse
+the key, answer garbage or present an unknown host key; the bad ones are reported and never stop
+the good one."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from smi_helpers import differences, scenario_reports
+from sshd_helpers import fake_hosts
+
+from vgpumon.sources.base import HostState, SnapshotSource
+from vgpumon.sources.ssh import SshSource
+from vgpumon.sources.ssh_targets import SshSettings, parse_target
+
+TIMEOUT = 3.0
+
+
+def settings(keys, hosts, **kw) -> SshSettings:  # type: ignore[no-untyped-def]
+    kw.setdefault("timeout_seconds", TIMEOUT)
+    return SshSettings(
+        targets=tuple(parse_target(h.target) for h in hosts),
+        identity_files=(keys.client_key_file,),
+        known_hosts=keys.known_hosts_file,
+        **kw,
+    )
+
+
+async def test_good_host_matches_the_nvml_path_and_bad_hosts_are_reported(tmp_path: Path) -> None:
+    via_nvml, device, vgpu = await asyncio.to_thread(scenario_reports, "kvm-vgpu-timesliced")
+    specs = [
+        ("ok", device, vgpu),
+        ("hang", "", ""),
+        ("refuse", device, vgpu),
+        ("garbage", "", ""),
+    ]
+    async with fake_hosts(tmp_path, specs) as (keys, hosts):
+        source = SshSource(settings(keys, hosts))
+        assert isinstance(source, SnapshotSource)
+        try:
+            updates = await asyncio.gather(*(source.poll(h.name) for h in hosts))
+        finally:
+            await source.close()
+    good, hung, refused, garbage = updates
+    assert good.state is HostState.UP and good.snapshot is not None
+    assert differences(via_nvml, good.snapshot) == {}
+    assert [c.name for c in good.snapshot.collectors] == ["ssh", "device", "vgpu"]
+    assert hosts[0].commands == ["nvidia-smi -q -x", "nvidia-smi vgpu -q -x"]
+    assert hung.state is HostState.UNREACHABLE and hung.error == f"no answer within {TIMEOUT:g} s"
+    assert refused.state is HostState.UNREACHABLE
+    assert refused.error == "SSH key refused (permission denied)"
+    assert refused.snapshot is None
+    assert garbage.state is HostState.UNREACHABLE
+    assert garbage.error == "nvidia-smi -q -x output is a <html> document, not <nvidia_smi_log>"
+
+
+async def test_an_unknown_host_key_fails_the_host(tmp_path: Path) -> None:
+    _, device, vgpu = await asyncio.to_thread(scenario_reports, "baremetal-8xh100")
+    async with fake_hosts(tmp_path, [("ok", device, vgpu)]) as (keys, hosts):
+        Path(keys.known_hosts_file).write_text("")  # the host's key is not known
+        source = SshSource(settings(keys, hosts))
+        try:
+            update = await source.poll(hosts[0].name)
+        finally:
+            await source.close()
+    assert update.state is HostState.UNREACHABLE
+    assert update.error is not None and update.error.startswith("host key not verifiable")
+    assert hosts[0].commands == []
+
+
+async def test_no_vgpu_report_is_asked_from_a_host_without_vgpu(tmp_path: Path) -> None:
+    _, device, vgpu = await asyncio.to_thread(scenario_reports, "baremetal-8xh100")
+    async with fake_hosts(tmp_path, [("ok", device, vgpu)]) as (keys, hosts):
+        source = SshSource(settings(keys, hosts))
+        try:
+            update = await source.poll(hosts[0].name)
+        finally:
+            await source.close()
+    assert update.state is HostState.UP and update.snapshot is not None
+    assert hosts[0].commands == ["nvidia-smi -q -x"]
+    assert len(update.snapshot.gpus) == 8
+
+
+async def test_background_loops_publish_every_host_and_a_hung_one_does_not_block(
+    tmp_path: Path,
+) -> None:
+    _, device, vgpu = await asyncio.to_thread(scenario_reports, "a100-mig-mixed")
+    specs = [("hang", "", ""), ("ok", device, vgpu)]
+    async with fake_hosts(tmp_path, specs) as (keys, hosts):
+        # One session at a time: the hung host holds it for at most TIMEOUT, then the good one runs.
+        source = SshSource(settings(keys, hosts, max_sessions=1, interval_seconds=60))
+        seen: dict[str, HostState] = {}
+
+        async def first_of_each() -> None:
+            async for update in source.updates():
+                seen[update.host] = update.state
+                if len(seen) == 2:
+                    return
+
+        await source.start()
+        try:
+            await asyncio.wait_for(first_of_each(), timeout=4 * TIMEOUT)
+        finally:
+            await source.close()
+    assert seen == {hosts[0].name: HostState.UNREACHABLE, hosts[1].name: HostState.UP}
+    assert all(u.state is HostState.CLOSED for u in source.latest().values())
+
+
+async def test_a_session_is_reused_and_a_timed_out_one_replaced(tmp_path: Path) -> None:
+    """One login per host while it answers (ESXi logs every login); a new one after a timeout."""
+    _, device, vgpu = await asyncio.to_thread(scenario_reports, "baremetal-8xh100")
+    async with fake_hosts(tmp_path, [("ok", device, vgpu), ("hang", "", "")]) as (keys, hosts):
+        source = SshSource(settings(keys, hosts, timeout_seconds=1.0))
+        try:
+            for _ in range(3):
+                assert (await source.poll(hosts[0].name)).state is HostState.UP
+            assert source.transport.logins == 1
+            for _ in range(2):
+                assert (await source.poll(hosts[1].name)).state is HostState.UNREACHABLE
+            assert source.transport.logins == 3
+            assert (await source.poll(hosts[0].name)).state is HostState.UP
+            assert source.transport.logins == 3
+        finally:
+            await source.close()
+    assert hosts[0].commands == ["nvidia-smi -q -x"] * 4
+
+
+async def test_a_host_without_nvidia_smi_says_so(tmp_path: Path) -> None:
+    async with fake_hosts(tmp_path, [("no-smi", "", "")]) as (keys, hosts):
+        source = SshSource(settings(keys, hosts))
+        try:
+            update = await source.poll(hosts[0].name)
+        finally:
+            await source.close()
+    assert update.state is HostState.UNREACHABLE
+    assert update.error == "nvidia-smi -q -x exited 127: sh: nvidia-smi: not found"
+
+
+@pytest.mark.parametrize(
+    ("text", "host", "port", "user", "name"),
+    [
+        ("esxi-1", "esxi-1", 22, None, "esxi-1"),
+        (
+            "root@esxi-1.example.com:2222",
+            "esxi-1.example.com",
+            2222,
+            "root",
+            "esxi-1.example.com:2222",
+        ),
+        ("admin@[fe80::1]:22", "fe80::1", 22, "admin", "[fe80::1]"),
+    ],
+)
+def test_targets(text: str, host: str, port: int, user: str | None, name: str) -> None:
+    t = parse_target(text)
+    assert (t.host, t.port, t.user, t.name) == (host, port, user, name)

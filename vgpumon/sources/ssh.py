@@ -1,0 +1,260 @@
+"""Agentless hosts: run NVIDIA's ``nvidia-smi`` over SSH and parse its XML into snapshots.
+
+For hosts vgpumon cannot be installed on (VMware ESXi, appliances, locked-down hypervisors).
+Each poll opens one SSH session (key auth, known_hosts checked), runs ``nvidia-smi -q -x`` and,
+where a GPU is in host vGPU mode, ``nvidia-smi vgpu -q -x``, and parses both with
+:mod:`vgpumon.smi`. A host that times out, refuses the key or answers with garbage is published as
+UNREACHABLE with a one-line reason; it never delays or stops the other hosts: each host has its own
+loop, a per-host timeout bounds every poll, and a semaphore bounds the sessions open at once.
+
+The client is asyncssh (a maintained pure-Python SSHv2 implementation): no ``ssh`` binary, no
+shell quoting of user input beyond the nvidia-smi path, and output read in bounded chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import shlex
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+
+import asyncssh
+
+from vgpumon.model import CollectorStatus, Snapshot
+from vgpumon.smi import SmiParseError, parse_reports
+from vgpumon.smi.xmlsafe import MAX_REPORT_BYTES
+from vgpumon.sources.base import HostState, HostUpdate, UpdateHub
+from vgpumon.sources.ssh_targets import SshSettings, SshTarget
+
+log = logging.getLogger(__name__)
+
+SSH_COLLECTOR = "ssh"  # the collector label of the transport's own success and duration
+CHUNK = 65536
+
+# (device report, vGPU report or None) of one host; tests replace the SSH transport with this.
+Fetch = Callable[[SshTarget], Awaitable[tuple[bytes, bytes | None]]]
+
+
+class SshPollError(Exception):
+    """One poll failed; ``str()`` is the one-line reason a screen or log shows."""
+
+
+async def _read_capped(stream: asyncssh.SSHReader[bytes], what: str) -> bytes:
+    buffer = bytearray()
+    while True:
+        chunk = await stream.read(CHUNK)
+        if not chunk:
+            return bytes(buffer)
+        buffer += chunk
+        if len(buffer) > MAX_REPORT_BYTES:
+            raise SshPollError(f"{what} printed more than {MAX_REPORT_BYTES} bytes")
+
+
+async def _run(conn: asyncssh.SSHClientConnection, command: str) -> tuple[int | None, bytes]:
+    # stderr is discarded: left unread it could fill the channel window and stall the command.
+    async with conn.create_process(command, encoding=None, stderr=asyncssh.DEVNULL) as proc:
+        out = await _read_capped(proc.stdout, command)
+        await proc.wait()
+        return proc.exit_status, out
+
+
+def _needs_vgpu_report(device_xml: bytes) -> bool:
+    # Cheap pre-check; the parser decides for real. Only a vGPU host has a vGPU manager to ask.
+    return b"Host VGPU" in device_xml
+
+
+class SshTransport:
+    """Runs the two reports on one target per call, within the settings' limits.
+
+    The SSH connection of a host is kept open between polls and reused: ESXi writes every login
+    to its auth log, and a new login every 15 s per host would flood it (and cost a key exchange
+    each time). A connection that failed, or whose poll was cut off by the timeout (a command may
+    still be running on it), is closed and the next poll logs in again.
+    """
+
+    def __init__(self, settings: SshSettings) -> None:
+        self.settings = settings
+        self._connections: dict[str, asyncssh.SSHClientConnection] = {}
+        self.logins = 0  # connections opened (for tests and the benchmark)
+
+    def _options(self, target: SshTarget) -> dict[str, object]:
+        s = self.settings
+        options: dict[str, object] = {
+            "port": target.port,
+            "username": target.user or s.default_user,
+            "preferred_auth": "publickey",  # key-based only: never a password prompt
+            "connect_timeout": s.timeout_seconds,
+            "keepalive_interval": max(s.interval_seconds, 15.0),
+        }
+        if s.identity_files:
+            options["client_keys"] = list(s.identity_files)
+            options["agent_path"] = None
+        if s.known_hosts is not None:
+            options["known_hosts"] = s.known_hosts  # never None: that would skip the check
+        return options
+
+    async def _connection(self, target: SshTarget) -> asyncssh.SSHClientConnection:
+        conn = self._connections.get(target.name)
+        if conn is not None and not conn.is_closed():
+            return conn
+        conn = await asyncssh.connect(target.host, **self._options(target))
+        self.logins += 1
+        self._connections[target.name] = conn
+        return conn
+
+    def _drop(self, target: SshTarget) -> None:
+        conn = self._connections.pop(target.name, None)
+        if conn is not None:
+            conn.abort()
+
+    async def fetch(self, target: SshTarget) -> tuple[bytes, bytes | None]:
+        smi = shlex.quote(self.settings.nvidia_smi)
+        try:
+            conn = await self._connection(target)
+            status, device = await _run(conn, f"{smi} -q -x")
+            if status != 0:
+                first = device.decode(errors="replace").strip().splitlines()[:1]
+                said = f": {first[0][:160]}" if first else ""
+                raise SshPollError(f"nvidia-smi -q -x exited {status}{said}")
+            if not _needs_vgpu_report(device):
+                return device, None
+            status, vgpu = await _run(conn, f"{smi} vgpu -q -x")
+            return device, (vgpu if status == 0 else None)
+        except SshPollError:
+            raise  # the session itself is fine: keep it
+        except asyncssh.PermissionDenied:
+            self._drop(target)
+            raise SshPollError("SSH key refused (permission denied)") from None
+        except asyncssh.HostKeyNotVerifiable as err:
+            self._drop(target)
+            raise SshPollError(f"host key not verifiable: {err.reason}") from None
+        except asyncssh.DisconnectError as err:
+            self._drop(target)
+            raise SshPollError(f"SSH disconnected: {err.reason}") from None
+        except OSError as err:
+            self._drop(target)
+            raise SshPollError(f"cannot connect: {err.strerror or err}") from None
+        except BaseException:  # the timeout's cancellation included: the session's state is unknown
+            self._drop(target)
+            raise
+
+    def close(self) -> None:
+        for name in list(self._connections):
+            conn = self._connections.pop(name)
+            conn.abort()
+
+
+class SshSource:
+    """Snapshots of agentless hosts: one polling loop per host, shared session limit."""
+
+    def __init__(
+        self,
+        settings: SshSettings,
+        *,
+        fetch: Fetch | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.transport = SshTransport(settings)
+        self._fetch: Fetch = fetch or self.transport.fetch
+        self._clock = clock
+        self._targets = {t.name: t for t in settings.targets}
+        self._hub = UpdateHub(list(self._targets))
+        self._sessions = asyncio.Semaphore(max(1, settings.max_sessions))
+        self._tasks: list[asyncio.Task[None]] = []
+        self._wake: dict[str, asyncio.Event] = {h: asyncio.Event() for h in self._targets}
+        self._stop = asyncio.Event()
+        self.polls = 0
+
+    @property
+    def name(self) -> str:
+        return f"nvidia-smi over SSH ({len(self._targets)} hosts)"
+
+    def hosts(self) -> Sequence[str]:
+        return self._hub.hosts()
+
+    def latest(self) -> Mapping[str, HostUpdate]:
+        return self._hub.latest()
+
+    def updates(self) -> AsyncIterator[HostUpdate]:
+        return self._hub.updates()
+
+    async def start(self) -> None:
+        if not self._tasks:
+            self._tasks = [
+                asyncio.create_task(self._loop(host), name=f"vgpumon-ssh-{host}")
+                for host in self._targets
+            ]
+
+    async def refresh(self) -> None:
+        for event in self._wake.values():
+            event.set()
+
+    async def poll(self, host: str) -> HostUpdate:
+        """Poll one host now and publish the outcome (the loop's step; also for tests)."""
+        target = self._targets[host]
+        started = time.monotonic()
+        try:
+            async with self._sessions:
+                device, vgpu = await asyncio.wait_for(
+                    self._fetch(target), timeout=self.settings.timeout_seconds
+                )
+            fetched = time.monotonic() - started
+            # A large host's reports take a good fraction of a second to parse: off the loop, so
+            # the exporter keeps answering scrapes meanwhile.
+            snapshot = await asyncio.to_thread(
+                parse_reports, device, vgpu, timestamp=self._clock(), source=f"nvidia-smi@{host}"
+            )
+        except asyncio.TimeoutError:
+            return self._failed(host, f"no answer within {self.settings.timeout_seconds:g} s")
+        except (SshPollError, SmiParseError) as err:
+            return self._failed(host, str(err))
+        except (asyncssh.Error, ValueError) as err:  # anything else the SSH layer raises
+            return self._failed(host, f"{type(err).__name__}: {err}".splitlines()[0])
+        finally:
+            self.polls += 1
+        ssh = CollectorStatus(SSH_COLLECTOR, True, fetched)
+        snapshot = dataclasses.replace(snapshot, collectors=(ssh, *snapshot.collectors))
+        return self._hub.publish(host, HostState.UP, snapshot=snapshot)
+
+    def _failed(self, host: str, reason: str) -> HostUpdate:
+        log.warning("agentless host %s: %s", host, reason)
+        return self._hub.publish(host, HostState.UNREACHABLE, error=reason)
+
+    async def _loop(self, host: str) -> None:
+        interval = self.settings.interval_seconds
+        wake = self._wake[host]
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                await self.poll(host)
+            except Exception as exc:  # a bug in one host's poll must not end its loop silently
+                log.exception("agentless host %s: poll failed", host)
+                self._failed(host, f"internal error: {type(exc).__name__}")
+            wake.clear()
+            remaining = max(0.0, interval - (time.monotonic() - started))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(wake.wait(), timeout=remaining)
+
+    async def close(self) -> None:
+        self._stop.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        self.transport.close()
+        self._hub.close()
+
+
+def down_snapshot(update: HostUpdate, timestamp: float) -> Snapshot:
+    """What a failed host exports: not up, the SSH collector failed, no GPU series (absent)."""
+    return Snapshot(
+        timestamp=timestamp,
+        collectors=(CollectorStatus(SSH_COLLECTOR, False, 0.0),),
+        source=f"nvidia-smi@{update.host}",
+    )
