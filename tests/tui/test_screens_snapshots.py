@@ -45,9 +45,13 @@ def fleet_app() -> tuple[VgpumonApp, Steps]:
     app = create_app(FleetSource([h.source for h in hosts]), start_source=False)
 
     async def before(pilot: Any) -> None:
+        # Paused while the hosts step, so no half-stepped fleet is ever drawn: a table's columns
+        # keep the width of the widest cell they have shown, which would depend on timing.
+        await pilot.press("p")
         for t in (0, 1, 12):
             for h in hosts:
                 await h.at(t)
+        await pilot.press("p")
         await settle(pilot)
 
     return app, before

@@ -27,14 +27,18 @@ async def test_a_remote_host_that_disconnects_and_comes_back() -> None:
             await until(pilot, lambda: len(gpus.held_keys) == 3)
             await exporter.stop()
             await until(pilot, lambda: app.hosts["kvm-01"].state is HostState.UNREACHABLE)
-            title = str(app.screen.query_one("#title").render())
-            assert "unreachable" in title and "last known data" in title
+
+            def title() -> str:
+                return str(app.screen.query_one("#title").render())
+
+            # The screen and the event log follow the state at their next draw, not at once.
+            await until(pilot, lambda: "unreachable" in title() and "last known data" in title())
             assert len(gpus.held_keys) == 3  # the last known GPUs stay on screen
-            assert any("unreachable" in e.text for _, e in app.events)
+            await until(pilot, lambda: any("unreachable" in e.text for _, e in app.events))
             await exporter.start()  # same port
             await until(pilot, lambda: app.hosts["kvm-01"].state is HostState.UP)
-            assert any("reachable again" in e.text for _, e in app.events)
-            assert "unreachable" not in str(app.screen.query_one("#title").render())
+            await until(pilot, lambda: any("reachable again" in e.text for _, e in app.events))
+            await until(pilot, lambda: "unreachable" not in title())
     finally:
         await exporter.stop()
 

@@ -59,7 +59,7 @@ def _activity_table(snapshot: Snapshot, wide: bool) -> Table:
 
 
 def _mig_tables(snapshot: Snapshot, wide: bool) -> list[Table]:
-    migs = [(g, m) for g in snapshot.gpus for m in r.mig_rows(HOST, g)]
+    migs = [(g, m) for g in snapshot.gpus for m in r.mig_rows(HOST, g, snapshot)]
     out = []
     if migs:
         out.append(

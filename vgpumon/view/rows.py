@@ -105,6 +105,41 @@ def _scheduler_for(gpu: Gpu, vgpu: VgpuInstance) -> VgpuScheduler | None:
     return gpu.vgpu_schedulers[0] if len(gpu.vgpu_schedulers) == 1 else None
 
 
+def _holders(snapshot: Snapshot | None, kind: str, gpu_uuid: str, ident: int | None) -> Holders:
+    """The pods (and KubeVirt VMs) the kubelet gave this device to, from the snapshot."""
+    pods: list[str] = []
+    namespaces: list[str] = []
+    vms: list[str] = []
+    for a in () if snapshot is None else snapshot.allocations:
+        if a.kind != kind or a.gpu_uuid != gpu_uuid or a.pod is None:
+            continue
+        if kind == "mig" and a.gpu_instance_id != ident:
+            continue
+        if kind == "vgpu" and a.vgpu_id != ident:
+            continue
+        pods.append(a.pod)
+        namespaces.append(a.namespace or "")
+        if a.vm_name:
+            vms.append(a.vm_name)
+    return Holders(" ".join(pods), " ".join(namespaces), " ".join(vms))
+
+
+@dataclass(frozen=True)
+class Holders:
+    """Who holds a device, as filter text (``pod:``, ``ns:``); empty strings where nobody does."""
+
+    pods: str = ""
+    namespaces: str = ""
+    vms: str = ""
+
+
+def vm_label(v: VgpuInstance, holders: Holders) -> str | None:
+    """What a person calls the VM: libvirt's domain name, KubeVirt's VM name, else NVML's VM id."""
+    if v.vm is not None and v.vm.name:
+        return v.vm.name
+    return holders.vms or v.vm_id
+
+
 @dataclass(frozen=True)
 class VgpuRow:
     key: str
@@ -135,6 +170,8 @@ class VgpuRow:
     starved: bool
     unlicensed: bool
     expiring: bool
+    vm_id: str | None = None  # NVML's id of the VM; ``vm`` is its name where one is known
+    holders: Holders = Holders()
 
     @property
     def framebuffer_ratio(self) -> float | None:
@@ -148,7 +185,9 @@ class VgpuRow:
             "name": self.gpu_name or "",
             "mode": "vgpu-host",
             "vgpu": str(self.vgpu_id),
-            "vm": self.vm or "",
+            "vm": " ".join(x for x in (self.vm, self.vm_id) if x),
+            "pod": self.holders.pods,
+            "ns": self.holders.namespaces,
             "type": self.type_name or "",
             "class": self.type_class or "",
             "license": self.license_state or "",
@@ -179,6 +218,7 @@ def vgpu_rows(
         entitled = entitlement(gpu, v, sched, n)
         lic = v.license
         expiry = lic.expiry_timestamp_seconds or None
+        holders = _holders(snapshot, "vgpu", gpu.uuid, v.vgpu_id)
         rows.append(
             VgpuRow(
                 key=f"{host}/{gpu.uuid}/vgpu/{v.vgpu_id}",
@@ -187,7 +227,7 @@ def vgpu_rows(
                 gpu_uuid=gpu.uuid,
                 gpu_name=gpu.name,
                 vgpu_id=v.vgpu_id,
-                vm=v.vm_id,
+                vm=vm_label(v, holders),
                 type_name=v.type_name,
                 type_class=v.type_class,
                 gpu_instance_id=v.gpu_instance_id,
@@ -209,6 +249,8 @@ def vgpu_rows(
                 starved=starved(share, entitled, v.utilization.sm),
                 unlicensed=b.unlicensed(lic.state, lic.licensed),
                 expiring=b.expiring(expiry, snapshot.timestamp, lic.state),
+                vm_id=v.vm_id,
+                holders=holders,
             )
         )
     return rows
@@ -236,6 +278,7 @@ class MigRow:
     compute_instances: int
     sm_count: int | None  # SMs over all its compute instances
     processes: int | None
+    holders: Holders = Holders()
 
     @property
     def memory_ratio(self) -> float | None:
@@ -251,10 +294,14 @@ class MigRow:
             "profile": self.profile or "",
             "type": self.profile or "",
             "gi": str(self.gpu_instance_id),
+            "vm": self.holders.vms,
+            "pod": self.holders.pods,
+            "ns": self.holders.namespaces,
         }
 
 
-def mig_rows(host: str, gpu: Gpu) -> list[MigRow]:
+def mig_rows(host: str, gpu: Gpu, snapshot: Snapshot | None = None) -> list[MigRow]:
+    """MIG GPU instances as rows; ``snapshot`` adds who holds each (its kubelet allocations)."""
     rows = []
     for gi in gpu.mig_instances:
         sms = [ci.sm_count for ci in gi.compute_instances if ci.sm_count is not None]
@@ -284,6 +331,7 @@ def mig_rows(host: str, gpu: Gpu) -> list[MigRow]:
                 compute_instances=len(gi.compute_instances),
                 sm_count=sum(sms) if sms else None,
                 processes=procs,
+                holders=_holders(snapshot, "mig", gpu.uuid, gi.id),
             )
         )
     return rows
@@ -318,6 +366,7 @@ class GpuRow:
     migs: int
     xid: tuple[tuple[int, int], ...]  # (Xid, count) pairs; rows stay hashable for caching
     badges: tuple[Badge, ...]
+    holders: Holders = Holders()  # pods given the whole GPU
 
     @property
     def mode_label(self) -> str:
@@ -345,6 +394,9 @@ class GpuRow:
             "uuid": self.uuid,
             "mode": self.mode,
             "badge": " ".join(x.kind for x in self.badges),
+            "vm": self.holders.vms,
+            "pod": self.holders.pods,
+            "ns": self.holders.namespaces,
         }
 
 
@@ -414,6 +466,7 @@ def gpu_row(
         migs=len(gpu.mig_instances),
         xid=tuple(sorted(gpu.xid_errors.items())),
         badges=_gpu_badges(gpu, hung, vgpus, snapshot),
+        holders=_holders(snapshot, "gpu", gpu.uuid, None),
     )
 
 
@@ -594,7 +647,7 @@ def license_rows(host: str, snapshot: Snapshot, gpu: Gpu) -> list[LicenseRow]:
                 host=host,
                 gpu_index=gpu.index,
                 subject=str(v.vgpu_id),
-                vm=v.vm_id,
+                vm=vm_label(v, _holders(snapshot, "vgpu", gpu.uuid, v.vgpu_id)),
                 type_name=v.type_name,
                 licensed=lic.licensed,
                 state=lic.state,

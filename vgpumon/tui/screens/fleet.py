@@ -47,7 +47,7 @@ class FleetScreen(LiveScreen):
                     kids += [g.fields for g in vr.gpu_rows(host, snap, shares)]
                     for g in snap.gpus:
                         kids += [v.fields for v in vr.vgpu_rows(host, snap, g, shares)]
-                        kids += [m.fields for m in vr.mig_rows(host, g)]
+                        kids += [m.fields for m in vr.mig_rows(host, g, snap)]
                 if not app.filter_query.matches(row.fields) and not app.filter_query.matches_any(
                     kids
                 ):

@@ -128,7 +128,7 @@ class GpuScreen(LiveScreen):
         has_vgpus = bool(gpu.vgpu_instances)
         vtable.display = self.query_one("#vgpu-title").display = has_vgpus
 
-        migs = [m for m in vr.mig_rows(self.host, gpu) if query.matches(m.fields)]
+        migs = [m for m in vr.mig_rows(self.host, gpu, snap) if query.matches(m.fields)]
         mcols = table_columns(MIG_COLUMNS, layout)
         mtable = self.query_one("#migs", KeyedTable)
         mtable.sync(

@@ -134,7 +134,7 @@ def gpu_table_rows(
         vgpus = (
             vgpus_of[gpu.uuid] if vgpus_of is not None else vr.vgpu_rows(host, snap, gpu, shares)
         )
-        migs = vr.mig_rows(host, gpu)
+        migs = vr.mig_rows(host, gpu, snap)
         children: list[vr.VgpuRow | vr.MigRow] = [*migs, *vgpus]
         if not query.empty:
             own = query.matches(row.fields)
