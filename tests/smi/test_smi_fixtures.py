@@ -116,3 +116,18 @@ def test_license_text(
         status,
         expiry,
     )
+
+
+def test_h100_r580_passthrough_captured_on_a_real_gpu() -> None:
+    # Captured by vgpumon's developers on a real H100 (serial and UUID masked); the same machine's
+    # NVML read through `vgpumon snapshot` reported the same name, mode and driver.
+    s = load("h100-80gb-hbm3-r580-passthrough.xml")
+    assert (s.driver.driver_version, s.driver.cuda_driver_version) == ("580.159.04", "13.0")
+    (g,) = s.gpus
+    assert (g.name, g.brand, g.architecture) == ("NVIDIA H100 80GB HBM3", "nvidia", "hopper")
+    assert g.pci_bus_id == "00000000:00:06.0"
+    assert g.virtualization_mode == "passthrough" and g.mig_mode_current is False
+    assert g.memory.total_bytes == 81559 * MIB
+    assert g.power_limit_watts == 700.0 and g.temperatures.gpu_celsius == 48.0
+    assert g.ecc.mode_current is True
+    assert g.processes == ()
