@@ -3,6 +3,7 @@ textual."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,7 @@ from vgpumon.cli import main
         (["--targets", "/nonexistent/targets.yml"], "targets file"),
         (["--sim", "kvm-vgpu-timesliced", "--theme", "nope"], "unknown theme"),
         (["--password", "x"], "unrecognized"),  # a password is never a flag value
+        (["--url", "http://a:1", "--libvirt-uri"], "bring their own names"),
     ],
 )
 def test_bad_input_is_one_line(
@@ -64,3 +66,33 @@ def test_the_textual_check_sees_textual_when_it_is_imported() -> None:
     code = "import sys\nimport vgpumon.tui.app\nassert 'textual' in sys.modules\n"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+async def test_local_top_names_vgpus_from_libvirt() -> None:
+    """``top --libvirt-uri`` runs the same enricher as ``serve``: the VM column shows names."""
+    from enrich_helpers import optional_binding
+
+    from vgpumon.cli import build_parser
+    from vgpumon.commands.top import source_from_args
+    from vgpumon.sources.local import LocalSource
+    from vgpumon.view import rows as vr
+
+    optional_binding("libvirt", "libvirt")
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    fixture = fixtures / "libvirt" / "kvm-vgpu-timesliced.xml"
+    argv = ["top", "--sim", "kvm-vgpu-timesliced", "--libvirt-uri", f"test://{fixture}"]
+    source = source_from_args(build_parser("top").parse_args(argv))
+    assert isinstance(source, LocalSource)
+    try:
+        names: set[str | None] = set()
+        for _ in range(50):  # the enricher reads libvirt on its own thread; its answer comes soon
+            update = await source.cycle_once()
+            assert update.snapshot is not None
+            snap = update.snapshot
+            names = {r.vm for g in snap.gpus for r in vr.vgpu_rows("local", snap, g)}
+            if "vm-render-07" in names:
+                break
+            await asyncio.sleep(0.1)
+        assert "vm-render-07" in names
+    finally:
+        await source.close()

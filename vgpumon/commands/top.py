@@ -21,6 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # No abbreviations: "--password VALUE" must be refused, not taken as --password-file.
     parser.allow_abbrev = False
     add_nvml_arguments(parser)
+    from vgpumon.commands import names
+
+    names.add_arguments(parser)  # VM and pod names for this host, as ``serve`` has them
     remote = parser.add_argument_group("remote exporters (instead of this host)")
     remote.add_argument(
         "--url",
@@ -80,16 +83,24 @@ def source_from_args(args: argparse.Namespace) -> SnapshotSource:
             return ssh
     if remote and (args.sim or args.nvml_module):
         raise ConfigError("top: --url/--targets read remote exporters; drop --sim/--nvml-module")
+    local_only = ("libvirt_uri", "kubelet_socket")
+    if remote and any(getattr(args, n, None) is not None for n in local_only):
+        raise ConfigError(
+            "top: --libvirt-uri/--kubelet-socket name this host's VMs and pods; remote exporters "
+            "bring their own names"
+        )
     remote_only = ("ca_file", "username", "password_file", "password_env")
     if not remote and (args.insecure or any(getattr(args, n) for n in remote_only)):
         raise ConfigError("top: TLS and auth flags need --url or --targets")
     if not remote:
         from vgpumon.collect.base import SamplerConfig
         from vgpumon.commands.common import session_from_args
+        from vgpumon.commands.snapshot import enrichers_from_args
         from vgpumon.sources.local import LocalSource
 
+        enrichers = enrichers_from_args(args)
         session = session_from_args(args)
-        return LocalSource(session, SamplerConfig(interval_seconds=interval))
+        return LocalSource(session, SamplerConfig(interval_seconds=interval), enrichers=enrichers)
 
     from vgpumon.sources.fleet import FleetSource
     from vgpumon.sources.remote import Connection, RemoteSource, RemoteTarget
