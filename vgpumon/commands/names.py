@@ -1,8 +1,9 @@
 """Flags that name who holds each GPU: VMs from libvirt, pods from the kubelet.
 
 Shared by the commands that run a sampler in this process (``serve``; ``top`` on this host can use
-the same two functions): :func:`add_arguments` adds the flags, :func:`build` makes the enrichers
-from their values. The enrichers themselves are producers in :mod:`vgpumon.collect.enrich`.
+the same functions): :func:`add_arguments` adds the flags, :func:`build` makes the enrichers
+from their values, :func:`from_args` from parsed flags. The enrichers themselves are producers in
+:mod:`vgpumon.collect.enrich`.
 """
 
 from __future__ import annotations
@@ -89,3 +90,20 @@ def build(
         )
         enrichers.append(KubeletEnricher(config))
     return enrichers
+
+
+def from_args(args: argparse.Namespace) -> list[Enricher]:
+    """The enrichers the flags ask for, the values checked as ``serve`` checks its flags."""
+    from vgpumon.config.serve import check_patterns, check_text
+
+    resources = getattr(args, "kubernetes_resources", None) or ()
+    return build(
+        libvirt_uri=None
+        if args.libvirt_uri is None
+        else check_text(args.libvirt_uri, "--libvirt-uri"),
+        kubelet_socket=None
+        if args.kubelet_socket is None
+        else check_text(args.kubelet_socket, "--kubelet-socket"),
+        resources=check_patterns(list(resources), "--kubernetes-resource") if resources else (),
+        kubernetes_api=bool(args.kubernetes_api),
+    )

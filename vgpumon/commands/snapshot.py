@@ -11,11 +11,10 @@ import asyncio
 import sys
 
 from vgpumon.collect import SamplerConfig, take_snapshot
-from vgpumon.collect.enrich.base import Enricher
 from vgpumon.collect.registry import collector_names
 from vgpumon.commands import names
 from vgpumon.commands.common import add_nvml_arguments, session_from_args
-from vgpumon.config.serve import MAX_SECONDS, check_patterns, check_text
+from vgpumon.config.serve import MAX_SECONDS
 from vgpumon.errors import ConfigError
 from vgpumon.model import Snapshot, to_json
 from vgpumon.units import for_flag, parse_duration
@@ -68,24 +67,9 @@ def config_from_args(args: argparse.Namespace) -> SamplerConfig:
     return SamplerConfig(interval_seconds=interval, collectors=collectors)
 
 
-def enrichers_from_args(args: argparse.Namespace) -> list[Enricher]:
-    """The name enrichers the flags ask for (``serve`` has the same flags)."""
-    resources = getattr(args, "kubernetes_resources", None) or ()
-    return names.build(
-        libvirt_uri=None
-        if args.libvirt_uri is None
-        else check_text(args.libvirt_uri, "--libvirt-uri"),
-        kubelet_socket=None
-        if args.kubelet_socket is None
-        else check_text(args.kubelet_socket, "--kubelet-socket"),
-        resources=check_patterns(list(resources), "--kubernetes-resource") if resources else (),
-        kubernetes_api=bool(args.kubernetes_api),
-    )
-
-
 def snapshot_from_args(args: argparse.Namespace) -> Snapshot:
     config = config_from_args(args)
-    enrichers = enrichers_from_args(args)
+    enrichers = names.from_args(args)
     session = session_from_args(args)
     return asyncio.run(
         take_snapshot(session, interval=config.interval_seconds, config=config, enrichers=enrichers)

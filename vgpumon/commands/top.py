@@ -95,7 +95,7 @@ def source_from_args(args: argparse.Namespace) -> SnapshotSource:
     if not remote:
         from vgpumon.collect.base import SamplerConfig
         from vgpumon.commands.common import session_from_args
-        from vgpumon.commands.snapshot import enrichers_from_args
+        from vgpumon.commands.names import from_args as enrichers_from_args
         from vgpumon.sources.local import LocalSource
 
         enrichers = enrichers_from_args(args)

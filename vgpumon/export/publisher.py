@@ -130,10 +130,12 @@ class Publisher:
     def _gzip_forms(self) -> tuple[bool, bool]:
         """(text, OpenMetrics): whether each was asked for gzipped within WANTED_SECONDS."""
         now = asyncio.get_running_loop().time()
-        return tuple(  # type: ignore[return-value]
-            now - self._gzip_wanted.get(om, -WANTED_SECONDS - 1.0) <= WANTED_SECONDS
-            for om in (False, True)
-        )
+
+        def recent(openmetrics: bool) -> bool:
+            asked = self._gzip_wanted.get(openmetrics)
+            return asked is not None and now - asked <= WANTED_SECONDS
+
+        return recent(False), recent(True)
 
     def kick(self) -> None:
         """Look for a new snapshot now rather than at the next poll."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from vgpumon.model import Gpu, Snapshot, VgpuInstance, VgpuScheduler
+from vgpumon.model import DeviceAllocation, Gpu, Snapshot, VgpuInstance, VgpuScheduler
 from vgpumon.view import badges as b
 from vgpumon.view.badges import Badge
 
@@ -107,21 +107,46 @@ def _scheduler_for(gpu: Gpu, vgpu: VgpuInstance) -> VgpuScheduler | None:
 
 def _holders(snapshot: Snapshot | None, kind: str, gpu_uuid: str, ident: int | None) -> Holders:
     """The pods (and KubeVirt VMs) the kubelet gave this device to, from the snapshot."""
-    pods: list[str] = []
-    namespaces: list[str] = []
-    vms: list[str] = []
-    for a in () if snapshot is None else snapshot.allocations:
-        if a.kind != kind or a.gpu_uuid != gpu_uuid or a.pod is None:
-            continue
-        if kind == "mig" and a.gpu_instance_id != ident:
-            continue
-        if kind == "vgpu" and a.vgpu_id != ident:
-            continue
-        pods.append(a.pod)
-        namespaces.append(a.namespace or "")
-        if a.vm_name:
-            vms.append(a.vm_name)
-    return Holders(" ".join(pods), " ".join(namespaces), " ".join(vms))
+    if snapshot is None or not snapshot.allocations:
+        return NO_HOLDERS
+    return _HOLDERS.of(snapshot.allocations).get((kind, gpu_uuid, ident), NO_HOLDERS)
+
+
+class _HolderIndex:
+    """Holders by device, built once per snapshot's allocation list rather than once per row.
+
+    A screen asks for every GPU, MIG instance and vGPU row of a snapshot many times a second;
+    scanning all allocations for each row would cost rows x allocations. The list is immutable,
+    so the index of the last one asked for is kept, recognised by identity.
+    """
+
+    def __init__(self) -> None:
+        self._allocations: tuple[DeviceAllocation, ...] | None = None
+        self._index: dict[tuple[str, str, int | None], Holders] = {}
+
+    def of(
+        self, allocations: tuple[DeviceAllocation, ...]
+    ) -> dict[tuple[str, str, int | None], Holders]:
+        if allocations is not self._allocations:
+            grouped: dict[tuple[str, str, int | None], list[DeviceAllocation]] = {}
+            for a in allocations:
+                if a.kind is None or a.gpu_uuid is None or a.pod is None:
+                    continue
+                ident = {"mig": a.gpu_instance_id, "vgpu": a.vgpu_id}.get(a.kind)
+                grouped.setdefault((a.kind, a.gpu_uuid, ident), []).append(a)
+            self._index = {
+                key: Holders(
+                    " ".join(a.pod or "" for a in group),
+                    " ".join(a.namespace or "" for a in group),
+                    " ".join(a.vm_name for a in group if a.vm_name),
+                )
+                for key, group in grouped.items()
+            }
+            self._allocations = allocations
+        return self._index
+
+
+_HOLDERS = _HolderIndex()
 
 
 @dataclass(frozen=True)
@@ -131,6 +156,13 @@ class Holders:
     pods: str = ""
     namespaces: str = ""
     vms: str = ""
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return {"vm": self.vms, "pod": self.pods, "ns": self.namespaces}
+
+
+NO_HOLDERS = Holders()
 
 
 def vm_label(v: VgpuInstance, holders: Holders) -> str | None:
@@ -171,7 +203,7 @@ class VgpuRow:
     unlicensed: bool
     expiring: bool
     vm_id: str | None = None  # NVML's id of the VM; ``vm`` is its name where one is known
-    holders: Holders = Holders()
+    holders: Holders = NO_HOLDERS
 
     @property
     def framebuffer_ratio(self) -> float | None:
@@ -278,7 +310,7 @@ class MigRow:
     compute_instances: int
     sm_count: int | None  # SMs over all its compute instances
     processes: int | None
-    holders: Holders = Holders()
+    holders: Holders = NO_HOLDERS
 
     @property
     def memory_ratio(self) -> float | None:
@@ -294,9 +326,7 @@ class MigRow:
             "profile": self.profile or "",
             "type": self.profile or "",
             "gi": str(self.gpu_instance_id),
-            "vm": self.holders.vms,
-            "pod": self.holders.pods,
-            "ns": self.holders.namespaces,
+            **self.holders.fields,
         }
 
 
@@ -366,7 +396,7 @@ class GpuRow:
     migs: int
     xid: tuple[tuple[int, int], ...]  # (Xid, count) pairs; rows stay hashable for caching
     badges: tuple[Badge, ...]
-    holders: Holders = Holders()  # pods given the whole GPU
+    holders: Holders = NO_HOLDERS  # pods given the whole GPU
 
     @property
     def mode_label(self) -> str:
@@ -394,9 +424,7 @@ class GpuRow:
             "uuid": self.uuid,
             "mode": self.mode,
             "badge": " ".join(x.kind for x in self.badges),
-            "vm": self.holders.vms,
-            "pod": self.holders.pods,
-            "ns": self.holders.namespaces,
+            **self.holders.fields,
         }
 
 
