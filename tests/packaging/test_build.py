@@ -51,6 +51,21 @@ def test_build_gives_wheel_and_sdist_without_warnings(dist: tuple[Path, str]) ->
     assert warnings == []
 
 
+def test_wheel_carries_every_file_of_the_package(dist: tuple[Path, str]) -> None:
+    """Data files (scenarios, the TUI's stylesheet, the vendored proto) ship with the code: a
+    missing one works in a checkout and breaks after ``pip install .``."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "vgpumon"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    if tracked.returncode != 0:
+        pytest.skip("not a git checkout")
+    wheel = next(dist[0].glob("*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        shipped = set(zf.namelist())
+    missing = [name for name in tracked.stdout.split() if name not in shipped]
+    assert missing == []
+
+
 def test_wheel_metadata_carries_the_spdx_licence(dist: tuple[Path, str]) -> None:
     wheel = next(dist[0].glob("*.whl"))
     with zipfile.ZipFile(wheel) as zf:
