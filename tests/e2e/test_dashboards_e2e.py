@@ -41,6 +41,7 @@ from dashboard_helpers import (
     recording_rule_names,
 )
 from export_helpers import free_port
+from prometheus_helpers import prometheus_binary, start, start_prometheus, stop_all
 
 from vgpumon.sim.scenario import builtin_text
 
@@ -59,6 +60,7 @@ STARTUP_SECONDS = 30.0
 # Rates over the recording rules' 5 m window need two samples of each counter, and the recording
 # rules one evaluation after that; seconds in practice, this bounds a loaded machine.
 SETTLE_SECONDS = 45.0
+
 
 
 # The bare-metal scenario with its Xid timeline compressed: one informational and one critical Xid
@@ -103,20 +105,6 @@ class Stack:
         return list(self.get("/api/v1/query", query=promql)["result"])
 
 
-def prometheus_binary() -> str:
-    found = shutil.which("prometheus")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("prometheus is required in CI (Debian package prometheus; see .ci/run)")
-        pytest.skip("prometheus not installed (apt-get install prometheus)")
-    return found
-
-
-def start(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-
-
 def _remove_dir(socket: str) -> None:
     shutil.rmtree(os.path.dirname(socket), ignore_errors=True)
 
@@ -136,7 +124,7 @@ def _kubelet() -> Any:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    prometheus = prometheus_binary()
+    prometheus_binary()  # skip (or fail in CI) before starting anything
     tmp = tmp_path_factory.mktemp("dashboards-e2e")
     procs: list[subprocess.Popen[bytes]] = []
     cleanups: list[Callable[[], None]] = []
@@ -161,31 +149,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             logs.append(log)
             targets[kind] = target
             jobs.append({"job_name": f"vgpumon-{kind}", "static_configs": [{"targets": [target]}]})
-        config = {
-            "global": {
-                "scrape_interval": "1s",
-                "scrape_timeout": "1s",
-                "evaluation_interval": "1s",
-            },
-            "rule_files": [str(RULES)],
-            "scrape_configs": jobs,
-        }
-        (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
-        port = free_port()
-        log = tmp / "prometheus.log"
-        procs.append(
-            start(
-                [
-                    prometheus,
-                    f"--config.file={tmp / 'prometheus.yml'}",
-                    f"--storage.tsdb.path={tmp / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{port}",
-                ],
-                log,
-            )
+        url, proc, log = start_prometheus(
+            tmp, jobs, rule_files=[RULES]
         )
+        procs.append(proc)
         logs.append(log)
-        result = Stack(f"http://127.0.0.1:{port}", targets, logs)
+        result = Stack(url, targets, logs)
         give_up = time.monotonic() + STARTUP_SECONDS
         while True:
             try:
@@ -202,14 +171,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     finally:
         for cleanup in cleanups:
             cleanup()
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_all(procs)
 
 
 def all_queries() -> list[tuple[str, str, tuple[str, ...]]]:

@@ -11,8 +11,6 @@ None for "this series must not exist". The selector gets ``job="<scenario>"`` ad
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import time
@@ -27,6 +25,7 @@ from typing import Any, NamedTuple
 import pytest
 import yaml
 from export_helpers import free_port
+from prometheus_helpers import prometheus_binary, start, start_prometheus, stop_all
 
 from vgpumon.sim.scenario import builtin_text
 
@@ -35,6 +34,7 @@ pytestmark = pytest.mark.e2e
 GIB = 1024**3
 STARTUP_SECONDS = 30.0
 SETTLE_SECONDS = 20.0
+
 
 
 class Case(NamedTuple):
@@ -79,15 +79,6 @@ CASES = (
 LOSS_JOB = "fault-gpu-lost"
 LOST_GPU = "2"
 LOST_FROM, LOST_UNTIL = 8, 14
-
-
-def prometheus_binary() -> str:
-    found = shutil.which("prometheus")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("prometheus is required in CI (Debian package prometheus; see .ci/run)")
-        pytest.skip("prometheus not installed (apt-get install prometheus)")
-    return found
 
 
 def compressed_loss_scenario(directory: Path) -> Path:
@@ -139,14 +130,9 @@ def with_job(selector: str, job: str) -> str:
     return selector + "{" + label + "}"
 
 
-def start(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-
-
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    prometheus = prometheus_binary()
+    prometheus_binary()  # skip (or fail in CI) before starting anything
     tmp = tmp_path_factory.mktemp("e2e")
     scenarios: dict[str, str] = {c.scenario: c.scenario for c in CASES}
     scenarios[LOSS_JOB] = str(compressed_loss_scenario(tmp))
@@ -173,30 +159,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             procs.append(start(cmd, log))
             logs.append(log)
             jobs.append({"job_name": job, "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]})
-        config = {
-            "global": {
-                "scrape_interval": "1s",
-                "scrape_timeout": "1s",
-                "evaluation_interval": "1s",
-            },
-            "scrape_configs": jobs,
-        }
-        (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
-        port = free_port()
-        log = tmp / "prometheus.log"
-        procs.append(
-            start(
-                [
-                    prometheus,
-                    f"--config.file={tmp / 'prometheus.yml'}",
-                    f"--storage.tsdb.path={tmp / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{port}",
-                ],
-                log,
-            )
-        )
+        url, proc, log = start_prometheus(tmp, jobs)
+        procs.append(proc)
         logs.append(log)
-        result = Stack(f"http://127.0.0.1:{port}", started, logs)
+        result = Stack(url, started, logs)
 
         def all_up() -> bool:
             try:
@@ -208,14 +174,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         result.eventually("every exporter scraped and up", all_up, STARTUP_SECONDS)
         yield result
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_all(procs)
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.scenario}:{c.selector}")

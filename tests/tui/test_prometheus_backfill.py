@@ -4,8 +4,6 @@ opens with is filled from its range queries, so graphs are full at once."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import time
@@ -16,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from export_helpers import free_port
+from prometheus_helpers import prometheus_binary, start_prometheus, stop_all
 from tui_helpers import until
 
 from vgpumon.errors import ConfigError
@@ -48,15 +46,6 @@ def test_a_bad_prometheus_url_is_a_config_error() -> None:
         PrometheusBackfill("localhost:9090")
 
 
-def prometheus_binary() -> str:
-    found = shutil.which("prometheus")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("prometheus is required in CI (Debian package prometheus; see .ci/run)")
-        pytest.skip("prometheus not installed (apt-get install prometheus)")
-    return found
-
-
 def query(url: str, promql: str) -> list[dict[str, object]]:
     params = urllib.parse.urlencode({"query": promql})
     with urllib.request.urlopen(f"{url}/api/v1/query?{params}", timeout=5) as resp:
@@ -67,9 +56,9 @@ def query(url: str, promql: str) -> list[dict[str, object]]:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """(exporter URL, Prometheus URL), Prometheus holding at least a few seconds of history."""
-    prometheus = prometheus_binary()
+    prometheus_binary()  # skip (or fail in CI) before starting anything
     tmp = tmp_path_factory.mktemp("backfill")
-    exporter_port, prom_port = free_port(), free_port()
+    exporter_port = free_port()
     procs = []
     log = (tmp / "vgpumon.log").open("wb")
     procs.append(
@@ -90,26 +79,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]
             stderr=subprocess.STDOUT,
         )
     )
-    config = {
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
-        "scrape_configs": [
-            {"job_name": "vgpumon", "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}]}
-        ],
-    }
-    (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
-    procs.append(
-        subprocess.Popen(
-            [
-                prometheus,
-                f"--config.file={tmp / 'prometheus.yml'}",
-                f"--storage.tsdb.path={tmp / 'data'}",
-                f"--web.listen-address=127.0.0.1:{prom_port}",
-            ],
-            stdout=(tmp / "prometheus.log").open("wb"),
-            stderr=subprocess.STDOUT,
-        )
-    )
-    prom = f"http://127.0.0.1:{prom_port}"
+    target = f"127.0.0.1:{exporter_port}"
+    jobs = [{"job_name": "vgpumon", "static_configs": [{"targets": [target]}]}]
+    prom, proc, _ = start_prometheus(tmp, jobs)
+    procs.append(proc)
     try:
         give_up = time.monotonic() + 90
         while True:
@@ -125,13 +98,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]
             time.sleep(0.5)
         yield f"http://127.0.0.1:{exporter_port}", prom
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_all(procs)
 
 
 async def test_backfill_fills_the_history_from_range_queries(stack: tuple[str, str]) -> None:
