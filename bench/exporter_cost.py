@@ -96,13 +96,17 @@ def host_scenario(name: str) -> str:
 # --------------------------------------------------------------------------- the floor
 
 
-def floor_worker(scenario: str | None, status_path: str, interval: float) -> None:
-    """Record vgpumon's NVML calls over ten cycles (in real time, background pollers included),
-    then replay each cycle's calls serially, one cycle per interval, forever.
+Call = tuple[Any, tuple[Any, ...], dict[str, Any]]
 
-    Runs in its own process (``--floor-worker``). Each second it writes its last cycle's wall and
-    CPU time to ``status_path``. Calls that block (event waits) or allocate (GPM sample buffers,
-    init/shutdown) are recorded but not replayed.
+
+def record_cycles(scenario: str | None, interval: float, count: int = 10) -> list[list[Call]]:
+    """vgpumon's NVML calls of ``count`` steady cycles, each cycle's list in call order.
+
+    Recorded in real time, one interval per cycle, so that what vgpumon's background pollers
+    (the scheduler log) read between cycles is recorded at its real rate too. Calls that block
+    (event waits) or allocate (GPM sample buffers, init/shutdown) are not recorded. Afterwards
+    vgpumon's own background services are stopped, while NVML stays initialised and reader state
+    stays allocated, so the recorded handles and GPM sample buffers remain valid for replays.
     """
     import threading
 
@@ -113,7 +117,7 @@ def floor_worker(scenario: str | None, status_path: str, interval: float) -> Non
 
     session = open_session(sim=scenario)
     real = session.module
-    calls: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
+    calls: list[Call] = []
     lock = threading.Lock()
     skip = ("EventSetWait", "Init", "Shutdown", "SampleAlloc", "SampleFree", "EventSetCreate",
             "EventSetFree", "RegisterEvents")  # fmt: skip
@@ -134,14 +138,12 @@ def floor_worker(scenario: str | None, status_path: str, interval: float) -> Non
     session.module = Recorder()
     settings = ServeSettings(interval_seconds=interval)
     sampler = Sampler(session, sampler_config(settings))
-    cycles: list[list[tuple[Any, tuple[Any, ...], dict[str, Any]]]] = []
+    cycles: list[list[Call]] = []
 
     async def record() -> None:
-        # In real time, one interval per cycle, so that what vgpumon's background pollers (the
-        # scheduler log) read between cycles is recorded at its real rate too.
         await sampler.cycle()  # acquire handles, first reads: not part of a steady cycle
         await asyncio.sleep(interval)
-        for _ in range(10):
+        for _ in range(count):
             with lock:
                 calls.clear()
             started = time.monotonic()
@@ -152,13 +154,21 @@ def floor_worker(scenario: str | None, status_path: str, interval: float) -> Non
 
     asyncio.run(record())
     session.module = real
-    # Stop vgpumon's own background services (Xid watcher, scheduler-log pollers): the floor is
-    # the replay alone. NVML stays initialised and reader state stays allocated, so the recorded
-    # handles and GPM sample buffers remain valid.
     for service in sampler.services.values():
         close = getattr(service, "close", None)
         if callable(close):
             close()
+    return cycles
+
+
+def floor_worker(scenario: str | None, status_path: str, interval: float) -> None:
+    """Replay vgpumon's recorded NVML calls (:func:`record_cycles`) serially, one cycle per
+    interval, forever: the floor.
+
+    Runs in its own process (``--floor-worker``). Each second it writes its cumulative replay wall
+    and CPU time to ``status_path``.
+    """
+    cycles = record_cycles(scenario, interval)
     i = 0
     cpu_total = wall_total = 0.0
     while True:
@@ -326,6 +336,9 @@ class Measure:
     cycle_cpu_ms: float | None = None
     scrape_1: dict[str, float] = field(default_factory=dict)
     scrape_50: dict[str, float] = field(default_factory=dict)
+    # share of a core per thread kind over the idle window (kernel thread names, digits folded:
+    # gpu0..gpu15 -> gpu#); vgpumon names its threads (vgpumon/collect/threads.py)
+    threads: dict[str, float] = field(default_factory=dict)
 
 
 async def fetch_text(url: str) -> str:
@@ -333,6 +346,35 @@ async def fetch_text(url: str) -> str:
 
     async with aiohttp.ClientSession() as client, client.get(url) as r:
         return await r.text()
+
+
+def thread_times(proc: Any) -> dict[int, tuple[str, float]]:
+    """Thread id -> (kernel name with digits folded to #, user+system seconds)."""
+    out: dict[int, tuple[str, float]] = {}
+    try:
+        threads = proc.threads()
+    except psutil.Error:
+        return out
+    for t in threads:
+        try:
+            name = Path(f"/proc/{proc.pid}/task/{t.id}/comm").read_text().strip()
+        except OSError:
+            name = "?"
+        if t.id == proc.pid:
+            name = "main"
+        out[t.id] = (re.sub(r"\d+", "#", name), t.user_time + t.system_time)
+    return out
+
+
+def thread_split(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]],
+                 seconds: float) -> dict[str, float]:  # fmt: skip
+    """Share of a core per folded thread name between two :func:`thread_times` readings."""
+    split: dict[str, float] = {}
+    for tid, (name, cpu) in after.items():
+        used = cpu - before.get(tid, (name, 0.0))[1]
+        if used > 0:
+            split[name] = split.get(name, 0.0) + used / seconds
+    return dict(sorted(split.items(), key=lambda kv: -kv[1]))
 
 
 async def measure(
@@ -345,12 +387,13 @@ async def measure(
     if run.name == "vgpumon":
         before_text = await fetch_text(f"http://127.0.0.1:{run.port}/metrics")
     floor0 = json.loads(run.status.read_text()) if run.status is not None else None
-    t0, c0 = time.monotonic(), proc.cpu_times()
+    t0, c0, th0 = time.monotonic(), proc.cpu_times(), thread_times(proc)
     await asyncio.sleep(window)
-    t1, c1 = time.monotonic(), proc.cpu_times()
+    t1, c1, th1 = time.monotonic(), proc.cpu_times(), thread_times(proc)
     floor1 = json.loads(run.status.read_text()) if run.status is not None else None
     cpu = (c1.user + c1.system) - (c0.user + c0.system)
     m = Measure(run.name, cpu_share=cpu / (t1 - t0), rss_mb=proc.memory_info().rss / 2**20)
+    m.threads = thread_split(th0, th1, t1 - t0)
     cycles_in_window = (t1 - t0) / interval
     if run.name == "vgpumon":
         text = await fetch_text(f"http://127.0.0.1:{run.port}/metrics")
@@ -452,6 +495,10 @@ def summarize(per_runner: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str
             "p99_50_ms": med("scrape_50", "p99_ms"),
             "errors_50": med("scrape_50", "errors"),
             "bytes": med("scrape_1", "bytes"),
+            "threads": {
+                name: statistics.median(m["threads"].get(name, 0.0) for m in ms)
+                for name in sorted({n for m in ms for n in m.get("threads", {})})
+            },
         }
     return out
 
@@ -495,6 +542,22 @@ def markdown(report: dict[str, Any]) -> str:
                 f"| {f(s['p50_50_ms'], '{:.1f}')}/{f(s['p99_50_ms'], '{:.1f}')} "
                 f"| {f(s['errors_50'], '{:.0f}')} | {f(s['bytes'], '{:.0f}')} |"
             )
+    lines += [
+        "",
+        "Where each exporter's CPU went, % of a core by thread (kernel thread names; `main` "
+        "runs the event loop: HTTP server, rendering, the sampler's coroutine):",
+        "",
+    ]
+    for host, summary in report["hosts"].items():
+        for runner, s in summary.items():
+            split = s.get("threads") or {}
+            if split:
+                parts = ", ".join(
+                    f"{n} {v * 100:.2f}"
+                    for n, v in sorted(split.items(), key=lambda kv: -kv[1])
+                    if v >= 0.0001
+                )
+                lines.append(f"- {host} {runner}: {parts}")
     lines += [
         "",
         "CPU % is user+system time of the exporter's process over the idle window (no scrapes) "

@@ -27,6 +27,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from vgpumon.collect.base import GpuBuilder, GpuContext
+from vgpumon.collect.threads import daemon_thread
 from vgpumon.nvml.errors import LIFECYCLE_CODES, TIMEOUT, error_code
 from vgpumon.nvml.session import SYSTEM, GpuDown, NvmlSession
 
@@ -125,7 +126,7 @@ class XidWatcher:
         with self._lock:
             if self._thread is not None or self._stop.is_set():
                 return
-            self._thread = threading.Thread(target=self._run, name="vgpumon-xid", daemon=True)
+            self._thread = daemon_thread(self._run, "vgpumon-xid")
             self._thread.start()
 
     def close(self) -> None:

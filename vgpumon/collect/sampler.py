@@ -128,6 +128,7 @@ class Sampler:
         self._abandoned = 0
         self._acquire_hooks: list[Callable[[str, Any], None]] = []
         self._reinit_hooks: list[Callable[[], None]] = []
+        self._listeners: list[Callable[[Snapshot], None]] = []
         self._lock = asyncio.Lock()
         self._close_lock = threading.Lock()
         self._closer: threading.Thread | None = None
@@ -202,7 +203,21 @@ class Sampler:
             else:
                 self.previous = self.latest
             self.latest = snap
+            for listener in self._listeners:
+                try:
+                    listener(snap)
+                except Exception:  # a consumer's bug must not stop sampling
+                    log.exception("a snapshot listener failed")
             return snap
+
+    def on_snapshot(self, listener: Callable[[Snapshot], None]) -> None:
+        """Call ``listener(snapshot)`` on the event loop each time a snapshot is published.
+
+        So that a consumer (the exporter's renderer) wakes when there is something new instead
+        of polling :attr:`latest` many times a second: on a one-GPU host those idle wake-ups
+        cost more CPU than rendering. Listeners must be quick and must not block.
+        """
+        self._listeners.append(listener)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Cycle every ``interval_seconds`` until ``stop`` is set (a cycle in flight completes)."""

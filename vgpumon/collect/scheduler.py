@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpumon.collect.base import GpuBuilder, GpuContext
+from vgpumon.collect.threads import daemon_thread
 from vgpumon.collect.vgpu import (
     active_vgpus,
     gpu_instance_handles,
@@ -292,12 +293,7 @@ class SchedulerLogPoller:
             return
         if gw.thread is not None and gw.thread.is_alive():
             return
-        gw.thread = threading.Thread(
-            target=self._run,
-            args=(uuid, self.interval),
-            name=f"vgpumon-schedlog-{uuid[:12]}",
-            daemon=True,
-        )
+        gw.thread = daemon_thread(self._run, f"vgpumon-schedlog-{uuid[:12]}", (uuid, self.interval))
         gw.thread.start()
 
     def wait_seconds(self, gw: _GpuWatch, floor: float) -> float:

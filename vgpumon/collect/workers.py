@@ -16,6 +16,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from vgpumon.collect.threads import daemon_thread
+
 T = TypeVar("T")
 
 
@@ -28,7 +30,7 @@ class Worker:
             tuple[Callable[[], Any], Callable[[Any, BaseException | None], None]] | None
         ] = queue.SimpleQueue()
         self._busy = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"vgpumon-{name}", daemon=True)
+        self._thread = daemon_thread(self._run, f"vgpumon-{name}")
         self._thread.start()
 
     @property

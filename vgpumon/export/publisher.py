@@ -43,7 +43,10 @@ log = logging.getLogger(__name__)
 
 GZIP_LEVEL = 6  # prometheus-client's level: the same bytes on the wire as before
 SLICE_SECONDS = 0.001  # the longest a render step keeps the event loop
-POLL_SECONDS = 0.05  # how often the publisher looks for a new snapshot (20 cheap wake-ups a second)
+POLL_SECONDS = 0.05  # how often the publisher looks for a new snapshot of a source that never says
+# A source that calls :meth:`Publisher.kick` for each new snapshot (the sampler does) is looked at
+# on the publisher's own only this often: a safety net, not the way news arrives.
+NOTIFIED_POLL_SECONDS = 5.0
 WANTED_SECONDS = 600.0  # a gzip form is kept compressed this long after a scrape asked for it
 
 
@@ -80,7 +83,7 @@ Latest = Callable[[], Snapshot | None]
 Extra = Callable[[], tuple[str, str]]
 
 
-def _no_extra() -> tuple[str, str]:
+def no_extra() -> tuple[str, str]:
     return "", ""
 
 
@@ -96,7 +99,7 @@ class Publisher:
         latest: Latest,
         options: ExportOptions | None = None,
         *,
-        extra: Extra = _no_extra,
+        extra: Extra = no_extra,
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
         self._latest = latest

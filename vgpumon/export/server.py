@@ -42,7 +42,7 @@ from vgpumon.errors import ConfigError
 from vgpumon.export.connections import ConnectionGuard, GuardedSite, ServerLimits
 from vgpumon.export.metrics import ExportOptions
 from vgpumon.export.negotiation import choose, gzip_wanted
-from vgpumon.export.publisher import Publisher
+from vgpumon.export.publisher import NOTIFIED_POLL_SECONDS, POLL_SECONDS, Publisher, no_extra
 from vgpumon.model import Snapshot, to_json
 
 log = logging.getLogger(__name__)
@@ -211,11 +211,15 @@ def build_app(
     metric table to every render (``serve`` passes :func:`process_families`).
     """
     limits = Limits(max_requests, write_timeout_seconds)
-    publisher = (
-        Publisher(lambda: source.latest, options)
-        if extra is None
-        else Publisher(lambda: source.latest, options, extra=extra)
+    # A source that says when it has a new snapshot (the sampler) wakes the publisher itself; the
+    # publisher then only looks on its own now and then, as a safety net. Others are polled.
+    subscribe = getattr(source, "on_snapshot", None)
+    poll = NOTIFIED_POLL_SECONDS if callable(subscribe) else POLL_SECONDS
+    publisher = Publisher(
+        lambda: source.latest, options, extra=extra or no_extra, poll_seconds=poll
     )
+    if callable(subscribe):
+        subscribe(lambda _snapshot: publisher.kick())
     json_cache = JsonCache()
 
     async def metrics(request: web.Request) -> web.StreamResponse:

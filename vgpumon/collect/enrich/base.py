@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
+from vgpumon.collect.threads import daemon_thread
 from vgpumon.model import Snapshot
 
 log = logging.getLogger(__name__)
@@ -87,9 +88,7 @@ class Refresher(Generic[T]):
         with self._lock:
             if self._thread is not None or self._stop.is_set():
                 return
-            self._thread = threading.Thread(
-                target=self._run, name=f"vgpumon-{self.name}", daemon=True
-            )
+            self._thread = daemon_thread(self._run, f"vgpumon-{self.name}")
             self._thread.start()
 
     def wake(self) -> None:

@@ -37,6 +37,7 @@ from vgpumon.collect.enrich.domains import (
     parse_node_device,
     state_name,
 )
+from vgpumon.collect.threads import daemon_thread
 from vgpumon.errors import ConfigError
 from vgpumon.model import Snapshot
 
@@ -92,7 +93,7 @@ def ensure_event_loop(lv: Any) -> None:
                     log.debug("libvirt event loop iteration failed", exc_info=True)
                     time.sleep(1.0)
 
-        threading.Thread(target=run, name="vgpumon-libvirt-events", daemon=True).start()
+        daemon_thread(run, "vgpumon-libvirt-events").start()
         _loop_started = True
 
 
