@@ -3,6 +3,9 @@
 #   bash bench/device/run_checks.sh PHASE OUTDIR
 # PHASE "facts": environment, nvidia-smi, `vgpumon snapshot`, `vgpumon record`, the gpu-marked tests.
 # PHASE "validate": `vgpumon validate` twice in process (table + JSON) and once through `vgpumon serve`.
+# PHASE "cost": what the exporter costs: every NVML call timed (bench/nvml_call_costs.py), a py-spy
+#   profile and per-thread CPU of `vgpumon serve` over 30 s, then bench/exporter_cost.py against
+#   nvitop-exporter and the serial floor (wheels: nvitop, nvitop-exporter, py-spy).
 # Wheels for packages the machine lacks (rich, pytest) are expected under .whl/ (see
 # /work/.library/device/README.md); everything writes into OUTDIR.
 set -uo pipefail
@@ -52,6 +55,42 @@ validate)
     echo "validate --url exit ${PIPESTATUS[0]}" | tee -a "$out/validate.log"
     kill "$server"
     wait "$server"
+    ;;
+cost)
+    # SIM=SCENARIO rehearses the phase on the simulator (quick exporter_cost on a 1-GPU host).
+    label=${LABEL:-gpu}
+    sim=()
+    cost=()
+    if [ -n "${SIM:-}" ]; then sim=(--sim "$SIM"); cost=(--sim --hosts 1x0 --quick); fi
+    nvidia-smi --query-gpu=name,driver_version,mig.mode.current --format=csv,noheader >"$out/env.txt" 2>&1
+    python3 bench/nvml_call_costs.py "${sim[@]}" --label "$label" --out "$out" >/dev/null 2>"$out/calls.err"
+    echo "call costs exit $?" >>"$out/env.txt"
+    spy=$(command -v py-spy || echo /tmp/site/bin/py-spy)
+    python3 -m vgpumon.cli serve "${sim[@]}" --listen 127.0.0.1:9839 --interval 1 >"$out/serve.log" 2>&1 &
+    server=$!
+    sleep 8
+    python3 - "$server" 30 >"$out/threads-$label.txt" 2>&1 <<'PY'
+import os, sys, time
+pid, dur = int(sys.argv[1]), float(sys.argv[2])
+def snap():
+    out = {}
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            f = open(f"/proc/{pid}/task/{t}/stat").read().rpartition(")")[2].split()
+            out[(t, open(f"/proc/{pid}/task/{t}/comm").read().strip())] = int(f[11]) + int(f[12])
+        except OSError:
+            pass
+    return out
+a = snap(); time.sleep(dur); b = snap(); hz = os.sysconf("SC_CLK_TCK")
+for k in sorted(b):
+    print(f"{k[0]} {k[1]:16s} {100 * (b[k] - a.get(k, 0)) / hz / dur:6.2f} %")
+print(f"total {100 * sum(b[k] - a.get(k, 0) for k in b) / hz / dur:.2f} %")
+PY
+    # py-spy after the split: its sampling would inflate the split
+    "$spy" record -r 250 -d 30 -f raw --threads -p "$server" -o "$out/pyspy-$label.txt" >"$out/pyspy.log" 2>&1
+    kill "$server"
+    wait "$server"
+    python3 bench/exporter_cost.py "${cost[@]}" --label "$label" --out "$out" 2>&1 | tail -25
     ;;
 *)
     echo "unknown phase $phase" >&2
