@@ -18,6 +18,7 @@ answers them too, and vgpumon asks again only where the absence cache lets it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -72,6 +73,61 @@ def replay(cycles: list[list[Any]], passes: int) -> dict[str, dict[str, Any]]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["cpu_ms_per_cycle"]))
 
 
+def field_breakdown(cycles: list[list[Any]], passes: int) -> dict[str, dict[str, float]]:
+    """Each field id of the batched ``nvmlDeviceGetFieldValues`` calls, asked alone.
+
+    The batch costs what its slowest entries cost; this says which they are (a field whose
+    answer needs the GPU, such as a counter kept in firmware, against one the driver caches).
+    """
+    batch = next(
+        ((fn, args) for c in cycles for fn, args, _ in c if "GetFieldValues" in fn.__name__),
+        None,
+    )
+    if batch is None:
+        return {}
+    fn, (handle, ids) = batch
+    out: dict[str, dict[str, float]] = {}
+    for field_id in ids:
+        cpu: list[float] = []
+        for _ in range(passes):
+            c0 = time.thread_time_ns()
+            with contextlib.suppress(Exception):  # an error answer costs like any other
+                fn(handle, [field_id])
+            cpu.append((time.thread_time_ns() - c0) / 1000)
+        out[str(field_id)] = {"cpu_us_median": statistics.median(cpu), "batch": len(ids)}
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["cpu_us_median"]))
+
+
+def gpm_breakdown(cycles: list[list[Any]], passes: int) -> dict[str, float]:
+    """``nvmlGpmMetricsGet`` with all of vgpumon's metrics against one metric alone.
+
+    Says whether its cost is per call (the two samples' decoding) or per metric computed.
+    """
+    call = next(
+        ((fn, args) for c in cycles for fn, args, _ in c if fn.__name__ == "nvmlGpmMetricsGet"),
+        None,
+    )
+    if call is None:
+        return {}
+    fn, (metrics_get,) = call
+    count = int(metrics_get.numMetrics)
+
+    def median_cpu(n: int) -> float:
+        metrics_get.numMetrics = n
+        cpu: list[float] = []
+        for _ in range(passes):
+            c0 = time.thread_time_ns()
+            with contextlib.suppress(Exception):
+                fn(metrics_get)
+            cpu.append((time.thread_time_ns() - c0) / 1000)
+        return statistics.median(cpu)
+
+    try:
+        return {"metrics": count, "cpu_us_all": median_cpu(count), "cpu_us_one": median_cpu(1)}
+    finally:
+        metrics_get.numMetrics = count
+
+
 def markdown(report: dict[str, Any]) -> str:
     rows = report["calls"]
     total_cpu = sum(r["cpu_ms_per_cycle"] for r in rows.values())
@@ -99,6 +155,22 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {r['cpu_us_mean']:.1f} | {r['cpu_ms_per_cycle']:.3f} | {share * 100:.1f} % "
             f"| {r['error_share'] * 100:.0f} % |"
         )
+    fields = report.get("fields") or {}
+    if fields:
+        lines += [
+            "",
+            f"Field ids of one GPU's batched `nvmlDeviceGetFieldValues` ({len(fields)} entries), "
+            "each asked alone, CPU µs median:",
+            "",
+            ", ".join(f"{k} {v['cpu_us_median']:.1f}" for k, v in fields.items()),
+        ]
+    gpm = report.get("gpm") or {}
+    if gpm:
+        lines += [
+            "",
+            f"`nvmlGpmMetricsGet`, CPU µs median: {gpm['cpu_us_all']:.1f} with vgpumon's "
+            f"{gpm['metrics']:.0f} metrics, {gpm['cpu_us_one']:.1f} with one.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -125,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         "cycles": len(cycles),
         "passes": args.passes,
         "calls": calls,
+        "fields": field_breakdown(cycles, args.passes),
+        "gpm": gpm_breakdown(cycles, args.passes),
     }
     text = markdown(report)
     print(text)

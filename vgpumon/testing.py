@@ -94,10 +94,14 @@ class SimHost:
 
 
 SimHostFactory = Callable[..., SimHost]
-"""The type of the ``sim_host`` test fixture: ``sim_host(scenario, readers=None)``."""
+"""The type of the ``sim_host`` test fixture: ``sim_host(scenario, readers=None, config=None)``."""
 
 
-def sim_host(scenario: str | Scenario, readers: Sequence[Reader] | None = None) -> SimHost:
+def sim_host(
+    scenario: str | Scenario,
+    readers: Sequence[Reader] | None = None,
+    config: SamplerConfig | None = None,
+) -> SimHost:
     """A sampled simulated host; the caller closes it (the test fixture ``sim_host`` does)."""
     clock = ManualClock()
     module = sim.create(scenario, clock=clock)
@@ -106,7 +110,7 @@ def sim_host(scenario: str | Scenario, readers: Sequence[Reader] | None = None) 
     poller = SchedulerLogPoller(session, interval=None)
     sampler = Sampler(
         session,
-        SamplerConfig(),
+        config or SamplerConfig(),
         readers if readers is not None else VGPU_READERS,
         clock=clock.now,
         services={SERVICE: poller},

@@ -159,6 +159,9 @@ def read_gpm(ctx: GpuContext, out: GpuBuilder) -> None:
         state.supported = bool(getattr(support.value, "isSupportedDevice", 0))
     if not state.supported:
         return
+    if not ctx.due("gpm"):
+        _keep_previous(ctx, out)
+        return
     h = ctx.handle
     out.set(
         gpm=_sample(ctx, state, state.whole, lambda s: ctx.call("nvmlGpmSampleGet", h, s), "gpu")
@@ -178,6 +181,27 @@ def read_gpm(ctx: GpuContext, out: GpuBuilder) -> None:
         pair = state.instances.setdefault(gi.id, _Pair())
         updated.append(dataclasses.replace(gi, gpm=_sample(ctx, state, pair, get, "gi")))
     out.set(mig_instances=tuple(updated))
+
+
+def _keep_previous(ctx: GpuContext, out: GpuBuilder) -> None:
+    """Between cadenced reads (``SamplerConfig.cadences["gpm"]``) the last averages stand.
+
+    For the GPU and for each GPU instance that still exists (by id); an instance created since
+    the last read has no average yet (its first sample is taken at the next read).
+    """
+    previous = ctx.previous
+    if previous is None:
+        return
+    out.set(gpm=previous.gpm)
+    instances: tuple[MigGpuInstance, ...] = out.get("mig_instances") or ()
+    if not instances or not out.get("mig_mode_current"):
+        return
+    last = {gi.id: gi.gpm for gi in previous.mig_instances}
+    out.set(
+        mig_instances=tuple(
+            dataclasses.replace(gi, gpm=last[gi.id]) if gi.id in last else gi for gi in instances
+        )
+    )
 
 
 READERS = [FunctionReader("gpm", read_gpm)]

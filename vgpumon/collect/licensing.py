@@ -90,12 +90,20 @@ def vgpu_license(ctx: GpuContext, vgpu: int) -> VgpuLicense:
 
 
 def read_vgpu_license(ctx: GpuContext, out: GpuBuilder) -> None:
+    """Cadenced (``SamplerConfig.cadences["license"]``): between reads each vGPU keeps its last
+    license; a vGPU not seen before (a VM that just started) is read at once."""
     instances = out.get("vgpu_instances") or ()
     if not instances or not is_vgpu_host(ctx, out):
         return
+    known: dict[int, VgpuLicense] = {}
+    if not ctx.due("license") and ctx.previous is not None:
+        known = {v.vgpu_id: v.license for v in ctx.previous.vgpu_instances}
     out.set(
         vgpu_instances=tuple(
-            dataclasses.replace(inst, license=vgpu_license(ctx, inst.vgpu_id)) for inst in instances
+            dataclasses.replace(
+                inst, license=known.get(inst.vgpu_id) or vgpu_license(ctx, inst.vgpu_id)
+            )
+            for inst in instances
         )
     )
 
@@ -129,6 +137,14 @@ def guest_features(raw: Any) -> tuple[bool | None, tuple[GuestLicenseFeature, ..
 
 def read_guest_license(ctx: GpuContext, out: GpuBuilder) -> None:
     if out.get("virtualization_mode") in HOST_MODES:
+        return
+    if not ctx.due("license.guest", ctx.config.cadences.get("license", 0.0)):
+        if ctx.previous is not None:  # cadenced like the vGPUs' licenses: the last read stands
+            previous = ctx.previous
+            out.set(
+                guest_license_supported=previous.guest_license_supported,
+                guest_licenses=previous.guest_licenses,
+            )
         return
     raw = ctx.call("nvmlDeviceGetGridLicensableFeatures", ctx.handle)
     if raw is None:

@@ -59,6 +59,10 @@ def read_memory(ctx: GpuContext, out: GpuBuilder) -> None:
     memory = read_memory_info(ctx, ctx.handle)
     if memory is not None:
         out.set(memory=memory)
+    if not ctx.due("bar1"):  # cadenced (``SamplerConfig.cadences["bar1"]``): the last value stands
+        if ctx.previous is not None:
+            out.set(bar1_memory=ctx.previous.bar1_memory)
+        return
     bar1 = ctx.call("nvmlDeviceGetBAR1MemoryInfo", ctx.handle)
     if bar1 is not None:
         out.set(

@@ -51,6 +51,9 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "energy_interval_seconds": ("--interval.energy", check_cadence),
     "pcie_throughput_interval_seconds": ("--interval.pcie-throughput", check_cadence),
     "processes_interval_seconds": ("--interval.processes", check_cadence),
+    "gpm_interval_seconds": ("--interval.gpm", check_cadence),
+    "bar1_interval_seconds": ("--interval.bar1", check_cadence),
+    "license_interval_seconds": ("--interval.license", check_cadence),
     "web_config_file": ("--web.config.file", check_text),
     "max_requests": ("--web.max-requests", check_count),
     "shutdown_timeout_seconds": ("--web.shutdown-timeout", check_timeout),
@@ -178,6 +181,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("energy_interval_seconds", "--interval.energy", "the energy counter"),
         ("pcie_throughput_interval_seconds", "--interval.pcie-throughput", "PCIe throughput"),
         ("processes_interval_seconds", "--interval.processes", "process lists"),
+        (
+            "gpm_interval_seconds",
+            "--interval.gpm",
+            "GPM activity (the average since the last read)",
+        ),
+        ("bar1_interval_seconds", "--interval.bar1", "BAR1 memory"),
+        ("license_interval_seconds", "--interval.license", "license state"),
     ):
         sampling.add_argument(
             flag,
@@ -295,6 +305,9 @@ def sampler_config(settings: ServeSettings) -> SamplerConfig:
             "energy": settings.energy_interval_seconds,
             "pcie_throughput": settings.pcie_throughput_interval_seconds,
             "processes": settings.processes_interval_seconds,
+            "gpm": settings.gpm_interval_seconds,
+            "bar1": settings.bar1_interval_seconds,
+            "license": settings.license_interval_seconds,
         },
     )
 
@@ -310,6 +323,9 @@ RESTART_ONLY = (
     "energy_interval_seconds",
     "pcie_throughput_interval_seconds",
     "processes_interval_seconds",
+    "gpm_interval_seconds",
+    "bar1_interval_seconds",
+    "license_interval_seconds",
     "sim",
     "nvml_module",
     "web_config_file",

@@ -161,21 +161,13 @@ async def send_body(
 def process_families() -> Callable[[], tuple[str, str]]:
     """The ``process_*`` self metrics (CPU, memory, fds, start time) in both formats.
 
-    prometheus-client's ``ProcessCollector`` on a private registry; read once per render, so the
-    values are as old as the snapshot they are served with (one sampling interval at most).
+    Read once per render, so the values are as old as the snapshot they are served with (one
+    sampling interval at most). See :mod:`vgpumon.export.process` for why not prometheus-client's
+    ``ProcessCollector``.
     """
-    from prometheus_client import CollectorRegistry, ProcessCollector
-    from prometheus_client.exposition import generate_latest
-    from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
+    from vgpumon.export.process import ProcessFamilies
 
-    registry = CollectorRegistry(auto_describe=False)
-    ProcessCollector(registry=registry)
-
-    def families() -> tuple[str, str]:
-        om = generate_openmetrics(registry).decode()
-        return generate_latest(registry).decode(), om.removesuffix("# EOF\n")
-
-    return families
+    return ProcessFamilies()
 
 
 def not_ready_reason(source: SnapshotSource) -> str | None:

@@ -1,0 +1,132 @@
+"""Values read at their own cadence: NVML is asked only when one is due, the last value stands.
+
+``vgpumon serve`` reads GPM every 5 s, BAR1 and licenses every 10 s by default (measured costs:
+docs/exporter.md). Each test samples a simulated host once a second of scenario time and counts
+the NVML calls behind the cadenced values.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from vgpumon.collect import gpm, licensing, memory, mig, vgpu
+from vgpumon.collect.base import SamplerConfig
+from vgpumon.collect.device import READERS as DEVICE_READERS
+from vgpumon.model import Snapshot
+from vgpumon.testing import SimHost, SimHostFactory
+
+
+def _counting(host: SimHost) -> Counter[str]:
+    """Count the calls the sampler makes through its session, by NVML function name."""
+    calls: Counter[str] = Counter()
+    real = host.session.module
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            value = getattr(real, name)
+            if not callable(value) or not name.startswith("nvml"):
+                return value
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                calls[name] += 1
+                return value(*args, **kwargs)
+
+            return counted
+
+    host.session.module = Counting()
+    return calls
+
+
+async def _run(host: SimHost, seconds: int) -> list[Snapshot]:
+    snaps = [await host.cycle()]
+    for _ in range(seconds):
+        host.advance(1.0)
+        snaps.append(await host.cycle())
+    return snaps
+
+
+async def test_gpm_is_sampled_every_five_seconds_and_its_averages_stand_between(
+    sim_host: SimHostFactory,
+) -> None:
+    host = sim_host(
+        "h100-mig-gpm",
+        [*DEVICE_READERS, *mig.READERS, *gpm.READERS],
+        SamplerConfig(cadences={"gpm": 5.0}),
+    )
+    calls = _counting(host)
+    snaps = await _run(host, 12)  # cycles at t = 0 .. 12: reads at 0, 5, 10
+    instances = len(snaps[-1].gpus[0].mig_instances)
+    assert instances >= 2
+    assert calls["nvmlGpmMigSampleGet"] == 3 * instances
+    for t, snap in enumerate(snaps):
+        read_at = t - t % 5
+        gpu = snap.gpus[0]
+        assert gpu.gpm == snaps[read_at].gpus[0].gpm, f"t={t}"
+        by_id = {gi.id: gi.gpm for gi in snaps[read_at].gpus[0].mig_instances}
+        assert {gi.id: gi.gpm for gi in gpu.mig_instances} == by_id, f"t={t}"
+    # Averages over 5 s exist from the second read on, for every GPU instance.
+    assert all(gi.gpm is not None and gi.gpm.sm_active is not None
+               for gi in snaps[5].gpus[0].mig_instances)  # fmt: skip
+
+
+async def test_gpm_every_cycle_without_a_cadence(sim_host: SimHostFactory) -> None:
+    host = sim_host("h100-mig-gpm", [*DEVICE_READERS, *mig.READERS, *gpm.READERS])
+    calls = _counting(host)
+    snaps = await _run(host, 4)
+    assert calls["nvmlGpmMigSampleGet"] == 5 * len(snaps[-1].gpus[0].mig_instances)
+
+
+async def test_bar1_is_read_every_ten_seconds(sim_host: SimHostFactory) -> None:
+    host = sim_host(
+        "passthrough-guest",
+        [*DEVICE_READERS, *memory.READERS],
+        SamplerConfig(cadences={"bar1": 10.0}),
+    )
+    calls = _counting(host)
+    snaps = await _run(host, 12)
+    assert calls["nvmlDeviceGetBAR1MemoryInfo"] == 2  # t = 0 and 10
+    assert calls["nvmlDeviceGetMemoryInfo"] == len(snaps)  # framebuffer memory: every cycle
+    assert snaps[0].gpus[0].bar1_memory is not None
+    assert all(s.gpus[0].bar1_memory == snaps[0].gpus[0].bar1_memory for s in snaps[:10])
+
+
+async def test_guest_licenses_are_read_every_ten_seconds(sim_host: SimHostFactory) -> None:
+    host = sim_host(
+        "vgpu-guest",
+        [*DEVICE_READERS, *licensing.READERS],
+        SamplerConfig(cadences={"license": 10.0}),
+    )
+    calls = _counting(host)
+    snaps = await _run(host, 12)
+    gpus = len(snaps[0].gpus)
+    assert calls["nvmlDeviceGetGridLicensableFeatures"] == 2 * gpus
+    for t, snap in enumerate(snaps):
+        read_at = t - t % 10
+        for gpu, then in zip(snap.gpus, snaps[read_at].gpus, strict=True):
+            assert gpu.guest_licenses == then.guest_licenses, f"t={t}"
+            assert gpu.guest_licenses, "the scenario's guest has licensed features"
+
+
+async def test_a_new_vgpu_gets_its_license_at_once_the_others_at_the_cadence(
+    sim_host: SimHostFactory,
+) -> None:
+    host = sim_host(
+        "vgpu-churn",
+        [*DEVICE_READERS, *vgpu.READERS, *licensing.READERS],
+        SamplerConfig(cadences={"license": 10.0}),
+    )
+    calls = _counting(host)
+    snaps = await _run(host, 20)
+    seen: set[int] = set()
+    new_reads = 0
+    for t, snap in enumerate(snaps):
+        ids = {v.vgpu_id for g in snap.gpus for v in g.vgpu_instances}
+        new_reads += len(ids - seen) if t % 10 else 0
+        seen |= ids
+        for inst in (v for g in snap.gpus for v in g.vgpu_instances):
+            assert inst.license.licensed is not None, f"t={t}: vGPU {inst.vgpu_id} has no license"
+    due_reads = sum(len(snaps[t].gpus[0].vgpu_instances) for t in (0, 10, 20))
+    info = calls["nvmlVgpuInstanceGetLicenseInfo"] + calls["nvmlVgpuInstanceGetLicenseStatus"]
+    assert info == due_reads + new_reads
+    assert new_reads > 0, "the scenario starts VMs between the license reads"
