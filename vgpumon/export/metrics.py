@@ -71,6 +71,10 @@ class ExportOptions:
     processes_max: int = 100  # at most this many processes (host and vGPU guest together)
     # Per-pod value series (namespace/pod/container labels) are opt-in too: pods churn like pids.
     pod_series: bool = False
+    # Families from outside the table, rendered after it: the NVML fields an operator declared
+    # in the serve config (:mod:`vgpumon.export.extra_fields`). Options, not table rows, because
+    # they change with a config reload.
+    families: tuple[Family, ...] = ()
 
 
 # --------------------------------------------------------------------------- scopes
