@@ -186,6 +186,20 @@ class NvLink:
     recovery_errors: int | None = None
 
 
+@dataclass(frozen=True)
+class FieldValue:
+    """One NVML field value an operator asked for (the serve config's ``fields``), as NVML gave it.
+
+    Raw: no scale, no name. Which metric it becomes is the exporter's business, so the snapshot
+    keeps the same meaning whatever the config says, and a remote consumer sees what NVML said.
+    A field the GPU did not answer has no entry (absent, not 0).
+    """
+
+    field_id: int
+    value: float
+    scope_id: int | None = None  # None: asked without a scope (NVML reads it as scope 0)
+
+
 # --------------------------------------------------------------------------- MIG
 
 
@@ -394,6 +408,7 @@ class Gpu:
     xid_errors: dict[int, int] = field(default_factory=dict)  # xid -> count since start
     pcie: Pcie = field(default_factory=Pcie)
     nvlinks: tuple[NvLink, ...] = ()  # per link, on boards whose driver reports them
+    extra_fields: tuple[FieldValue, ...] = ()  # the configured NVML fields this GPU answered
     gpm: Gpm | None = None
     processes: tuple[Process, ...] | None = None  # None: the list could not be read
     mig_instances: tuple[MigGpuInstance, ...] = ()

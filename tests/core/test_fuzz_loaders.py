@@ -28,6 +28,15 @@ from vgpumon.sim import builtin_scenarios, create
 from vgpumon.sim.scenario import builtin_text
 
 SCENARIOS = [yaml.safe_load(builtin_text(name)) for name in builtin_scenarios()]
+# No built-in scenario answers field ids of its own: one base document does.
+SCENARIOS.append(
+    {
+        "name": "field-values",
+        "gpus": [
+            {"model": "h100-sxm-80gb", "field_values": {94: 7, 250: 12.5, 112: "not_supported"}}
+        ],
+    }
+)
 SERVE_CONFIG = {
     "listen": ["127.0.0.1:9100", "[::1]:9100"],
     "interval": "500ms",
@@ -39,6 +48,22 @@ SERVE_CONFIG = {
     "web": {"config_file": "web.yml", "max_requests": 3, "shutdown_timeout": "2s"},
     "sim": "a100-mig-mixed",
     "log_level": "debug",
+    "fields": [
+        {
+            "id": "NVML_FI_DEV_PCIE_REPLAY_COUNTER",
+            "name": "vgpumon_gpu_replays_again_total",
+            "type": "counter",
+            "help": "Replays.",
+        },
+        {
+            "id": 187,
+            "name": "vgpumon_gpu_min_limit_watts",
+            "type": "gauge",
+            "help": "Min.",
+            "scale": 0.001,
+            "scope_id": 0,
+        },
+    ],
 }
 WEB_CONFIG = {
     "basic_auth_users": {"alice": bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()},

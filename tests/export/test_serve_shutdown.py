@@ -141,6 +141,48 @@ def test_sighup_reloads_the_config_and_a_bad_file_keeps_the_old_one(tmp_path: ob
     assert "reload: deadline_seconds changed; that takes a restart" in log
 
 
+def test_sighup_applies_changed_fields_at_once(tmp_path: object) -> None:
+    """Declared NVML fields (``fields``) change on reload: sampler and exposition alike."""
+    from pathlib import Path
+
+    from vgpumon.sim.scenario import load_scenario
+
+    here = Path(str(tmp_path))
+    scenario = here / "fields.yaml"
+    scenario.write_text(
+        "gpus:\n  - model: h100-sxm-80gb\n    field_values: {250: 12.5, 251: 4}\n  - model: l40s\n"
+    )
+    given = load_scenario(str(scenario)).gpus[0].extra["field_values"]
+
+    def declare(fid: int, name: str) -> str:
+        return f"  - {{id: {fid}, name: {name}, type: gauge, help: Mine.}}\n"
+
+    config = here / "serve.yml"
+    config.write_text("fields:\n" + declare(250, "vgpumon_gpu_mine"))
+    with serving(str(scenario), "--config", str(config), "--interval", "0.2") as (proc, base):
+        wait_for(lambda: get(f"{base}/-/ready")[0] == 200, proc, 20)
+        wait_for(lambda: "vgpumon_gpu_mine{" in get(f"{base}/metrics")[1], proc, 20)
+        body = get(f"{base}/metrics")[1]
+        mine = [line for line in body.splitlines() if line.startswith("vgpumon_gpu_mine{")]
+        assert len(mine) == 1 and mine[0].startswith('vgpumon_gpu_mine{gpu="0",')
+        assert float(mine[0].split()[-1]) == given[250]  # GPU 1 has no answer: no sample
+        config.write_text("fields:\n" + declare(251, "vgpumon_gpu_other"))
+        proc.send_signal(signal.SIGHUP)
+        expected = f"{float(given[251])!r}"
+        wait_for(lambda: "vgpumon_gpu_other{" in get(f"{base}/metrics")[1], proc, 20)
+        body = get(f"{base}/metrics")[1]
+        assert "vgpumon_gpu_mine" not in body
+        other = [line for line in body.splitlines() if line.startswith("vgpumon_gpu_other{")]
+        assert [line.split()[-1] for line in other] == [expected]
+        config.write_text("fields:\n" + declare(251, "vgpumon_gpu_up"))  # a table name
+        proc.send_signal(signal.SIGHUP)
+        time.sleep(1.0)
+        assert "vgpumon_gpu_other{" in get(f"{base}/metrics")[1], "old config kept"
+        stop(proc, signal.SIGTERM)
+        log = proc.stdout.read().decode() if proc.stdout else ""
+    assert "fields[0] (vgpumon_gpu_up)" in log and "keeping the previous configuration" in log
+
+
 def test_web_listen_address_is_accepted_as_node_exporter_spells_it() -> None:
     port = free_port()
     proc = subprocess.Popen(

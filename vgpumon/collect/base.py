@@ -34,6 +34,10 @@ class SamplerConfig:
     # Expensive values read at their own cadence, in seconds, by name (:data:`CADENCED`); a name
     # not given, or 0, is read every cycle. Between reads the last value stands (see ``due``).
     cadences: dict[str, float] = field(default_factory=dict)
+    # NVML field ids an operator asked for (``fields`` in the serve config): an id, or (id, scope
+    # id). They join the cycle's one batched nvmlDeviceGetFieldValues call per GPU. Replaced
+    # whole (never mutated) on a config reload, so a cycle in flight sees one tuple or the other.
+    extra_fields: tuple[int | tuple[int, int], ...] = ()
 
 
 # Values that may be read less often than every cycle, and what each costs (why it is here).
@@ -163,7 +167,8 @@ class Reader(Protocol):
     A reader may also define ``attach(sampler)``, called once when a sampler adopts it, to start
     sampler-wide services (the Xid event watcher) through ``Sampler.on_acquire`` and
     ``Sampler.services``. Values in ``GpuContext.state`` that have a ``close()`` method are closed
-    when the GPU is lost or the sampler closes (GPM sample buffers).
+    when the GPU is lost or the sampler closes (GPM sample buffers). A reader may define
+    ``active`` (see :class:`FunctionReader`; :func:`is_active` asks it).
     """
 
     name: str
@@ -174,15 +179,28 @@ class Reader(Protocol):
 
 @dataclass
 class FunctionReader:
-    """A reader made from a plain function, which is all most readers need."""
+    """A reader made from a plain function, which is all most readers need.
+
+    ``active``: for a reader that has nothing to do under some configurations (the configured
+    fields reader without fields); while it says False the reader is not run and has no
+    collector status, so an unused feature adds no series. Asked every cycle, so a config reload
+    can switch it on.
+    """
 
     name: str
     fn: Callable[[GpuContext, GpuBuilder], None]
     default_enabled: bool = True
     doc: str = field(default="")
+    active: Callable[[SamplerConfig], bool] | None = None
 
     def read(self, ctx: GpuContext, out: GpuBuilder) -> None:
         self.fn(ctx, out)
+
+
+def is_active(reader: Reader, config: SamplerConfig) -> bool:
+    """Whether ``reader`` has work under ``config`` (readers without ``active`` always do)."""
+    active = getattr(reader, "active", None)
+    return active is None or bool(active(config))
 
 
 # NVML's "no such instance" id (INVALID_GPU_INSTANCE_ID, the GI/CI ids of a process outside MIG,

@@ -6,16 +6,19 @@ union and remembers, per GPU, the field ids that answered "not supported" (re-pr
 session's re-probe period, like every other absence, so a transient answer does not remove them
 for good).
 
-**Batching.** Readers ask for the ids they need with :func:`read_fields`. The ids a reader asks for
-every cycle are remembered per GPU; the first :func:`read_fields` of a later cycle fetches all of
-them in one call, and the other readers of that cycle are answered from it. A reader whose ids
-are not wanted every cycle (a cadenced value) passes ``every_cycle=False`` and gets its own call
-when it is due, so its cost is not added to every cycle's batch.
+**Batching.** Readers ask for the ids they need with :func:`read_fields`. The ids readers asked
+for every cycle during one cycle are the next cycle's batch: the first :func:`read_fields` of a
+cycle fetches all of them in one call, and the other readers of that cycle are answered from it.
+Ids nobody asks for any more (a configured field removed by a config reload, a count read once)
+leave the batch after one cycle. A reader whose ids are not wanted every cycle (a cadenced
+value) passes ``every_cycle=False`` and gets its own call when it is due, so its cost is not
+added to every cycle's batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from vgpumon.collect.base import GpuContext
@@ -23,12 +26,22 @@ from vgpumon.nvml.errors import ABSENT_CODES, INVALID_ARGUMENT
 from vgpumon.nvml.session import REPROBE_SECONDS
 
 # A field id, or (field id, scope id) for fields asked per link or per scope.
-FieldKey = TypeVar("FieldKey", int, tuple[int, int])
+FieldKey = TypeVar("FieldKey", bound=int | tuple[int, int])
 _ABSENT_KEY = "fields.absent"  # field id -> ctx.now when it answered "not supported"
-_WANTED_KEY = "fields.wanted"  # ids asked for every cycle (the batch)
-# (this cycle's GpuContext, {id: value}, ids fetched this cycle): the sampler makes a new context
-# for every GPU and cycle, so the context itself says which cycle a memo belongs to.
-_CYCLE_KEY = "fields.cycle"
+_CYCLE_KEY = "fields.cycle"  # the current cycle's _Cycle
+
+
+@dataclass
+class _Cycle:
+    """One GPU's field values in one cycle. The sampler makes a new context for every GPU and
+    cycle, so the context itself says which cycle a memo belongs to."""
+
+    ctx: GpuContext
+    wanted: set[Any]  # the batch: ids asked for every cycle during the previous cycle
+    values: dict[Any, float | int] = field(default_factory=dict)
+    fetched: set[Any] = field(default_factory=set)  # asked of NVML this cycle, answered or not
+    asked: set[Any] = field(default_factory=set)  # asked for every cycle: the next batch
+
 
 # nvmlValueType_t -> the c_nvmlValue_t member holding the value (docs/nvml-notes.md §1.8).
 _UNION_MEMBERS = {
@@ -59,22 +72,21 @@ def read_fields(
     absent: dict[Any, float] = ctx.state.setdefault(_ABSENT_KEY, {})
     for fid in [f for f, since in absent.items() if ctx.now - since >= REPROBE_SECONDS]:
         del absent[fid]
-    wanted: set[Any] = ctx.state.setdefault(_WANTED_KEY, set())
-    cycle: tuple[GpuContext, dict[Any, float | int], set[Any]] | None = ctx.state.get(_CYCLE_KEY)
-    if cycle is None or cycle[0] is not ctx:
-        cycle = (ctx, {}, set())
+    cycle: _Cycle | None = ctx.state.get(_CYCLE_KEY)
+    if cycle is None or cycle.ctx is not ctx:
+        cycle = _Cycle(ctx, cycle.asked if cycle is not None else set())
         ctx.state[_CYCLE_KEY] = cycle
-    _, values, fetched = cycle
-    missing: list[Any] = [f for f in field_ids if f not in fetched and f not in absent]
+    if every_cycle:
+        cycle.asked.update(field_ids)
+    missing: list[Any] = [f for f in field_ids if f not in cycle.fetched and f not in absent]
     if missing:
         batch = list(missing)
         if every_cycle:
-            wanted.update(field_ids)
-            extra = wanted - fetched - absent.keys() - set(missing)
+            extra = cycle.wanted - cycle.fetched - absent.keys() - set(missing)
             batch += sorted(extra, key=repr)  # ints and (id, scope) pairs: a stable order
-        _fetch(ctx, batch, values, absent)
-        fetched.update(batch)
-    return {f: values[f] for f in field_ids if f in values}
+        _fetch(ctx, batch, cycle.values, absent)
+        cycle.fetched.update(batch)
+    return {f: cycle.values[f] for f in field_ids if f in cycle.values}
 
 
 def _fetch(

@@ -29,6 +29,8 @@ READER_MODULES = (
     "vgpumon.collect.vgpu",
     "vgpumon.collect.licensing",
     "vgpumon.collect.scheduler",
+    # The operator's own NVML fields (serve config ``fields``); runs only when some are declared.
+    "vgpumon.collect.extra_fields",
 )
 
 

@@ -26,7 +26,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpumon.collect.base import NEEDS_INTERVAL, GpuBuilder, GpuContext, Reader, SamplerConfig
+from vgpumon.collect.base import (
+    NEEDS_INTERVAL,
+    GpuBuilder,
+    GpuContext,
+    Reader,
+    SamplerConfig,
+    is_active,
+)
 from vgpumon.collect.enrich.base import Enricher
 from vgpumon.collect.workers import Worker
 from vgpumon.model import CollectorStatus, DriverInfo, Gpu, SamplerHealth, Snapshot
@@ -150,6 +157,15 @@ class Sampler:
     def on_acquire(self, hook: Callable[[str, Any], None]) -> None:
         """Call ``hook(uuid, handle)`` (in the system worker) whenever a GPU handle is acquired."""
         self._acquire_hooks.append(hook)
+
+    def set_extra_fields(self, fields: tuple[int | tuple[int, int], ...]) -> None:
+        """Read these configured NVML fields from the next cycle on (a config reload).
+
+        One attribute replaced with a new tuple: a cycle in flight in the GPU workers reads the
+        old tuple or the new one, never a mix. Ids no longer asked for leave the batched call
+        after one cycle (:mod:`vgpumon.collect.fields`).
+        """
+        self.config.extra_fields = tuple(fields)
 
     def start_uninitialised(self, reason: str) -> None:
         """Begin with NVML not initialised (``nvmlInit`` failed: no driver loaded yet).
@@ -349,6 +365,7 @@ class Sampler:
                 name=r.name, success=r.name not in failed, duration_seconds=timings.get(r.name, 0.0)
             )
             for r in self.readers
+            if is_active(r, self.config)
         )
         health = SamplerHealth(
             up=system.up and not self._library_down,
@@ -547,6 +564,8 @@ class Sampler:
             failed: set[str] = set()
             progress = slot.progress = _Progress(out, timings, failed)
             for reader in self.readers:
+                if not is_active(reader, self.config):
+                    continue
                 if progress.abandoned:
                     return _GpuResult(out.build(), timings, failed)  # nobody is waiting
                 if reader.name == slot.stuck_reader:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from vgpumon.commands import names
@@ -257,14 +258,26 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
     return merge(file_values, flag_values, config_file=config)
 
 
-def serve_arguments(settings: ServeSettings, args: argparse.Namespace) -> dict[str, Any]:
-    """What ``vgpumon.export.server.serve`` takes besides the sampler (or agentless exporter)."""
+def serve_arguments(
+    settings: ServeSettings,
+    args: argparse.Namespace,
+    on_reload: Callable[[ServeSettings], None] | None = None,
+) -> dict[str, Any]:
+    """What ``vgpumon.export.server.serve`` takes besides the sampler (or agentless exporter).
+
+    ``on_reload`` gets the settings of every reload that loaded, before the server applies its
+    part: the sampler's share of a reload (the configured fields) goes there.
+    """
     in_force = reloaded(settings)
 
     async def reload() -> Reloaded:
         # SIGHUP: the same files and flags as at start, read off the event loop (a config on a
         # slow or hung file system must not stop scrapes).
-        return reloaded(await asyncio.to_thread(settings_from_args, args))
+        new = await asyncio.to_thread(settings_from_args, args)
+        result = reloaded(new)
+        if on_reload is not None:
+            on_reload(new)
+        return result
 
     return {
         "listen": settings.listen,
@@ -283,6 +296,11 @@ def run_agentless(settings: ServeSettings, ssh: SshSettings, args: argparse.Name
     from vgpumon.export.hosts import AgentlessExporter
     from vgpumon.export.server import serve
     from vgpumon.sources.ssh import SshSource
+
+    if settings.fields:
+        logging.getLogger("vgpumon.serve").warning(
+            "fields: ignored for agentless hosts (nvidia-smi reports no NVML field values)"
+        )
 
     async def main() -> int:
         return await serve(AgentlessExporter(SshSource(ssh)), **serve_arguments(settings, args))
@@ -309,7 +327,13 @@ def sampler_config(settings: ServeSettings) -> SamplerConfig:
             "bar1": settings.bar1_interval_seconds,
             "license": settings.license_interval_seconds,
         },
+        extra_fields=field_keys(settings),
     )
+
+
+def field_keys(settings: ServeSettings) -> tuple[int | tuple[int, int], ...]:
+    """The NVML fields the sampler reads for the config's ``fields`` (id, or id and scope)."""
+    return tuple(f.key for f in settings.fields)
 
 
 # Settings that only a restart applies (a new listener, sampler or NVML module); a reload that
@@ -351,6 +375,7 @@ RESTART_ONLY = (
 
 def reloaded(settings: ServeSettings) -> Reloaded:
     """The part of the settings ``serve`` applies on SIGHUP, and the part it only names."""
+    from vgpumon.export.extra_fields import field_families
     from vgpumon.export.metrics import ExportOptions
     from vgpumon.export.server import Reloaded
 
@@ -359,6 +384,7 @@ def reloaded(settings: ServeSettings) -> Reloaded:
             processes=settings.processes,
             processes_max=settings.processes_max,
             pod_series=settings.kubernetes_pod_series,
+            families=field_families(settings.fields),
         ),
         max_requests=settings.max_requests,
         write_timeout_seconds=settings.write_timeout_seconds,
@@ -400,7 +426,12 @@ def run(args: argparse.Namespace) -> int:
         )
         sampler.start_uninitialised(init_error)
     try:
-        return asyncio.run(serve(sampler, **serve_arguments(settings, args)))
+        # A reload's fields reach the sampler (which ids it reads) and, through the export
+        # options, the renderer (which families it writes).
+        def on_reload(new: ServeSettings) -> None:
+            sampler.set_extra_fields(field_keys(new))
+
+        return asyncio.run(serve(sampler, **serve_arguments(settings, args, on_reload)))
     finally:
         # Bounded (CLOSE_TIMEOUT_SECONDS): a wedged driver does not keep the process alive.
         sampler.close()

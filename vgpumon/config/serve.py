@@ -36,6 +36,8 @@ Example::
       resources: ["nvidia.com/*"]
       pod_series: false      # per-pod value series (opt-in)
       api: false             # KubeVirt VM names from the API server (in a pod only)
+    fields:                  # NVML fields of your own, exported per GPU (vgpumon.config.fields)
+      - {id: 95, name: vgpumon_gpu_pcie_replay_rollovers_total, type: counter, help: Rollovers.}
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from vgpumon import yamlfile
+from vgpumon.config.fields import ExtraField, parse_fields
 from vgpumon.errors import ConfigError
 from vgpumon.export.limits import ServerLimits
 from vgpumon.units import UnitError, parse_duration
@@ -150,6 +153,8 @@ class ServeSettings:
     ssh_interval_seconds: float | None = None
     ssh_max_sessions: int | None = None
     ssh_nvidia_smi: str | None = None
+    # NVML fields declared in the file (``fields``), exported as families of their own.
+    fields: tuple[ExtraField, ...] = ()
     config_file: str | None = field(default=None, compare=False)
 
     def enabled_collectors(self, names: Iterable[tuple[str, bool]]) -> frozenset[str]:
@@ -309,8 +314,9 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "ssh.nvidia_smi": ("ssh_nvidia_smi", check_text),
 }
 COLLECTORS_KEY = "collectors"
+FIELDS_KEY = "fields"  # a list of entries, each checked with its own line (config/fields.py)
 _SECTIONS = {key.split(".")[0] for key in FILE_KEYS if "." in key}
-_TOP_KEYS = sorted({key.split(".")[0] for key in FILE_KEYS} | {COLLECTORS_KEY})
+_TOP_KEYS = sorted({key.split(".")[0] for key in FILE_KEYS} | {COLLECTORS_KEY, FIELDS_KEY})
 
 
 def load_file(path: str, collector_names: Iterable[str]) -> dict[str, Any]:
@@ -343,6 +349,8 @@ def load_file(path: str, collector_names: Iterable[str]) -> dict[str, Any]:
             where = f"{label} line {yamlfile.line(value_node)}: {key}"
             raw = yamlfile.to_python(value_node, label)
             values["collectors"] = _collector_map(raw, where, known_collectors)
+        elif key == FIELDS_KEY:
+            values["fields"] = parse_fields(value_node, label)
         else:
             _set(values, key, value_node, label)
     here = Path(path).parent

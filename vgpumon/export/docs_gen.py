@@ -32,6 +32,10 @@ Rules and the reasoning behind names: `docs/exporter.md`.
 - Collector: the `--collector.NAME` whose data fills the family (`exporter`: the exporter itself).
 - Agentless hosts (`vgpumon serve --ssh`, `docs/agentless.md`): every family below, each series
   with a `host` label in front; the SSH poll itself is the collector `ssh`.
+- Families of your own: NVML field values declared under `fields:` in the serve config
+  (`docs/exporter.md`, "Extra NVML fields") are exported beside these, per GPU with `gpu` and
+  `uuid`, by the collector `fields`. They are not listed here: the config names them, and it may
+  not take a name of this table.
 """
 
 

@@ -138,8 +138,9 @@ class Renderer:
         self, options: ExportOptions | None = None, families: tuple[Family, ...] = FAMILIES
     ) -> None:
         self.options = options or ExportOptions()
-        self.families = families
-        self.plans = tuple(FamilyPlan(f) for f in families)
+        # The table's families, then those the options bring (configured NVML fields).
+        self.families = families + self.options.families if self.options.families else families
+        self.plans = tuple(FamilyPlan(f) for f in self.families)
         self._other: tuple[tuple[Family, ...], tuple[FamilyPlan, ...]] | None = None
 
     def _plans_for(self, snapshot: Snapshot) -> tuple[FamilyPlan, ...]:

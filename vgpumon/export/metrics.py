@@ -12,8 +12,9 @@ MIG GPU instance, a vGPU, ...) and how to walk the snapshot for it, so adding a 
     gauge(VGPU, "vgpumon_vgpu_encoder_average_fps", "Average encoder frame rate.",
           lambda v: v.encoder_average_fps, collector="vgpu")
 
-The metric naming rules (docs/exporter.md, "Metric naming rules") that the structure enforces
-(and the tests check):
+The metric naming rules (docs/exporter.md, "Metric naming rules") are written once, in
+:mod:`vgpumon.export.naming` (the tests check every family against them); the structure enforces
+the data rules:
 
 * a value that is ``None`` yields no sample (absent is not zero);
 * per-GPU scopes skip GPUs that are down, except :data:`ALL_GPUS` (``vgpumon_gpu_up`` and the info);
@@ -30,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from vgpumon import __version__
+from vgpumon.export.naming import COUNTER, GAUGE, unit_of
 from vgpumon.model import (
     SCHEDULER_POLICIES,
     VGPU_LICENSE_STATES,
@@ -51,10 +53,6 @@ from vgpumon.model import (
     VgpuType,
 )
 
-NAMESPACE = "vgpumon"
-GAUGE, COUNTER = "gauge", "counter"
-# Unit suffixes, longest first so that "_bytes_per_second" wins over "_second(s)".
-UNITS = ("bytes_per_second", "bytes", "seconds", "celsius", "watts", "hertz", "joules", "ratio")
 HOST_VGPU_MODES = ("non_sriov", "sriov")
 COMPUTE_MODES = ("default", "exclusive_thread", "prohibited", "exclusive_process")
 GUEST_LICENSE_STATES = ("unlicensed", "licensed")
@@ -73,6 +71,10 @@ class ExportOptions:
     processes_max: int = 100  # at most this many processes (host and vGPU guest together)
     # Per-pod value series (namespace/pod/container labels) are opt-in too: pods churn like pids.
     pod_series: bool = False
+    # Families from outside the table, rendered after it: the NVML fields an operator declared
+    # in the serve config (:mod:`vgpumon.export.extra_fields`). Options, not table rows, because
+    # they change with a config reload.
+    families: tuple[Family, ...] = ()
 
 
 # --------------------------------------------------------------------------- scopes
@@ -355,11 +357,6 @@ class Family:
     def base_name(self) -> str:
         """The name without the counter suffix, as prometheus-client wants it."""
         return self.name[: -len("_total")] if self.type == COUNTER else self.name
-
-
-def unit_of(name: str) -> str:
-    base = name[: -len("_total")] if name.endswith("_total") else name
-    return next((u for u in UNITS if base.endswith("_" + u)), "")
 
 
 Values = Iterable[tuple[Sequence[str], Any]]

@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from vgpumon.errors import VgpumonError, one_line
 from vgpumon.export import metrics as m
+from vgpumon.export.naming import NAMESPACE
 from vgpumon.model import (
     Gpm,
     Gpu,
@@ -93,7 +94,7 @@ def _series(text: str) -> Series:
         ) from None
     if m.GPU_INFO.name not in series and m.UP.name not in series:
         raise ExpositionError(
-            f"this /metrics is not a vgpumon exporter's (no {m.NAMESPACE}_* families)"
+            f"this /metrics is not a vgpumon exporter's (no {NAMESPACE}_* families)"
         )
     return series
 

@@ -5,7 +5,9 @@ The call itself succeeds while each entry carries its own ``nvmlReturn``: SUCCES
 the union member its ``valueType`` names, NOT_SUPPORTED (3) for fields the board lacks (NVLink on a
 PCIe card, retired pages on Ampere+, module power off Grace), INVALID_ARGUMENT (2) for ids the R580
 driver does not know. Known ids the simulator does not model (including the memory-max and GPU-max
-T.Limit margins 195/196, whose values nobody recorded) answer 3, never a made-up value.
+T.Limit margins 195/196, whose values nobody recorded) answer 3, never a made-up value, unless the
+scenario gives the GPU an answer for them (``field_values``, :mod:`vgpumon.sim.field_values`),
+which wins over everything here.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import pynvml
 
 from vgpumon.sim.core import nvml_error
+from vgpumon.sim.field_values import FieldAnswer
 from vgpumon.sim.registry import Provider, nvml_function, register_provider
 from vgpumon.sim.scenario import ARCHITECTURES
 from vgpumon.sim.state import GpuState
@@ -23,6 +26,8 @@ from vgpumon.sim.state import GpuState
 UINT = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
 ULL = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
 SINT = pynvml.NVML_VALUE_TYPE_SIGNED_INT
+DOUBLE = pynvml.NVML_VALUE_TYPE_DOUBLE
+SLL = pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG
 MEMBER = {UINT: "uiVal", ULL: "ullVal", SINT: "siVal"}
 NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
 FIRST_UNKNOWN_FIELD_ID = 297  # MMA_STALL_PERCENT: R580 answers 2 from here on
@@ -231,6 +236,10 @@ class FieldValueApi(Provider):
             entry.timestamp = stamp
             entry.latencyUsec = 0
             fid = entry.fieldId
+            given: dict[int, FieldAnswer] = gpu.spec.extra.get("field_values", {})
+            if fid in given:
+                _answer_given(entry, given[fid])
+                continue
             if fid == 0 or fid >= FIRST_UNKNOWN_FIELD_ID:
                 entry.nvmlReturn = pynvml.NVML_ERROR_INVALID_ARGUMENT
                 continue
@@ -247,3 +256,18 @@ class FieldValueApi(Provider):
             setattr(entry.value, MEMBER[value_type], value)
             entry.nvmlReturn = pynvml.NVML_SUCCESS
         return values
+
+
+def _answer_given(entry: Any, value: FieldAnswer) -> None:
+    """A scenario's own answer: NOT_SUPPORTED for None, else the value in the type a driver
+    would use for it (unsigned or signed 64-bit integer, or double)."""
+    if value is None:
+        entry.nvmlReturn = NOT_SUPPORTED
+        return
+    if isinstance(value, float):
+        entry.valueType, entry.value.dVal = DOUBLE, value
+    elif value < 0:
+        entry.valueType, entry.value.sllVal = SLL, value
+    else:
+        entry.valueType, entry.value.ullVal = ULL, value
+    entry.nvmlReturn = pynvml.NVML_SUCCESS
