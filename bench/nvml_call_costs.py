@@ -73,11 +73,22 @@ def replay(cycles: list[list[Any]], passes: int) -> dict[str, dict[str, Any]]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["cpu_ms_per_cycle"]))
 
 
-def field_breakdown(cycles: list[list[Any]], passes: int) -> dict[str, dict[str, float]]:
+# Field ids that could replace a slower getter, timed alone too (``--probe-fields``):
+# 83 TOTAL_ENERGY_CONSUMPTION and 191 ENERGY (nvmlDeviceGetTotalEnergyConsumption takes 3-17 ms),
+# 185 POWER_AVERAGE and 186 POWER_INSTANT, 197/198 PCIE_COUNT_TX/RX_BYTES (cumulative PCIe
+# traffic, where nvmlDeviceGetPcieThroughput blocks 20 ms per direction), 94 PCIE_REPLAY_COUNTER
+# (cadenced: read alone).
+PROBE_FIELDS = (83, 191, 185, 186, 197, 198, 94)
+
+
+def field_breakdown(
+    cycles: list[list[Any]], passes: int, probe: tuple[int, ...] = ()
+) -> dict[str, dict[str, float]]:
     """Each field id of the batched ``nvmlDeviceGetFieldValues`` calls, asked alone.
 
     The batch costs what its slowest entries cost; this says which they are (a field whose
     answer needs the GPU, such as a counter kept in firmware, against one the driver caches).
+    ``probe`` ids are timed the same way, with whether the GPU answered them.
     """
     batch = next(
         ((fn, args) for c in cycles for fn, args, _ in c if "GetFieldValues" in fn.__name__),
@@ -87,14 +98,19 @@ def field_breakdown(cycles: list[list[Any]], passes: int) -> dict[str, dict[str,
         return {}
     fn, (handle, ids) = batch
     out: dict[str, dict[str, float]] = {}
-    for field_id in ids:
+    for field_id in [*ids, *(p for p in probe if p not in ids)]:
         cpu: list[float] = []
+        answered = 0.0
         for _ in range(passes):
             c0 = time.thread_time_ns()
+            got: Any = None
             with contextlib.suppress(Exception):  # an error answer costs like any other
-                fn(handle, [field_id])
+                got = fn(handle, [field_id])
             cpu.append((time.thread_time_ns() - c0) / 1000)
-        out[str(field_id)] = {"cpu_us_median": statistics.median(cpu), "batch": len(ids)}
+            with contextlib.suppress(Exception):
+                answered = 1.0 if int(got[0].nvmlReturn) == 0 else 0.0
+        key = f"probe {field_id}" if field_id not in ids else str(field_id)
+        out[key] = {"cpu_us_median": statistics.median(cpu), "batch": len(ids), "ok": answered}
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["cpu_us_median"]))
 
 
@@ -162,7 +178,10 @@ def markdown(report: dict[str, Any]) -> str:
             f"Field ids of one GPU's batched `nvmlDeviceGetFieldValues` ({len(fields)} entries), "
             "each asked alone, CPU µs median:",
             "",
-            ", ".join(f"{k} {v['cpu_us_median']:.1f}" for k, v in fields.items()),
+            ", ".join(
+                f"{k} {v['cpu_us_median']:.1f}" + ("" if v.get("ok", 1.0) else " (not answered)")
+                for k, v in fields.items()
+            ),
         ]
     gpm = report.get("gpm") or {}
     if gpm:
@@ -197,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         "cycles": len(cycles),
         "passes": args.passes,
         "calls": calls,
-        "fields": field_breakdown(cycles, args.passes),
+        "fields": field_breakdown(cycles, args.passes, PROBE_FIELDS),
         "gpm": gpm_breakdown(cycles, args.passes),
     }
     text = markdown(report)

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from vgpumon.collect import gpm, licensing, memory, mig, vgpu
+from vgpumon.collect import gpm, health, licensing, memory, mig, pcie, vgpu
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.device import READERS as DEVICE_READERS
+from vgpumon.collect.pcie import FI_DEV_PCIE_REPLAY_COUNTER
 from vgpumon.model import Snapshot
 from vgpumon.testing import SimHost, SimHostFactory
 
@@ -130,3 +131,30 @@ async def test_a_new_vgpu_gets_its_license_at_once_the_others_at_the_cadence(
     info = calls["nvmlVgpuInstanceGetLicenseInfo"] + calls["nvmlVgpuInstanceGetLicenseStatus"]
     assert info == due_reads + new_reads
     assert new_reads > 0, "the scenario starts VMs between the license reads"
+
+
+async def test_the_pcie_replay_counter_is_asked_every_ten_seconds_outside_the_batch(
+    sim_host: SimHostFactory,
+) -> None:
+    host = sim_host(
+        "passthrough-guest",
+        [*DEVICE_READERS, *pcie.READERS, *health.READERS],
+        SamplerConfig(cadences={"pcie_replay": 10.0}),
+    )
+    real = host.session.module.nvmlDeviceGetFieldValues
+    batches: list[list[Any]] = []
+
+    def recording(handle: Any, ids: list[Any]) -> Any:
+        batches.append(list(ids))
+        return real(handle, ids)
+
+    host.session.module.nvmlDeviceGetFieldValues = recording
+    snaps = await _run(host, 12)
+    replay_asks = [ids for ids in batches if FI_DEV_PCIE_REPLAY_COUNTER in ids]
+    assert replay_asks == [[FI_DEV_PCIE_REPLAY_COUNTER]] * 2  # t = 0 and 10, alone
+    assert all(s.gpus[0].pcie.replay_errors == snaps[0].gpus[0].pcie.replay_errors
+               for s in snaps[:10])  # fmt: skip
+    assert snaps[0].gpus[0].pcie.replay_errors is not None
+    # The ECC counters still come every cycle, in the batch.
+    ecc_volatile_corrected = 3  # NVML_FI_DEV_ECC_SBE_VOL_TOTAL
+    assert sum(1 for ids in batches if ecc_volatile_corrected in ids) == len(snaps)

@@ -24,6 +24,7 @@ DEFAULTS = {
     "gpm": 5.0,
     "bar1": 10.0,
     "license": 10.0,
+    "pcie_replay": 10.0,
 }
 
 

@@ -62,7 +62,6 @@ STARTUP_SECONDS = 30.0
 SETTLE_SECONDS = 45.0
 
 
-
 # The bare-metal scenario with its Xid timeline compressed: one informational and one critical Xid
 # on each idle GPU, early enough for the test and late enough that Prometheus saw the zeros first.
 XID_AT = "6s"
@@ -149,9 +148,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             logs.append(log)
             targets[kind] = target
             jobs.append({"job_name": f"vgpumon-{kind}", "static_configs": [{"targets": [target]}]})
-        url, proc, log = start_prometheus(
-            tmp, jobs, rule_files=[RULES]
-        )
+        url, proc, log = start_prometheus(tmp, jobs, rule_files=[RULES])
         procs.append(proc)
         logs.append(log)
         result = Stack(url, targets, logs)

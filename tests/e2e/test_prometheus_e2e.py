@@ -36,7 +36,6 @@ STARTUP_SECONDS = 30.0
 SETTLE_SECONDS = 20.0
 
 
-
 class Case(NamedTuple):
     scenario: str
     selector: str

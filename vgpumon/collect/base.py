@@ -52,6 +52,7 @@ CADENCED = {
     "gpm": "nvmlGpmSampleGet + nvmlGpmMetricsGet: about 1.8 ms of CPU per GPU and GPU instance",
     "bar1": "nvmlDeviceGetBAR1MemoryInfo: about 0.35 ms per GPU; BAR1 use changes rarely",
     "license": "nvmlDeviceGetGridLicensableFeatures: about 0.2 ms per GPU; per-vGPU license info",
+    "pcie_replay": "the PCIe replay counter field: about 0.17 ms per GPU, 25 times an ECC counter",
 }
 # How often values that change only by an administrator's action (MIG, ECC, persistence and
 # virtualization modes, supported vGPU types) are read again; static values are read once.

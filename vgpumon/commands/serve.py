@@ -55,6 +55,7 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "gpm_interval_seconds": ("--interval.gpm", check_cadence),
     "bar1_interval_seconds": ("--interval.bar1", check_cadence),
     "license_interval_seconds": ("--interval.license", check_cadence),
+    "pcie_replay_interval_seconds": ("--interval.pcie-replay", check_cadence),
     "web_config_file": ("--web.config.file", check_text),
     "max_requests": ("--web.max-requests", check_count),
     "shutdown_timeout_seconds": ("--web.shutdown-timeout", check_timeout),
@@ -189,6 +190,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ),
         ("bar1_interval_seconds", "--interval.bar1", "BAR1 memory"),
         ("license_interval_seconds", "--interval.license", "license state"),
+        ("pcie_replay_interval_seconds", "--interval.pcie-replay", "the PCIe replay counter"),
     ):
         sampling.add_argument(
             flag,
@@ -326,6 +328,7 @@ def sampler_config(settings: ServeSettings) -> SamplerConfig:
             "gpm": settings.gpm_interval_seconds,
             "bar1": settings.bar1_interval_seconds,
             "license": settings.license_interval_seconds,
+            "pcie_replay": settings.pcie_replay_interval_seconds,
         },
         extra_fields=field_keys(settings),
     )
@@ -350,6 +353,7 @@ RESTART_ONLY = (
     "gpm_interval_seconds",
     "bar1_interval_seconds",
     "license_interval_seconds",
+    "pcie_replay_interval_seconds",
     "sim",
     "nvml_module",
     "web_config_file",

@@ -20,6 +20,7 @@ Example::
       gpm: 5             # GPM activity: the average over the last 5 s
       bar1: 10
       license: 10
+      pcie_replay: 10
     web:
       config_file: web.yml   # TLS and basic auth (Prometheus web-config format)
       max_requests: 40
@@ -127,6 +128,7 @@ class ServeSettings:
     gpm_interval_seconds: float = 5.0
     bar1_interval_seconds: float = 10.0
     license_interval_seconds: float = 10.0
+    pcie_replay_interval_seconds: float = 10.0  # a counter: rate() absorbs 10 s
     web_config_file: str | None = None
     max_requests: int = 40
     shutdown_timeout_seconds: float = 5.0
@@ -288,6 +290,7 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "intervals.gpm": ("gpm_interval_seconds", check_cadence),
     "intervals.bar1": ("bar1_interval_seconds", check_cadence),
     "intervals.license": ("license_interval_seconds", check_cadence),
+    "intervals.pcie_replay": ("pcie_replay_interval_seconds", check_cadence),
     "web.config_file": ("web_config_file", check_text),
     "web.max_requests": ("max_requests", check_count),
     "web.shutdown_timeout": ("shutdown_timeout_seconds", check_timeout),

@@ -216,9 +216,11 @@ class Publisher:
         if exposition is None:  # cannot happen: steps() always ends with the exposition
             raise RuntimeError("renderer ended without an exposition")
         want_text, want_om = self._gzip_forms()
-        text_gz, om_gz = await asyncio.gather(
-            _compress(exposition.text, want_text), _compress(exposition.openmetrics, want_om)
-        )
+        text_gz = om_gz = None
+        if want_text or want_om:  # no tasks at all for the usual case of no gzip wanted
+            text_gz, om_gz = await asyncio.gather(
+                _compress(exposition.text, want_text), _compress(exposition.openmetrics, want_om)
+            )
         bodies = Bodies(
             weakref.ref(snapshot),
             renderer.options,
