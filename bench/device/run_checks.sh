@@ -90,7 +90,8 @@ PY
     "$spy" record -r 250 -d 30 -f raw --threads -p "$server" -o "$out/pyspy-$label.txt" >"$out/pyspy.log" 2>&1
     kill "$server"
     wait "$server"
-    python3 bench/exporter_cost.py "${cost[@]}" --label "$label" --out "$out" 2>&1 | tail -25
+    # shellcheck disable=SC2086 # COST_ARGS: extra arguments, e.g. "--rounds 1 --window 20"
+    python3 bench/exporter_cost.py "${cost[@]}" ${COST_ARGS:-} --label "$label" --out "$out" 2>&1 | tail -25
     ;;
 *)
     echo "unknown phase $phase" >&2
