@@ -283,3 +283,40 @@ async def test_scheduler_screen_shows_shares_from_the_history(sim_host: Any) -> 
         received = [column(shares, "got", f"local/{fixed.uuid}/vgpu/{v.vgpu_id}")
                     for v in fixed.vgpu_instances]  # fmt: skip
         assert all(r != f.DASH for r in received)
+
+
+async def test_pod_column_shows_who_holds_each_device_only_where_the_kubelet_said(
+    sim_host: Any,
+) -> None:
+    from tui_helpers import PodsOf
+
+    host = sim_host("kvm-vgpu-timesliced", enrichers=[PodsOf()])
+    app = host.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await host.cycles(2)
+        await settle(pilot)
+        snap = app.hosts["local"].snapshot
+        gpu = snap.gpus[0]
+        await pilot.press("enter")
+        await settle(pilot)
+        vgpus = table(app, "vgpus")
+        held = {a.vgpu_id: a for a in snap.allocations if a.gpu_uuid == gpu.uuid}
+        assert held, "the stand-in kubelet gave this GPU's vGPUs to pods"
+        for v in gpu.vgpu_instances:
+            key = f"local/{gpu.uuid}/vgpu/{v.vgpu_id}"
+            a = held.get(v.vgpu_id)
+            assert column(vgpus, "pod", key) == (f"{a.namespace}/{a.pod}" if a else f.DASH)
+            # KubeVirt: the VM column names the VM, the pod column its virt-launcher pod
+            assert column(vgpus, "vm", key) == (a.vm_name if a else f.text(v.vm_id))
+
+
+async def test_no_pod_column_without_pods(sim_host: Any) -> None:
+    host = sim_host("kvm-vgpu-timesliced")
+    app = host.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await host.cycles(2)
+        await settle(pilot)
+        assert "pod" not in [str(c.key.value) for c in table(app, "gpus").ordered_columns]
+        await pilot.press("enter")
+        await settle(pilot)
+        assert "pod" not in [str(c.key.value) for c in table(app, "vgpus").ordered_columns]

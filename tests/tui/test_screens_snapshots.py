@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from tui_helpers import SimHost, settle
+from tui_helpers import PodsOf, SimHost, settle
 
 from vgpumon.sources.fleet import FleetSource
 from vgpumon.tui.app import VgpumonApp, create_app
@@ -20,9 +20,15 @@ SIZES = [(80, 24), (160, 50)]
 Steps = Callable[[Any], Awaitable[None]]
 
 
-def scenario_app(scenario: str, keys: tuple[str, ...] = (), *, at: tuple[float, ...] = (0, 1, 2),
-                 deadline: float = 5.0) -> tuple[VgpumonApp, Steps]:  # fmt: skip
-    host = SimHost(scenario, deadline=deadline)
+def scenario_app(
+    scenario: str,
+    keys: tuple[str, ...] = (),
+    *,
+    at: tuple[float, ...] = (0, 1, 2),
+    deadline: float = 5.0,
+    pods: bool = False,
+) -> tuple[VgpumonApp, Steps]:
+    host = SimHost(scenario, deadline=deadline, enrichers=[PodsOf()] if pods else ())
     app = host.app()
 
     async def before(pilot: Any) -> None:
@@ -67,6 +73,9 @@ SCREENS: dict[str, Callable[[], tuple[VgpumonApp, Steps]]] = {
     "events": lambda: scenario_app("fault-gpu-lost", ("4",), at=(0, 12, 41)),
     "help": lambda: scenario_app("kvm-vgpu-timesliced", ("5",)),
     "fleet": fleet_app,
+    # Pods from the kubelet: the pod column appears (whole GPUs, MIG instances, KubeVirt vGPUs).
+    "host-tree-pods": lambda: scenario_app("a100-mig-mixed", ("t",), pods=True),
+    "gpu-vgpu-pods": lambda: scenario_app("kvm-vgpu-timesliced", ("enter",), pods=True),
 }
 
 

@@ -3,12 +3,15 @@ manual clock, so every reading and every screen is the same on every run) and ex
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from textual.pilot import Pilot
 
 from vgpumon.collect.base import SamplerConfig
+from vgpumon.model import DeviceAllocation, Snapshot
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock
 from vgpumon.sources.local import LocalSource
@@ -18,13 +21,24 @@ from vgpumon.tui.app import VgpumonApp, create_app
 class SimHost:
     """One simulated host feeding a :class:`LocalSource`; the test decides when cycles run."""
 
-    def __init__(self, scenario: str, *, deadline: float = 5.0, host: str = "local") -> None:
+    def __init__(
+        self,
+        scenario: str,
+        *,
+        deadline: float = 5.0,
+        host: str = "local",
+        enrichers: Sequence[Any] = (),
+    ) -> None:
         self.clock = ManualClock()
         self.start = self.clock.now()
         self.session = open_session(sim=scenario, clock=self.clock)
         self.module: Any = self.session.module
         self.source = LocalSource(
-            self.session, SamplerConfig(deadline_seconds=deadline), host=host, clock=self.clock.now
+            self.session,
+            SamplerConfig(deadline_seconds=deadline),
+            host=host,
+            clock=self.clock.now,
+            enrichers=enrichers,
         )
 
     async def cycles(self, n: int = 3, step: float = 1.0) -> None:
@@ -39,6 +53,78 @@ class SimHost:
 
     def app(self, **kwargs: Any) -> VgpumonApp:
         return create_app(self.source, start_source=False, **kwargs)
+
+
+class PodsOf:
+    """An enricher standing in for the kubelet's: fixed pods for a snapshot's devices.
+
+    Each MIG GPU instance goes to ``ml/train-<GI>``, each non-MIG GPU without vGPUs to
+    ``ml/notebook-<index>`` and the same GPU also to ``ml/notebook-<index>-b`` (a shared GPU),
+    every second vGPU to KubeVirt's ``virt-launcher-vm-<id>`` pod in ``vdi`` (VM ``vm-<id>``).
+    """
+
+    name = "kubelet"
+
+    def start(self) -> None:
+        pass
+
+    def status(self) -> bool | None:
+        return True
+
+    def settled(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+    def apply(self, snapshot: Snapshot) -> Snapshot:
+        given: list[DeviceAllocation] = []
+        for g in snapshot.gpus:
+            if g.mig_instances:
+                for gi in g.mig_instances:
+                    given.append(
+                        DeviceAllocation(
+                            "nvidia.com/mig-1g",
+                            f"MIG-{gi.id}",
+                            "ml",
+                            f"train-{gi.id}",
+                            "main",
+                            None,
+                            "mig",
+                            g.uuid,
+                            gi.id,
+                        )
+                    )
+            elif g.vgpu_instances:
+                for v in g.vgpu_instances[1::2]:
+                    given.append(
+                        DeviceAllocation(
+                            "nvidia.com/GRID",
+                            f"mdev-{v.vgpu_id}",
+                            "vdi",
+                            f"virt-launcher-vm-{v.vgpu_id}",
+                            "compute",
+                            f"vm-{v.vgpu_id}",
+                            "vgpu",
+                            g.uuid,
+                            vgpu_id=v.vgpu_id,
+                        )
+                    )
+            else:
+                for suffix in ("", "-b"):
+                    given.append(
+                        DeviceAllocation(
+                            "nvidia.com/gpu",
+                            g.uuid,
+                            "ml",
+                            f"notebook-{g.index}{suffix}",
+                            "main",
+                            None,
+                            "gpu",
+                            g.uuid,
+                        )
+                    )
+        return dataclasses.replace(snapshot, allocations=tuple(given))
 
 
 async def settle(pilot: Pilot[Any]) -> None:

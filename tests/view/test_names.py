@@ -65,3 +65,27 @@ def test_vm_pod_and_ns_filter_terms_match_names_and_ids() -> None:
     assert hits("pod:virt-launcher-cad") == [rows[1].vgpu_id]
     assert hits("ns:render") == [rows[1].vgpu_id]
     assert hits("pod:nobody") == []
+
+
+def test_the_pod_column_shows_namespace_and_pod_and_only_when_there_are_pods() -> None:
+    from vgpumon.view.columns import GPU_COLUMNS, VGPU_COLUMNS, present, visible
+
+    snap, gpu = _named()
+    rows = vr.vgpu_rows("local", snap, gpu)  # type: ignore[arg-type]
+    pod = next(c for c in VGPU_COLUMNS if c.key == "pod")
+    assert [pod.cell(r) for r in rows[:2]] == ["—", "render/virt-launcher-cad-01-abcde"]
+    assert "pod" in [c.key for c in visible(VGPU_COLUMNS, False, present(snap))]  # type: ignore[arg-type]
+    plain = dataclasses.replace(snap, allocations=())  # type: ignore[type-var]
+    assert "pod" not in [c.key for c in visible(VGPU_COLUMNS, True, present(plain))]
+    assert "pod" not in [c.key for c in visible(GPU_COLUMNS, True, present(None))]
+
+
+def test_a_shared_gpu_shows_its_first_pod_and_how_many_more() -> None:
+    snap = snapshot_of("kvm-vgpu-timesliced")
+    gpu = snap.gpus[0]
+    given = tuple(
+        DeviceAllocation("nvidia.com/gpu", gpu.uuid, ns, pod, kind="gpu", gpu_uuid=gpu.uuid)
+        for ns, pod in (("ml", "b-job"), ("ml", "a-job"), ("web", "c-job"))
+    )
+    row = vr.gpu_row("local", dataclasses.replace(snap, allocations=given), gpu)
+    assert row.holders.label == "ml/a-job +2"

@@ -72,8 +72,12 @@ def gauge(ratio: float | None, label: str, width: int, palette: Palette) -> Rend
     return text
 
 
-def table_columns(columns: Sequence[Column[R]], layout: Layout) -> list[Column[R]]:
-    return visible(columns, layout.wide)
+def table_columns(
+    columns: Sequence[Column[R]], layout: Layout, has: frozenset[str] = frozenset()
+) -> list[Column[R]]:
+    """The columns of a table at this layout; ``has`` (:func:`vgpumon.view.columns.present`)
+    turns on the columns of optional data such as pods."""
+    return visible(columns, layout.wide, has)
 
 
 # Column key -> ratio getter for the columns that get a gauge in front of their text.

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from vgpumon.model import Snapshot
 from vgpumon.view import format as f
 from vgpumon.view.badges import labels
 from vgpumon.view.rows import (
@@ -37,10 +38,34 @@ class Column(Generic[R]):
     sort: Callable[[R], Any]
     numeric: bool = False  # right-aligned
     wide: bool = False  # only in wide layouts (and in ``snapshot``'s 160-column pictures)
+    # Shown only when the snapshot has this kind of data (:func:`present`): a pod column on a
+    # host without the kubelet enricher would be a column of dashes taking width from the rest.
+    needs: str | None = None
 
 
-def visible(columns: Sequence[Column[R]], wide: bool) -> list[Column[R]]:
-    return [c for c in columns if wide or not c.wide]
+PODS = "pods"  # the kubelet enricher gave devices to pods (``Snapshot.allocations``)
+
+
+def present(snapshot: Snapshot | None) -> frozenset[str]:
+    """The optional kinds of data ``snapshot`` has, for :func:`visible`."""
+    return frozenset({PODS}) if snapshot is not None and snapshot.allocations else frozenset()
+
+
+def visible(
+    columns: Sequence[Column[R]], wide: bool, has: frozenset[str] = frozenset()
+) -> list[Column[R]]:
+    return [c for c in columns if (wide or not c.wide) and (c.needs is None or c.needs in has)]
+
+
+def _pod_column() -> Column[Any]:
+    """Which pod the kubelet gave the device to (``namespace/pod``; ``+N`` more when shared)."""
+    return Column(
+        "pod",
+        "pod",
+        lambda r: r.holders.label or f.DASH,
+        lambda r: r.holders.label or None,
+        needs=PODS,
+    )
 
 
 def sort_rows(rows: Sequence[R], column: Column[R], reverse: bool = False) -> list[R]:
@@ -101,6 +126,7 @@ GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
         True,
         wide=True,
     ),
+    _pod_column(),
     Column(
         "inst",
         "inst",
@@ -114,6 +140,7 @@ GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
 VGPU_COLUMNS: tuple[Column[VgpuRow], ...] = (
     Column("vgpu", "vGPU", lambda r: str(r.vgpu_id), lambda r: r.vgpu_id, True),
     Column("vm", "VM", lambda r: f.text(r.vm), lambda r: r.vm),
+    _pod_column(),
     Column("type", "type", lambda r: f.vgpu_type(r.type_name), lambda r: r.type_name),
     Column(
         "fb",
@@ -156,6 +183,7 @@ VGPU_COLUMNS: tuple[Column[VgpuRow], ...] = (
 MIG_COLUMNS: tuple[Column[MigRow], ...] = (
     Column("gi", "GI", lambda r: str(r.gpu_instance_id), lambda r: r.gpu_instance_id, True),
     Column("profile", "profile", lambda r: f.text(r.profile), lambda r: r.profile),
+    _pod_column(),
     Column("placement", "slot", lambda r: f.text(r.placement), lambda r: r.placement, wide=True),
     Column(
         "memory",

@@ -18,7 +18,7 @@ from rich.text import Text
 from vgpumon.model import Snapshot
 from vgpumon.view import format as f
 from vgpumon.view import rows as r
-from vgpumon.view.columns import GPU_COLUMNS, MIG_COLUMNS, PROCESS_COLUMNS, VGPU_COLUMNS
+from vgpumon.view.columns import GPU_COLUMNS, MIG_COLUMNS, PROCESS_COLUMNS, VGPU_COLUMNS, present
 from vgpumon.view.tables import HOST, WIDE_AT, row_table, titled_table
 from vgpumon.view.vgpu_render import vgpu_extra_tables
 
@@ -55,7 +55,7 @@ def _identity_table(snapshot: Snapshot) -> Table:
 def _activity_table(snapshot: Snapshot, wide: bool) -> Table:
     gpus = r.gpu_rows(HOST, snapshot)
     columns = [c for c in GPU_COLUMNS if c.key != "name"]
-    return row_table("Activity", columns, gpus, wide=wide)
+    return row_table("Activity", columns, gpus, wide=wide, has=present(snapshot))
 
 
 def _mig_tables(snapshot: Snapshot, wide: bool) -> list[Table]:
@@ -68,6 +68,7 @@ def _mig_tables(snapshot: Snapshot, wide: bool) -> list[Table]:
                 MIG_COLUMNS,
                 [m for _, m in migs],
                 wide=wide,
+                has=present(snapshot),
                 lead=("#",),
                 lead_cells=[(str(g.index),) for g, _ in migs],
             )
@@ -111,6 +112,7 @@ def _vgpu_tables(snapshot: Snapshot, wide: bool) -> list[Table]:
                 columns,
                 vgpus,
                 wide=wide,
+                has=present(snapshot),
                 lead=("#",),
                 lead_cells=[(str(v.gpu_index),) for v in vgpus],
             )

@@ -139,6 +139,7 @@ class _HolderIndex:
                     " ".join(a.pod or "" for a in group),
                     " ".join(a.namespace or "" for a in group),
                     " ".join(a.vm_name for a in group if a.vm_name),
+                    _pod_label(group),
                 )
                 for key, group in grouped.items()
             }
@@ -149,6 +150,13 @@ class _HolderIndex:
 _HOLDERS = _HolderIndex()
 
 
+def _pod_label(group: list[DeviceAllocation]) -> str:
+    """``namespace/pod`` of the first holder, ``+N`` for the others (a shared GPU's pods)."""
+    pods = sorted({(a.namespace or "", a.pod or "") for a in group})
+    first = "/".join(part for part in pods[0] if part)
+    return first if len(pods) == 1 else f"{first} +{len(pods) - 1}"
+
+
 @dataclass(frozen=True)
 class Holders:
     """Who holds a device, as filter text (``pod:``, ``ns:``); empty strings where nobody does."""
@@ -156,6 +164,7 @@ class Holders:
     pods: str = ""
     namespaces: str = ""
     vms: str = ""
+    label: str = ""  # what the pod column shows: ``namespace/pod``, ``+N`` when shared
 
     @property
     def fields(self) -> dict[str, str]:

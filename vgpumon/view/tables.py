@@ -17,7 +17,7 @@ R = TypeVar("R")
 HOST = "local"
 # Columns whose text may fold at its spaces (names); everything else stays on one line.
 FOLDING = frozenset(
-    {"name", "process", "modes", "note", "product", "held", "state", "expires", "badges"}
+    {"name", "process", "modes", "note", "product", "held", "state", "expires", "badges", "pod"}
 )
 
 
@@ -45,9 +45,11 @@ def row_table(
     wide: bool,
     lead: tuple[str, ...] = (),
     lead_cells: Sequence[tuple[str, ...]] = (),
+    has: frozenset[str] = frozenset(),
 ) -> Table:
-    """A table of view rows; ``lead`` columns (e.g. the GPU index) come before the row's own."""
-    shown = visible(columns, wide)
+    """A table of view rows; ``lead`` columns (e.g. the GPU index) come before the row's own;
+    ``has`` turns on the columns of optional data (:func:`vgpumon.view.columns.present`)."""
+    shown = visible(columns, wide, has)
     table = titled_table(title)
     for name in lead:
         table.add_column(name, no_wrap=True, justify="right")

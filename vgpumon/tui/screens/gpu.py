@@ -21,7 +21,7 @@ from vgpumon.tui.widgets.keyed_table import KeyedTable
 from vgpumon.view import format as f
 from vgpumon.view import rows as vr
 from vgpumon.view.badges import labels
-from vgpumon.view.columns import MIG_COLUMNS, PROCESS_COLUMNS, VGPU_COLUMNS
+from vgpumon.view.columns import MIG_COLUMNS, PROCESS_COLUMNS, VGPU_COLUMNS, present
 
 WINDOW_SECONDS = 120.0
 TEMPERATURE_TOP = 100.0  # °C: the top of the temperature axis (GPUs throttle well below)
@@ -119,7 +119,7 @@ class GpuScreen(LiveScreen):
 
         vgpus = [v for v in vr.vgpu_rows(self.host, snap, gpu, shares) if query.matches(v.fields)]
         vgpus = self.sorted_rows(vgpus, VGPU_COLUMNS)
-        vcols = table_columns(VGPU_COLUMNS, layout)
+        vcols = table_columns(VGPU_COLUMNS, layout, present(snap))
         vtable = self.query_one("#vgpus", KeyedTable)
         vtable.sync(
             [(c.key, c.label) for c in vcols],
@@ -129,7 +129,7 @@ class GpuScreen(LiveScreen):
         vtable.display = self.query_one("#vgpu-title").display = has_vgpus
 
         migs = [m for m in vr.mig_rows(self.host, gpu, snap) if query.matches(m.fields)]
-        mcols = table_columns(MIG_COLUMNS, layout)
+        mcols = table_columns(MIG_COLUMNS, layout, present(snap))
         mtable = self.query_one("#migs", KeyedTable)
         mtable.sync(
             [(c.key, c.label) for c in mcols],

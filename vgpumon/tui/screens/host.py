@@ -25,7 +25,7 @@ from vgpumon.tui.widgets.keyed_table import Cells, KeyedTable
 from vgpumon.view import format as f
 from vgpumon.view import rows as vr
 from vgpumon.view.badges import badge
-from vgpumon.view.columns import GPU_COLUMNS, Column
+from vgpumon.view.columns import GPU_COLUMNS, Column, present
 from vgpumon.view.filter import Query
 
 
@@ -66,7 +66,9 @@ def _child_cells(
     for c in columns:
         k = c.key
         value: RenderableType = ""
-        if isinstance(row, vr.VgpuRow):
+        if k == "pod":  # the same in every kind of row: who the kubelet gave the device to
+            value = row.holders.label
+        elif isinstance(row, vr.VgpuRow):
             if k == "index":
                 value = f"{branch} v{row.vgpu_id}"
             elif k == "name":
@@ -125,7 +127,7 @@ def gpu_table_rows(
     vgpus_of: Mapping[str, list[vr.VgpuRow]] | None = None,
 ) -> tuple[list[tuple[str, str]], list[tuple[str, Cells]]]:
     """Columns and rows (GPUs with their expanded instances) of a host's GPU table."""
-    columns = table_columns(GPU_COLUMNS, layout)
+    columns = table_columns(GPU_COLUMNS, layout, present(snap))
     cells_of = cache or CellCache()
     gpus = {g.uuid: g for g in snap.gpus}
     out: list[tuple[str, Cells]] = []
