@@ -1,5 +1,7 @@
 """gzip bodies are made only for the forms scrapers ask for, and a gzip ask is always answered gzip.
 
+Large bodies are compressed ahead, small ones on the first ask for each snapshot.
+
 Compressing every form of every snapshot cost more CPU than rendering on a big host while the
 sampler publishes once a second and Prometheus scrapes a few times a minute, in one form.
 """
@@ -8,10 +10,12 @@ from __future__ import annotations
 
 import gzip
 
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.sampler import Sampler
+from vgpumon.export import publisher as publisher_module
 from vgpumon.export.publisher import Publisher
 from vgpumon.export.server import PUBLISHER, build_app
 from vgpumon.nvml.loader import open_session
@@ -56,4 +60,33 @@ async def test_a_gzip_scrape_is_gzip_from_the_first_answer_on() -> None:
         assert app[PUBLISHER].current.text_gzip is None  # nobody asked for text gzipped
     finally:
         await client.close()
+        sampler.close()
+
+
+async def test_a_small_body_is_compressed_on_first_ask_once_per_snapshot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sampler = Sampler(open_session(sim="passthrough-guest"), SamplerConfig())
+    try:
+        snapshot = await sampler.cycle()
+        publisher = Publisher(lambda: snapshot)
+        publisher.want_gzip(False)  # a scraper asked for gzip: a large body would be compressed
+        bodies = await publisher.publish(snapshot)
+        assert len(bodies.text) < publisher_module.EAGER_GZIP_BYTES
+        assert bodies.text_gzip is None  # ... but a small one waits for the next ask
+        calls: list[int] = []
+        real = gzip.compress
+
+        def counting(data: bytes, *args: object, **kwargs: object) -> bytes:
+            calls.append(len(data))
+            return real(data, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(publisher_module.gzip, "compress", counting)
+        first = await bodies.body(False, True)
+        again = await bodies.body(False, True)
+        assert gzip.decompress(first) == bodies.text
+        assert again is first and calls == [len(bodies.text)]  # compressed once, then kept
+        assert gzip.decompress(await bodies.body(True, True)) == bodies.openmetrics
+        assert len(calls) == 2
+    finally:
         sampler.close()

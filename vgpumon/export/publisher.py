@@ -13,12 +13,17 @@ Where the time goes and why it does not stall scrapes:
   (:meth:`vgpumon.export.exposition.Renderer.steps`), so a scrape waits at most one slice; a worker
   thread would hold the GIL for the whole render and delay the loop by up to the interpreter's
   switch interval at every turn;
-* gzip runs in a worker thread: zlib releases the GIL while it compresses, and only for the forms
-  a scraper asked for in the last :data:`WANTED_SECONDS` (Prometheus asks for one form, always
-  the same): compressing a 16 x 48 host's two bodies costs more CPU than rendering them, and
-  the sampler publishes far more often than anyone scrapes. The first ask for a form nobody
-  asked for lately is compressed for that one answer (in a worker thread); from the next
-  snapshot on it is compressed before it is published.
+* gzip of a large body (:data:`EAGER_GZIP_BYTES` and more) runs in a worker thread before the
+  bodies are published: zlib releases the GIL while it compresses, and only for the forms a
+  scraper asked for in the last :data:`WANTED_SECONDS` (Prometheus asks for one form, always
+  the same): compressing a 16 x 48 host's two bodies costs more CPU than rendering them. The
+  first ask for a form nobody asked for lately is compressed for that one answer (in a worker
+  thread); from the next snapshot on it is compressed before it is published.
+* a small body (a host of a few GPUs: tens of kB, well under a millisecond to compress) is
+  compressed only when a scrape asks for it, on the event loop, once per snapshot: the sampler
+  publishes every second and Prometheus scrapes every 15 s or more, so compressing each
+  snapshot ahead (with a thread hand-off each time) cost a one-GPU host more CPU than the
+  compression the scrapes need.
 
 Memory: one set of bodies is alive (the old set is dropped when the new one is swapped in; a
 scrape still sending the old body keeps only that body), and the snapshot is referenced weakly,
@@ -33,7 +38,7 @@ import gzip
 import logging
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from vgpumon.export.exposition import Renderer
 from vgpumon.export.metrics import ExportOptions
@@ -48,6 +53,9 @@ POLL_SECONDS = 0.05  # how often the publisher looks for a new snapshot of a sou
 # on the publisher's own only this often: a safety net, not the way news arrives.
 NOTIFIED_POLL_SECONDS = 5.0
 WANTED_SECONDS = 600.0  # a gzip form is kept compressed this long after a scrape asked for it
+# Bodies this large are compressed ahead in a thread; smaller ones on first ask, on the loop
+# (64 KiB at level 6: well under a millisecond, so a scrape waiting behind it hardly notices).
+EAGER_GZIP_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -58,8 +66,10 @@ class Bodies:
     options: ExportOptions
     text: bytes
     openmetrics: bytes
-    text_gzip: bytes | None  # None: no scraper asked for this form lately (not compressed)
+    text_gzip: bytes | None  # None: not compressed ahead (small, or nobody asked lately)
     openmetrics_gzip: bytes | None
+    # Small bodies compressed on first ask, kept for the other scrapes of the same snapshot.
+    _on_ask: dict[bool, bytes] = field(default_factory=dict, compare=False, repr=False)
 
     async def body(self, openmetrics: bool, gz: bool) -> bytes:
         """The body in the asked form; a gzip form not compressed in advance is compressed now."""
@@ -70,8 +80,14 @@ class Bodies:
         if not gz:
             return plain
         if packed is None:
-            packed = await _compress(plain, True)
-            assert packed is not None
+            packed = self._on_ask.get(openmetrics)
+        if packed is None:
+            if len(plain) < EAGER_GZIP_BYTES:
+                packed = gzip.compress(plain, GZIP_LEVEL, mtime=0)
+                self._on_ask[openmetrics] = packed
+            else:
+                packed = await _compress(plain, True)
+                assert packed is not None
         return packed
 
     def of(self, snapshot: Snapshot) -> bool:
@@ -216,6 +232,8 @@ class Publisher:
         if exposition is None:  # cannot happen: steps() always ends with the exposition
             raise RuntimeError("renderer ended without an exposition")
         want_text, want_om = self._gzip_forms()
+        want_text = want_text and len(exposition.text) >= EAGER_GZIP_BYTES
+        want_om = want_om and len(exposition.openmetrics) >= EAGER_GZIP_BYTES
         text_gz = om_gz = None
         if want_text or want_om:  # no tasks at all for the usual case of no gzip wanted
             text_gz, om_gz = await asyncio.gather(
