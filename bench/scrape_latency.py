@@ -45,6 +45,7 @@ from vgpumon.collect.sampler import Sampler
 from vgpumon.config.serve import ListenAddress
 from vgpumon.export.connections import ConnectionGuard, ServerLimits
 from vgpumon.export.exposition import render
+from vgpumon.export.gc_settings import settle_after_startup
 from vgpumon.export.server import build_app, process_families, start_sites
 from vgpumon.model import (
     Gpu,
@@ -308,7 +309,12 @@ class Ticker:
 
 
 async def serve_synthetic(
-    port: int, interval: float, gpus: int, vgpus: int, web_config: str | None
+    port: int,
+    interval: float,
+    gpus: int,
+    vgpus: int,
+    web_config: str | None,
+    gc_freeze: bool = True,
 ) -> None:
     """Serve the synthetic host on 127.0.0.1:PORT until SIGTERM (the benchmark's server side)."""
     import signal
@@ -328,6 +334,8 @@ async def serve_synthetic(
     await start_sites(
         runner, [ListenAddress("127.0.0.1", port)], ssl_context, ConnectionGuard(limits)
     )
+    if gc_freeze:  # as `vgpumon serve` does once it is up
+        settle_after_startup()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     n = 0
@@ -341,7 +349,12 @@ async def serve_synthetic(
 
 
 def start_synthetic_server(
-    port: int, interval: float, gpus: int, vgpus: int, web_config: str | None = None
+    port: int,
+    interval: float,
+    gpus: int,
+    vgpus: int,
+    web_config: str | None = None,
+    gc_freeze: bool = True,
 ) -> subprocess.Popen[bytes]:
     cmd = [
         sys.executable,
@@ -357,6 +370,8 @@ def start_synthetic_server(
     ]
     if web_config:
         cmd += ["--web-config", web_config]
+    if not gc_freeze:
+        cmd.append("--no-gc-freeze")
     return subprocess.Popen(cmd)
 
 
@@ -541,7 +556,9 @@ def process_cpu_seconds(pid: int) -> float:
 
 def synthetic_main(args: argparse.Namespace) -> int:
     port = free_port()
-    proc = start_synthetic_server(port, float(args.interval), args.gpus, args.vgpus)
+    proc = start_synthetic_server(
+        port, float(args.interval), args.gpus, args.vgpus, gc_freeze=not args.no_gc_freeze
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(base, proc)
@@ -613,6 +630,11 @@ def main() -> int:
     )
     parser.add_argument("--serve-synthetic", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--web-config", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--no-gc-freeze",
+        action="store_true",
+        help="the synthetic server skips what `serve` does once up (gc.freeze): for A/B runs",
+    )
     parser.add_argument("--scenario", help="built-in scenario (default: the largest)")
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the load")
@@ -636,6 +658,7 @@ def main() -> int:
                         args.gpus,
                         args.vgpus,
                         args.web_config,
+                        not args.no_gc_freeze,
                     )
                 )
             finally:
@@ -644,7 +667,12 @@ def main() -> int:
             return 0
         asyncio.run(
             serve_synthetic(
-                args.serve_synthetic, float(args.interval), args.gpus, args.vgpus, args.web_config
+                args.serve_synthetic,
+                float(args.interval),
+                args.gpus,
+                args.vgpus,
+                args.web_config,
+                not args.no_gc_freeze,
             )
         )
         return 0

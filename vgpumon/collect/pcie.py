@@ -41,7 +41,9 @@ def read_pcie(ctx: GpuContext, out: GpuBuilder) -> None:
             tx = ctx.previous.pcie.tx_bytes_per_second
             rx = ctx.previous.pcie.rx_bytes_per_second
     if ctx.due("pcie_replay"):
-        got = read_fields(ctx, [FI_DEV_PCIE_REPLAY_COUNTER], every_cycle=False)
+        # Read every cycle (no cadence), it rides in the cycle's batch; else it is asked alone.
+        every_cycle = ctx.config.cadences.get("pcie_replay", 0.0) <= 0
+        got = read_fields(ctx, [FI_DEV_PCIE_REPLAY_COUNTER], every_cycle=every_cycle)
         replay = nvml_int(got.get(FI_DEV_PCIE_REPLAY_COUNTER))
         if replay is None:
             replay = nvml_int(ctx.call("nvmlDeviceGetPcieReplayCounter", h))

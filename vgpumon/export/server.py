@@ -40,6 +40,7 @@ from vgpumon import __version__
 from vgpumon.config.serve import ListenAddress
 from vgpumon.errors import ConfigError
 from vgpumon.export.connections import ConnectionGuard, GuardedSite, ServerLimits
+from vgpumon.export.gc_settings import settle_after_startup
 from vgpumon.export.metrics import ExportOptions
 from vgpumon.export.negotiation import choose, gzip_wanted
 from vgpumon.export.publisher import NOTIFIED_POLL_SECONDS, POLL_SECONDS, Publisher, no_extra
@@ -461,6 +462,8 @@ async def serve(
     try:
         urls = await start_sites(runner, listen, ssl_context, ConnectionGuard(limits))
         sampling = asyncio.create_task(sampler.run(stop), name="vgpumon-sampler")
+        frozen = settle_after_startup()
+        log.debug("%d start-up objects moved out of the collector's full passes", frozen)
         log.info(
             "vgpumon %s serving %s on %s", __version__, sampler.session.source, ", ".join(urls)
         )
