@@ -27,7 +27,7 @@ async def test_nothing_is_compressed_before_a_scraper_asks() -> None:
         bodies = await publisher.publish(snapshot)
         assert bodies.text_gzip is None and bodies.openmetrics_gzip is None
         # An ask is still answered gzip, compressed for that answer.
-        assert gzip.decompress(await bodies.body(True, True)) == bodies.openmetrics
+        assert gzip.decompress(b"".join(await bodies.body(True, True))) == bodies.openmetrics
         publisher.want_gzip(True)
         bodies = await publisher.publish(snapshot)
         assert bodies.openmetrics_gzip is not None and bodies.text_gzip is None
