@@ -41,8 +41,9 @@ VGPU_READERS: list[Reader] = [
 PACKAGE_DIR = os.path.dirname(vgpumon.__file__) + os.sep
 SIM_DIR = os.path.join(PACKAGE_DIR, "sim") + os.sep
 
-# The churn stress scenario: after this warm-up (200 VMs) every bounded cache (sample history,
-# share cache) is full, so memory measured later shows growth per event, not caches filling.
+# The churn stress scenario: after this warm-up (200 VMs) every bounded cache (the simulator's
+# sample history, the collector's tables) is full, so memory measured later shows growth per
+# event, not caches filling.
 CHURN_SCENARIO = "churn-1000"
 CHURN_WARM_UP = 20.0
 

@@ -117,15 +117,32 @@ def test_label_sets_are_reused_while_the_entity_lasts_and_dropped_after() -> Non
     snapshot = rich_snapshot()
     first = renderer.render(snapshot)
     info = next(p for p in renderer.plans if p.family.name == "vgpumon_gpu_info")
-    cached = dict(info._prefixes)
+    cached = dict(info.label_sets.current)
     assert cached, "the info family's label sets are cached"
     second = renderer.render(dataclasses.replace(snapshot, timestamp=snapshot.timestamp + 1))
     assert second.text.count(b"\n") == first.text.count(b"\n")
-    assert all(info._prefixes[k] is v for k, v in cached.items()), "reused, not re-formatted"
+    assert all(info.label_sets.current[k] is v for k, v in cached.items()), "reused"
     renamed = dataclasses.replace(snapshot.gpus[0], name="another name")
     renderer.render(dataclasses.replace(snapshot, gpus=(renamed,)))
-    assert len(info._prefixes) == 1, "entities gone from the snapshot leave the cache"
-    assert any('name="another name"' in v for v in info._prefixes.values())
+    assert len(info.label_sets.current) == 1, "entities gone from the snapshot leave the cache"
+    assert any('name="another name"' in v for v in info.label_sets.current.values())
+
+
+def test_families_with_the_same_label_names_share_one_label_set_cache() -> None:
+    renderer = Renderer()
+    snapshot = scenario_snapshot("kvm-vgpu-timesliced")
+    text = renderer.render(snapshot).text.decode()
+    vgpu_plans = [p for p in renderer.plans if p.family.labels == ("gpu", "uuid", "vgpu_id")]
+    assert len(vgpu_plans) > 1
+    assert len({id(p.label_sets) for p in vgpu_plans}) == 1, "one cache for all of them"
+    vgpus = [(g, v) for g in snapshot.gpus for v in g.vgpu_instances]
+    assert vgpus, "the scenario has vGPUs"
+    # One entry per vGPU, however many vGPU families have a sample for it.
+    assert len(vgpu_plans[0].label_sets.current) == len(vgpus)
+    for g, v in vgpus:
+        label_set = f'{{gpu="{g.index}",uuid="{g.uuid}",vgpu_id="{v.vgpu_id}"}} '
+        lines = [line for line in text.splitlines() if label_set in line]
+        assert len({line.split("{")[0] for line in lines}) > 1, "shared by several families"
 
 
 def test_invalid_unicode_in_names_is_replaced_not_an_error() -> None:

@@ -31,7 +31,7 @@ async def test_nothing_is_compressed_before_a_scraper_asks() -> None:
         bodies = await publisher.publish(snapshot)
         assert bodies.text_gzip is None and bodies.openmetrics_gzip is None
         # An ask is still answered gzip, compressed for that answer.
-        assert gzip.decompress(await bodies.body(True, True)) == bodies.openmetrics
+        assert gzip.decompress(b"".join(await bodies.body(True, True))) == bodies.openmetrics
         publisher.want_gzip(True)
         bodies = await publisher.publish(snapshot)
         assert bodies.openmetrics_gzip is not None and bodies.text_gzip is None
@@ -75,18 +75,18 @@ async def test_a_small_body_is_compressed_on_first_ask_once_per_snapshot(
         assert len(bodies.text) < publisher_module.EAGER_GZIP_BYTES
         assert bodies.text_gzip is None  # ... but a small one waits for the next ask
         calls: list[int] = []
-        real = gzip.compress
+        real = publisher_module.gzip_parts
 
-        def counting(data: bytes, *args: object, **kwargs: object) -> bytes:
-            calls.append(len(data))
-            return real(data, *args, **kwargs)  # type: ignore[arg-type]
+        def counting(body: tuple[bytes, ...]) -> bytes:
+            calls.append(publisher_module.body_size(body))
+            return real(body)
 
-        monkeypatch.setattr(publisher_module.gzip, "compress", counting)
-        first = await bodies.body(False, True)
-        again = await bodies.body(False, True)
+        monkeypatch.setattr(publisher_module, "gzip_parts", counting)
+        (first,) = await bodies.body(False, True)
+        (again,) = await bodies.body(False, True)
         assert gzip.decompress(first) == bodies.text
         assert again is first and calls == [len(bodies.text)]  # compressed once, then kept
-        assert gzip.decompress(await bodies.body(True, True)) == bodies.openmetrics
+        assert gzip.decompress(b"".join(await bodies.body(True, True))) == bodies.openmetrics
         assert len(calls) == 2
     finally:
         sampler.close()

@@ -121,8 +121,10 @@ class Sampler:
         self.clock = clock
         self.services: dict[str, Any] = dict(services or {})
         self.enrichers = list(enrichers)
+        # Only the latest snapshot is kept: what a reader needs from earlier cycles (the GPU's
+        # last values, sample cursors) is in the GPU's slot and the reader's state, so the
+        # previous snapshot (1.4 MB on a 16 GPU x 48 vGPU host) goes once nothing serves it.
         self.latest: Snapshot | None = None
-        self.previous: Snapshot | None = None
         self._slots: dict[str, _Slot] = {}
         self._by_index: dict[int, str] = {}
         self._system = Worker("system")
@@ -216,8 +218,6 @@ class Sampler:
             if snap.health.wedged and self.latest is not None:
                 # Keep serving the last good data, flagged as wedged.
                 snap = dataclasses.replace(self.latest, health=snap.health)
-            else:
-                self.previous = self.latest
             self.latest = snap
             for listener in self._listeners:
                 try:

@@ -12,33 +12,36 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from vgpumon.collect.enrich import (
+    DEFAULT_KUBELET_SOCKET,
+    DEFAULT_KUBERNETES_RESOURCES,
+    DEFAULT_LIBVIRT_URI,
+)
+
 if TYPE_CHECKING:
     from vgpumon.collect.enrich.base import Enricher
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of the enrichers; ``serve`` checks their values like its other flags."""
-    from vgpumon.collect.enrich.kubelet import DEFAULT_RESOURCES, DEFAULT_SOCKET
-    from vgpumon.collect.enrich.libvirt import DEFAULT_URI
-
     names = parser.add_argument_group(
         "names", "who holds each GPU: VMs from libvirt, pods from the kubelet (off by default)"
     )
     names.add_argument(
         "--libvirt-uri",
         nargs="?",
-        const=DEFAULT_URI,
+        const=DEFAULT_LIBVIRT_URI,
         metavar="URI",
-        help=f"name the VM of each vGPU from libvirt, read-only (URI default {DEFAULT_URI}; "
-        "needs the libvirt extra)",
+        help="name the VM of each vGPU from libvirt, read-only "
+        f"(URI default {DEFAULT_LIBVIRT_URI}; needs the libvirt extra)",
     )
     names.add_argument(
         "--kubelet-socket",
         nargs="?",
-        const=DEFAULT_SOCKET,
+        const=DEFAULT_KUBELET_SOCKET,
         metavar="PATH",
         help="attach pods to GPUs through the kubelet's pod-resources socket "
-        f"(default {DEFAULT_SOCKET}; needs the kubernetes extra)",
+        f"(default {DEFAULT_KUBELET_SOCKET}; needs the kubernetes extra)",
     )
     names.add_argument(
         "--kubernetes-resource",
@@ -46,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="PATTERN",
         help="resource names to read, repeatable, shell patterns "
-        f"(default {' '.join(DEFAULT_RESOURCES)})",
+        f"(default {' '.join(DEFAULT_KUBERNETES_RESOURCES)})",
     )
     names.add_argument(
         "--kubernetes-pod-series",
@@ -76,16 +79,18 @@ def build(
     None leaves an enricher off; empty ``resources`` means the kubelet enricher's defaults. A
     missing binding (the libvirt or kubernetes extra) is a one-line :class:`ConfigError`.
     """
-    from vgpumon.collect.enrich.kubelet import DEFAULT_RESOURCES, KubeletConfig, KubeletEnricher
-    from vgpumon.collect.enrich.libvirt import LibvirtConfig, LibvirtEnricher
-
     enrichers: list[Enricher] = []
+    # Each enricher's module (and the clients it needs) is imported only when it is asked for.
     if libvirt_uri is not None:
+        from vgpumon.collect.enrich.libvirt import LibvirtConfig, LibvirtEnricher
+
         enrichers.append(LibvirtEnricher(LibvirtConfig(uri=libvirt_uri)))
     if kubelet_socket is not None:
+        from vgpumon.collect.enrich.kubelet import KubeletConfig, KubeletEnricher
+
         config = KubeletConfig(
             socket=kubelet_socket,
-            resources=tuple(resources) or DEFAULT_RESOURCES,
+            resources=tuple(resources) or DEFAULT_KUBERNETES_RESOURCES,
             kubevirt_api=kubernetes_api,
         )
         enrichers.append(KubeletEnricher(config))

@@ -398,6 +398,11 @@ def reloaded(settings: ServeSettings) -> Reloaded:
 
 
 def run(args: argparse.Namespace) -> int:
+    from vgpumon import allocator
+
+    # Before any thread starts (docs/exporter.md, "Memory"): large bodies go back to the system
+    # when freed, and the per-GPU worker threads share two malloc arenas.
+    allocator.tune()
     from vgpumon.collect.sampler import Sampler
     from vgpumon.export.server import refuse_duplicate_listen, serve
     from vgpumon.nvml.loader import resolve_module

@@ -9,11 +9,14 @@ they took 190-264 ms per format and snapshot, most of it building ``Metric``/``S
 validating names and escaping the same label values again every second. Here:
 
 * a family's ``# HELP``/``# TYPE``/``# UNIT`` lines are formatted once, when the renderer is built;
-* an entity's label set (``name{gpu="0",uuid="GPU-..."} ``) is formatted once and reused while the
-  entity exists (the cache is keyed by the label values, so a changed identity is a new entry, and
-  entries no longer in the snapshot are dropped at the next render);
-* only values are formatted per snapshot, with prometheus-client's own ``floatToGoString``;
-* a sample line is the same in both formats, so each family's lines are built once and shared.
+* an entity's label set (``{gpu="0",uuid="GPU-..."} ``) is formatted once and reused while the
+  entity exists, by every family with the same label names (the cache is keyed by the label
+  values, so a changed identity is a new entry, and entries no longer in the snapshot are dropped
+  at the end of the render);
+* only values are formatted per snapshot, as prometheus-client formats them (``go_float``);
+* a sample line is the same in both formats, so each family's lines are built once, as bytes, and
+  shared: the two formats are sequences of parts holding the same lines objects (memory: one
+  body, not two).
 
 The output is byte-identical to prometheus-client's ``generate_latest`` and OpenMetrics
 ``generate_latest`` for every valid input (tests/export/test_export_renderer.py proves it for every
@@ -31,12 +34,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from prometheus_client.utils import floatToGoString
-
+from vgpumon.export.gofloat import go_float
 from vgpumon.export.metrics import COUNTER, FAMILIES, ExportOptions, Family, LabelValues
 from vgpumon.model import Snapshot
 
-OPENMETRICS_EOF = "# EOF\n"
+OPENMETRICS_EOF = b"# EOF\n"
 VALUE_MEMO_SIZE = 4096  # distinct formatted values remembered per render
 
 
@@ -64,66 +66,112 @@ def _help_openmetrics(text: str) -> str:
     return _help_text(text).replace('"', r"\"")
 
 
+class LabelSets:
+    """Formatted label sets (``{gpu="0",uuid="GPU-..."} ``) of one tuple of label names.
+
+    Shared by every family with those names: the 16 vGPU families of a 16 x 48 host format each
+    vGPU's label set once, not once per family (7,900 cached strings instead of 17,000, 2.5 MB
+    less on that host). Entries the last render did not use are dropped at the next one, so the
+    cache never outgrows a snapshot.
+    """
+
+    __slots__ = ("_names", "_order", "current", "previous")
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self._names = names
+        # prometheus-client writes labels sorted by name, whatever order the table gives.
+        self._order = tuple(sorted(range(len(names)), key=lambda i: names[i]))
+        self.current: dict[LabelValues, str] = {}
+        self.previous: dict[LabelValues, str] = {}
+
+    def new_render(self) -> None:
+        """What the last render used may be reused by this one."""
+        self.previous, self.current = self.current, {}
+
+    def end_render(self) -> None:
+        """What the last render used and this one did not is forgotten (and its key tuples)."""
+        self.previous = {}
+
+    def format(self, labels: LabelValues) -> str:
+        if not labels:
+            return " "
+        names = self._names
+        inner = ",".join(f'{names[i]}="{_label_value(labels[i])}"' for i in self._order)
+        return f"{{{inner}}} "
+
+
 class FamilyPlan:
-    """One family's fixed parts (headers, label order) and its cache of formatted label sets."""
+    """One family's fixed parts (headers) and the shared cache of its label sets."""
 
-    __slots__ = ("_order", "_prefixes", "family", "openmetrics_header", "text_header")
+    __slots__ = ("family", "label_sets", "openmetrics_header", "text_header")
 
-    def __init__(self, family: Family) -> None:
+    def __init__(self, family: Family, label_sets: LabelSets | None = None) -> None:
         self.family = family
+        self.label_sets = label_sets if label_sets is not None else LabelSets(family.labels)
         text_name = family.name if family.type == COUNTER else family.base_name
         self.text_header = (
             f"# HELP {text_name} {_help_text(family.help)}\n# TYPE {text_name} {family.type}\n"
-        )
+        ).encode()
         base = family.base_name
         om = f"# HELP {base} {_help_openmetrics(family.help)}\n# TYPE {base} {family.type}\n"
         if family.unit:
             om += f"# UNIT {base} {family.unit}\n"
-        self.openmetrics_header = om
-        # prometheus-client writes labels sorted by name, whatever order the table gives.
-        self._order = tuple(sorted(range(len(family.labels)), key=lambda i: family.labels[i]))
-        self._prefixes: dict[LabelValues, str] = {}
+        self.openmetrics_header = om.encode()
 
-    def _prefix(self, labels: LabelValues) -> str:
-        if not labels:
-            return f"{self.family.name} "
-        names = self.family.labels
-        inner = ",".join(f'{names[i]}="{_label_value(labels[i])}"' for i in self._order)
-        return f"{self.family.name}{{{inner}}} "
-
-    def lines(self, snapshot: Snapshot, options: ExportOptions, values: dict[float, str]) -> str:
-        """This family's sample lines for ``snapshot`` ("" when it has none).
+    def lines(self, snapshot: Snapshot, options: ExportOptions, values: dict[float, str]) -> bytes:
+        """This family's sample lines for ``snapshot``, UTF-8 (empty when it has none).
 
         ``values`` memoises formatted values across families (0 and 1 dominate: state sets,
         flags, info families).
         """
-        old = self._prefixes
-        seen: dict[LabelValues, str] = {}
+        sets = self.label_sets
+        current, previous = sets.current, sets.previous
+        name = self.family.name
         out: list[str] = []
         for labels, value in self.family.samples(snapshot, options):
-            prefix = seen.get(labels)
-            if prefix is None:
-                prefix = old.get(labels)
-                if prefix is None:
-                    prefix = self._prefix(labels)
-                seen[labels] = prefix
+            label_set = current.get(labels)
+            if label_set is None:
+                label_set = previous.get(labels)
+                if label_set is None:
+                    label_set = sets.format(labels)
+                current[labels] = label_set
             formatted = values.get(value)
             if formatted is None or value == 0.0:  # 0.0 == -0.0, but they print differently
-                formatted = floatToGoString(value)
+                formatted = go_float(value)
                 if len(values) < VALUE_MEMO_SIZE:
                     values[value] = formatted
-            out.append(f"{prefix}{formatted}\n")
-        # Only label sets of entities still present survive: the cache never outgrows a snapshot.
-        self._prefixes = seen
-        return "".join(out)
+            out += (name, label_set, formatted, "\n")  # no string per line: one join below
+        return "".join(out).encode()
+
+
+def plans_of(families: tuple[Family, ...]) -> tuple[FamilyPlan, ...]:
+    """A plan per family, families with the same label names sharing one :class:`LabelSets`."""
+    shared: dict[tuple[str, ...], LabelSets] = {}
+    return tuple(FamilyPlan(f, shared.setdefault(f.labels, LabelSets(f.labels))) for f in families)
+
+
+Body = tuple[bytes, ...]  # a body as the byte strings to send one after the other
 
 
 @dataclass(frozen=True)
 class Exposition:
-    """Both formats of one snapshot, as UTF-8 bytes."""
+    """Both formats of one snapshot, UTF-8, each as the parts to send one after the other.
 
-    text: bytes  # text format 0.0.4
-    openmetrics: bytes  # OpenMetrics 1.0.0, ``# EOF`` included
+    The formats differ only in the families' header lines and the end (``# EOF``): both hold the
+    very same bytes object of each family's sample lines, so the two cost about one body's
+    memory, not two (a 16 GPU x 48 vGPU host: 2.2 MB instead of 4.4).
+    """
+
+    text_parts: Body  # text format 0.0.4
+    openmetrics_parts: Body  # OpenMetrics 1.0.0, ``# EOF`` included
+
+    @property
+    def text(self) -> bytes:
+        return b"".join(self.text_parts)
+
+    @property
+    def openmetrics(self) -> bytes:
+        return b"".join(self.openmetrics_parts)
 
 
 class Renderer:
@@ -140,7 +188,7 @@ class Renderer:
         self.options = options or ExportOptions()
         # The table's families, then those the options bring (configured NVML fields).
         self.families = families + self.options.families if self.options.families else families
-        self.plans = tuple(FamilyPlan(f) for f in self.families)
+        self.plans = plans_of(self.families)
         self._other: tuple[tuple[Family, ...], tuple[FamilyPlan, ...]] | None = None
 
     def _plans_for(self, snapshot: Snapshot) -> tuple[FamilyPlan, ...]:
@@ -150,7 +198,7 @@ class Renderer:
         if families is None or families is self.families:
             return self.plans
         if self._other is None or self._other[0] is not families:
-            self._other = (families, tuple(FamilyPlan(f) for f in families))
+            self._other = (families, plans_of(families))
         return self._other[1]
 
     def steps(
@@ -161,11 +209,17 @@ class Renderer:
         The last item is the :class:`Exposition`. ``tail`` (text, OpenMetrics) is appended after
         the table's families: families from outside the table, such as ``process_*``.
         """
-        text: list[str] = []
-        om: list[str] = []
+        # Both formats share every family's lines (the same bytes object); only the headers
+        # differ, and those are the plans' own, made once.
+        text: list[bytes] = []
+        om: list[bytes] = []
         values: dict[float, str] = {}
         started = time.perf_counter()
-        for plan in self._plans_for(snapshot):
+        plans = self._plans_for(snapshot)
+        shared = {id(p.label_sets): p.label_sets for p in plans}.values()
+        for label_sets in shared:
+            label_sets.new_render()
+        for plan in plans:
             lines = plan.lines(snapshot, self.options, values)
             if lines:
                 text += (plan.text_header, lines)
@@ -173,9 +227,11 @@ class Renderer:
             if time.perf_counter() - started >= slice_seconds:
                 yield None
                 started = time.perf_counter()
-        text.append(tail[0])
-        om += (tail[1], OPENMETRICS_EOF)
-        yield Exposition("".join(text).encode("utf-8"), "".join(om).encode("utf-8"))
+        for label_sets in shared:
+            label_sets.end_render()
+        text.append(tail[0].encode())
+        om += (tail[1].encode(), OPENMETRICS_EOF)
+        yield Exposition(tuple(text), tuple(om))
 
     def render(self, snapshot: Snapshot) -> Exposition:
         """Both formats of ``snapshot`` in one go."""

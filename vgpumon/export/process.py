@@ -19,7 +19,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from prometheus_client.utils import floatToGoString
+from vgpumon.export.gofloat import go_float
 
 try:
     import resource
@@ -33,13 +33,13 @@ PREFIX = "process_"
 
 def _gauge(name: str, help_text: str, value: float) -> tuple[str, str]:
     head = f"# HELP {PREFIX}{name} {help_text}\n# TYPE {PREFIX}{name} gauge\n"
-    line = f"{PREFIX}{name} {floatToGoString(value)}\n"
+    line = f"{PREFIX}{name} {go_float(value)}\n"
     return head + line, head + line
 
 
 def _counter(name: str, help_text: str, value: float) -> tuple[str, str]:
     """(text, OpenMetrics): text names the family ``…_total``, OpenMetrics names it without."""
-    line = f"{PREFIX}{name}_total {floatToGoString(value)}\n"
+    line = f"{PREFIX}{name}_total {go_float(value)}\n"
     text = f"# HELP {PREFIX}{name}_total {help_text}\n# TYPE {PREFIX}{name}_total counter\n"
     om = f"# HELP {PREFIX}{name} {help_text}\n# TYPE {PREFIX}{name} counter\n"
     return text + line, om + line

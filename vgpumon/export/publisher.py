@@ -26,27 +26,29 @@ Where the time goes and why it does not stall scrapes:
   compression the scrapes need.
 
 Memory: one set of bodies is alive (the old set is dropped when the new one is swapped in; a
-scrape still sending the old body keeps only that body), and the snapshot is referenced weakly,
-so a snapshot the sampler has replaced is not kept alive by the exposition.
+scrape still sending the old body keeps only that body), the text and OpenMetrics forms share
+their sample lines (:class:`~vgpumon.export.exposition.Exposition`), and the snapshot is
+referenced weakly, so a snapshot the sampler has replaced is not kept alive by the exposition.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gzip
 import logging
 import weakref
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from vgpumon.export.exposition import Renderer
+from vgpumon.export.exposition import Body, Exposition, Renderer
 from vgpumon.export.metrics import ExportOptions
 from vgpumon.model import Snapshot
 
 log = logging.getLogger(__name__)
 
-GZIP_LEVEL = 6  # prometheus-client's level: the same bytes on the wire as before
+GZIP_LEVEL = 6  # prometheus-client's level
+GZIP_WBITS = 16 + 15  # zlib: a gzip header and trailer (mtime 0) around a 32 KiB-window deflate
 SLICE_SECONDS = 0.001  # the longest a render step keeps the event loop
 POLL_SECONDS = 0.05  # how often the publisher looks for a new snapshot of a source that never says
 # A source that calls :meth:`Publisher.kick` for each new snapshot (the sampler does) is looked at
@@ -64,31 +66,40 @@ class Bodies:
 
     snapshot: weakref.ReferenceType[Snapshot]
     options: ExportOptions
-    text: bytes
-    openmetrics: bytes
+    exposition: Exposition  # both plain forms, sharing their sample lines
     text_gzip: bytes | None  # None: not compressed ahead (small, or nobody asked lately)
     openmetrics_gzip: bytes | None
     # Small bodies compressed on first ask, kept for the other scrapes of the same snapshot.
     _on_ask: dict[bool, bytes] = field(default_factory=dict, compare=False, repr=False)
 
-    async def body(self, openmetrics: bool, gz: bool) -> bytes:
+    @property
+    def text(self) -> bytes:
+        """The text form in one piece (a copy: the server sends the parts)."""
+        return self.exposition.text
+
+    @property
+    def openmetrics(self) -> bytes:
+        """The OpenMetrics form in one piece (a copy: the server sends the parts)."""
+        return self.exposition.openmetrics
+
+    async def body(self, openmetrics: bool, gz: bool) -> Body:
         """The body in the asked form; a gzip form not compressed in advance is compressed now."""
         if openmetrics:
-            plain, packed = self.openmetrics, self.openmetrics_gzip
+            plain, packed = self.exposition.openmetrics_parts, self.openmetrics_gzip
         else:
-            plain, packed = self.text, self.text_gzip
+            plain, packed = self.exposition.text_parts, self.text_gzip
         if not gz:
             return plain
         if packed is None:
             packed = self._on_ask.get(openmetrics)
         if packed is None:
-            if len(plain) < EAGER_GZIP_BYTES:
-                packed = gzip.compress(plain, GZIP_LEVEL, mtime=0)
+            if body_size(plain) < EAGER_GZIP_BYTES:
+                packed = gzip_parts(plain)
                 self._on_ask[openmetrics] = packed
             else:
                 packed = await _compress(plain, True)
                 assert packed is not None
-        return packed
+        return (packed,)
 
     def of(self, snapshot: Snapshot) -> bool:
         """True when these bodies were rendered from ``snapshot`` (the very object)."""
@@ -232,21 +243,15 @@ class Publisher:
         if exposition is None:  # cannot happen: steps() always ends with the exposition
             raise RuntimeError("renderer ended without an exposition")
         want_text, want_om = self._gzip_forms()
-        want_text = want_text and len(exposition.text) >= EAGER_GZIP_BYTES
-        want_om = want_om and len(exposition.openmetrics) >= EAGER_GZIP_BYTES
+        want_text = want_text and body_size(exposition.text_parts) >= EAGER_GZIP_BYTES
+        want_om = want_om and body_size(exposition.openmetrics_parts) >= EAGER_GZIP_BYTES
         text_gz = om_gz = None
         if want_text or want_om:  # no tasks at all for the usual case of no gzip wanted
             text_gz, om_gz = await asyncio.gather(
-                _compress(exposition.text, want_text), _compress(exposition.openmetrics, want_om)
+                _compress(exposition.text_parts, want_text),
+                _compress(exposition.openmetrics_parts, want_om),
             )
-        bodies = Bodies(
-            weakref.ref(snapshot),
-            renderer.options,
-            exposition.text,
-            exposition.openmetrics,
-            text_gz,
-            om_gz,
-        )
+        bodies = Bodies(weakref.ref(snapshot), renderer.options, exposition, text_gz, om_gz)
         if renderer is self._renderer:  # options unchanged while rendering
             self.current = bodies
             self.renders += 1
@@ -254,8 +259,20 @@ class Publisher:
         return bodies
 
 
-async def _compress(body: bytes, wanted: bool) -> bytes | None:
+async def _compress(body: Body, wanted: bool) -> bytes | None:
     """gzip of ``body`` in a worker thread, or None when no scraper wants it compressed."""
     if not wanted:
         return None
-    return await asyncio.to_thread(gzip.compress, body, GZIP_LEVEL, mtime=0)
+    return await asyncio.to_thread(gzip_parts, body)
+
+
+def body_size(body: Body) -> int:
+    return sum(len(part) for part in body)
+
+
+def gzip_parts(body: Body) -> bytes:
+    """One gzip member of the parts in order (mtime 0), without joining them first."""
+    packer = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, GZIP_WBITS)
+    out = [packer.compress(part) for part in body]
+    out.append(packer.flush())
+    return b"".join(out)

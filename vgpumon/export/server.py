@@ -29,7 +29,7 @@ import os
 import signal
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,6 +40,7 @@ from vgpumon import __version__
 from vgpumon.config.serve import ListenAddress
 from vgpumon.errors import ConfigError
 from vgpumon.export.connections import ConnectionGuard, GuardedSite, ServerLimits
+from vgpumon.export.exposition import Body
 from vgpumon.export.gc_settings import settle_after_startup
 from vgpumon.export.metrics import ExportOptions
 from vgpumon.export.negotiation import choose, gzip_wanted
@@ -73,7 +74,9 @@ class JsonCache:
 
     The snapshot is referenced weakly (a replaced snapshot is not kept alive by this cache), which
     also makes the identity check safe: a dead reference never matches a new snapshot that
-    happens to sit at the freed one's address.
+    happens to sit at the freed one's address. When the snapshot dies (the sampler has moved two
+    cycles on), its body goes with it: nobody can be served it any more, and on a large host it
+    is a megabyte held until the next API call, which may be minutes away or never.
     """
 
     snapshot: weakref.ReferenceType[Snapshot] | None = None
@@ -81,11 +84,17 @@ class JsonCache:
 
     async def body(self, snapshot: Snapshot) -> bytes:
         cached = self.snapshot() if self.snapshot is not None else None
-        if cached is not snapshot or self.task is None:
-            self.snapshot = weakref.ref(snapshot)
-            self.task = asyncio.ensure_future(asyncio.to_thread(_json_bytes, snapshot))
+        task = self.task
+        if cached is not snapshot or task is None:
+            self.snapshot = weakref.ref(snapshot, self._forget)
+            task = self.task = asyncio.ensure_future(asyncio.to_thread(_json_bytes, snapshot))
         # shield: a client that disconnects must not cancel the build the others wait for.
-        return await asyncio.shield(self.task)
+        return await asyncio.shield(task)
+
+    def _forget(self, dead: weakref.ReferenceType[Snapshot]) -> None:
+        # Runs where the last reference to the snapshot went (any thread): only a plain store.
+        if self.snapshot is dead:
+            self.task = None
 
 
 def _json_bytes(snapshot: Snapshot) -> bytes:
@@ -127,26 +136,49 @@ def in_flight_limit(limits: Limits) -> Middleware:
     return limit
 
 
+def chunks(body: Body, size: int = CHUNK_BYTES) -> Iterator[bytes]:
+    """The parts of ``body`` regrouped into pieces of ``size`` bytes (the last one shorter).
+
+    An exposition comes as hundreds of parts, many of them a family's two header lines: sent
+    one by one they would be hundreds of small writes. Only one piece is copied at a time.
+    """
+    pending: list[memoryview] = []
+    room = size
+    for part in body:
+        view = memoryview(part)
+        while len(view) >= room:
+            pending.append(view[:room])
+            yield b"".join(pending)
+            view = view[room:]
+            pending, room = [], size
+        if view:
+            pending.append(view)
+            room -= len(view)
+    if pending:
+        yield b"".join(pending)
+
+
 async def send_body(
-    request: web.Request, body: bytes, headers: dict[str, str], write_timeout: float
+    request: web.Request, body: Body, headers: dict[str, str], write_timeout: float
 ) -> web.StreamResponse:
-    """Send ``body`` in chunks, giving up (and dropping the connection) after ``write_timeout``.
+    """Send ``body`` (its parts in order) in chunks, giving up (and dropping the connection)
+    after ``write_timeout``.
 
     A plain ``web.Response`` hands the whole body to the transport, which copies what the socket
     does not take at once: a client that stops reading pinned a copy of the body per connection
     (100 such TLS clients held 290 MB). In chunks, each connection buffers at most one chunk.
     """
-    if len(body) <= CHUNK_BYTES:
+    length = sum(len(part) for part in body)
+    if length <= CHUNK_BYTES:
         # One chunk: headers and body in one send, nothing more buffered than a chunk anyway.
-        return web.Response(body=body, headers=headers)
+        return web.Response(body=b"".join(body), headers=headers)
     response = web.StreamResponse(headers=headers)
-    response.content_length = len(body)
+    response.content_length = length
 
     async def write() -> None:
         await response.prepare(request)
-        view = memoryview(body)
-        for start in range(0, len(body), CHUNK_BYTES):
-            await response.write(view[start : start + CHUNK_BYTES])
+        for chunk in chunks(body):
+            await response.write(chunk)
         await response.write_eof()
 
     try:
@@ -242,7 +274,7 @@ def build_app(
             return web.json_response({"error": "no sample yet"}, status=503)
         body = await json_cache.body(snapshot)
         headers = {"Content-Type": "application/json; charset=utf-8"}
-        return await send_body(request, body, headers, limits.write_timeout_seconds)
+        return await send_body(request, (body,), headers, limits.write_timeout_seconds)
 
     async def healthy(request: web.Request) -> web.Response:
         return web.Response(text="OK\n")

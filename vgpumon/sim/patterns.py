@@ -9,6 +9,7 @@ keeps replicated GPUs from sharing one noise stream.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import struct
@@ -61,10 +62,14 @@ class PatternSpec:
     def build(
         self, seed: int, salt: str, lo: float | None = None, hi: float | None = None
     ) -> Evaluator:
-        base = _base(self, seed, salt)
-        jitter, interval = self.jitter, self.jitter_interval
         low = self.lo if self.lo is not None else lo
         high = self.hi if self.hi is not None else hi
+        if self.is_constant:
+            # Most loads of a large scenario are constants (every engine a vGPU does not use):
+            # one shared function per value, not a closure per instance and key holding its salt.
+            return _constant(_clamp(self.params["value"], low, high))
+        base = _base(self, seed, salt)
+        jitter, interval = self.jitter, self.jitter_interval
 
         def evaluate(t: float) -> float:
             v = base(t)
@@ -77,6 +82,24 @@ class PatternSpec:
             return v
 
         return evaluate
+
+
+def _clamp(v: float, low: float | None, high: float | None) -> float:
+    if low is not None and v < low:
+        v = low
+    if high is not None and v > high:
+        v = high
+    return v
+
+
+@functools.lru_cache(maxsize=1024)
+def _shared_constant(value: float, negative_zero: bool) -> Evaluator:
+    return lambda t: value
+
+
+def _constant(value: float) -> Evaluator:
+    # 0.0 == -0.0 (one cache key) but they print differently: the sign is part of the key.
+    return _shared_constant(value, math.copysign(1.0, value) < 0)
 
 
 def _base(spec: PatternSpec, seed: int, salt: str) -> Evaluator:

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from vgpumon.collect.enrich import DEFAULT_KUBELET_SOCKET, DEFAULT_KUBERNETES_RESOURCES, KUBELET
 from vgpumon.collect.enrich.base import Refresher
 from vgpumon.collect.enrich.kubeapi import DOMAIN_ANNOTATION, ApiServer
 from vgpumon.collect.enrich.pods import PodDevice, merge, pod_devices, vm_name_of
@@ -36,13 +37,9 @@ from vgpumon.model import Snapshot
 
 log = logging.getLogger(__name__)
 
-NAME = "kubelet"
-DEFAULT_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
-# Everything under nvidia.com/: the NVIDIA device plugin's nvidia.com/gpu and
-# nvidia.com/mig-<profile>, and the names KubeVirt's GPU and vGPU device plugins are configured with
-# (nvidia.com/<device> for pass-through GPUs, nvidia.com/<vGPU type> for mediated devices). Ids
-# that match no GPU of the snapshot are kept in the JSON snapshot but get no series.
-DEFAULT_RESOURCES = ("nvidia.com/*",)
+NAME = KUBELET
+DEFAULT_SOCKET = DEFAULT_KUBELET_SOCKET
+DEFAULT_RESOURCES = DEFAULT_KUBERNETES_RESOURCES
 
 
 @dataclass(frozen=True)

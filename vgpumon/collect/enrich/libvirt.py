@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from vgpumon.collect.enrich import DEFAULT_LIBVIRT_URI, LIBVIRT
 from vgpumon.collect.enrich.base import Refresher
 from vgpumon.collect.enrich.domains import (
     Domain,
@@ -43,8 +44,8 @@ from vgpumon.model import Snapshot
 
 log = logging.getLogger(__name__)
 
-NAME = "libvirt"
-DEFAULT_URI = "qemu:///system"
+NAME = LIBVIRT
+DEFAULT_URI = DEFAULT_LIBVIRT_URI
 
 
 @dataclass(frozen=True)
