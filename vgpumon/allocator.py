@@ -14,6 +14,11 @@ that host).
 
 An operator's own ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_ARENA_MAX`` wins: a setting given in the
 environment is left as glibc read it. Other C libraries (musl) are left alone.
+
+:func:`trim` is the other half, for the periodic housekeeping of a long-running process
+(:mod:`vgpumon.export.housekeeping`): glibc gives freed heap memory back to the system only from
+the top of the heap, so pages freed below a block still in use stay resident; ``malloc_trim(0)``
+releases every whole free page, wherever it lies (``madvise(MADV_DONTNEED)``).
 """
 
 from __future__ import annotations
@@ -64,3 +69,20 @@ def tune(environ: Mapping[str, str] = os.environ) -> dict[str, int]:
         if mallopt(param, value) == 1:  # mallopt returns 1 on success
             applied[variable] = value
     return applied
+
+
+def trim() -> bool:
+    """``malloc_trim(0)``: give whole free heap pages back to the system; a no-op off glibc.
+
+    Returns whether glibc released any memory (False also where there is no glibc, or no
+    ``malloc_trim`` in it).
+    """
+    if not is_glibc():
+        return False
+    try:
+        malloc_trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    malloc_trim.argtypes = (ctypes.c_size_t,)
+    malloc_trim.restype = ctypes.c_int
+    return bool(malloc_trim(0))

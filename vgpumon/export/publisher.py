@@ -140,6 +140,9 @@ class Publisher:
         self._failed: weakref.ReferenceType[Snapshot] | None = None  # its render raised
         self.renders = 0  # completed renders (for tests and the benchmark)
         self._gzip_wanted: dict[bool, float] = {}  # openmetrics? -> loop time of the last ask
+        # Called on the event loop right after each new bodies are made current (the memory
+        # housekeeping, vgpumon.export.housekeeping): the time furthest from the next render.
+        self.after_publish: list[Callable[[], object]] = []
 
     @property
     def options(self) -> ExportOptions:
@@ -256,6 +259,11 @@ class Publisher:
             self.current = bodies
             self.renders += 1
             self._published.set()
+            for listener in self.after_publish:
+                try:
+                    listener()
+                except Exception:  # housekeeping must never stop publishing
+                    log.exception("an after-publish task failed")
         return bodies
 
 

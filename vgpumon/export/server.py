@@ -42,6 +42,7 @@ from vgpumon.errors import ConfigError
 from vgpumon.export.connections import ConnectionGuard, GuardedSite, ServerLimits
 from vgpumon.export.exposition import Body
 from vgpumon.export.gc_settings import settle_after_startup
+from vgpumon.export.housekeeping import Housekeeping
 from vgpumon.export.metrics import ExportOptions
 from vgpumon.export.negotiation import choose, gzip_wanted
 from vgpumon.export.publisher import NOTIFIED_POLL_SECONDS, POLL_SECONDS, Publisher, no_extra
@@ -496,6 +497,8 @@ async def serve(
         sampling = asyncio.create_task(sampler.run(stop), name="vgpumon-sampler")
         frozen = settle_after_startup()
         log.debug("%d start-up objects moved out of the collector's full passes", frozen)
+        # Once a minute, right after a publish: collect, then return free heap pages.
+        app[PUBLISHER].after_publish.append(Housekeeping().after_publish)
         log.info(
             "vgpumon %s serving %s on %s", __version__, sampler.session.source, ", ".join(urls)
         )
