@@ -124,6 +124,41 @@ def test_serve_imports_nothing_it_does_not_use() -> None:
     assert unneeded(modules) == []
 
 
+# The real-host path with no config file: what `run` builds before serving, with no simulator
+# (whose scenarios are YAML) and no --config.
+REAL_HOST_PROBE = """
+import sys
+from vgpumon.cli import build_parser
+args = build_parser("serve").parse_args(["serve"])
+import vgpumon.commands.serve as serve_command
+settings = serve_command.settings_from_args(args)
+from vgpumon.collect.sampler import Sampler
+from vgpumon.export.server import process_families, serve
+from vgpumon.nvml.loader import resolve_module
+from vgpumon.nvml.session import NvmlSession
+Sampler(NvmlSession(*resolve_module(None, None)), serve_command.sampler_config(settings),
+        enrichers=serve_command.build_enrichers(settings))
+serve_command.serve_arguments(settings, args)
+process_families()
+print("\\n".join(sorted(sys.modules)))
+"""
+
+
+def test_serve_without_a_config_file_loads_no_yaml() -> None:
+    """PyYAML (about 0.9 MB resident) is for config files and scenarios, not for serving."""
+    result = subprocess.run(
+        [sys.executable, "-c", REAL_HOST_PROBE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    modules = result.stdout.split()
+    assert "vgpumon.export.server" in modules, "the probe reached the server"
+    assert [m for m in modules if m == "yaml" or m.startswith(("yaml.", "vgpumon.yamlfile"))] == []
+    assert "difflib" not in modules
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

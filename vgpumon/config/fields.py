@@ -27,17 +27,19 @@ format), and no field (id and scope) is declared twice.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from vgpumon import yamlfile
 from vgpumon.errors import ConfigError
 from vgpumon.export.naming import base_name, name_problem
+
+if TYPE_CHECKING:
+    import yaml
+
+# The config file's nodes come from vgpumon.yamlfile, which this module imports only when it
+# parses them: a serve without a config file never loads PyYAML.
 
 MAX_FIELDS = 256  # more would make each cycle's batched NVML call large for no known use
 MAX_FIELD_ID = 2**32 - 1  # NVML's fieldId and scopeId are unsigned ints
@@ -77,6 +79,10 @@ def parse_fields(
 ) -> tuple[ExtraField, ...]:
     """The ``fields`` list of a config file; ``taken``: names already in use (default: the
     metric table's)."""
+    import yaml
+
+    from vgpumon import yamlfile
+
     if yamlfile.is_null(node):
         return ()
     if not isinstance(node, yaml.SequenceNode):
@@ -114,6 +120,8 @@ class _Entry:
     """One entry while it is checked: its nodes by key, and how errors name it."""
 
     def __init__(self, node: yaml.Node, label: str, index: int) -> None:
+        from vgpumon import yamlfile
+
         self.node, self.label = node, label
         self.where = f"fields[{index}]"
         self.pairs = yamlfile.mapping(node, label, self.where, ENTRY_KEYS)  # or one-line error
@@ -125,9 +133,13 @@ class _Entry:
             raise self._error(node, f"missing {', '.join(missing)}")
 
     def value(self, key: str) -> Any:
+        from vgpumon import yamlfile
+
         return yamlfile.to_python(self.pairs[key][1], self.label)
 
     def _error(self, node: yaml.Node, message: str) -> ConfigError:
+        from vgpumon import yamlfile
+
         return ConfigError(f"{self.label} line {yamlfile.line(node)}: {self.where}: {message}")
 
     def error(self, key: str, message: str) -> ConfigError:
@@ -195,6 +207,8 @@ def resolve_field_id(value: Any) -> int:
     if isinstance(resolved, int) and not isinstance(resolved, bool) and resolved > 0:
         return resolved
     known = [n for n in vars(pynvml) if n.startswith(CONSTANT_PREFIX) and n != MAX_CONSTANT]
+    import difflib  # only for this hint
+
     close = difflib.get_close_matches(value, known, n=1)
     hint = f'; did you mean "{close[0]}"?' if close else ""
     raise ValueError(f"{value} is not a field id of the installed pynvml{hint}")

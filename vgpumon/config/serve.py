@@ -48,15 +48,15 @@ import ipaddress
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import yaml
-
-from vgpumon import yamlfile
 from vgpumon.config.fields import ExtraField, parse_fields
 from vgpumon.errors import ConfigError
 from vgpumon.export.limits import ServerLimits
 from vgpumon.units import UnitError, parse_duration
+
+if TYPE_CHECKING:
+    import yaml
 
 # Prometheus' exporter range 9100-9999; see docs/exporter.md for how this number was chosen.
 DEFAULT_PORT = 9839
@@ -328,6 +328,12 @@ def load_file(path: str, collector_names: Iterable[str]) -> dict[str, Any]:
     Read through :mod:`vgpumon.yamlfile` (regular files only, size and depth caps, duplicate keys
     refused); every error names the file, the line and the key.
     """
+    # YAML is loaded only when there is a file to read: a serve without --config never imports
+    # it (about 0.9 MB resident, docs/exporter.md "Memory").
+    import yaml
+
+    from vgpumon import yamlfile
+
     label = f"config file {path}"
     root = yamlfile.load_node(path, "config file")
     if root is None or yamlfile.is_null(root):
@@ -366,6 +372,8 @@ def load_file(path: str, collector_names: Iterable[str]) -> dict[str, Any]:
 
 
 def _set(values: dict[str, Any], key: str, node: yaml.Node, label: str) -> None:
+    from vgpumon import yamlfile
+
     field_name, check = FILE_KEYS[key]
     raw = yamlfile.to_python(node, label)
     values[field_name] = check(raw, f"{label} line {yamlfile.line(node)}: {key}")
