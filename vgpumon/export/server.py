@@ -497,8 +497,11 @@ async def serve(
         sampling = asyncio.create_task(sampler.run(stop), name="vgpumon-sampler")
         frozen = settle_after_startup()
         log.debug("%d start-up objects moved out of the collector's full passes", frozen)
-        # Once a minute, right after a publish: collect, then return free heap pages.
-        app[PUBLISHER].after_publish.append(Housekeeping().after_publish)
+        # Now (what start-up freed: argument parsing, a scenario's YAML), then once a minute,
+        # right after a publish: collect, then return free heap pages to the system.
+        housekeeping = Housekeeping()
+        housekeeping.run()
+        app[PUBLISHER].after_publish.append(housekeeping.after_publish)
         log.info(
             "vgpumon %s serving %s on %s", __version__, sampler.session.source, ", ".join(urls)
         )
