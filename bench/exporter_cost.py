@@ -41,7 +41,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil  # type: ignore[import-untyped]  # comes with nvitop
+try:
+    import psutil  # type: ignore[import-untyped]  # comes with nvitop
+except ImportError:  # serve_rss.py borrows only the simulated hosts; measuring here needs it
+    psutil = None
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIM = Path(__file__).resolve().parent / "shim"
