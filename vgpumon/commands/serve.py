@@ -22,6 +22,7 @@ from vgpumon.config.serve import (
     check_bool,
     check_cadence,
     check_count,
+    check_dispatch,
     check_interval,
     check_listen,
     check_log_level,
@@ -46,6 +47,7 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "listen": ("--listen", check_listen),
     "interval_seconds": ("--interval", check_interval),
     "deadline_seconds": ("--deadline", check_timeout),
+    "dispatch": ("--dispatch", check_dispatch),
     "processes": ("--processes", check_bool),
     "processes_max": ("--processes-max", check_count),
     "pcie_throughput": ("--pcie-throughput", check_bool),
@@ -158,6 +160,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="a cycle still running after this is abandoned and the sampler reported wedged "
         f"(default {defaults.deadline_seconds:g})",
+    )
+    sampling.add_argument(
+        "--dispatch",
+        dest="dispatch",
+        metavar="MODE",
+        help="read the GPUs one after another (serial), all at once (parallel), or serially "
+        f"while their reads are short (auto; default {defaults.dispatch})",
     )
     sampling.add_argument(
         "--processes",
@@ -319,6 +328,7 @@ def sampler_config(settings: ServeSettings) -> SamplerConfig:
     return SamplerConfig(
         interval_seconds=settings.interval_seconds,
         deadline_seconds=settings.deadline_seconds,
+        dispatch=settings.dispatch,
         collectors=settings.enabled_collectors(known),
         pcie_throughput=settings.pcie_throughput,
         cadences={
@@ -345,6 +355,7 @@ RESTART_ONLY = (
     "listen",
     "interval_seconds",
     "deadline_seconds",
+    "dispatch",
     "collectors",
     "pcie_throughput",
     "energy_interval_seconds",

@@ -9,6 +9,7 @@ Example::
     listen: ["0.0.0.0:9839", "[::]:9839"]
     interval: 1          # seconds between sampling cycles
     deadline: 5          # a cycle still running after this is abandoned (sampler wedged)
+    dispatch: auto       # GPUs read serially while short, else in parallel (or: serial, parallel)
     collectors: {pcie: false}
     processes: true      # per-process series (opt-in), at most processes_max processes
     processes_max: 100
@@ -61,6 +62,9 @@ from vgpumon.units import UnitError, parse_duration
 # Prometheus' exporter range 9100-9999; see docs/exporter.md for how this number was chosen.
 DEFAULT_PORT = 9839
 LOG_LEVELS = ("debug", "info", "warning", "error")
+# How the sampler runs the GPUs' jobs (vgpumon.collect.base.DISPATCH_MODES, which a test keeps
+# equal: config never imports collect).
+DISPATCH_MODES = ("auto", "parallel", "serial")
 # Sampling faster than 10 ms is a busy loop (one NVML sweep of a large host takes longer), and
 # slower than a day is a typo: Prometheus marks series stale after 5 minutes.
 MIN_INTERVAL_SECONDS = 0.01
@@ -110,6 +114,7 @@ class ServeSettings:
     listen: tuple[ListenAddress, ...] = (ListenAddress(None, DEFAULT_PORT),)
     interval_seconds: float = 1.0
     deadline_seconds: float = 5.0
+    dispatch: str = "auto"
     # Collector name -> on/off, over each collector's default (file first, then flags).
     collectors: tuple[tuple[str, bool], ...] = ()
     processes: bool = False
@@ -245,6 +250,13 @@ def check_log_level(value: Any, where: str) -> str:
     return level
 
 
+def check_dispatch(value: Any, where: str) -> str:
+    mode = check_text(value, where).lower()
+    if mode not in DISPATCH_MODES:
+        raise ConfigError(f"{where}: expected one of {', '.join(DISPATCH_MODES)}, got {value!r}")
+    return mode
+
+
 def check_patterns(value: Any, where: str) -> tuple[str, ...]:
     """One or more non-empty names or shell-style patterns (``nvidia.com/mig-*``)."""
     items = [value] if isinstance(value, str) else value
@@ -281,6 +293,7 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "listen": ("listen", check_listen),
     "interval": ("interval_seconds", check_interval),
     "deadline": ("deadline_seconds", check_timeout),
+    "dispatch": ("dispatch", check_dispatch),
     "processes": ("processes", check_bool),
     "processes_max": ("processes_max", check_count),
     "pcie_throughput": ("pcie_throughput", check_bool),
