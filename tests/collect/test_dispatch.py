@@ -128,14 +128,19 @@ async def test_auto_follows_the_measured_walls(
     recorder.delay = 0.03  # 8 x 30 ms = 240 ms, over 10% of the interval
     await cycle()  # serial, but over the budget after 4 GPUs: the rest go parallel
     assert recorder.reads[:4] == [0, 1, 2, 3] and recorder.most > 1
+    await cycle()  # one long cycle (all cadences due at once) is not enough to switch...
+    assert modes[4] == "serial"
+    while modes[-1] == "serial":  # ...a median of the last serial cycles over the threshold is
+        await cycle()
+        assert len(modes) < 10
     await cycle()
-    await cycle()
-    assert modes[3:] == ["serial", "parallel", "parallel"]
+    assert modes[-2:] == ["parallel", "parallel"]
 
     recorder.delay = 0.0  # fast again: AUTO_PROBE_CYCLES after the last, a serial cycle measures
-    for _ in range(2):
-        await cycle()
-    assert modes[6:] == ["serial", "serial"] and recorder.most == 1
+    await cycle()  # the third cycle since the last serial one (AUTO_PROBE_CYCLES here)
+    assert modes[-3:] == ["parallel", "parallel", "serial"]
+    await cycle()
+    assert modes[-1] == "serial" and recorder.most == 1
 
 
 async def test_auto_with_one_gpu_is_serial(sim_host: SimHostFactory, recorder: Recorder) -> None:

@@ -20,9 +20,11 @@ The sampler is the only code that drives NVML; the exporter and the TUI read :at
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import logging
+import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -56,6 +58,10 @@ CLOSE_TIMEOUT_SECONDS = 2.0
 # interval (and of the deadline, so that a serial cycle leaves room to fall back):
 AUTO_SERIAL_INTERVAL_FRACTION = 0.1
 AUTO_SERIAL_DEADLINE_FRACTION = 0.25
+# ``auto`` decides from the median of the last few serial cycles' costs, so that the cycle every
+# 10 s that reads all the cadenced values (energy, BAR1, license...) at once does not by itself
+# make it parallel: such a cycle reads its GPUs left after the threshold in parallel anyway.
+AUTO_SERIAL_HISTORY = 5
 # Job walls measured in parallel overstate the serial cost (GIL contention stretches each), so
 # while parallel, ``auto`` measures a serial cycle again this often (bounded as above).
 AUTO_PROBE_CYCLES = 60
@@ -242,10 +248,9 @@ class Sampler:
         self._library_error = "NVML down"
         self._cycles = 0
         self._abandoned = 0
-        # The GPUs' jobs one after another, in seconds, as last measured in a serial cycle
-        # (inf: over the auto budget; None: not measured, or cut short by a suspected hang),
-        # and in which cycle: ``auto`` decides from it.
-        self._serial_cost: float | None = None
+        # The GPUs' jobs one after another, in seconds, as measured in the last serial cycles
+        # (inf: over the auto threshold), and the cycle of the latest: ``auto`` decides from them.
+        self._serial_costs: collections.deque[float] = collections.deque(maxlen=AUTO_SERIAL_HISTORY)
         self._serial_cost_cycle = 0
         # "chain": a serial cycle's jobs are handed on worker to worker; "awaits": the loop
         # awaits each (bench/results/gpu-dispatch.md compares them).
@@ -528,11 +533,12 @@ class Sampler:
             # A GPU never read (the first cycle, a GPU new to the sampler): its cost is unknown,
             # and the first read of a GPU is its longest (static values), so keep the wait short.
             return "parallel"
-        fresh = self._cycles - self._serial_cost_cycle < AUTO_PROBE_CYCLES
-        if self._serial_cost is not None and fresh:
-            return "serial" if self._serial_cost <= self._serial_threshold() else "parallel"
-        # Not measured serially yet, or long ago: measure (a serial cycle that overruns the
-        # threshold reads its remaining GPUs in parallel, so this costs at most the threshold).
+        if self._serial_costs and self._cycles - self._serial_cost_cycle < AUTO_PROBE_CYCLES:
+            cost = statistics.median(self._serial_costs)
+            return "serial" if cost <= self._serial_threshold() else "parallel"
+        # Not measured serially yet, or long ago: measure afresh (a serial cycle that overruns
+        # the threshold reads its remaining GPUs in parallel, so this costs at most that).
+        self._serial_costs.clear()
         return "serial"
 
     def _job_budget(self, slot: _Slot) -> float:
@@ -555,11 +561,11 @@ class Sampler:
             pending, outcome = await self._serial_chain(to_read, now, deadline, end)
         else:
             pending, outcome = await self._serial_awaits(to_read, now, deadline, end)
-        if outcome == "done":
-            self._serial_cost = sum(s.wall or 0.0 for s in to_read)
-        else:
-            self._serial_cost = float("inf") if outcome == "over" else None
-        self._serial_cost_cycle = self._cycles
+        # A suspected hang ("slow") says nothing about the cost: not counted.
+        if outcome != "slow":
+            over = outcome == "over"
+            self._serial_costs.append(float("inf") if over else sum(s.wall or 0.0 for s in to_read))
+            self._serial_cost_cycle = self._cycles
         return pending
 
     async def _serial_awaits(
