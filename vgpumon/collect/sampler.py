@@ -69,6 +69,9 @@ AUTO_PROBE_CYCLES = 60
 # hung: the GPUs after it are then read in parallel, until the cycle's deadline as usual.
 SERIAL_BUDGET_FACTOR = 4.0
 SERIAL_BUDGET_FLOOR_SECONDS = 0.05
+# A serial cycle sends the GPUs not yet read off in parallel at this share of the deadline at
+# the latest (explicit ``serial`` on a host too slow for it must not make GPUs miss the deadline).
+SERIAL_DEADLINE_SHARE = 0.5
 
 
 @dataclass
@@ -552,11 +555,12 @@ class Sampler:
         if mode == "parallel" or len(to_read) <= 1:
             return {s.uuid: s.worker.submit(self._gpu_job(s, now)) for s in to_read}
         started = time.monotonic()
-        # Explicit serial: only a suspected hang ends the chain. Auto: so does running longer
-        # than the threshold (the serial cost is then too high: parallel for a while).
-        end = deadline
+        # Besides a suspected hang, the chain ends (the GPUs not yet read go parallel) at half
+        # the deadline, so that those GPUs still have time; in auto, already at the threshold
+        # (the serial cost is then too high: parallel for a while).
+        end = started + SERIAL_DEADLINE_SHARE * (deadline - started)
         if self.config.dispatch == "auto":
-            end = min(deadline, started + self._serial_threshold())
+            end = min(end, started + self._serial_threshold())
         if self._serial_style == "chain":
             pending, outcome = await self._serial_chain(to_read, now, deadline, end)
         else:
