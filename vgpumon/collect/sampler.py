@@ -52,8 +52,9 @@ RETRY_MAX_SECONDS = 60.0
 CLOSE_TIMEOUT_SECONDS = 2.0
 
 # GPU dispatch (docs/exporter.md, "GPU dispatch"). Reading GPUs in parallel saves wall time only
-# when their jobs are long: each short ctypes call contends for the GIL with the other workers,
-# so 16 GPUs of 1-3 ms each cost more CPU in parallel than one after another.
+# when their jobs are long: parallel workers contend for the GIL around every short ctypes call,
+# and each GPU costs a loop wake-up, so 16 GPUs of 1-3 ms each cost more CPU in parallel than one
+# after another (bench/results/gpu-dispatch.md).
 # ``auto`` reads serially while the GPUs' jobs, one after another, take at most this part of the
 # interval (and of the deadline, so that a serial cycle leaves room to fall back):
 AUTO_SERIAL_INTERVAL_FRACTION = 0.1
@@ -564,7 +565,7 @@ class Sampler:
         if self._serial_style == "chain":
             pending, outcome = await self._serial_chain(to_read, now, deadline, end)
         else:
-            pending, outcome = await self._serial_awaits(to_read, now, deadline, end)
+            pending, outcome = await self._serial_awaits(to_read, now, end)
         # A suspected hang ("slow") says nothing about the cost: not counted.
         if outcome != "slow":
             over = outcome == "over"
@@ -573,9 +574,10 @@ class Sampler:
         return pending
 
     async def _serial_awaits(
-        self, to_read: list[_Slot], now: float, deadline: float, end: float
+        self, to_read: list[_Slot], now: float, end: float
     ) -> tuple[dict[str, asyncio.Future[_GpuResult]], str]:
-        """Serial by awaiting each job on the loop (one loop wake-up per GPU)."""
+        """Serial by awaiting each job on the loop (one loop wake-up per GPU; costs more than
+        the chain, bench/results/gpu-dispatch.md: kept to measure it again on real GPUs)."""
         pending: dict[str, asyncio.Future[_GpuResult]] = {}
         for k, slot in enumerate(to_read):
             fut = pending[slot.uuid] = slot.worker.submit(self._gpu_job(slot, now))
