@@ -27,6 +27,7 @@ from vgpumon.config.serve import (
     check_listen,
     check_log_level,
     check_patterns,
+    check_render_ahead,
     check_text,
     check_timeout,
     load_file,
@@ -60,6 +61,7 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "pcie_replay_interval_seconds": ("--interval.pcie-replay", check_cadence),
     "web_config_file": ("--web.config.file", check_text),
     "max_requests": ("--web.max-requests", check_count),
+    "render_ahead": ("--web.render-ahead", check_render_ahead),
     "shutdown_timeout_seconds": ("--web.shutdown-timeout", check_timeout),
     "max_connections": ("--web.max-connections", check_count),
     "header_timeout_seconds": ("--web.header-timeout", check_timeout),
@@ -111,6 +113,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="max_requests",
         metavar="N",
         help=f"requests served at once; more get 503 at once (default {defaults.max_requests})",
+    )
+    web.add_argument(
+        "--web.render-ahead",
+        dest="render_ahead",
+        metavar="WHEN",
+        help="auto: render a new snapshot before a scrape asks only where rendering is slow "
+        "(a small host's cheap render waits for the scrape); always: every snapshot "
+        f"(default {defaults.render_ahead})",
     )
     web.add_argument(
         "--web.shutdown-timeout",
@@ -294,6 +304,7 @@ def serve_arguments(
         "listen": settings.listen,
         "options": in_force.options,
         "max_requests": settings.max_requests,
+        "render_ahead": settings.render_ahead == "always",
         "web_config_file": settings.web_config_file,
         "shutdown_timeout_seconds": settings.shutdown_timeout_seconds,
         "limits": settings.server_limits(),
@@ -371,6 +382,7 @@ RESTART_ONLY = (
     "max_connections",
     "header_timeout_seconds",
     "idle_timeout_seconds",
+    "render_ahead",
     # The enrichers run with the sampler.
     "libvirt_uri",
     "kubelet_socket",

@@ -25,6 +25,7 @@ Example::
     web:
       config_file: web.yml   # TLS and basic auth (Prometheus web-config format)
       max_requests: 40
+      render_ahead: auto     # always: render every snapshot before a scrape asks
       shutdown_timeout: 5
       max_connections: 128   # one more is closed at once
       header_timeout: 10     # seconds to finish the TLS handshake and send a request head
@@ -136,6 +137,9 @@ class ServeSettings:
     pcie_replay_interval_seconds: float = 10.0  # a counter: rate() absorbs 10 s
     web_config_file: str | None = None
     max_requests: int = 40
+    # auto: snapshots are rendered ahead of scrapes only where a render is slow enough to show
+    # in scrape latency; always: every snapshot (vgpumon/export/publisher.py says why).
+    render_ahead: str = "auto"
     shutdown_timeout_seconds: float = 5.0
     max_connections: int = ServerLimits.max_connections
     header_timeout_seconds: float = ServerLimits.header_timeout_seconds
@@ -257,6 +261,16 @@ def check_dispatch(value: Any, where: str) -> str:
     return mode
 
 
+RENDER_AHEAD = ("auto", "always")
+
+
+def check_render_ahead(value: Any, where: str) -> str:
+    choice = check_text(value, where).lower()
+    if choice not in RENDER_AHEAD:
+        raise ConfigError(f"{where}: expected one of {', '.join(RENDER_AHEAD)}, got {value!r}")
+    return choice
+
+
 def check_patterns(value: Any, where: str) -> tuple[str, ...]:
     """One or more non-empty names or shell-style patterns (``nvidia.com/mig-*``)."""
     items = [value] if isinstance(value, str) else value
@@ -306,6 +320,7 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "intervals.pcie_replay": ("pcie_replay_interval_seconds", check_cadence),
     "web.config_file": ("web_config_file", check_text),
     "web.max_requests": ("max_requests", check_count),
+    "web.render_ahead": ("render_ahead", check_render_ahead),
     "web.shutdown_timeout": ("shutdown_timeout_seconds", check_timeout),
     "web.max_connections": ("max_connections", check_count),
     "web.header_timeout": ("header_timeout_seconds", check_timeout),
