@@ -9,7 +9,8 @@ host's load is shared between them):
   cycle (recorded from vgpumon itself over ten cycles, then replayed one call after another with
   no processing at all): what reading the same values costs with nothing around it.
 
-Each is measured at the default 1 s interval: CPU share over an idle window (no scrapes), resident
+Each is measured at the default 1 s interval: CPU share over a window in which each exporter is
+scraped every 15 s as Prometheus would (``--scrape-every``; 0 for no scrapes at all), resident
 memory (idle and after the scrape load), cycle wall and CPU time, scrape latency p50/p99 with 1
 and with 50 concurrent scrapers, and bytes per scrape. ``--sim`` runs every simulated host
 (1, 8, 16 GPUs x 0, 16, 48 vGPUs each, and 8 GPUs x 7 MIG instances), with the simulator standing
@@ -51,6 +52,7 @@ SHIM = Path(__file__).resolve().parent / "shim"
 RESULTS = Path(__file__).resolve().parent / "results"
 RUNNERS = ("vgpumon", "nvitop", "floor")
 INTERVAL = 1.0
+SCRAPE_EVERY = 15.0  # Prometheus' usual scrape interval, during the CPU window
 SIM_HOSTS = [f"{g}x{v}" for g in (1, 8, 16) for v in (0, 16, 48)] + ["mig8x7"]
 
 
@@ -332,14 +334,14 @@ async def scrape_load(port: int, scrapers: int, per_scraper: int) -> dict[str, f
 @dataclass
 class Measure:
     runner: str
-    cpu_share: float = 0.0  # fraction of one core over the idle window
+    cpu_share: float = 0.0  # fraction of one core over the CPU window
     rss_mb: float = 0.0
     rss_after_scrapes_mb: float | None = None
     cycle_wall_ms: float | None = None
     cycle_cpu_ms: float | None = None
     scrape_1: dict[str, float] = field(default_factory=dict)
     scrape_50: dict[str, float] = field(default_factory=dict)
-    # share of a core per thread kind over the idle window (kernel thread names, digits folded:
+    # share of a core per thread kind over the CPU window (kernel thread names, digits folded:
     # gpu0..gpu15 -> gpu#); vgpumon names its threads (vgpumon/collect/threads.py)
     threads: dict[str, float] = field(default_factory=dict)
 
@@ -380,8 +382,27 @@ def thread_split(before: dict[int, tuple[str, float]], after: dict[int, tuple[st
     return dict(sorted(split.items(), key=lambda kv: -kv[1]))
 
 
+async def prometheus_like(port: int | None, window: float, every: float) -> None:
+    """Spend ``window`` seconds scraping ``port`` once every ``every`` s, as Prometheus does.
+
+    The first scrape comes half a period in; ``every`` 0 (or no port: the floor serves
+    nothing) leaves the window idle. An exporter that renders on scrape (nvitop-exporter, and
+    vgpumon on a small host) pays for its renders here, as it would in production.
+    """
+    if port is None or every <= 0:
+        await asyncio.sleep(window)
+        return
+    end = time.monotonic() + window
+    due = time.monotonic() + every / 2
+    while due < end:
+        await asyncio.sleep(max(0.0, due - time.monotonic()))
+        await fetch_text(f"http://127.0.0.1:{port}/metrics")
+        due += every
+    await asyncio.sleep(max(0.0, end - time.monotonic()))
+
+
 async def measure(
-    run: Running, window: float, scrapes: tuple[int, int], interval: float
+    run: Running, window: float, scrapes: tuple[int, int], interval: float, scrape_every: float
 ) -> Measure:
     proc = psutil.Process(run.proc.pid)
     await wait_ready(run)
@@ -391,7 +412,7 @@ async def measure(
         before_text = await fetch_text(f"http://127.0.0.1:{run.port}/metrics")
     floor0 = json.loads(run.status.read_text()) if run.status is not None else None
     t0, c0, th0 = time.monotonic(), proc.cpu_times(), thread_times(proc)
-    await asyncio.sleep(window)
+    await prometheus_like(run.port, window, scrape_every)
     t1, c1, th1 = time.monotonic(), proc.cpu_times(), thread_times(proc)
     floor1 = json.loads(run.status.read_text()) if run.status is not None else None
     cpu = (c1.user + c1.system) - (c0.user + c0.system)
@@ -463,7 +484,7 @@ async def run_host(
         for runner in order:
             run = start(runner, scenario, tmp, args.interval)
             try:
-                m = await measure(run, args.window, args.scrapes, args.interval)
+                m = await measure(run, args.window, args.scrapes, args.interval, args.scrape_every)
             finally:
                 stop(run)
             rounds[runner].append(m)
@@ -563,8 +584,9 @@ def markdown(report: dict[str, Any]) -> str:
                 lines.append(f"- {host} {runner}: {parts}")
     lines += [
         "",
-        "CPU % is user+system time of the exporter's process over the idle window (no scrapes) "
-        "divided by the window; cycle CPU ms is that CPU time per sampling cycle (everything the "
+        "CPU % is user+system time of the exporter's process over the window (scraped every "
+        f"{report.get('scrape_every', 0):g} s, 0: never) divided by the window; cycle CPU ms "
+        "is that CPU time per sampling cycle (everything the "
         "process did, server and background pollers included). The floor makes vgpumon's NVML "
         "calls of a cycle serially with nothing else; its cycle figures are its own replays' "
         "(CPU time of the replaying thread), averaged over the window; on a slow simulated host "
@@ -584,6 +606,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=None, help="rounds per host (default 2)")
     p.add_argument("--window", type=float, default=None, help="idle CPU window, s (default 30)")
     p.add_argument("--interval", type=float, default=INTERVAL)
+    p.add_argument(
+        "--scrape-every",
+        type=float,
+        default=SCRAPE_EVERY,
+        help=f"during the CPU window, scrape each exporter this often, s (default {SCRAPE_EVERY:g},"
+        " Prometheus' usual; 0: an idle window with no scrapes)",
+    )
     p.add_argument("--runners", default=",".join(RUNNERS), help="subset of vgpumon,nvitop,floor")
     p.add_argument("--label", help="result file name part (default: sim or the GPU name)")
     p.add_argument("--out", type=Path, default=RESULTS)
@@ -607,6 +636,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "interval": args.interval,
         "window": args.window,
+        "scrape_every": args.scrape_every,
         "rounds": args.rounds,
         "sim_latency": os.environ.get("VGPUMON_SIM_LATENCY", "realistic") if args.sim else "-",
         "hosts": {},

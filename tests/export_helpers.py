@@ -285,6 +285,7 @@ def rich_snapshot() -> Snapshot:
             cycles_total=2,
             cycles_abandoned_total=0,
             last_cycle_duration_seconds=0.0,
+            dispatch="serial",
         ),
         source="sim:test",
         allocations=(

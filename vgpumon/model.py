@@ -475,6 +475,8 @@ class SamplerHealth:
     cycles_abandoned_total: int = 0
     last_cycle_duration_seconds: float | None = None
     hung_gpus: tuple[str, ...] = ()  # UUIDs whose calls did not return within the deadline
+    # How the last cycle read its GPUs: "serial" or "parallel" (None: no NVML sampler).
+    dispatch: str | None = None
     # Why ``up`` is False ("NVML not initialised: Driver Not Loaded; next try in 4 s"), for
     # readiness answers and logs; None while up.
     down_reason: str | None = None

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from vgpumon.collect import Sampler, SamplerConfig
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock
@@ -27,12 +29,17 @@ faults:
 """
 
 
-async def test_a_hung_call_takes_down_its_collector_not_the_gpu(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dispatch", ["parallel", "serial", "auto"])
+async def test_a_hung_call_takes_down_its_collector_not_the_gpu(
+    tmp_path: Path, dispatch: str
+) -> None:
     path = tmp_path / "hung-temperature.yaml"
     path.write_text(SCENARIO)
     clock = ManualClock()
     session = open_session(sim=str(path), clock=clock)
-    sampler = Sampler(session, SamplerConfig(deadline_seconds=0.5), clock=clock.now)
+    sampler = Sampler(
+        session, SamplerConfig(deadline_seconds=0.5, dispatch=dispatch), clock=clock.now
+    )
     module = session.module
     try:
         first = await sampler.cycle()

@@ -77,8 +77,9 @@ def runs() -> Any:
 # --------------------------------------------------------------------------- hangs
 
 
-async def test_one_hung_gpu_does_not_hold_the_others(runs: Any) -> None:
-    run = runs("fault-hang", deadline_seconds=0.5)
+@pytest.mark.parametrize("dispatch", ["parallel", "serial", "auto"])
+async def test_one_hung_gpu_does_not_hold_the_others(runs: Any, dispatch: str) -> None:
+    run = runs("fault-hang", deadline_seconds=0.5, dispatch=dispatch)
     hung = {i for i, g in enumerate(run.scenario.gpus) if i == 1}
     started = time.monotonic()
     snap = await run.at(0.0)
@@ -103,7 +104,8 @@ async def test_one_hung_gpu_does_not_hold_the_others(runs: Any) -> None:
         assert snap.health.hung_gpus == (uuids[1],)
         assert snap.gpus[1].down_reason == "hung"
         assert all(g.up for g in snap.gpus if g.index != 1)
-    assert threading.active_count() == threads  # no thread piles up behind the hang
+    # No thread piles up behind the hang (one left stuck by an earlier test may end meanwhile).
+    assert threading.active_count() <= threads
 
     run.module.release_hangs()
     await asyncio.sleep(0.1)  # the released worker finishes its abandoned read

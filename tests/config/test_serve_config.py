@@ -75,6 +75,7 @@ web:
   config_file: web.yml
   max_requests: 3
   shutdown_timeout: 2
+  render_ahead: Always
 sim: a100-mig-mixed
 log_level: DEBUG
 """,
@@ -91,6 +92,7 @@ log_level: DEBUG
         "web_config_file": str(tmp_path / "web.yml"),
         "max_requests": 3,
         "shutdown_timeout_seconds": 2.0,
+        "render_ahead": "always",
         "sim": "a100-mig-mixed",
         "log_level": "debug",
     }
@@ -125,6 +127,7 @@ def test_empty_file_keeps_the_defaults(tmp_path: Path) -> None:
         ("listen: [':99999']\n", "0 to 65535"),
         ("web: 3\n", "'web' must be a mapping"),
         ("log_level: loud\n", "log_level: expected one of"),
+        ("web:\n  render_ahead: never\n", "web.render_ahead: expected one of auto, always"),
         ("- a\n- b\n", "expected a mapping of settings"),
         ("listen: [\n", "invalid YAML"),
         ("web:\n  max_requests: 3\n  max_requests: 4\n", "line 3: web.max_requests: duplicate key"),

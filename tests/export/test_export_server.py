@@ -151,10 +151,46 @@ async def test_concurrent_scrapes_share_one_render(make_client: Factory) -> None
     )
     assert publisher.renders == 1, "one render makes every format"
     source.latest = dataclasses.replace(source.latest, timestamp=source.latest.timestamp + 1)  # type: ignore[union-attr]
-    while publisher.renders < 2:
+    publisher.render_ahead_seconds = float("inf")  # rendered on ask, as a small host's are
+    newer = {
+        await r.text() for r in await asyncio.gather(*(client.get("/metrics") for _ in range(50)))
+    }
+    assert publisher.renders == 2, "the fifty scrapes of the new snapshot shared one render"
+    assert len(newer) == 1 and newer != texts
+
+
+def _bump(source: FakeSampler) -> None:
+    source.latest = dataclasses.replace(source.latest, timestamp=source.latest.timestamp + 1)  # type: ignore[union-attr]
+
+
+async def _rendered(publisher: Any, count: int) -> None:
+    while publisher.renders < count:
         await asyncio.sleep(0.01)
-    newer = await (await client.get("/metrics")).text()
-    assert publisher.renders == 2 and newer != texts.pop()
+
+
+async def test_cheap_renders_wait_for_a_scrape_and_slow_ones_do_not(make_client: Factory) -> None:
+    """Snapshots nobody scrapes are not rendered on a host whose render is cheap."""
+    source = FakeSampler(rich_snapshot())
+    client = await make_client(source)
+    publisher = client.app[PUBLISHER] if client.app is not None else None
+    assert publisher is not None
+    await _rendered(publisher, 1)  # the first one is rendered ahead, and measures the cost
+    assert publisher.last_render_seconds is not None and publisher.last_render_seconds > 0
+    publisher.render_ahead_seconds = float("inf")
+    for _ in range(5):  # five snapshots, no scrape: no render
+        _bump(source)
+        publisher.kick()
+        await asyncio.sleep(0.06)
+    assert publisher.renders == 1
+    assert (await client.get("/metrics")).status == 200
+    assert publisher.renders == 2 and publisher.current is not None
+    assert publisher.current.of(source.latest), "the scrape got the newest snapshot, not an old one"
+    await client.get("/metrics")
+    assert publisher.renders == 2, "a second scrape of the same snapshot reuses the render"
+    publisher.render_ahead_seconds = 0.0  # now every render counts as slow
+    _bump(source)
+    publisher.kick()
+    await asyncio.wait_for(_rendered(publisher, 3), 5)  # without a scrape
 
 
 async def test_a_scrape_never_waits_for_a_render(make_client: Factory) -> None:
@@ -163,6 +199,7 @@ async def test_a_scrape_never_waits_for_a_render(make_client: Factory) -> None:
     client = await make_client(source)
     publisher = client.app[PUBLISHER] if client.app is not None else None
     assert publisher is not None
+    publisher.render_ahead_seconds = 0.0  # every render counts as slow: rendered ahead
     old = await (await client.get("/metrics")).read()
     started = asyncio.Event()
     release = asyncio.Event()
@@ -249,6 +286,7 @@ async def test_replaced_snapshots_are_not_kept_alive_by_the_server(make_client: 
     client = await make_client(source)
     publisher = client.app[PUBLISHER] if client.app is not None else None
     assert publisher is not None
+    publisher.render_ahead_seconds = 0.0  # every render counts as slow: rendered ahead
     assert (await client.get("/api/v1/snapshot")).status == 200
     assert (await client.get("/metrics")).status == 200
     old = weakref.ref(source.latest)  # type: ignore[arg-type]
@@ -276,3 +314,18 @@ async def test_new_export_options_keep_the_old_body_until_their_render_is_done(
         await asyncio.sleep(0.01)
     after = await (await client.get("/metrics")).text()
     assert "vgpumon_process_series_truncated" in after
+
+
+async def test_render_ahead_always_renders_every_snapshot_without_a_scrape(
+    make_client: Factory,
+) -> None:
+    source = FakeSampler(rich_snapshot())
+    client = await make_client(source, render_ahead=True)
+    publisher = client.app[PUBLISHER] if client.app is not None else None
+    assert publisher is not None
+    await _rendered(publisher, 1)
+    assert publisher.renders_ahead, "however cheap the render was"
+    for count in (2, 3):
+        _bump(source)
+        publisher.kick()
+        await asyncio.wait_for(_rendered(publisher, count), 5)

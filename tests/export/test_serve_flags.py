@@ -59,11 +59,14 @@ def test_repeatable_listen_and_numbers() -> None:
         "0.5",
         "--deadline",
         "3",
+        "--web.render-ahead",
+        "always",
     )
     assert settings.listen == (ListenAddress("0.0.0.0", 9100), ListenAddress("::", 9100))
     assert settings.processes and settings.processes_max == 5
     assert settings.max_requests == 2 and settings.shutdown_timeout_seconds == 0.5
     assert settings.deadline_seconds == 3.0
+    assert settings.render_ahead == "always" and parse().render_ahead == "auto"
 
 
 @pytest.mark.parametrize(
@@ -78,6 +81,7 @@ def test_repeatable_listen_and_numbers() -> None:
         (["--processes-max", "-3"], "--processes-max: must be at least 1"),
         (["--web.max-requests", "many"], "--web.max-requests: expected a whole number"),
         (["--log-level", "chatty"], "--log-level: expected one of"),
+        (["--web.render-ahead", "soon"], "--web.render-ahead: expected one of auto, always"),
         (["--interval"], "expected one argument"),
         (["--sim", "a", "--nvml-module", "b"], "not allowed with argument"),
         (["--config", "/nonexistent/vgpumon.yml"], "cannot read config file"),

@@ -38,6 +38,13 @@ class SamplerConfig:
     # id). They join the cycle's one batched nvmlDeviceGetFieldValues call per GPU. Replaced
     # whole (never mutated) on a config reload, so a cycle in flight sees one tuple or the other.
     extra_fields: tuple[int | tuple[int, int], ...] = ()
+    # How the GPUs' jobs are run (:data:`DISPATCH_MODES`; docs/exporter.md, "GPU dispatch"):
+    # "parallel" all at once, "serial" one after another (each still on its own worker thread),
+    # "auto" serial while the GPUs' jobs together take a small part of the interval.
+    dispatch: str = "auto"
+
+
+DISPATCH_MODES = ("auto", "parallel", "serial")
 
 
 # Values that may be read less often than every cycle, and what each costs (why it is here).

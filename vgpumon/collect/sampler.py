@@ -1,10 +1,13 @@
-"""The sampler: one cycle at a time, under a deadline, GPUs read concurrently.
+"""The sampler: one cycle at a time, under a deadline, each GPU read on its own worker thread.
 
 docs/design.md, rule 2. Each cycle has two phases:
 
 1. *System* (one worker): re-initialise NVML if it was lost (with backoff), read driver versions,
    count GPUs and acquire handles for GPUs not yet held.
-2. *GPUs* (one worker per GPU, in parallel): run every enabled reader for that GPU.
+2. *GPUs* (one worker per GPU): run every enabled reader for that GPU, the GPUs all at once
+   (parallel) or one after another (serial), as :attr:`SamplerConfig.dispatch` says; ``auto``
+   picks serial while the GPUs' jobs are short (docs/exporter.md, "GPU dispatch"). A serial job
+   that overruns its budget does not hold the GPUs after it: those are then read in parallel.
 
 Whatever has not finished when the deadline passes is abandoned: a GPU whose worker is still stuck
 is reported as hung (``up=False``) and is not given new work until its call returns; if nothing
@@ -17,9 +20,11 @@ The sampler is the only code that drives NVML; the exporter and the TUI read :at
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import dataclasses
 import logging
+import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -46,6 +51,29 @@ RETRY_MAX_SECONDS = 60.0
 # How long :meth:`Sampler.close` waits for NVML to free reader state and shut down.
 CLOSE_TIMEOUT_SECONDS = 2.0
 
+# GPU dispatch (docs/exporter.md, "GPU dispatch"). Reading GPUs in parallel saves wall time only
+# when their jobs are long: parallel workers contend for the GIL around every short ctypes call,
+# and each GPU costs a loop wake-up, so 16 GPUs of 1-3 ms each cost more CPU in parallel than one
+# after another (bench/results/gpu-dispatch.md).
+# ``auto`` reads serially while the GPUs' jobs, one after another, take at most this part of the
+# interval (and of the deadline, so that a serial cycle leaves room to fall back):
+AUTO_SERIAL_INTERVAL_FRACTION = 0.1
+AUTO_SERIAL_DEADLINE_FRACTION = 0.25
+# ``auto`` decides from the median of the last few serial cycles' costs, so that the cycle every
+# 10 s that reads all the cadenced values (energy, BAR1, license...) at once does not by itself
+# make it parallel: such a cycle reads its GPUs left after the threshold in parallel anyway.
+AUTO_SERIAL_HISTORY = 5
+# Job walls measured in parallel overstate the serial cost (GIL contention stretches each), so
+# while parallel, ``auto`` measures a serial cycle again this often (bounded as above).
+AUTO_PROBE_CYCLES = 60
+# A serial job still running after max(this many times its last wall, the floor) is suspected
+# hung: the GPUs after it are then read in parallel, until the cycle's deadline as usual.
+SERIAL_BUDGET_FACTOR = 4.0
+SERIAL_BUDGET_FLOOR_SECONDS = 0.05
+# A serial cycle sends the GPUs not yet read off in parallel at this share of the deadline at
+# the latest (explicit ``serial`` on a host too slow for it must not make GPUs miss the deadline).
+SERIAL_DEADLINE_SHARE = 0.5
+
 
 @dataclass
 class _Slot:
@@ -65,6 +93,7 @@ class _Slot:
     # stuck the GPU is read by a fresh worker without it (see Sampler._abandon_collector).
     detached: Worker | None = None
     stuck_reader: str | None = None
+    wall: float | None = None  # seconds the last job that was not abandoned took
 
 
 @dataclass
@@ -92,6 +121,94 @@ class _SystemResult:
     driver: DriverInfo
     up: bool
     error: str | None = None
+
+
+class _Chain:
+    """GPU jobs run one after another, each on its own GPU's worker.
+
+    The worker that finishes a job posts the next GPU's job itself, so the event loop wakes once
+    for the whole chain (when its results are settled together) instead of once per GPU. The loop
+    may :meth:`stop` the chain (a job overran its budget): jobs not started are then the loop's
+    to run, and a job still running settles its own future when it returns.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        jobs: list[tuple[Worker, Callable[[], _GpuResult], asyncio.Future[_GpuResult]]],
+    ) -> None:
+        self._loop = loop
+        self._jobs = jobs
+        self._lock = threading.Lock()
+        self._next = 0  # the next job to start
+        self._running: int | None = None
+        self._started = 0.0  # when the running job started (monotonic)
+        self._stopped = False
+        self._finished: list[tuple[asyncio.Future[_GpuResult], Any, BaseException | None]] = []
+        self.done: asyncio.Future[None] = loop.create_future()
+
+    def start(self) -> None:
+        with self._lock:
+            self._post_next()
+
+    def position(self) -> tuple[int | None, float]:
+        """The job running now (None: none) and when it started."""
+        with self._lock:
+            return self._running, self._started
+
+    def stop(self) -> list[int]:
+        """On the loop: end the chain; settles the jobs finished so far, returns those not begun."""
+        with self._lock:
+            self._stopped = True
+            finished, self._finished = self._finished, []
+            rest = list(range(self._next, len(self._jobs)))
+            self._next = len(self._jobs)
+        self._settle(finished, last=False)
+        return rest
+
+    def _post_next(self) -> None:  # with the lock held
+        index = self._next
+        self._next += 1
+        self._running, self._started = index, time.monotonic()
+        worker, job, fut = self._jobs[index]
+
+        def done(result: Any, exc: BaseException | None) -> None:
+            self._job_done(fut, result, exc)
+
+        worker.post(job, done)
+
+    def _job_done(
+        self, fut: asyncio.Future[_GpuResult], result: Any, exc: BaseException | None
+    ) -> None:
+        """In the worker that ran the job: hand on to the next GPU, or settle on the loop."""
+        with self._lock:
+            self._running = None
+            if self._stopped:
+                settle, last = [(fut, result, exc)], False
+            else:
+                self._finished.append((fut, result, exc))
+                if self._next < len(self._jobs):
+                    self._post_next()
+                    return
+                settle, last, self._finished = self._finished, True, []
+        # RuntimeError: the loop closed while a call was stuck; nobody is waiting any more.
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._settle, settle, last)
+
+    def _settle(
+        self,
+        finished: list[tuple[asyncio.Future[_GpuResult], Any, BaseException | None]],
+        last: bool,
+    ) -> None:
+        for fut, result, exc in finished:
+            if fut.done():
+                continue  # abandoned after its deadline
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)
+        if last and not self.done.done():
+            self.done.set_result(None)
 
 
 def decode_cuda_version(value: Any) -> str | None:
@@ -135,6 +252,13 @@ class Sampler:
         self._library_error = "NVML down"
         self._cycles = 0
         self._abandoned = 0
+        # The GPUs' jobs one after another, in seconds, as measured in the last serial cycles
+        # (inf: over the auto threshold), and the cycle of the latest: ``auto`` decides from them.
+        self._serial_costs: collections.deque[float] = collections.deque(maxlen=AUTO_SERIAL_HISTORY)
+        self._serial_cost_cycle = 0
+        # "chain": a serial cycle's jobs are handed on worker to worker; "awaits": the loop
+        # awaits each (bench/results/gpu-dispatch.md compares them).
+        self._serial_style = "chain"
         self._acquire_hooks: list[Callable[[str, Any], None]] = []
         self._reinit_hooks: list[Callable[[], None]] = []
         self._listeners: list[Callable[[Snapshot], None]] = []
@@ -314,7 +438,7 @@ class Sampler:
             return self._abandon(start_mono, "system phase did not finish before the deadline")
 
         slots = sorted(self._slots.values(), key=lambda s: s.index)
-        pending: dict[str, asyncio.Future[_GpuResult]] = {}
+        to_read: list[_Slot] = []
         results: dict[str, _GpuResult] = {}
         hung: list[str] = []
         for slot in slots:
@@ -328,7 +452,9 @@ class Sampler:
             elif slot.worker.busy:
                 hung.append(slot.uuid)
             else:
-                pending[slot.uuid] = slot.worker.submit(self._gpu_job(slot, now))
+                to_read.append(slot)
+        dispatch = self._dispatch_mode(to_read)
+        pending = await self._dispatch(to_read, now, deadline, dispatch)
         if pending:
             done, _ = await asyncio.wait(
                 pending.values(), timeout=max(0.0, deadline - time.monotonic())
@@ -374,6 +500,7 @@ class Sampler:
             cycles_abandoned_total=self._abandoned,
             last_cycle_duration_seconds=time.monotonic() - start_mono,
             hung_gpus=tuple(sorted(hung)),
+            dispatch=dispatch,
             down_reason=(
                 None
                 if system.up and not self._library_down
@@ -389,6 +516,104 @@ class Sampler:
             health=health,
             source=self.session.source,
         )
+
+    # ------------------------------------------------------------------ GPU dispatch
+
+    def _serial_threshold(self) -> float:
+        """``auto`` reads serially while the GPUs' jobs together take at most this (seconds)."""
+        return min(
+            AUTO_SERIAL_INTERVAL_FRACTION * self.config.interval_seconds,
+            AUTO_SERIAL_DEADLINE_FRACTION * self.config.deadline_seconds,
+        )
+
+    def _dispatch_mode(self, to_read: Sequence[_Slot]) -> str:
+        """ "serial" or "parallel" for this cycle's GPU jobs."""
+        mode = self.config.dispatch
+        if mode != "auto":
+            return mode
+        if len(to_read) <= 1:
+            return "serial"  # one job: the same either way
+        if any(slot.wall is None for slot in to_read):
+            # A GPU never read (the first cycle, a GPU new to the sampler): its cost is unknown,
+            # and the first read of a GPU is its longest (static values), so keep the wait short.
+            return "parallel"
+        if self._serial_costs and self._cycles - self._serial_cost_cycle < AUTO_PROBE_CYCLES:
+            cost = statistics.median(self._serial_costs)
+            return "serial" if cost <= self._serial_threshold() else "parallel"
+        # Not measured serially yet, or long ago: measure afresh (a serial cycle that overruns
+        # the threshold reads its remaining GPUs in parallel, so this costs at most that).
+        self._serial_costs.clear()
+        return "serial"
+
+    def _job_budget(self, slot: _Slot) -> float:
+        """How long a serial job may run before the GPUs after it are read in parallel."""
+        return max(SERIAL_BUDGET_FACTOR * (slot.wall or 0.0), SERIAL_BUDGET_FLOOR_SECONDS)
+
+    async def _dispatch(
+        self, to_read: list[_Slot], now: float, deadline: float, mode: str
+    ) -> dict[str, asyncio.Future[_GpuResult]]:
+        """Start the GPUs' jobs; returns their futures, some maybe still running."""
+        if mode == "parallel" or len(to_read) <= 1:
+            return {s.uuid: s.worker.submit(self._gpu_job(s, now)) for s in to_read}
+        started = time.monotonic()
+        # Besides a suspected hang, the chain ends (the GPUs not yet read go parallel) at half
+        # the deadline, so that those GPUs still have time; in auto, already at the threshold
+        # (the serial cost is then too high: parallel for a while).
+        end = started + SERIAL_DEADLINE_SHARE * (deadline - started)
+        if self.config.dispatch == "auto":
+            end = min(end, started + self._serial_threshold())
+        if self._serial_style == "chain":
+            pending, outcome = await self._serial_chain(to_read, now, deadline, end)
+        else:
+            pending, outcome = await self._serial_awaits(to_read, now, end)
+        # A suspected hang ("slow") says nothing about the cost: not counted.
+        if outcome != "slow":
+            over = outcome == "over"
+            self._serial_costs.append(float("inf") if over else sum(s.wall or 0.0 for s in to_read))
+            self._serial_cost_cycle = self._cycles
+        return pending
+
+    async def _serial_awaits(
+        self, to_read: list[_Slot], now: float, end: float
+    ) -> tuple[dict[str, asyncio.Future[_GpuResult]], str]:
+        """Serial by awaiting each job on the loop (one loop wake-up per GPU; costs more than
+        the chain, bench/results/gpu-dispatch.md: kept to measure it again on real GPUs)."""
+        pending: dict[str, asyncio.Future[_GpuResult]] = {}
+        for k, slot in enumerate(to_read):
+            fut = pending[slot.uuid] = slot.worker.submit(self._gpu_job(slot, now))
+            t = time.monotonic()
+            slot_end = t + self._job_budget(slot)
+            done, _ = await asyncio.wait((fut,), timeout=max(0.0, min(slot_end, end) - t))
+            if not done:
+                for rest in to_read[k + 1 :]:
+                    pending[rest.uuid] = rest.worker.submit(self._gpu_job(rest, now))
+                return pending, ("over" if end < slot_end else "slow")
+        return pending, "done"
+
+    async def _serial_chain(
+        self, to_read: list[_Slot], now: float, deadline: float, end: float
+    ) -> tuple[dict[str, asyncio.Future[_GpuResult]], str]:
+        """Serial by handing each job on from worker to worker (one loop wake-up per chain)."""
+        loop = asyncio.get_running_loop()
+        jobs = [(s.worker, self._gpu_job(s, now), loop.create_future()) for s in to_read]
+        pending = {s.uuid: job[2] for s, job in zip(to_read, jobs, strict=True)}
+        chain = _Chain(loop, jobs)
+        chain.start()
+        while not chain.done.done():
+            running, started = chain.position()
+            t = time.monotonic()
+            if running is None:  # the last job finished: its results are on their way
+                slot_end = stop_at = deadline
+            else:
+                slot_end = started + self._job_budget(to_read[running])
+                stop_at = min(slot_end, end)
+            if t >= stop_at:
+                for k in chain.stop():
+                    worker, job, _ = jobs[k]
+                    pending[to_read[k].uuid] = worker.submit(job)
+                return pending, ("over" if end < slot_end else "slow")
+            await asyncio.wait((chain.done,), timeout=stop_at - t)
+        return pending, "done"
 
     def _enrich(self, snap: Snapshot) -> Snapshot:
         """Merge what the enrichers last learned (names of VMs and pods) into the snapshot.
@@ -547,6 +772,14 @@ class Sampler:
         previous = slot.last
 
         def job() -> _GpuResult:
+            started = time.perf_counter()
+            progress = slot.progress = _Progress(GpuBuilder(slot.index, slot.uuid), {}, set())
+            result = read(progress)
+            if not progress.abandoned:  # an abandoned job's time is its hang, not its cost
+                slot.wall = time.perf_counter() - started
+            return result
+
+        def read(progress: _Progress) -> _GpuResult:
             slot.state.pop(NEEDS_INTERVAL, None)
             ctx = GpuContext(
                 session=self.session,
@@ -559,10 +792,7 @@ class Sampler:
                 now=now,
                 shared=self.services,
             )
-            out = GpuBuilder(slot.index, slot.uuid)
-            timings: dict[str, float] = {}
-            failed: set[str] = set()
-            progress = slot.progress = _Progress(out, timings, failed)
+            out, timings, failed = progress.out, progress.timings, progress.failed
             for reader in self.readers:
                 if not is_active(reader, self.config):
                     continue

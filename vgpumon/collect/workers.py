@@ -74,6 +74,16 @@ class Worker:
         self._jobs.put((job, done))
         return fut
 
+    def post(self, job: Callable[[], T], done: Callable[[Any, BaseException | None], None]) -> None:
+        """Run ``job`` on this worker, then ``done(result, error)`` in this worker's thread.
+
+        No event loop involved: the serial dispatch hands the next GPU's job on from here
+        (:class:`vgpumon.collect.sampler._Chain`), so the loop wakes once per chain, not per GPU.
+        ``done`` must be quick and must not raise.
+        """
+        self._busy.set()
+        self._jobs.put((job, done))
+
     def stop(self) -> None:
         """Ask the thread to end after its current job (a stuck thread just stays, as a daemon)."""
         self._jobs.put(None)

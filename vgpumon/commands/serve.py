@@ -22,10 +22,12 @@ from vgpumon.config.serve import (
     check_bool,
     check_cadence,
     check_count,
+    check_dispatch,
     check_interval,
     check_listen,
     check_log_level,
     check_patterns,
+    check_render_ahead,
     check_text,
     check_timeout,
     load_file,
@@ -46,6 +48,7 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "listen": ("--listen", check_listen),
     "interval_seconds": ("--interval", check_interval),
     "deadline_seconds": ("--deadline", check_timeout),
+    "dispatch": ("--dispatch", check_dispatch),
     "processes": ("--processes", check_bool),
     "processes_max": ("--processes-max", check_count),
     "pcie_throughput": ("--pcie-throughput", check_bool),
@@ -58,6 +61,7 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "pcie_replay_interval_seconds": ("--interval.pcie-replay", check_cadence),
     "web_config_file": ("--web.config.file", check_text),
     "max_requests": ("--web.max-requests", check_count),
+    "render_ahead": ("--web.render-ahead", check_render_ahead),
     "shutdown_timeout_seconds": ("--web.shutdown-timeout", check_timeout),
     "max_connections": ("--web.max-connections", check_count),
     "header_timeout_seconds": ("--web.header-timeout", check_timeout),
@@ -111,6 +115,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"requests served at once; more get 503 at once (default {defaults.max_requests})",
     )
     web.add_argument(
+        "--web.render-ahead",
+        dest="render_ahead",
+        metavar="WHEN",
+        help="auto: render a new snapshot before a scrape asks only where rendering is slow "
+        "(a small host's cheap render waits for the scrape); always: every snapshot "
+        f"(default {defaults.render_ahead})",
+    )
+    web.add_argument(
         "--web.shutdown-timeout",
         dest="shutdown_timeout_seconds",
         metavar="DURATION",
@@ -158,6 +170,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="a cycle still running after this is abandoned and the sampler reported wedged "
         f"(default {defaults.deadline_seconds:g})",
+    )
+    sampling.add_argument(
+        "--dispatch",
+        dest="dispatch",
+        metavar="MODE",
+        help="read the GPUs one after another (serial), all at once (parallel), or serially "
+        f"while their reads are short (auto; default {defaults.dispatch})",
     )
     sampling.add_argument(
         "--processes",
@@ -285,6 +304,7 @@ def serve_arguments(
         "listen": settings.listen,
         "options": in_force.options,
         "max_requests": settings.max_requests,
+        "render_ahead": settings.render_ahead == "always",
         "web_config_file": settings.web_config_file,
         "shutdown_timeout_seconds": settings.shutdown_timeout_seconds,
         "limits": settings.server_limits(),
@@ -319,6 +339,7 @@ def sampler_config(settings: ServeSettings) -> SamplerConfig:
     return SamplerConfig(
         interval_seconds=settings.interval_seconds,
         deadline_seconds=settings.deadline_seconds,
+        dispatch=settings.dispatch,
         collectors=settings.enabled_collectors(known),
         pcie_throughput=settings.pcie_throughput,
         cadences={
@@ -345,6 +366,7 @@ RESTART_ONLY = (
     "listen",
     "interval_seconds",
     "deadline_seconds",
+    "dispatch",
     "collectors",
     "pcie_throughput",
     "energy_interval_seconds",
@@ -360,6 +382,7 @@ RESTART_ONLY = (
     "max_connections",
     "header_timeout_seconds",
     "idle_timeout_seconds",
+    "render_ahead",
     # The enrichers run with the sampler.
     "libvirt_uri",
     "kubelet_socket",

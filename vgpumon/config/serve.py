@@ -9,6 +9,7 @@ Example::
     listen: ["0.0.0.0:9839", "[::]:9839"]
     interval: 1          # seconds between sampling cycles
     deadline: 5          # a cycle still running after this is abandoned (sampler wedged)
+    dispatch: auto       # GPUs read serially while short, else in parallel (or: serial, parallel)
     collectors: {pcie: false}
     processes: true      # per-process series (opt-in), at most processes_max processes
     processes_max: 100
@@ -24,6 +25,7 @@ Example::
     web:
       config_file: web.yml   # TLS and basic auth (Prometheus web-config format)
       max_requests: 40
+      render_ahead: auto     # always: render every snapshot before a scrape asks
       shutdown_timeout: 5
       max_connections: 128   # one more is closed at once
       header_timeout: 10     # seconds to finish the TLS handshake and send a request head
@@ -61,6 +63,9 @@ if TYPE_CHECKING:
 # Prometheus' exporter range 9100-9999; see docs/exporter.md for how this number was chosen.
 DEFAULT_PORT = 9839
 LOG_LEVELS = ("debug", "info", "warning", "error")
+# How the sampler runs the GPUs' jobs (vgpumon.collect.base.DISPATCH_MODES, which a test keeps
+# equal: config never imports collect).
+DISPATCH_MODES = ("auto", "parallel", "serial")
 # Sampling faster than 10 ms is a busy loop (one NVML sweep of a large host takes longer), and
 # slower than a day is a typo: Prometheus marks series stale after 5 minutes.
 MIN_INTERVAL_SECONDS = 0.01
@@ -110,6 +115,7 @@ class ServeSettings:
     listen: tuple[ListenAddress, ...] = (ListenAddress(None, DEFAULT_PORT),)
     interval_seconds: float = 1.0
     deadline_seconds: float = 5.0
+    dispatch: str = "auto"
     # Collector name -> on/off, over each collector's default (file first, then flags).
     collectors: tuple[tuple[str, bool], ...] = ()
     processes: bool = False
@@ -131,6 +137,9 @@ class ServeSettings:
     pcie_replay_interval_seconds: float = 10.0  # a counter: rate() absorbs 10 s
     web_config_file: str | None = None
     max_requests: int = 40
+    # auto: snapshots are rendered ahead of scrapes only where a render is slow enough to show
+    # in scrape latency; always: every snapshot (vgpumon/export/publisher.py says why).
+    render_ahead: str = "auto"
     shutdown_timeout_seconds: float = 5.0
     max_connections: int = ServerLimits.max_connections
     header_timeout_seconds: float = ServerLimits.header_timeout_seconds
@@ -245,6 +254,23 @@ def check_log_level(value: Any, where: str) -> str:
     return level
 
 
+def check_dispatch(value: Any, where: str) -> str:
+    mode = check_text(value, where).lower()
+    if mode not in DISPATCH_MODES:
+        raise ConfigError(f"{where}: expected one of {', '.join(DISPATCH_MODES)}, got {value!r}")
+    return mode
+
+
+RENDER_AHEAD = ("auto", "always")
+
+
+def check_render_ahead(value: Any, where: str) -> str:
+    choice = check_text(value, where).lower()
+    if choice not in RENDER_AHEAD:
+        raise ConfigError(f"{where}: expected one of {', '.join(RENDER_AHEAD)}, got {value!r}")
+    return choice
+
+
 def check_patterns(value: Any, where: str) -> tuple[str, ...]:
     """One or more non-empty names or shell-style patterns (``nvidia.com/mig-*``)."""
     items = [value] if isinstance(value, str) else value
@@ -281,6 +307,7 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "listen": ("listen", check_listen),
     "interval": ("interval_seconds", check_interval),
     "deadline": ("deadline_seconds", check_timeout),
+    "dispatch": ("dispatch", check_dispatch),
     "processes": ("processes", check_bool),
     "processes_max": ("processes_max", check_count),
     "pcie_throughput": ("pcie_throughput", check_bool),
@@ -293,6 +320,7 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "intervals.pcie_replay": ("pcie_replay_interval_seconds", check_cadence),
     "web.config_file": ("web_config_file", check_text),
     "web.max_requests": ("max_requests", check_count),
+    "web.render_ahead": ("render_ahead", check_render_ahead),
     "web.shutdown_timeout": ("shutdown_timeout_seconds", check_timeout),
     "web.max_connections": ("max_connections", check_count),
     "web.header_timeout": ("header_timeout_seconds", check_timeout),

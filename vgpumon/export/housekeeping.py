@@ -18,8 +18,11 @@ GIL) while it runs. On the simulated 16 GPU x 48 vGPU host (2-core development c
 bench/results/exporter-cost-memory.md) ``gc.collect()`` took about 5 ms (11,500 tracked objects:
 the start-up ones are frozen) and ``malloc_trim(0)`` 0.5 ms (7 ms at most, when it had much to give
 back); on a 1-GPU host 0.2 ms each. Once a minute, a scrape that arrives meanwhile waits that long
-at most. It also runs once at start-up, right after the freeze. When the sampler publishes nothing
-(wedged), the housekeeping waits too: the process then makes little to clean up.
+at most. It also runs once at start-up, right after the freeze. Where renders wait for a scrape to
+ask (a small host, ``--web.render-ahead auto``), the publish it follows is that scrape's render, so
+that scrape waits for the housekeeping too: well under a millisecond on such a host. When the
+sampler publishes nothing (wedged), the housekeeping waits too: the process then makes little to
+clean up.
 """
 
 from __future__ import annotations

@@ -650,6 +650,15 @@ FAMILIES: tuple[Family, ...] = (
         lambda s: s.health.last_cycle_duration_seconds,
         collector=EXPORTER,
     ),
+    state_set(
+        HOST,
+        "vgpumon_sampler_dispatch",
+        "How the last cycle read the GPUs: one after another (serial) or all at once (parallel).",
+        "mode",
+        ("parallel", "serial"),
+        lambda s: s.health.dispatch,
+        collector=EXPORTER,
+    ),
     counter(
         NVML_ERROR,
         "vgpumon_nvml_errors_total",

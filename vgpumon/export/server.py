@@ -228,13 +228,15 @@ def build_app(
     web_config: Any = None,
     write_timeout_seconds: float = ServerLimits.write_timeout_seconds,
     extra: Callable[[], tuple[str, str]] | None = None,
+    render_ahead: bool = False,
 ) -> web.Application:
     """The exporter's aiohttp app.
 
     ``web_config`` (a :class:`vgpumon.export.webconfig.WebConfigRuntime`) installs TLS client
     checks, basic auth and headers outermost, so an unauthenticated request reaches nothing else;
     ``middlewares`` run inside the in-flight limit. ``extra`` adds families from outside the
-    metric table to every render (``serve`` passes :func:`process_families`).
+    metric table to every render (``serve`` passes :func:`process_families`). ``render_ahead``
+    renders every snapshot before a scrape asks, however cheap (otherwise only slow renders are).
     """
     limits = Limits(max_requests, write_timeout_seconds)
     # A source that says when it has a new snapshot (the sampler) wakes the publisher itself; the
@@ -244,6 +246,8 @@ def build_app(
     publisher = Publisher(
         lambda: source.latest, options, extra=extra or no_extra, poll_seconds=poll
     )
+    if render_ahead:
+        publisher.render_ahead_seconds = 0.0
     if callable(subscribe):
         subscribe(lambda _snapshot: publisher.kick())
     json_cache = JsonCache()
@@ -258,7 +262,11 @@ def build_app(
             if bodies is None:
                 return web.Response(status=503, text="no exposition rendered yet\n")
         elif not bodies.of(snapshot):
-            publisher.kick()  # serve the last complete body now; the new one is being rendered
+            # Rendered ahead: the last complete body now, the new one is on its way. Rendered
+            # on ask (cheap renders): this snapshot's, rendered now (publisher.py says why).
+            bodies = await publisher.for_scrape(snapshot)
+            if bodies is None:
+                return web.Response(status=503, text="no exposition rendered yet\n")
         choice = choose(request.headers.get("Accept"))
         gz = gzip_wanted(request.headers.get("Accept-Encoding"))
         if gz:
@@ -438,6 +446,7 @@ async def serve(
     max_requests: int,
     web_config_file: str | None,
     shutdown_timeout_seconds: float,
+    render_ahead: bool = False,
     limits: ServerLimits | None = None,
     reload: Reload | None = None,
     in_force: Reloaded | None = None,
@@ -467,6 +476,7 @@ async def serve(
         web_config=web_config,
         write_timeout_seconds=limits.write_timeout_seconds,
         extra=process_families(),
+        render_ahead=render_ahead,
     )
     bound = shutdown_timeout_seconds
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=bound)
