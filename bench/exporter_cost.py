@@ -540,7 +540,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['machine']['memory_gb']} GB (load average at start "
         f"{', '.join(f'{x:.2f}' for x in report['machine']['load_average_at_start'])})",
         f"- driver: {report['driver']}",
-        f"- interval {report['interval']} s; idle window {report['window']} s; "
+        f"- interval {report['interval']} s; CPU window {report['window']} s, scraped every "
+        f"{report.get('scrape_every', 0):g} s; "
         f"{report['rounds']} round(s), runners in rotating order; medians over rounds",
         f"- simulated per-call costs: {report['sim_latency']}",
         "",

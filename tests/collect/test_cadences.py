@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from vgpumon.collect import gpm, health, licensing, memory, mig, pcie, vgpu
+from vgpumon.collect import gpm, health, licensing, memory, mig, nvlink, pcie, vgpu
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.device import READERS as DEVICE_READERS
 from vgpumon.collect.pcie import FI_DEV_PCIE_REPLAY_COUNTER
@@ -158,3 +158,41 @@ async def test_the_pcie_replay_counter_is_asked_every_ten_seconds_outside_the_ba
     # The ECC counters still come every cycle, in the batch.
     ecc_volatile_corrected = 3  # NVML_FI_DEV_ECC_SBE_VOL_TOTAL
     assert sum(1 for ids in batches if ecc_volatile_corrected in ids) == len(snaps)
+
+
+def _nvlink_fields_asked(host: SimHost) -> list[int]:
+    """Per cycle and GPU call, how many (TX, link) entries the sampler asked NVML for."""
+    asked: list[int] = []
+    real = host.session.module.nvmlDeviceGetFieldValues
+
+    def counted(handle: Any, ids: list[Any]) -> Any:
+        asked.append(sum(1 for key in ids if isinstance(key, tuple) and key[0] == nvlink.FI_TX))
+        return real(handle, ids)
+
+    host.session.module.nvmlDeviceGetFieldValues = counted
+    return asked
+
+
+async def test_nvlink_is_read_at_its_cadence_and_the_last_counters_stand(
+    sim_host: SimHostFactory,
+) -> None:
+    host = sim_host("hgx-8xh100-nvlink", [*DEVICE_READERS, *pcie.READERS],
+                    SamplerConfig(cadences={"nvlink": 10.0}))  # fmt: skip
+    asked = _nvlink_fields_asked(host)
+    snaps = await _run(host, 12)  # cycles at t = 0 .. 12: reads at 0 and 10
+    gpus = len(snaps[0].gpus)
+    links = len(snaps[0].gpus[0].nvlinks)
+    assert links == nvlink.MAX_LINKS
+    assert sum(asked) == 2 * gpus * links, "two reads of every link, nothing in between"
+    for t, snap in enumerate(snaps):
+        read_at = t - t % 10
+        assert snap.gpus[0].nvlinks == snaps[read_at].gpus[0].nvlinks, f"t={t}"
+    assert snaps[10].gpus[0].nvlinks != snaps[0].gpus[0].nvlinks, "the counters moved"
+
+
+async def test_nvlink_every_cycle_without_a_cadence(sim_host: SimHostFactory) -> None:
+    host = sim_host("hgx-8xh100-nvlink", [*DEVICE_READERS, *pcie.READERS])
+    asked = _nvlink_fields_asked(host)
+    snaps = await _run(host, 3)
+    assert sum(asked) == 4 * len(snaps[0].gpus) * nvlink.MAX_LINKS
+    assert snaps[1].gpus[0].nvlinks != snaps[0].gpus[0].nvlinks

@@ -25,6 +25,7 @@ DEFAULTS = {
     "bar1": 10.0,
     "license": 10.0,
     "pcie_replay": 10.0,
+    "nvlink": 30.0,
 }
 
 

@@ -10,8 +10,8 @@ import ctypes
 import dataclasses
 
 import pytest
+from export_helpers import rich_snapshot
 
-from tests.export_helpers import rich_snapshot
 from vgpumon import allocator
 from vgpumon.export import housekeeping
 from vgpumon.export.housekeeping import HOUSEKEEPING_SECONDS, Housekeeping

@@ -59,6 +59,7 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "bar1_interval_seconds": ("--interval.bar1", check_cadence),
     "license_interval_seconds": ("--interval.license", check_cadence),
     "pcie_replay_interval_seconds": ("--interval.pcie-replay", check_cadence),
+    "nvlink_interval_seconds": ("--interval.nvlink", check_cadence),
     "web_config_file": ("--web.config.file", check_text),
     "max_requests": ("--web.max-requests", check_count),
     "render_ahead": ("--web.render-ahead", check_render_ahead),
@@ -210,6 +211,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         ("bar1_interval_seconds", "--interval.bar1", "BAR1 memory"),
         ("license_interval_seconds", "--interval.license", "license state"),
         ("pcie_replay_interval_seconds", "--interval.pcie-replay", "the PCIe replay counter"),
+        ("nvlink_interval_seconds", "--interval.nvlink", "NVLink per-link state and counters"),
     ):
         sampling.add_argument(
             flag,
@@ -350,6 +352,7 @@ def sampler_config(settings: ServeSettings) -> SamplerConfig:
             "bar1": settings.bar1_interval_seconds,
             "license": settings.license_interval_seconds,
             "pcie_replay": settings.pcie_replay_interval_seconds,
+            "nvlink": settings.nvlink_interval_seconds,
         },
         extra_fields=field_keys(settings),
     )
@@ -376,6 +379,7 @@ RESTART_ONLY = (
     "bar1_interval_seconds",
     "license_interval_seconds",
     "pcie_replay_interval_seconds",
+    "nvlink_interval_seconds",
     "sim",
     "nvml_module",
     "web_config_file",

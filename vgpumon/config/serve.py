@@ -22,6 +22,7 @@ Example::
       bar1: 10
       license: 10
       pcie_replay: 10
+      nvlink: 30         # NVLink per-link state and counters (about 75 ms per HGX GPU a read)
     web:
       config_file: web.yml   # TLS and basic auth (Prometheus web-config format)
       max_requests: 40
@@ -135,6 +136,9 @@ class ServeSettings:
     bar1_interval_seconds: float = 10.0
     license_interval_seconds: float = 10.0
     pcie_replay_interval_seconds: float = 10.0  # a counter: rate() absorbs 10 s
+    # Counters and link states; the driver answers each of a GPU's 108 per-link fields on its
+    # own (75 ms of CPU per HGX GPU and read). DCGM's exporter collects every 30 s too.
+    nvlink_interval_seconds: float = 30.0
     web_config_file: str | None = None
     max_requests: int = 40
     # auto: snapshots are rendered ahead of scrapes only where a render is slow enough to show
@@ -318,6 +322,7 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "intervals.bar1": ("bar1_interval_seconds", check_cadence),
     "intervals.license": ("license_interval_seconds", check_cadence),
     "intervals.pcie_replay": ("pcie_replay_interval_seconds", check_cadence),
+    "intervals.nvlink": ("nvlink_interval_seconds", check_cadence),
     "web.config_file": ("web_config_file", check_text),
     "web.max_requests": ("max_requests", check_count),
     "web.render_ahead": ("render_ahead", check_render_ahead),
