@@ -37,31 +37,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from exporter_cost import host_scenario  # the same simulated hosts
+
 MODES = ("parallel", "serial", "serial-awaits", "auto")
-
-
-def host_scenario(name: str) -> str:
-    # exporter_cost.py's hosts, without importing it (it needs psutil)
-    gpus, vgpus = (int(x) for x in name.split("x"))
-    out = [f"name: bench-{name}", f"description: {gpus} L40S x {vgpus} vGPUs", "seed: 11", "gpus:"]
-    for g in range(gpus):
-        out += [
-            "  - model: l40s",
-            "    virtualization_mode: host_vgpu",
-            "    load: {duty: 0.3}",
-            "    vgpu:",
-            "      types:",
-            '        - {id: 1145, name: "NVIDIA L40S-1Q", framebuffer: 1GiB, max_instances: 48}',
-            "      scheduler: {policy: best_effort, timeslice: 2ms}",
-        ]
-        if vgpus:
-            out.append("      instances:")
-            for i in range(vgpus):
-                vid = g * 100 + i + 1
-                out.append(
-                    f"        - {{id: {vid}, type: 1145, vm_id: vm-{vid}, load: {{sm: 0.02}}}}"
-                )
-    return "\n".join(out) + "\n"
 
 
 class Run:

@@ -40,7 +40,7 @@ from vgpumon.collect.base import (
     is_active,
 )
 from vgpumon.collect.enrich.base import Enricher
-from vgpumon.collect.workers import Worker
+from vgpumon.collect.workers import Worker, settle
 from vgpumon.model import CollectorStatus, DriverInfo, Gpu, SamplerHealth, Snapshot
 from vgpumon.nvml.session import SYSTEM, GpuDown, NvmlSession
 
@@ -184,16 +184,16 @@ class _Chain:
         with self._lock:
             self._running = None
             if self._stopped:
-                settle, last = [(fut, result, exc)], False
+                ready, last = [(fut, result, exc)], False
             else:
                 self._finished.append((fut, result, exc))
                 if self._next < len(self._jobs):
                     self._post_next()
                     return
-                settle, last, self._finished = self._finished, True, []
+                ready, last, self._finished = self._finished, True, []
         # RuntimeError: the loop closed while a call was stuck; nobody is waiting any more.
         with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._settle, settle, last)
+            self._loop.call_soon_threadsafe(self._settle, ready, last)
 
     def _settle(
         self,
@@ -201,12 +201,7 @@ class _Chain:
         last: bool,
     ) -> None:
         for fut, result, exc in finished:
-            if fut.done():
-                continue  # abandoned after its deadline
-            if exc is not None:
-                fut.set_exception(exc)
-            else:
-                fut.set_result(result)
+            settle(fut, result, exc)
         if last and not self.done.done():
             self.done.set_result(None)
 

@@ -21,6 +21,17 @@ from vgpumon.collect.threads import daemon_thread
 T = TypeVar("T")
 
 
+def settle(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
+    """Give ``fut`` a job's outcome, on the loop's thread."""
+    # A future abandoned after its deadline is already done (cancelled): it stays as it is.
+    if fut.done():
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(result)
+
+
 class Worker:
     """One daemon thread executing one job at a time."""
 
@@ -58,17 +69,9 @@ class Worker:
         fut: asyncio.Future[T] = loop.create_future()
 
         def done(result: Any, exc: BaseException | None) -> None:
-            def settle() -> None:
-                if fut.done():
-                    return  # abandoned after its deadline
-                if exc is not None:
-                    fut.set_exception(exc)
-                else:
-                    fut.set_result(result)
-
             # RuntimeError: the loop closed while the call was stuck; nobody is waiting any more.
             with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(settle)
+                loop.call_soon_threadsafe(settle, fut, result, exc)
 
         self._busy.set()
         self._jobs.put((job, done))
