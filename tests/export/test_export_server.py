@@ -329,3 +329,21 @@ async def test_render_ahead_always_renders_every_snapshot_without_a_scrape(
         _bump(source)
         publisher.kick()
         await asyncio.wait_for(_rendered(publisher, count), 5)
+
+
+async def test_until_published_renders_new_options_ahead_even_on_ask(
+    make_client: Factory,
+) -> None:
+    """New export options are rendered ahead; waiting for them must not spin on the loop."""
+    source = FakeSampler(rich_snapshot())
+    client = await make_client(source)
+    publisher = client.app[PUBLISHER] if client.app is not None else None
+    assert publisher is not None
+    await _rendered(publisher, 1)
+    publisher.render_ahead_seconds = float("inf")  # renders wait for a scrape...
+    publisher.set_options(ExportOptions(processes=True))  # ...but not those of new options
+    _bump(source)
+    assert source.latest is not None
+    await asyncio.wait_for(publisher.until_published(source.latest), 5)
+    assert publisher.current is not None and publisher.current.of(source.latest)
+    assert publisher.current.options == ExportOptions(processes=True)

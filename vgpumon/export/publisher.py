@@ -224,7 +224,7 @@ class Publisher:
             return await self.wait_current()
         if not self._due(snapshot):
             return current
-        if self.renders_ahead or current.options != self.options:
+        if self._ahead():
             self.kick()
             return current
         asked = self._asked
@@ -250,7 +250,7 @@ class Publisher:
                 return
             if self._latest() is not snapshot:  # superseded before it was rendered
                 return
-            if self.current is not None and not self.renders_ahead:
+            if not self._ahead():
                 await self.for_scrape(snapshot)  # rendered on ask: ask
                 continue
             self.kick()
