@@ -73,8 +73,7 @@ class Worker:
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(settle, fut, result, exc)
 
-        self._busy.set()
-        self._jobs.put((job, done))
+        self.post(job, done)
         return fut
 
     def post(self, job: Callable[[], T], done: Callable[[Any, BaseException | None], None]) -> None:
