@@ -13,8 +13,9 @@ cycle: the CPU time of the threads that run the cycle (the event loop's, the sys
 every GPU worker's, read from their thread CPU clocks: the pollers' time, which does not depend
 on the mode, is left out) and the cycle's wall time
 (``vgpumon_sampler_last_cycle_duration_seconds``).
-Modes: ``parallel``, ``serial`` (the worker-to-worker chain), ``serial-awaits`` (the loop awaits
-each GPU's job), ``auto``.
+Modes: ``parallel``, ``serial`` (the worker-to-worker chain), ``auto``. (A ``serial-awaits``
+mode, the loop awaiting each GPU's job, was measured in bench/results/gpu-dispatch.md and then
+removed from the sampler: it cost more than the chain.)
 
     PYTHONPATH=$PWD python bench/gpu_dispatch.py --hosts 1x0,16x0,16x48 --rounds 5 --cycles 20
 """
@@ -39,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from exporter_cost import host_scenario  # the same simulated hosts
 
-MODES = ("parallel", "serial", "serial-awaits", "auto")
+MODES = ("parallel", "serial", "auto")
 
 
 class Run:
@@ -57,13 +58,11 @@ class Run:
         else:
             self.session = open_session(sim=scenario, clock=self.clock)
         config = sampler_config(ServeSettings())
-        config.dispatch = "serial" if mode == "serial-awaits" else mode
+        config.dispatch = mode
         if collectors:
             config.collectors = frozenset(collectors.split(","))
         clock = time.time if self.real else self.clock.now
         self.sampler = Sampler(self.session, config, clock=clock)
-        if mode == "serial-awaits":
-            self.sampler._serial_style = "awaits"
         self.cpu: list[float] = []
         self.wall: list[float] = []
         self.modes: dict[str, int] = {}

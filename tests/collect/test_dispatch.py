@@ -101,17 +101,6 @@ async def test_parallel_overlaps(sim_host: SimHostFactory, recorder: Recorder) -
     assert time.monotonic() - started < 8 * 0.05  # faster than one after another
 
 
-async def test_the_serial_awaits_style_reads_one_at_a_time(
-    sim_host: SimHostFactory, recorder: Recorder
-) -> None:
-    recorder.delay = 0.002
-    h = host(sim_host, recorder, dispatch="serial")
-    h.sampler._serial_style = "awaits"
-    snap = await h.cycle()
-    assert snap.health.dispatch == "serial" and all(g.up for g in snap.gpus)
-    assert recorder.most == 1 and recorder.reads == list(range(8))
-
-
 async def test_auto_follows_the_measured_walls(
     sim_host: SimHostFactory, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -157,13 +146,11 @@ async def test_auto_with_one_gpu_is_serial(sim_host: SimHostFactory, recorder: R
     assert snap.health.dispatch == "serial"  # nothing measured, but one job is serial anyway
 
 
-@pytest.mark.parametrize("style", ["chain", "awaits"])
 async def test_a_gpu_hung_in_serial_does_not_hold_the_others(
-    sim_host: SimHostFactory, recorder: Recorder, style: str
+    sim_host: SimHostFactory, recorder: Recorder
 ) -> None:
     recorder.hang_on = {2}
     h = host(sim_host, recorder, first=True, dispatch="serial", deadline_seconds=0.5)
-    h.sampler._serial_style = style
     started = time.monotonic()
     snap = await h.cycle()
     took = time.monotonic() - started

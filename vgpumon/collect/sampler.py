@@ -251,9 +251,6 @@ class Sampler:
         # (inf: over the auto threshold), and the cycle of the latest: ``auto`` decides from them.
         self._serial_costs: collections.deque[float] = collections.deque(maxlen=AUTO_SERIAL_HISTORY)
         self._serial_cost_cycle = 0
-        # "chain": a serial cycle's jobs are handed on worker to worker; "awaits": the loop
-        # awaits each (bench/results/gpu-dispatch.md compares them).
-        self._serial_style = "chain"
         self._acquire_hooks: list[Callable[[str, Any], None]] = []
         self._reinit_hooks: list[Callable[[], None]] = []
         self._listeners: list[Callable[[Snapshot], None]] = []
@@ -557,10 +554,7 @@ class Sampler:
         end = started + SERIAL_DEADLINE_SHARE * (deadline - started)
         if self.config.dispatch == "auto":
             end = min(end, started + self._serial_threshold())
-        if self._serial_style == "chain":
-            pending, outcome = await self._serial_chain(to_read, now, deadline, end)
-        else:
-            pending, outcome = await self._serial_awaits(to_read, now, end)
+        pending, outcome = await self._serial_chain(to_read, now, deadline, end)
         # A suspected hang ("slow") says nothing about the cost: not counted.
         if outcome != "slow":
             over = outcome == "over"
@@ -568,27 +562,12 @@ class Sampler:
             self._serial_cost_cycle = self._cycles
         return pending
 
-    async def _serial_awaits(
-        self, to_read: list[_Slot], now: float, end: float
-    ) -> tuple[dict[str, asyncio.Future[_GpuResult]], str]:
-        """Serial by awaiting each job on the loop (one loop wake-up per GPU; costs more than
-        the chain, bench/results/gpu-dispatch.md: kept to measure it again on real GPUs)."""
-        pending: dict[str, asyncio.Future[_GpuResult]] = {}
-        for k, slot in enumerate(to_read):
-            fut = pending[slot.uuid] = slot.worker.submit(self._gpu_job(slot, now))
-            t = time.monotonic()
-            slot_end = t + self._job_budget(slot)
-            done, _ = await asyncio.wait((fut,), timeout=max(0.0, min(slot_end, end) - t))
-            if not done:
-                for rest in to_read[k + 1 :]:
-                    pending[rest.uuid] = rest.worker.submit(self._gpu_job(rest, now))
-                return pending, ("over" if end < slot_end else "slow")
-        return pending, "done"
-
     async def _serial_chain(
         self, to_read: list[_Slot], now: float, deadline: float, end: float
     ) -> tuple[dict[str, asyncio.Future[_GpuResult]], str]:
-        """Serial by handing each job on from worker to worker (one loop wake-up per chain)."""
+        """Serial by handing each job on from worker to worker: one loop wake-up per chain, where
+        awaiting each job on the loop cost one per GPU (about twice the dispatch CPU,
+        bench/results/gpu-dispatch.md)."""
         loop = asyncio.get_running_loop()
         jobs = [(s.worker, self._gpu_job(s, now), loop.create_future()) for s in to_read]
         pending = {s.uuid: job[2] for s, job in zip(to_read, jobs, strict=True)}
