@@ -251,28 +251,27 @@ def check_text(value: Any, where: str) -> str:
     return value
 
 
+def _check_choice(value: Any, where: str, choices: tuple[str, ...]) -> str:
+    """One of ``choices``, any case (flags and file keys alike)."""
+    choice = check_text(value, where).lower()
+    if choice not in choices:
+        raise ConfigError(f"{where}: expected one of {', '.join(choices)}, got {value!r}")
+    return choice
+
+
 def check_log_level(value: Any, where: str) -> str:
-    level = check_text(value, where).lower()
-    if level not in LOG_LEVELS:
-        raise ConfigError(f"{where}: expected one of {', '.join(LOG_LEVELS)}, got {value!r}")
-    return level
+    return _check_choice(value, where, LOG_LEVELS)
 
 
 def check_dispatch(value: Any, where: str) -> str:
-    mode = check_text(value, where).lower()
-    if mode not in DISPATCH_MODES:
-        raise ConfigError(f"{where}: expected one of {', '.join(DISPATCH_MODES)}, got {value!r}")
-    return mode
+    return _check_choice(value, where, DISPATCH_MODES)
 
 
 RENDER_AHEAD = ("auto", "always")
 
 
 def check_render_ahead(value: Any, where: str) -> str:
-    choice = check_text(value, where).lower()
-    if choice not in RENDER_AHEAD:
-        raise ConfigError(f"{where}: expected one of {', '.join(RENDER_AHEAD)}, got {value!r}")
-    return choice
+    return _check_choice(value, where, RENDER_AHEAD)
 
 
 def check_patterns(value: Any, where: str) -> tuple[str, ...]:
