@@ -30,6 +30,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from serve_ready import wait_ready  # bench/serve_ready.py
+
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ("auto", "always")
 BASE_PORT = 19850
@@ -56,24 +58,11 @@ def start(mode: str, port: int, sim: str | None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def wait_ready(port: int, proc: subprocess.Popen[bytes], seconds: float = 30.0) -> None:
-    give_up = time.monotonic() + seconds
-    while time.monotonic() < give_up:
-        if proc.poll() is not None:
-            raise SystemExit(f"render_ahead: serve on port {port} exited with {proc.returncode}")
-        try:
-            scrape_ms(port)
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit(f"render_ahead: serve on port {port} did not answer in {seconds:g} s")
-
-
 def measure(sim: str | None, window: float, every: float, warm_up: float) -> dict[str, Any]:
     procs = {mode: start(mode, BASE_PORT + i, sim) for i, mode in enumerate(MODES)}
     try:
         for i, mode in enumerate(MODES):
-            wait_ready(BASE_PORT + i, procs[mode])
+            wait_ready(f"http://127.0.0.1:{BASE_PORT + i}", procs[mode])
         time.sleep(warm_up)  # past the first cycles (static values) and the first renders
         cpu0 = {mode: cpu_seconds(p.pid) for mode, p in procs.items()}
         t0 = time.monotonic()

@@ -39,6 +39,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from serve_ready import wait_ready  # bench/serve_ready.py
 
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.sampler import Sampler
@@ -269,23 +270,6 @@ async def scrape_load(url: str, concurrency: int, seconds: float) -> dict[str, A
         "max": latencies[-1] * 1e3,
         "rate": len(latencies) / wall,
     }
-
-
-def wait_ready(base: str, proc: subprocess.Popen[bytes], seconds: float = 30) -> None:
-    import urllib.request
-
-    give_up = time.monotonic() + seconds
-    while time.monotonic() < give_up:
-        if proc.poll() is not None:
-            raise SystemExit(f"vgpumon serve exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(f"{base}/-/ready", timeout=1) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise SystemExit("vgpumon serve did not become ready")
 
 
 # -- the synthetic-host server ----------------------------------------------------------------

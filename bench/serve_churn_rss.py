@@ -34,6 +34,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from serve_ready import wait_ready  # bench/serve_ready.py
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
 ACCEPT = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3,*/*;q=0.1"
@@ -143,20 +145,6 @@ class Scraper(threading.Thread):
             self.stop.wait(self.every)
 
 
-def wait_ready(base: str, proc: subprocess.Popen[bytes], seconds: float = 120.0) -> None:
-    give_up = time.monotonic() + seconds
-    while time.monotonic() < give_up:
-        if proc.poll() is not None:
-            raise SystemExit(f"vgpumon serve exited with {proc.returncode}")
-        try:
-            if b"vgpumon_gpu_up" in get(base + "/metrics", timeout=5):
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise SystemExit("vgpumon serve did not become ready")
-
-
 def machine() -> dict[str, Any]:
     model = ""
     try:
@@ -194,7 +182,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     stop = threading.Event()
     samples: list[tuple[float, int]] = []
     try:
-        wait_ready(base, proc)
+        wait_ready(base, proc, 120.0)
         scraper = Scraper(base, args.scrape_every, args.burst, stop)
         scraper.start()
         t0 = time.monotonic()
