@@ -62,8 +62,8 @@ CADENCED = {
     "pcie_replay": "the PCIe replay counter field: about 0.17 ms per GPU, 25 times an ECC counter",
     # Measured on an HGX H200 (bench/results/device-2026-11-24c): the driver answers each NVLink
     # field of a batch on its own, 0.15 ms for a link's state and 0.65-1 ms for each of its
-    # counters, so 18 links x 6 fields cost 75 ms of CPU per GPU per read: 15 % of a core per
-    # GPU when read every second.
+    # counters, so 18 links x 6 fields cost 75 ms of CPU per GPU per read when replayed alone;
+    # read every second by serve, each GPU worker spent 18 % of a core, nearly all in that call.
     "nvlink": "NVLink per-link fields: about 4 ms of CPU per link (75 ms per HGX GPU)",
 }
 # How often values that change only by an administrator's action (MIG, ECC, persistence and
