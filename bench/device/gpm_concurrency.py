@@ -7,6 +7,9 @@ for ``--seconds``. Run it alone and as several processes at once and compare exi
     python3 bench/device/gpm_concurrency.py --seconds 15 &
     python3 bench/device/gpm_concurrency.py --seconds 15 &
     wait
+
+``--threads`` reads each GPU from its own thread, as vgpumon's parallel dispatch does, and
+``--vgpumon-ids`` asks for the metric ids vgpumon's ``gpm`` reader asks for instead of five.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 
 import pynvml as n
@@ -26,39 +30,64 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=15.0)
     p.add_argument("--period", type=float, default=1.0)
     p.add_argument("--no-metrics", action="store_true", help="sample only, never MetricsGet")
+    p.add_argument("--threads", action="store_true", help="one thread per GPU, in parallel")
+    p.add_argument("--vgpumon-ids", action="store_true", help="vgpumon's metric ids")
     args = p.parse_args()
+    ids = METRICS
+    if args.vgpumon_ids:
+        from vgpumon.collect.gpm import METRIC_IDS
+
+        ids = METRIC_IDS
     n.nvmlInit()
     handles = [n.nvmlDeviceGetHandleByIndex(i) for i in range(n.nvmlDeviceGetCount())]
     samples = [[n.nvmlGpmSampleAlloc(), n.nvmlGpmSampleAlloc()] for _ in handles]
-    newer = [None] * len(handles)
-    gets = metrics = errors = 0
+    newer: list[object] = [None] * len(handles)
+    counts = {"gets": 0, "metrics": 0, "errors": 0}
     end = time.monotonic() + args.seconds
-    while time.monotonic() < end:
-        for i, h in enumerate(handles):
-            target = samples[i][0] if newer[i] is not samples[i][0] else samples[i][1]
+
+    def loop(indices: list[int]) -> None:
+        while time.monotonic() < end:
+            for i in indices:
+                read(i)
+            time.sleep(args.period)
+
+    def read(i: int) -> None:
+        h = handles[i]
+        target = samples[i][0] if newer[i] is not samples[i][0] else samples[i][1]
+        try:
+            n.nvmlGpmSampleGet(h, target)
+            counts["gets"] += 1
+        except n.NVMLError as err:
+            counts["errors"] += 1
+            print(f"pid {os.getpid()} gpu {i} SampleGet: {err}", flush=True)
+            return
+        if newer[i] is not None and not args.no_metrics:
+            req = n.c_nvmlGpmMetricsGet_t()
+            req.version = n.NVML_GPM_METRICS_GET_VERSION
+            req.numMetrics = len(ids)
+            req.sample1, req.sample2 = newer[i], target
+            for k, m in enumerate(ids):
+                req.metrics[k].metricId = m
             try:
-                n.nvmlGpmSampleGet(h, target)
-                gets += 1
+                n.nvmlGpmMetricsGet(req)
+                counts["metrics"] += 1
             except n.NVMLError as err:
-                errors += 1
-                print(f"pid {os.getpid()} gpu {i} SampleGet: {err}", flush=True)
-                continue
-            if newer[i] is not None and not args.no_metrics:
-                req = n.c_nvmlGpmMetricsGet_t()
-                req.version = n.NVML_GPM_METRICS_GET_VERSION
-                req.numMetrics = len(METRICS)
-                req.sample1, req.sample2 = newer[i], target
-                for k, m in enumerate(METRICS):
-                    req.metrics[k].metricId = m
-                try:
-                    n.nvmlGpmMetricsGet(req)
-                    metrics += 1
-                except n.NVMLError as err:
-                    errors += 1
-                    print(f"pid {os.getpid()} gpu {i} MetricsGet: {err}", flush=True)
-            newer[i] = target
-        time.sleep(args.period)
-    print(f"pid {os.getpid()} ok: {gets} samples, {metrics} metric sets, {errors} errors")
+                counts["errors"] += 1
+                print(f"pid {os.getpid()} gpu {i} MetricsGet: {err}", flush=True)
+        newer[i] = target
+
+    if args.threads:
+        threads = [threading.Thread(target=loop, args=([i],)) for i in range(len(handles))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    else:
+        loop(list(range(len(handles))))
+    print(
+        f"pid {os.getpid()} ok: {counts['gets']} samples, {counts['metrics']} metric sets, "
+        f"{counts['errors']} errors"
+    )
     return 0
 
 
