@@ -2,7 +2,8 @@
 # Several GPM readers on one multi-GPU host, and the idle exporter's per-thread CPU:
 #   bash bench/device/gpm_readers.sh OUTDIR
 # Each case runs for a fixed time with faulthandler on; a reader that segfaults shows as exit 139
-# (or -11 for a process killed by the signal) with its Python stacks in its .err file.
+# (or -11 for a process killed by the signal) with its Python stacks in its .err file (all of them
+# end up in OUTDIR/case-logs.tgz). SERVE_SECONDS (default 20) is how long each serve case runs.
 set -uo pipefail
 out=$1
 mkdir -p "$out"
@@ -38,7 +39,7 @@ serve_case() { # NAME NPROC ARGS...
         pids+=($!)
         sleep 0.5
     done
-    sleep 20
+    sleep "${SERVE_SECONDS:-20}"
     local states=()
     for k in $(seq "$nproc"); do
         local p=${pids[$((k - 1))]}
@@ -58,6 +59,7 @@ serve_case() { # NAME NPROC ARGS...
 pynvml_case pynvml-2proc-serial 2 --vgpumon-ids
 pynvml_case pynvml-2proc-threads 2 --vgpumon-ids --threads
 pynvml_case pynvml-1proc-threads 1 --vgpumon-ids --threads
+pynvml_case pynvml-1proc-threads-fast 1 --vgpumon-ids --threads --period 0.01
 serve_case serve-1-parallel 1 --dispatch parallel
 serve_case serve-2-serial 2 --dispatch serial
 serve_case serve-2-parallel 2 --dispatch parallel
@@ -88,3 +90,5 @@ curl -s "http://127.0.0.1:9860/metrics" | grep -E '^vgpumon_(sampler_dispatch|gp
 kill "$server"
 wait "$server"
 cat "$log"
+# the device tool brings back at most 8 files: the per-case logs travel as one archive
+(cd "$out" && tar czf case-logs.tgz ./*.err && rm -f ./*.err)

@@ -9,6 +9,14 @@ GPU instance disappears, or the sampler closes.
 
 Per-GPU-instance numbers are what MIG users cannot get elsewhere: NVML has no utilization for
 MIG devices at all.
+
+One thread at a time in GPM: on a host of two NVLink-connected H100s (driver 580), a process whose
+GPU workers read GPM at the same moment segfaulted inside ``nvmlGpmMetricsGet`` within 20 s,
+every time, while the same process reading its GPUs one after the other ran clean
+(docs/validation.md, "GPM from two threads"). So GPM calls take a process-wide lock. A GPU stuck
+inside a GPM call must not stall the others' cycles (one hung GPU is isolated, docs/design.md),
+so the lock is waited for at most :data:`LOCK_WAIT_SECONDS`; a GPU that does not get it keeps its
+last averages this cycle and reads across the longer interval next time.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +36,8 @@ from vgpumon.nvml.errors import SUCCESS
 STATE_KEY = "gpm"
 MIN_INTERVAL_SECONDS = 0.1
 MIB = 1024 * 1024
+LOCK_WAIT_SECONDS = 0.2  # a GPM read takes about 2 ms per GPU: 0.2 s is 16 GPUs many times over
+_ONE_READER = threading.Lock()
 
 # NVML_GPM_METRIC_* id -> (Gpm field, converter from NVML's unit)
 PERCENT_METRICS = {
@@ -159,9 +170,16 @@ def read_gpm(ctx: GpuContext, out: GpuBuilder) -> None:
         state.supported = bool(getattr(support.value, "isSupportedDevice", 0))
     if not state.supported:
         return
-    if not ctx.due("gpm"):
+    if not ctx.due("gpm") or not _ONE_READER.acquire(timeout=LOCK_WAIT_SECONDS):
         _keep_previous(ctx, out)
         return
+    try:
+        _read_now(ctx, state, out)
+    finally:
+        _ONE_READER.release()
+
+
+def _read_now(ctx: GpuContext, state: GpmState, out: GpuBuilder) -> None:
     h = ctx.handle
     out.set(
         gpm=_sample(ctx, state, state.whole, lambda s: ctx.call("nvmlGpmSampleGet", h, s), "gpu")
