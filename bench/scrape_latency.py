@@ -38,7 +38,6 @@ import time
 from typing import Any
 
 import aiohttp
-from aiohttp import web
 from serve_ready import wait_ready  # bench/serve_ready.py
 
 from vgpumon.collect.base import SamplerConfig
@@ -47,7 +46,8 @@ from vgpumon.config.serve import ListenAddress
 from vgpumon.export.connections import ConnectionGuard, ServerLimits
 from vgpumon.export.exposition import render
 from vgpumon.export.gc_settings import settle_after_startup
-from vgpumon.export.server import build_app, process_families, start_sites
+from vgpumon.export.listener import Listener
+from vgpumon.export.server import build_app, process_families
 from vgpumon.model import (
     Gpu,
     Memory,
@@ -311,13 +311,10 @@ async def serve_synthetic(
     source = Ticker(synthetic_host(gpus, vgpus))
     source.tick(0)
     app = build_app(source, web_config=runtime, max_requests=10_000, extra=process_families())
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
-    await runner.setup()
     ssl_context = runtime.ssl_context() if runtime is not None else None
     limits = ServerLimits(max_connections=int(os.environ.get("VGPUMON_BENCH_MAX_CONN", "128")))
-    await start_sites(
-        runner, [ListenAddress("127.0.0.1", port)], ssl_context, ConnectionGuard(limits)
-    )
+    listener = Listener(app, ConnectionGuard(limits))
+    await listener.start([ListenAddress("127.0.0.1", port)], ssl_context)
     if gc_freeze:  # as `vgpumon serve` does once it is up
         settle_after_startup()
     stop = asyncio.Event()
@@ -329,7 +326,7 @@ async def serve_synthetic(
         except asyncio.TimeoutError:
             n += 1
             source.tick(n)
-    await runner.cleanup()
+    await listener.close(1.0)
 
 
 def start_synthetic_server(

@@ -210,10 +210,10 @@ def free_ports(n: int) -> list[int]:
 
 async def serve_many(scenario: str, ports: list[int]) -> None:
     """Exporters over ``scenario`` on ``ports`` in this process, until killed."""
-    from aiohttp import web
-
     from vgpumon.collect.base import SamplerConfig
     from vgpumon.collect.sampler import Sampler
+    from vgpumon.config.serve import ListenAddress
+    from vgpumon.export.listener import Listener
     from vgpumon.export.server import build_app
     from vgpumon.nvml.loader import open_session
 
@@ -221,9 +221,7 @@ async def serve_many(scenario: str, ports: list[int]) -> None:
     tasks = []
     for port in ports:
         sampler = Sampler(open_session(sim=scenario), SamplerConfig(interval_seconds=1.0))
-        runner = web.AppRunner(build_app(sampler), access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+        await Listener(build_app(sampler)).start([ListenAddress("127.0.0.1", port)])
         tasks.append(asyncio.create_task(sampler.run(stop)))
     print("ready", flush=True)
     await asyncio.gather(*tasks)

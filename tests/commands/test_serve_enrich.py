@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 from enrich_helpers import optional_binding, wait_for
 from export_helpers import samples_by_name
+from http_helpers import LiveClient
 from kubelet_helpers import FakeKubelet, pod, socket_dir  # noqa: F401 - fixture
 
 from vgpumon.cli import build_parser
@@ -118,7 +118,7 @@ async def test_names_and_pods_over_http(socket_dir: str) -> None:  # noqa: F811 
     sampler = Sampler(open_session(sim=settings.sim), sampler_config(settings), enrichers=enrichers)
     stop = asyncio.Event()
     sampling = asyncio.create_task(sampler.run(stop))
-    client = TestClient(TestServer(build_app(sampler, options=ExportOptions(pod_series=True))))
+    client = LiveClient(build_app(sampler, options=ExportOptions(pod_series=True)))
     await client.start_server()
     try:
 

@@ -1,4 +1,4 @@
-"""The aiohttp app: endpoints, content negotiation, gzip, render cache, in-flight cap."""
+"""The exporter app: endpoints, content negotiation, gzip, render cache, in-flight cap."""
 
 from __future__ import annotations
 
@@ -9,13 +9,12 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
-from aiohttp.typedefs import Handler
 from export_helpers import rich_snapshot, samples_by_name
+from http_helpers import LiveClient
 
+from vgpumon.export.app import Handler, Request, Response
 from vgpumon.export.metrics import ExportOptions
-from vgpumon.export.server import PUBLISHER, build_app
+from vgpumon.export.server import build_app
 from vgpumon.model import SamplerHealth, Snapshot, from_json
 
 PROMETHEUS_ACCEPT = (
@@ -38,11 +37,11 @@ Factory = Callable[..., Any]
 
 @pytest.fixture
 async def make_client() -> AsyncIterator[Factory]:
-    clients: list[TestClient[web.Request, web.Application]] = []
+    clients: list[LiveClient] = []
 
-    async def make(source: FakeSampler, **kwargs: Any) -> TestClient[web.Request, web.Application]:
+    async def make(source: FakeSampler, **kwargs: Any) -> LiveClient:
         client_kwargs = kwargs.pop("client_kwargs", {})
-        client = TestClient(TestServer(build_app(source, **kwargs)), **client_kwargs)
+        client = LiveClient(build_app(source, **kwargs), **client_kwargs)
         await client.start_server()
         clients.append(client)
         return client
@@ -127,7 +126,7 @@ async def test_gzip_when_accepted(make_client: Factory) -> None:
     zipped = await resp.read()
     assert len(zipped) < len(plain)
     assert gzip.decompress(zipped) == plain
-    assert client.app is not None and client.app[PUBLISHER].renders == 1, "gzip reuses it"
+    assert client.app.publisher.renders == 1, "gzip reuses it"
 
 
 async def test_snapshot_api_round_trips(make_client: Factory) -> None:
@@ -141,7 +140,7 @@ async def test_snapshot_api_round_trips(make_client: Factory) -> None:
 async def test_concurrent_scrapes_share_one_render(make_client: Factory) -> None:
     source = FakeSampler(rich_snapshot())
     client = await make_client(source, options=ExportOptions(processes=True), max_requests=60)
-    publisher = client.app[PUBLISHER] if client.app is not None else None
+    publisher = client.app.publisher
     assert publisher is not None
     bodies = await asyncio.gather(*(client.get("/metrics") for _ in range(50)))
     texts = {await r.text() for r in bodies}
@@ -172,7 +171,7 @@ async def test_cheap_renders_wait_for_a_scrape_and_slow_ones_do_not(make_client:
     """Snapshots nobody scrapes are not rendered on a host whose render is cheap."""
     source = FakeSampler(rich_snapshot())
     client = await make_client(source)
-    publisher = client.app[PUBLISHER] if client.app is not None else None
+    publisher = client.app.publisher
     assert publisher is not None
     await _rendered(publisher, 1)  # the first one is rendered ahead, and measures the cost
     assert publisher.last_render_seconds is not None and publisher.last_render_seconds > 0
@@ -197,7 +196,7 @@ async def test_a_scrape_never_waits_for_a_render(make_client: Factory) -> None:
     """A new snapshot is rendered before it is served; meanwhile scrapes get the last body."""
     source = FakeSampler(rich_snapshot())
     client = await make_client(source)
-    publisher = client.app[PUBLISHER] if client.app is not None else None
+    publisher = client.app.publisher
     assert publisher is not None
     publisher.render_ahead_seconds = 0.0  # every render counts as slow: rendered ahead
     old = await (await client.get("/metrics")).read()
@@ -226,8 +225,7 @@ async def test_requests_past_the_cap_get_503_at_once(make_client: Factory) -> No
     release = asyncio.Event()
     entered = 0
 
-    @web.middleware
-    async def slow(request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def slow(request: Request, handler: Handler) -> Response:
         nonlocal entered
         entered += 1
         await release.wait()
@@ -251,7 +249,7 @@ async def test_a_render_that_fails_is_not_retried_in_a_loop(
     """A snapshot the renderer cannot render: 503 at once, one attempt, then the next snapshot."""
     source = FakeSampler(rich_snapshot())
     client = await make_client(source)
-    publisher = client.app[PUBLISHER] if client.app is not None else None
+    publisher = client.app.publisher
     assert publisher is not None
     while publisher.renders < 1:  # the render started with the app is done
         await asyncio.sleep(0.01)
@@ -284,7 +282,7 @@ async def test_replaced_snapshots_are_not_kept_alive_by_the_server(make_client: 
 
     source = FakeSampler(rich_snapshot())
     client = await make_client(source)
-    publisher = client.app[PUBLISHER] if client.app is not None else None
+    publisher = client.app.publisher
     assert publisher is not None
     publisher.render_ahead_seconds = 0.0  # every render counts as slow: rendered ahead
     assert (await client.get("/api/v1/snapshot")).status == 200
@@ -302,7 +300,7 @@ async def test_new_export_options_keep_the_old_body_until_their_render_is_done(
 ) -> None:
     source = FakeSampler(rich_snapshot())
     client = await make_client(source)
-    publisher = client.app[PUBLISHER] if client.app is not None else None
+    publisher = client.app.publisher
     assert publisher is not None
     while publisher.renders < 1:
         await asyncio.sleep(0.01)
@@ -321,7 +319,7 @@ async def test_render_ahead_always_renders_every_snapshot_without_a_scrape(
 ) -> None:
     source = FakeSampler(rich_snapshot())
     client = await make_client(source, render_ahead=True)
-    publisher = client.app[PUBLISHER] if client.app is not None else None
+    publisher = client.app.publisher
     assert publisher is not None
     await _rendered(publisher, 1)
     assert publisher.renders_ahead, "however cheap the render was"
@@ -337,7 +335,7 @@ async def test_until_published_renders_new_options_ahead_even_on_ask(
     """New export options are rendered ahead; waiting for them must not spin on the loop."""
     source = FakeSampler(rich_snapshot())
     client = await make_client(source)
-    publisher = client.app[PUBLISHER] if client.app is not None else None
+    publisher = client.app.publisher
     assert publisher is not None
     await _rendered(publisher, 1)
     publisher.render_ahead_seconds = float("inf")  # renders wait for a scrape...

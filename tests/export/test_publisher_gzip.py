@@ -11,13 +11,13 @@ from __future__ import annotations
 import gzip
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from http_helpers import LiveClient
 
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.sampler import Sampler
 from vgpumon.export import publisher as publisher_module
 from vgpumon.export.publisher import Publisher
-from vgpumon.export.server import PUBLISHER, build_app
+from vgpumon.export.server import build_app
 from vgpumon.nvml.loader import open_session
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0"
@@ -43,7 +43,7 @@ async def test_nothing_is_compressed_before_a_scraper_asks() -> None:
 async def test_a_gzip_scrape_is_gzip_from_the_first_answer_on() -> None:
     sampler = Sampler(open_session(sim="baremetal-8xh100"), SamplerConfig())
     app = build_app(sampler)
-    client = TestClient(TestServer(app))
+    client = LiveClient(app)
     await client.start_server()
     try:
         await sampler.cycle()
@@ -54,10 +54,10 @@ async def test_a_gzip_scrape_is_gzip_from_the_first_answer_on() -> None:
             assert resp.headers["Content-Encoding"] == "gzip"
             assert gzip.decompress(await resp.read()).endswith(b"# EOF\n")
             await sampler.cycle()
-            await app[PUBLISHER].until_published(sampler.latest)  # type: ignore[arg-type]
-        assert app[PUBLISHER].current is not None
-        assert app[PUBLISHER].current.openmetrics_gzip is not None  # compressed in advance now
-        assert app[PUBLISHER].current.text_gzip is None  # nobody asked for text gzipped
+            await app.publisher.until_published(sampler.latest)  # type: ignore[arg-type]
+        assert app.publisher.current is not None
+        assert app.publisher.current.openmetrics_gzip is not None  # compressed in advance now
+        assert app.publisher.current.text_gzip is None  # nobody asked for text gzipped
     finally:
         await client.close()
         sampler.close()

@@ -11,7 +11,7 @@ import asyncio
 import time
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from http_helpers import LiveClient
 
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.sampler import Sampler
@@ -20,7 +20,7 @@ from vgpumon.model import Snapshot
 from vgpumon.nvml.loader import open_session
 
 
-async def _served_cycle(client: TestClient, cycles: int) -> float:
+async def _served_cycle(client: LiveClient, cycles: int) -> float:
     body = await (await client.get("/metrics")).text()
     for line in body.splitlines():
         if line.startswith("vgpumon_sampler_cycles_total "):
@@ -34,7 +34,7 @@ async def test_each_cycle_is_rendered_without_waiting_for_a_poll(
     monkeypatch.setattr(server, "NOTIFIED_POLL_SECONDS", 3600.0)
     session = open_session(sim="passthrough-guest")
     sampler = Sampler(session, SamplerConfig())
-    client = TestClient(TestServer(server.build_app(sampler)))
+    client = LiveClient(server.build_app(sampler))
     await client.start_server()
     try:
         for cycles in (1, 2, 3):

@@ -8,13 +8,14 @@ import dataclasses
 import gzip
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from http_helpers import LiveClient
 
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.sampler import Sampler
+from vgpumon.export.connections import CHUNK_BYTES, chunks
 from vgpumon.export.exposition import Renderer
 from vgpumon.export.publisher import gzip_parts
-from vgpumon.export.server import CHUNK_BYTES, build_app, chunks
+from vgpumon.export.server import build_app
 from vgpumon.model import Snapshot
 from vgpumon.nvml.loader import open_session
 
@@ -82,7 +83,7 @@ async def test_a_large_body_arrives_whole(accept: str | None, encoding: str) -> 
     expected = Renderer().render(snapshot)
     want = expected.openmetrics if accept else expected.text
     assert len(want) > 2 * CHUNK_BYTES, "the scenario's body spans several chunks"
-    client = TestClient(TestServer(build_app(Fixed(snapshot))))
+    client = LiveClient(build_app(Fixed(snapshot)))
     await client.start_server()
     try:
         headers = {"Accept-Encoding": encoding, **({"Accept": accept} if accept else {})}

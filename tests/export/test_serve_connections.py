@@ -14,19 +14,13 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import pytest
-from aiohttp import web
 from export_helpers import rich_snapshot
 
 from vgpumon.config.serve import ListenAddress
 from vgpumon.errors import ConfigError
 from vgpumon.export.connections import ConnectionGuard, ServerLimits
-from vgpumon.export.server import (
-    build_app,
-    process_families,
-    refuse_duplicate_listen,
-    start_sites,
-    startup_warnings,
-)
+from vgpumon.export.listener import Listener, refuse_duplicate_listen
+from vgpumon.export.server import build_app, process_families, startup_warnings
 from vgpumon.model import SamplerHealth, Snapshot
 
 FAST = ServerLimits(
@@ -56,14 +50,13 @@ async def listening(
         write_timeout_seconds=limits.write_timeout_seconds,
         **app_kwargs,  # type: ignore[arg-type]
     )
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
-    await runner.setup()
     guard = ConnectionGuard(limits)
+    listener = Listener(app, guard)
     try:
-        await start_sites(runner, [ListenAddress("127.0.0.1", 0)], None, guard)
-        yield runner.addresses[0][1], guard
+        await listener.start([ListenAddress("127.0.0.1", 0)], None)
+        yield listener.addresses[0][1], guard
     finally:
-        await runner.cleanup()
+        await listener.close(1.0)
 
 
 async def closed_by_server(reader: asyncio.StreamReader, within: float) -> bool:
@@ -163,6 +156,67 @@ async def test_malformed_requests_are_logged_at_debug_without_traceback(
     assert len(debug) == 2 and all("\n" not in r.getMessage() for r in debug)
 
 
+async def read_response(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    """One response's head and body (Content-Length framed) from a raw connection."""
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    length = int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0])
+    return head, await asyncio.wait_for(reader.readexactly(length), 5)
+
+
+async def test_pipelined_requests_are_answered_in_order() -> None:
+    async with listening() as (port, _guard):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(GET + b"GET /-/ready HTTP/1.1\r\nHost: x\r\n\r\n" + GET)
+        bodies = [(await read_response(reader))[1] for _ in range(3)]
+        assert bodies == [b"OK\n"] * 3
+        writer.close()
+
+
+async def test_head_gets_the_headers_and_no_body() -> None:
+    async with listening() as (port, _guard):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n" + GET)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 200") and b"Content-Length: " in head
+        assert int(head.split(b"Content-Length: ")[1].split(b"\r\n")[0]) > 1000
+        # The next bytes are the next response, not a body.
+        assert (await read_response(reader))[1] == b"OK\n"
+        writer.close()
+
+
+async def test_other_methods_and_unknown_paths() -> None:
+    async with listening() as (port, _guard):
+        post = b"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+        head = await request(port, post)
+        assert head.startswith(b"HTTP/1.1 405") and b"Allow: GET, HEAD" in head
+        assert (await request(port, b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")).startswith(
+            b"HTTP/1.1 404"
+        )
+
+
+async def test_a_request_head_over_16_kib_is_refused_and_closed() -> None:
+    async with listening() as (port, _guard):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert head.startswith(b"HTTP/1.1 431") and b"Connection: close" in head
+        assert await closed_by_server(reader, 5)
+        writer.close()
+
+
+async def test_a_second_request_head_sent_too_slowly_is_closed_before_the_idle_timeout() -> None:
+    """On a kept-alive connection, a request's first byte starts the header timeout."""
+    limits = dataclasses.replace(FAST, idle_timeout_seconds=30.0)
+    async with listening(limits) as (port, guard):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(GET)
+        await read_response(reader)
+        writer.write(b"GET / HTTP/1.1\r\n")  # and then nothing
+        assert await closed_by_server(reader, 5), "closed after the header timeout, not 30 s"
+        assert guard.header_timeouts == 1
+        writer.close()
+
+
 async def test_negotiation_on_the_wire() -> None:
     async with listening() as (port, _guard):
         plain = await request(
@@ -243,16 +297,15 @@ async def test_over_the_cap_a_tls_connection_gets_no_handshake() -> None:
     client_ctx = ssl.create_default_context()
     ca.configure_trust(client_ctx)
     app = build_app(Source(rich_snapshot()))
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
-    await runner.setup()
     guard = ConnectionGuard(dataclasses.replace(FAST, max_connections=1))
+    listener = Listener(app, guard)
     try:
-        await start_sites(runner, [ListenAddress("127.0.0.1", 0)], server_ctx, guard)
-        port = runner.addresses[0][1]
+        await listener.start([ListenAddress("127.0.0.1", 0)], server_ctx)
+        port = listener.addresses[0][1]
         _r, held = await asyncio.open_connection("127.0.0.1", port, ssl=client_ctx)
         with pytest.raises((ConnectionError, ssl.SSLError, OSError)):
             await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port, ssl=client_ctx), 5)
         assert guard.refused == 1 and guard.open == 1
         held.close()
     finally:
-        await runner.cleanup()
+        await listener.close(1.0)

@@ -63,6 +63,9 @@ print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
 """
 
 NOT_FOR_SERVING = (
+    "aiohttp",  # the HTTP client of remote sources and `validate --url`; serve speaks h11
+    "multidict",
+    "yarl",
     "textual",  # the TUI (`top`)
     "rich",  # tables and progress of `snapshot` and `validate`
     "cuda",  # the load generator (cuda-core, cuda-bindings)
@@ -182,6 +185,6 @@ def test_a_running_serve_imports_nothing_it_does_not_use() -> None:
     assert report["status"] == 0, done.stderr[-3000:]
     modules = report["modules"]
     # It really served: the server, the sampler and the simulator were loaded.
-    for needed in ("vgpumon.export.server", "vgpumon.collect.sampler", "vgpumon.sim", "aiohttp"):
+    for needed in ("vgpumon.export.server", "vgpumon.collect.sampler", "vgpumon.sim", "h11"):
         assert needed in modules
     assert unneeded(modules) == [], "imported by serve although its feature is off"

@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from aiohttp.test_utils import TestClient, TestServer
 from export_helpers import samples_by_name
+from http_helpers import LiveClient
 
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.sampler import Sampler
@@ -27,7 +27,7 @@ async def test_scrapes_stay_fast_while_every_nvml_call_hangs() -> None:
     sampler = Sampler(session, SamplerConfig(interval_seconds=0.2, deadline_seconds=0.5))
     stop = asyncio.Event()
     sampling = asyncio.create_task(sampler.run(stop))
-    client = TestClient(TestServer(build_app(sampler)))
+    client = LiveClient(build_app(sampler))
     await client.start_server()
     try:
         give_up = time.monotonic() + 15

@@ -20,11 +20,11 @@ import aiohttp
 import bcrypt
 import pytest
 import trustme
-from aiohttp import web
-from aiohttp.typedefs import Handler
 from cryptography.hazmat.primitives import serialization
 
+from vgpumon.config.serve import ListenAddress
 from vgpumon.errors import ConfigError
+from vgpumon.export.app import App, Handler, Request, Response, text
 from vgpumon.export.auth import (
     AuthRefused,
     BasicAuth,
@@ -32,6 +32,8 @@ from vgpumon.export.auth import (
     bcrypt_hash_error,
     parse_basic_authorization,
 )
+from vgpumon.export.connections import CHUNK_BYTES
+from vgpumon.export.listener import Listener
 from vgpumon.export.webconfig import WebConfig, WebConfigRuntime, _parse_go_duration
 
 ALICE_PW = "alice-secret"
@@ -615,33 +617,32 @@ async def test_cache_is_bounded_and_evicts_the_least_recent() -> None:
 
 
 @asynccontextmanager
-async def serve(runtime: WebConfigRuntime, app: web.Application) -> AsyncIterator[str]:
+async def serve(runtime: WebConfigRuntime, app: App) -> AsyncIterator[str]:
     runtime.setup(app)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=runtime.ssl_context())
-    await site.start()
-    host, port = runner.addresses[0][:2]
+    listener = Listener(app)
+    await listener.start([ListenAddress("127.0.0.1", 0)], runtime.ssl_context())
+    host, port = listener.addresses[0]
     try:
         yield f"http://{host}:{port}"
     finally:
-        await runner.cleanup()
+        await listener.close(1.0)
 
 
-def plain_app() -> web.Application:
-    app = web.Application()
+def plain_app() -> App:
+    app = App()
 
-    async def ok(request: web.Request) -> web.Response:
-        return web.Response(text="ok")
+    async def ok(request: Request) -> Response:
+        return text("ok")
 
-    async def stream(request: web.Request) -> web.StreamResponse:
-        response = web.StreamResponse()
-        await response.prepare(request)
-        await response.write(b"streamed")
-        return response
+    async def large(request: Request) -> Response:
+        return Response(200, (b"x" * CHUNK_BYTES,) * 3)  # sent in chunks
 
-    app.router.add_get("/", ok)
-    app.router.add_get("/stream", stream)
+    async def broken(request: Request) -> Response:
+        raise RuntimeError("a bug in a handler")
+
+    app.add_get("/", ok)
+    app.add_get("/large", large)
+    app.add_get("/broken", broken)
     return app
 
 
@@ -678,8 +679,8 @@ async def test_basic_auth_statuses_and_headers(tmp_path: Path) -> None:
                 assert resp.headers["X-Frame-Options"] == "deny"
                 assert resp.headers["X-Content-Type-Options"] == "nosniff"
                 assert resp.headers["Content-Security-Policy"] == "default-src 'none'"
-        # Headers also reach aiohttp's own 404 and a streamed (prepared) response.
-        for path, status in (("/missing", 404), ("/stream", 200)):
+        # Headers also reach the server's own 404 and 500 and a body sent in chunks.
+        for path, status in (("/missing", 404), ("/large", 200), ("/broken", 500)):
             async with client.get(base + path, headers=basic("alice", ALICE_PW)) as resp:
                 assert resp.status == status
                 assert resp.headers["X-Frame-Options"] == "deny"
@@ -687,28 +688,16 @@ async def test_basic_auth_statuses_and_headers(tmp_path: Path) -> None:
     assert runtime.bcrypt_checks == 3
 
 
-async def test_middleware_alone_sets_headers_on_http_exceptions(tmp_path: Path) -> None:
+async def test_headers_reach_a_refused_method(tmp_path: Path) -> None:
     runtime = WebConfigRuntime(write(tmp_path, USERS_AND_HEADERS.format(hash=HASH_ALICE)))
-    app = web.Application(middlewares=[runtime.middleware()])
-
-    async def gone(request: web.Request) -> web.Response:
-        raise web.HTTPGone()
-
-    app.router.add_get("/gone", gone)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    try:
-        async with aiohttp.ClientSession() as client:
-            url = f"http://{host}:{port}/gone"
-            async with client.get(url, headers=basic("alice", ALICE_PW)) as resp:
-                assert resp.status == 410
-                assert resp.headers["X-Frame-Options"] == "deny"
-    finally:
-        await runner.cleanup()
-        runtime.close()
+    async with (
+        serve(runtime, plain_app()) as base,
+        aiohttp.ClientSession() as client,
+        client.post(base + "/", headers=basic("alice", ALICE_PW)) as resp,
+    ):
+        assert resp.status == 405
+        assert resp.headers["Allow"] == "GET, HEAD"
+        assert resp.headers["X-Frame-Options"] == "deny"
 
 
 async def test_no_users_means_no_auth(tmp_path: Path) -> None:
@@ -837,8 +826,7 @@ async def test_setup_puts_the_middleware_outermost(tmp_path: Path) -> None:
     """Middlewares the app already has must not run for a request that fails authentication."""
     seen: list[str] = []
 
-    @web.middleware
-    async def app_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def app_middleware(request: Request, handler: Handler) -> Response:
         seen.append(request.path)
         return await handler(request)
 

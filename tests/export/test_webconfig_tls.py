@@ -21,8 +21,10 @@ from pathlib import Path
 import aiohttp
 import pytest
 import trustme
-from aiohttp import web
 
+from vgpumon.config.serve import ListenAddress
+from vgpumon.export.app import App, Request, Response, text
+from vgpumon.export.listener import Listener
 from vgpumon.export.webconfig import WebConfigRuntime
 
 # Handshake failures surface as SSLError, or as a reset/EOF when the server aborts first.
@@ -105,21 +107,19 @@ class Server:
 async def serve(runtime: WebConfigRuntime) -> AsyncIterator[Server]:
     calls: list[str] = []
 
-    async def ok(request: web.Request) -> web.Response:
+    async def ok(request: Request) -> Response:
         calls.append(request.path)
-        return web.Response(text="ok")
+        return text("ok")
 
-    app = web.Application()
-    app.router.add_get("/", ok)
+    app = App()
+    app.add_get("/", ok)
     runtime.setup(app)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=runtime.ssl_context())
-    await site.start()
+    listener = Listener(app)
+    await listener.start([ListenAddress("127.0.0.1", 0)], runtime.ssl_context())
     try:
-        yield Server(port=runner.addresses[0][1], calls=calls)
+        yield Server(port=listener.addresses[0][1], calls=calls)
     finally:
-        await runner.cleanup()
+        await listener.close(1.0)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Fixtures for the sources tests: real exporters on loopback, started in this process.
 
 An :class:`Exporter` is what ``vgpumon serve --sim SCENARIO`` runs (a sampler over the simulator,
-the exporter's aiohttp app, optionally a web-config file for TLS and basic auth), on 127.0.0.1.
+the exporter's app, optionally a web-config file for TLS and basic auth), on 127.0.0.1.
 It can be stopped and started again on the same port, so a client sees a host go away and come
 back. :func:`silent_server` accepts connections and never answers: the hung exporter.
 """
@@ -16,9 +16,10 @@ from typing import Any
 import bcrypt
 import pytest
 import trustme
-from aiohttp import web
 
 from vgpumon.collect import Sampler, SamplerConfig
+from vgpumon.config.serve import ListenAddress
+from vgpumon.export.listener import Listener
 from vgpumon.export.server import build_app
 from vgpumon.export.webconfig import WebConfigRuntime
 from vgpumon.nvml.loader import open_session
@@ -37,7 +38,7 @@ class Exporter:
         self.scenario = scenario
         self.web_config = web_config
         self.port = 0
-        self._runner: web.AppRunner | None = None
+        self._listener: Listener | None = None
         self._sampler: Sampler | None = None
         self._stop = asyncio.Event()
         self._sampling: asyncio.Task[None] | None = None
@@ -58,12 +59,10 @@ class Exporter:
         )
         runtime = WebConfigRuntime(self.web_config) if self.web_config else None
         app = build_app(self._sampler, web_config=runtime)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
-        await self._runner.setup()
+        self._listener = Listener(app)
         ssl_context = runtime.ssl_context() if runtime is not None else None
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port, ssl_context=ssl_context)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        await self._listener.start([ListenAddress("127.0.0.1", self.port)], ssl_context)
+        self.port = self._listener.addresses[0][1]
         self._stop = asyncio.Event()
         self._sampling = asyncio.create_task(self._sampler.run(self._stop))
         return self
@@ -81,9 +80,9 @@ class Exporter:
             await asyncio.sleep(0.02)
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._listener is not None:
+            await self._listener.close(0.5)
+            self._listener = None
         self._stop.set()
         if self._sampling is not None:
             await self._sampling

@@ -162,19 +162,16 @@ class Exporter:
     async def start(self) -> Exporter:
         import asyncio
 
-        from aiohttp import web
-
         from vgpumon.collect import Sampler
+        from vgpumon.config.serve import ListenAddress
+        from vgpumon.export.listener import Listener
         from vgpumon.export.server import build_app
 
         self._sampler = Sampler(
             open_session(sim=self.scenario), SamplerConfig(interval_seconds=0.2)
         )
-        self._runner = web.AppRunner(
-            build_app(self._sampler), access_log=None, shutdown_timeout=0.5
-        )
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        self._runner = Listener(build_app(self._sampler))
+        await self._runner.start([ListenAddress("127.0.0.1", self.port)])
         self.port = self._runner.addresses[0][1]
         self._stop = asyncio.Event()
         self._task = asyncio.create_task(self._sampler.run(self._stop))
@@ -184,7 +181,7 @@ class Exporter:
         import asyncio
 
         if self._runner is not None:
-            await self._runner.cleanup()
+            await self._runner.close(0.5)
             self._runner = None
         if self._task is not None:
             self._stop.set()

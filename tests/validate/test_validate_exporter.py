@@ -1,6 +1,6 @@
 """validate --url: the ladder checked through a running exporter's /metrics (or JSON API).
 
-The exporter is the real aiohttp app on 127.0.0.1 over a simulated host; its sampler cycles once
+The exporter is the real app on 127.0.0.1 over a simulated host; its sampler cycles once
 per scenario second of a ManualClock that the run's own sleeps move, so an exporter interval is
 simulated exactly and nothing waits for real seconds.
 """
@@ -14,12 +14,14 @@ from typing import Any
 import bcrypt
 import pytest
 import trustme
-from aiohttp import web
+from aiohttp import web  # a server that is not vgpumon
 from validate_helpers import FAST, ManualTimer
 
 from vgpumon.collect import Sampler, SamplerConfig
+from vgpumon.config.serve import ListenAddress
+from vgpumon.export.listener import Listener
 from vgpumon.export.metrics import ExportOptions
-from vgpumon.export.server import PUBLISHER, build_app
+from vgpumon.export.server import build_app
 from vgpumon.export.webconfig import WebConfigRuntime
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock
@@ -57,21 +59,17 @@ class SimExporter:
         self.stall_after: float | None = None
         self.cycles = 0
         self.url = ""
-        self._runner: web.AppRunner | None = None
+        self._listener = Listener(self.app)
 
     async def __aenter__(self) -> SimExporter:
-        self._runner = web.AppRunner(self.app)
-        await self._runner.setup()
         ssl_context = self.web_config.ssl_context() if self.web_config is not None else None
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ssl_context)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        await self._listener.start([ListenAddress("127.0.0.1", 0)], ssl_context)
+        port = self._listener.addresses[0][1]
         self.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{port}"
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        assert self._runner is not None
-        await self._runner.cleanup()
+        await self._listener.close(1.0)
         self.sampler.close()
 
     async def tick(self, now: float) -> None:
@@ -81,7 +79,7 @@ class SimExporter:
             snapshot = await self.sampler.cycle()
             # The exporter renders each snapshot before serving it; on the simulated clock that
             # render takes no time, so wait for it before time moves on.
-            await self.app[PUBLISHER].until_published(snapshot)
+            await self.app.publisher.until_published(snapshot)
             self.cycles += 1
             self.next_cycle += self.interval
 

@@ -431,7 +431,8 @@ def run(args: argparse.Namespace) -> int:
     # when freed, and the per-GPU worker threads share two malloc arenas.
     allocator.tune()
     from vgpumon.collect.sampler import Sampler
-    from vgpumon.export.server import refuse_duplicate_listen, serve
+    from vgpumon.export.listener import refuse_duplicate_listen
+    from vgpumon.export.server import serve
     from vgpumon.nvml.loader import resolve_module
     from vgpumon.nvml.session import NvmlSession
 

@@ -2,7 +2,7 @@
 
 CPython's cyclic collector walks every tracked object in a full (oldest-generation) pass, while
 the event loop that answers scrapes waits. A serving exporter holds tens of thousands of objects
-that live as long as the process: the modules, classes and functions of vgpumon, aiohttp,
+that live as long as the process: the modules, classes and functions of vgpumon, asyncio, h11,
 prometheus-client and pynvml, loaded at start. Walking them again in every full pass buys
 nothing. Once the server is up, :func:`settle_after_startup` collects what start-up left behind
 and moves everything still alive to the permanent generation (``gc.freeze``), so later passes

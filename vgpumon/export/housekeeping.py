@@ -2,7 +2,7 @@
 
 Why: a serving exporter makes a new snapshot every interval and renders it to bodies of up to a
 few megabytes (16 GPUs x 48 vGPUs). Reference counting frees almost all of it, but what sits in
-a reference cycle (an exception's traceback, an aiohttp connection's protocol and transport)
+a reference cycle (an exception's traceback, a closed connection's protocol and transport)
 waits for the collector's oldest generation, which runs rarely; and glibc keeps freed heap pages
 resident unless they lie at the top of the heap. Once every :data:`HOUSEKEEPING_SECONDS` the
 exporter collects every generation (``gc.collect()``; the start-up objects are frozen,

@@ -1,7 +1,7 @@
 """The HTTP server's connection limits and their defaults, in one place.
 
-A module of its own, free of aiohttp, so the serve settings (``vgpumon.config.serve``) can take
-their defaults from here without loading the HTTP stack.
+A module of its own, free of the HTTP server, so the serve settings (``vgpumon.config.serve``)
+can take their defaults from here without loading the HTTP stack.
 """
 
 from __future__ import annotations

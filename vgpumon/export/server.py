@@ -1,4 +1,4 @@
-"""The HTTP side of ``vgpumon serve``: aiohttp app and its lifecycle.
+"""The HTTP side of ``vgpumon serve``: its endpoints and its lifecycle.
 
 Endpoints:
 
@@ -12,9 +12,9 @@ Endpoints:
 
 docs/design.md, rule 1: no handler calls NVML, and no scrape renders. The :class:`Publisher`
 renders each new snapshot in every form before it is served; a scrape sends the last complete
-body at once. Bodies
-go out in chunks under a write timeout, so a client that stops reading holds one chunk of buffer
-for a bounded time, not a copy of the whole body forever. Requests beyond ``max_requests`` in flight
+body at once. Bodies go out in chunks under a write timeout
+(:mod:`vgpumon.export.connections`), so a client that stops reading holds one chunk of buffer for
+a bounded time, not a copy of the whole body forever. Requests beyond ``max_requests`` in flight
 get a 503 at once instead of queueing.
 """
 
@@ -29,20 +29,27 @@ import os
 import signal
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
-
-from aiohttp import web
-from aiohttp.typedefs import Handler, Middleware
 
 from vgpumon import __version__
 from vgpumon.config.serve import ListenAddress
 from vgpumon.errors import ConfigError
-from vgpumon.export.connections import ConnectionGuard, GuardedSite, ServerLimits
-from vgpumon.export.exposition import Body
+from vgpumon.export.app import (
+    App,
+    Handler,
+    Middleware,
+    Request,
+    Response,
+    html_page,
+    json_response,
+    text,
+)
+from vgpumon.export.connections import ConnectionGuard, ServerLimits
 from vgpumon.export.gc_settings import settle_after_startup
 from vgpumon.export.housekeeping import Housekeeping
+from vgpumon.export.listener import Listener
 from vgpumon.export.metrics import ExportOptions
 from vgpumon.export.negotiation import choose, gzip_wanted
 from vgpumon.export.publisher import NOTIFIED_POLL_SECONDS, POLL_SECONDS, Publisher, no_extra
@@ -56,7 +63,6 @@ ENDPOINTS = (
     ("/-/healthy", "200 while the process serves"),
     ("/-/ready", "200 once the first sampling cycle is done and the sampler is not wedged"),
 )
-CHUNK_BYTES = 64 * 1024  # what one connection may have queued in its transport at a time
 
 
 class SnapshotSource(Protocol):
@@ -110,24 +116,23 @@ class Limits:
     write_timeout_seconds: float = ServerLimits.write_timeout_seconds
 
 
-PUBLISHER = web.AppKey("publisher", Publisher)
-LIMITS = web.AppKey("limits", Limits)
+@dataclass
+class ExporterApp(App):
+    """The exporter's app, with what a config reload changes while it serves."""
+
+    publisher: Publisher = field(kw_only=True)
+    limits: Limits = field(default_factory=Limits)
 
 
 def in_flight_limit(limits: Limits) -> Middleware:
     """503 at once when ``limits.max_requests`` are already being handled (no queue to hide in)."""
     in_flight = 0
 
-    @web.middleware
-    async def limit(request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def limit(request: Request, handler: Handler) -> Response:
         nonlocal in_flight
         cap = limits.max_requests
         if in_flight >= cap:
-            return web.Response(
-                status=503,
-                text=f"too many requests in flight (limit {cap})\n",
-                headers={"Retry-After": "1"},
-            )
+            return text(f"too many requests in flight (limit {cap})\n", 503, {"Retry-After": "1"})
         in_flight += 1
         try:
             return await handler(request)
@@ -135,61 +140,6 @@ def in_flight_limit(limits: Limits) -> Middleware:
             in_flight -= 1
 
     return limit
-
-
-def chunks(body: Body, size: int = CHUNK_BYTES) -> Iterator[bytes]:
-    """The parts of ``body`` regrouped into pieces of ``size`` bytes (the last one shorter).
-
-    An exposition comes as hundreds of parts, many of them a family's two header lines: sent
-    one by one they would be hundreds of small writes. Only one piece is copied at a time.
-    """
-    pending: list[memoryview] = []
-    room = size
-    for part in body:
-        view = memoryview(part)
-        while len(view) >= room:
-            pending.append(view[:room])
-            yield b"".join(pending)
-            view = view[room:]
-            pending, room = [], size
-        if view:
-            pending.append(view)
-            room -= len(view)
-    if pending:
-        yield b"".join(pending)
-
-
-async def send_body(
-    request: web.Request, body: Body, headers: dict[str, str], write_timeout: float
-) -> web.StreamResponse:
-    """Send ``body`` (its parts in order) in chunks, giving up (and dropping the connection)
-    after ``write_timeout``.
-
-    A plain ``web.Response`` hands the whole body to the transport, which copies what the socket
-    does not take at once: a client that stops reading pinned a copy of the body per connection
-    (100 such TLS clients held 290 MB). In chunks, each connection buffers at most one chunk.
-    """
-    length = sum(len(part) for part in body)
-    if length <= CHUNK_BYTES:
-        # One chunk: headers and body in one send, nothing more buffered than a chunk anyway.
-        return web.Response(body=b"".join(body), headers=headers)
-    response = web.StreamResponse(headers=headers)
-    response.content_length = length
-
-    async def write() -> None:
-        await response.prepare(request)
-        for chunk in chunks(body):
-            await response.write(chunk)
-        await response.write_eof()
-
-    try:
-        await asyncio.wait_for(write(), write_timeout)
-    except asyncio.TimeoutError:
-        log.debug("dropping %s: body not taken within %.0f s", request.remote, write_timeout)
-        if request.transport is not None:
-            request.transport.abort()
-        response.force_close()
-    return response
 
 
 def process_families() -> Callable[[], tuple[str, str]]:
@@ -229,8 +179,8 @@ def build_app(
     write_timeout_seconds: float = ServerLimits.write_timeout_seconds,
     extra: Callable[[], tuple[str, str]] | None = None,
     render_ahead: bool = False,
-) -> web.Application:
-    """The exporter's aiohttp app.
+) -> ExporterApp:
+    """The exporter's app.
 
     ``web_config`` (a :class:`vgpumon.export.webconfig.WebConfigRuntime`) installs TLS client
     checks, basic auth and headers outermost, so an unauthenticated request reaches nothing else;
@@ -252,49 +202,47 @@ def build_app(
         subscribe(lambda _snapshot: publisher.kick())
     json_cache = JsonCache()
 
-    async def metrics(request: web.Request) -> web.StreamResponse:
+    async def metrics(request: Request) -> Response:
         snapshot = source.latest
         if snapshot is None:
-            return web.Response(status=503, text="no sample yet: the first cycle is running\n")
+            return text("no sample yet: the first cycle is running\n", 503)
         bodies = publisher.current
         if bodies is None:  # nothing rendered yet: the first render is on its way
             bodies = await publisher.wait_current()
             if bodies is None:
-                return web.Response(status=503, text="no exposition rendered yet\n")
+                return text("no exposition rendered yet\n", 503)
         elif not bodies.of(snapshot):
             # Rendered ahead: the last complete body now, the new one is on its way. Rendered
             # on ask (cheap renders): this snapshot's, rendered now (publisher.py says why).
             bodies = await publisher.for_scrape(snapshot)
             if bodies is None:
-                return web.Response(status=503, text="no exposition rendered yet\n")
-        choice = choose(request.headers.get("Accept"))
-        gz = gzip_wanted(request.headers.get("Accept-Encoding"))
+                return text("no exposition rendered yet\n", 503)
+        choice = choose(request.headers.get("accept"))
+        gz = gzip_wanted(request.headers.get("accept-encoding"))
         if gz:
             publisher.want_gzip(choice.openmetrics)
         headers = {"Content-Type": choice.content_type, "Vary": "Accept, Accept-Encoding"}
         if gz:
             headers["Content-Encoding"] = "gzip"
-        body = await bodies.body(choice.openmetrics, gz)
-        return await send_body(request, body, headers, limits.write_timeout_seconds)
+        return Response(200, await bodies.body(choice.openmetrics, gz), headers)
 
-    async def snapshot_json(request: web.Request) -> web.StreamResponse:
+    async def snapshot_json(request: Request) -> Response:
         snapshot = source.latest
         if snapshot is None:
-            return web.json_response({"error": "no sample yet"}, status=503)
+            return json_response({"error": "no sample yet"}, status=503)
         body = await json_cache.body(snapshot)
-        headers = {"Content-Type": "application/json; charset=utf-8"}
-        return await send_body(request, (body,), headers, limits.write_timeout_seconds)
+        return Response(200, (body,), {"Content-Type": "application/json; charset=utf-8"})
 
-    async def healthy(request: web.Request) -> web.Response:
-        return web.Response(text="OK\n")
+    async def healthy(request: Request) -> Response:
+        return text("OK\n")
 
-    async def ready(request: web.Request) -> web.Response:
+    async def ready(request: Request) -> Response:
         why = not_ready_reason(source)
         if why is None:
-            return web.Response(text="OK\n")
-        return web.Response(status=503, text=f"not ready: {why}\n")
+            return text("OK\n")
+        return text(f"not ready: {why}\n", 503)
 
-    async def landing(request: web.Request) -> web.Response:
+    async def landing(request: Request) -> Response:
         snapshot = source.latest
         where = html.escape(snapshot.source) if snapshot is not None else "(no sample yet)"
         items = "\n".join(
@@ -306,22 +254,22 @@ def build_app(
             f"<p>Version {html.escape(__version__)}, reading {where}.</p>\n<ul>\n{items}\n</ul>\n"
             "</body></html>\n"
         )
-        return web.Response(text=page, content_type="text/html")
+        return html_page(page)
 
-    async def start_publisher(_app: web.Application) -> None:
+    async def start_publisher() -> None:
         publisher.kick()  # render the first snapshot as soon as there is one
 
-    async def stop_publisher(_app: web.Application) -> None:
+    async def stop_publisher() -> None:
         await publisher.close()
 
-    app = web.Application(middlewares=[in_flight_limit(limits), *middlewares])
-    app.router.add_get("/", landing)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/api/v1/snapshot", snapshot_json)
-    app.router.add_get("/-/healthy", healthy)
-    app.router.add_get("/-/ready", ready)
-    app[PUBLISHER] = publisher
-    app[LIMITS] = limits
+    app = ExporterApp(
+        middlewares=[in_flight_limit(limits), *middlewares], publisher=publisher, limits=limits
+    )
+    app.add_get("/", landing)
+    app.add_get("/metrics", metrics)
+    app.add_get("/api/v1/snapshot", snapshot_json)
+    app.add_get("/-/healthy", healthy)
+    app.add_get("/-/ready", ready)
     app.on_startup.append(start_publisher)
     app.on_cleanup.append(stop_publisher)
     if web_config is not None:
@@ -336,46 +284,6 @@ def _web_config(path: str | None) -> Any:
     from vgpumon.export.webconfig import WebConfigRuntime
 
     return WebConfigRuntime(path)
-
-
-def refuse_duplicate_listen(listen: Sequence[ListenAddress]) -> None:
-    """One line for an address given twice, instead of the kernel's "address already in use"."""
-    seen: set[ListenAddress] = set()
-    for address in listen:
-        if address in seen:
-            raise ConfigError(f"listen address {address} is given twice")
-        seen.add(address)
-
-
-async def start_sites(
-    runner: web.AppRunner,
-    listen: Sequence[ListenAddress],
-    ssl_context: Any,
-    guard: ConnectionGuard | None = None,
-) -> list[str]:
-    """Bind every address or fail with one line naming the one that could not be bound.
-
-    Returns the URLs actually bound (``:PORT`` becomes one per address family, port 0 the port the
-    kernel chose).
-    """
-    refuse_duplicate_listen(listen)
-    guard = guard or ConnectionGuard(ServerLimits())
-    for i, address in enumerate(listen):
-        site = GuardedSite(runner, address.host, address.port, guard=guard, ssl_context=ssl_context)
-        try:
-            await site.start()
-        except OSError as err:
-            reason = err.strerror or str(err)
-            earlier = listen[:i]
-            overlap = next(
-                (a for a in earlier if a.port == address.port and None in (a.host, address.host)),
-                None,
-            )
-            if overlap is not None:
-                reason += f" (it overlaps {overlap}, given before: ':PORT' is every interface)"
-            raise ConfigError(f"cannot listen on {address}: {reason}") from None
-    scheme = "https" if ssl_context is not None else "http"
-    return [f"{scheme}://{ListenAddress(a[0], a[1])}" for a in runner.addresses]
 
 
 def startup_warnings(web_config: Any) -> list[str]:
@@ -410,7 +318,7 @@ Reload = Callable[[], Awaitable[Reloaded]]
 
 
 async def apply_reload(
-    in_force: Reloaded, load: Reload, app: web.Application, web_config: Any
+    in_force: Reloaded, load: Reload, app: ExporterApp, web_config: Any
 ) -> Reloaded:
     """SIGHUP: re-read the config file and the web config; a bad file keeps the old settings.
 
@@ -422,8 +330,8 @@ async def apply_reload(
     except ConfigError as err:
         log.warning("reload: %s; keeping the previous configuration", err)
         return in_force
-    app[PUBLISHER].set_options(new.options)
-    limits = app[LIMITS]
+    app.publisher.set_options(new.options)
+    limits = app.limits
     limits.max_requests = new.max_requests
     limits.write_timeout_seconds = new.write_timeout_seconds
     logging.getLogger().setLevel(new.log_level.upper())
@@ -478,9 +386,9 @@ async def serve(
         extra=process_families(),
         render_ahead=render_ahead,
     )
+    publisher = app.publisher
     bound = shutdown_timeout_seconds
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=bound)
-    await runner.setup()
+    listener = Listener(app, ConnectionGuard(limits))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     reloads: set[asyncio.Task[None]] = set()
@@ -503,7 +411,7 @@ async def serve(
     loop.add_signal_handler(signal.SIGHUP, on_hup)
     sampling: asyncio.Task[None] | None = None
     try:
-        urls = await start_sites(runner, listen, ssl_context, ConnectionGuard(limits))
+        urls = await listener.start(listen, ssl_context)
         sampling = asyncio.create_task(sampler.run(stop), name="vgpumon-sampler")
         frozen = settle_after_startup()
         log.debug("%d start-up objects moved out of the collector's full passes", frozen)
@@ -511,7 +419,7 @@ async def serve(
         # right after a publish: collect, then return free heap pages to the system.
         housekeeping = Housekeeping()
         housekeeping.run()
-        app[PUBLISHER].after_publish.append(housekeeping.after_publish)
+        publisher.after_publish.append(housekeeping.after_publish)
         log.info(
             "vgpumon %s serving %s on %s", __version__, sampler.session.source, ", ".join(urls)
         )
@@ -523,7 +431,7 @@ async def serve(
         for task in list(reloads):
             task.cancel()
         deadline = time.monotonic() + bound
-        await runner.cleanup()
+        await listener.close(bound)
         if sampling is not None:
             stop.set()
             remaining = max(0.0, deadline - time.monotonic())

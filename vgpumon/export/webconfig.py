@@ -36,11 +36,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
-from aiohttp import web
-from aiohttp.typedefs import Handler, Middleware
 
 from vgpumon import yamlfile
 from vgpumon.errors import ConfigError, one_line
+from vgpumon.export.app import App, Handler, Middleware, Request, Response, text
 from vgpumon.export.auth import AuthRefused, BasicAuth, bcrypt_hash_error
 from vgpumon.units import UnitError, parse_go_duration
 
@@ -172,7 +171,7 @@ class TLSServerConfig:
 
 @dataclass(frozen=True)
 class HTTPServerConfig:
-    """``http_server_config``: ``http2`` is accepted for compatibility (aiohttp speaks HTTP/1.1)."""
+    """``http_server_config``: ``http2`` is accepted for compatibility (vgpumon speaks HTTP/1.1)."""
 
     http2: bool = True
     headers: tuple[tuple[str, str], ...] = ()
@@ -915,69 +914,49 @@ class WebConfigRuntime:
     # -- HTTP -----------------------------------------------------------------------------------
 
     def middleware(self) -> Middleware:
-        """aiohttp middleware: rate limit, client-certificate SANs, basic auth, security headers.
+        """Middleware: rate limit, client-certificate SANs, basic auth.
 
-        Like the toolkit it protects every path. Headers are set on responses it returns and on
-        HTTPExceptions raised through it; :meth:`setup` also covers prepared streaming responses.
+        Like the toolkit it protects every path; the security headers go on every response
+        through :meth:`setup`'s response hook.
         """
 
-        @web.middleware
-        async def webconfig_middleware(
-            request: web.Request, handler: Handler
-        ) -> web.StreamResponse:
+        async def webconfig_middleware(request: Request, handler: Handler) -> Response:
             self.check_soon()
-            headers = self._config.http.headers
-            try:
-                response = await self._guarded(request, handler)
-            except web.HTTPException as exc:
-                _set_headers(exc.headers, headers)
-                raise
-            if not response.prepared:
-                _set_headers(response.headers, headers)
-            return response
+            return await self._guarded(request, handler)
 
         return webconfig_middleware
 
-    async def _guarded(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def _guarded(self, request: Request, handler: Handler) -> Response:
         limiter = self._limiter
         if limiter is not None and not limiter.allow():
-            return web.Response(status=429, text="Too Many Requests")
+            return text("Too Many Requests", 429)
         tls = self._config.tls
         if tls is not None and tls.client_allowed_sans:
-            transport = request.transport
-            peercert = transport.get_extra_info("peercert") if transport is not None else None
+            peercert = request.peercert()
             if not peercert or not _client_sans(peercert) & set(tls.client_allowed_sans):
-                return web.Response(status=403, text="client certificate has no allowed SAN")
+                return text("client certificate has no allowed SAN", 403)
         if self._auth.enabled:
             try:
-                ok = await self._auth.check(
-                    request.headers.get("Authorization"), request.remote or ""
-                )
+                ok = await self._auth.check(request.headers.get("authorization"), request.remote)
             except AuthRefused as refused:
-                return web.Response(
-                    status=refused.status, text=refused.reason, headers={"Retry-After": "1"}
-                )
+                return text(refused.reason, refused.status, {"Retry-After": "1"})
             if not ok:
-                return web.Response(
-                    status=401, text="Unauthorized", headers={"WWW-Authenticate": "Basic"}
-                )
+                return text("Unauthorized", 401, {"WWW-Authenticate": "Basic"})
         return await handler(request)
 
-    async def _on_response_prepare(
-        self, request: web.Request, response: web.StreamResponse
-    ) -> None:
+    def _add_headers(self, response: Response) -> None:
         _set_headers(response.headers, self._config.http.headers)
 
-    def setup(self, app: web.Application) -> None:
+    def setup(self, app: App) -> None:
         """Install on ``app``: the middleware, headers on every response, cleanup on shutdown.
 
         The middleware goes first (outermost), so nothing else in the app runs for a request that
         fails authentication.
         """
         app.middlewares.insert(0, self.middleware())
-        app.on_response_prepare.append(self._on_response_prepare)
+        app.response_hooks.append(self._add_headers)
 
-        async def _close(_app: web.Application) -> None:
+        async def _close() -> None:
             self.close()
 
         app.on_cleanup.append(_close)
