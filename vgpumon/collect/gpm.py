@@ -161,22 +161,31 @@ def read_gpm(ctx: GpuContext, out: GpuBuilder) -> None:
     state = ctx.state.get(STATE_KEY)
     if not isinstance(state, GpmState):
         state = ctx.state[STATE_KEY] = GpmState(ctx.session.module)
-    if state.supported is None:
-        support = ctx.attempt("nvmlGpmQueryDeviceSupport", ctx.handle)
-        if support.value is None:
-            if support.status == "absent":
-                state.supported = False
-            return
-        state.supported = bool(getattr(support.value, "isSupportedDevice", 0))
-    if not state.supported:
+    if state.supported is False:
         return
-    if not ctx.due("gpm") or not _ONE_READER.acquire(timeout=LOCK_WAIT_SECONDS):
+    if state.supported and not ctx.due("gpm"):
+        _keep_previous(ctx, out)
+        return
+    if not _ONE_READER.acquire(timeout=LOCK_WAIT_SECONDS):
         _keep_previous(ctx, out)
         return
     try:
+        if state.supported is None and (not _supported(ctx, state) or not ctx.due("gpm")):
+            return
         _read_now(ctx, state, out)
     finally:
         _ONE_READER.release()
+
+
+def _supported(ctx: GpuContext, state: GpmState) -> bool:
+    """Ask once whether the GPU has GPM; an error other than "absent" asks again next cycle."""
+    support = ctx.attempt("nvmlGpmQueryDeviceSupport", ctx.handle)
+    if support.value is None:
+        if support.status == "absent":
+            state.supported = False
+        return False
+    state.supported = bool(getattr(support.value, "isSupportedDevice", 0))
+    return state.supported
 
 
 def _read_now(ctx: GpuContext, state: GpmState, out: GpuBuilder) -> None:
