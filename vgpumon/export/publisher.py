@@ -86,8 +86,11 @@ class Bodies:
     exposition: Exposition  # both plain forms, sharing their sample lines
     text_gzip: bytes | None  # None: not compressed ahead (small, or nobody asked lately)
     openmetrics_gzip: bytes | None
-    # Small bodies compressed on first ask, kept for the other scrapes of the same snapshot.
-    _on_ask: dict[bool, bytes] = field(default_factory=dict, compare=False, repr=False)
+    # gzip forms compressed when first asked (by format): bytes, or the compression under way,
+    # which every scrape asking meanwhile waits for instead of compressing its own copy
+    _on_ask: dict[bool, bytes | asyncio.Future[bytes]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
     order: int = 0  # renders are numbered as they start: an older one never replaces a newer one
 
     @property
@@ -109,15 +112,29 @@ class Bodies:
         if not gz:
             return plain
         if packed is None:
-            packed = self._on_ask.get(openmetrics)
-        if packed is None:
+            packed = await self._gzip_on_ask(openmetrics, plain)
+        return (packed,)
+
+    async def _gzip_on_ask(self, openmetrics: bool, plain: Body) -> bytes:
+        """The gzip form nobody asked for before this snapshot: compressed once, then kept.
+
+        A small body is compressed at once on the event loop; a large one in a worker thread,
+        shared by every scrape that asks while it runs (shielded: a scrape that goes away does
+        not cancel it for the others).
+        """
+        known = self._on_ask.get(openmetrics)
+        if isinstance(known, bytes):
+            return known
+        if known is None:
             if body_size(plain) < EAGER_GZIP_BYTES:
                 packed = gzip_parts(plain)
                 self._on_ask[openmetrics] = packed
-            else:
-                packed = await _compress(plain, True)
-                assert packed is not None
-        return (packed,)
+                return packed
+            known = asyncio.ensure_future(asyncio.to_thread(gzip_parts, plain))
+            self._on_ask[openmetrics] = known
+        packed = await asyncio.shield(known)
+        self._on_ask[openmetrics] = packed
+        return packed
 
     def of(self, snapshot: Snapshot) -> bool:
         """True when these bodies were rendered from ``snapshot`` (the very object)."""
