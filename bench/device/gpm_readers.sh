@@ -69,23 +69,7 @@ serve_case serve-2-nogpm 2 --no-collector.gpm
 python3 -m vgpumon.cli serve --listen 127.0.0.1:9860 --interval 1 >"$out/threads.err" 2>&1 &
 server=$!
 sleep 8
-python3 - "$server" 60 >"$out/threads.txt" 2>&1 <<'PY'
-import os, sys, time
-pid, dur = int(sys.argv[1]), float(sys.argv[2])
-def snap():
-    out = {}
-    for t in os.listdir(f"/proc/{pid}/task"):
-        try:
-            f = open(f"/proc/{pid}/task/{t}/stat").read().rpartition(")")[2].split()
-            out[(t, open(f"/proc/{pid}/task/{t}/comm").read().strip())] = int(f[11]) + int(f[12])
-        except OSError:
-            pass
-    return out
-a = snap(); time.sleep(dur); b = snap(); hz = os.sysconf("SC_CLK_TCK")
-for k in sorted(b):
-    print(f"{k[0]} {k[1]:16s} {100 * (b[k] - a.get(k, 0)) / hz / dur:6.2f} %")
-print(f"total {100 * sum(b[k] - a.get(k, 0) for k in b) / hz / dur:.2f} %")
-PY
+python3 bench/device/thread_cpu.py "$server" 60 >"$out/threads.txt" 2>&1
 curl -s "http://127.0.0.1:9860/metrics" | grep -E '^vgpumon_(sampler_dispatch|gpu_nvlink_up)' | head -8 >>"$out/threads.txt"
 kill "$server"
 wait "$server"
