@@ -150,12 +150,14 @@ class Connection(asyncio.Protocol):
         self._task: asyncio.Task[None] | None = None
         self._writable: asyncio.Future[None] | None = None  # set while the transport is paused
         self._closing = False  # shutting down: close once the current response is sent
+        self._tls = False
 
     # -- asyncio.Protocol -----------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        self._tls = transport.get_extra_info("sslcontext") is not None
         peer = transport.get_extra_info("peername")
         self._remote = str(peer[0]) if isinstance(peer, tuple) and peer else ""
         if self._closing:
@@ -172,7 +174,9 @@ class Connection(asyncio.Protocol):
     def eof_received(self) -> bool | None:
         self._h11.receive_data(b"")
         self._next()
-        return True if self.busy else None  # half-closed while answering: answer, then close
+        # Half-closed while answering: answer, then close. (Over TLS asyncio closes anyway, and
+        # warns when asked not to, which anyone could then make it do in a loop.)
+        return True if self.busy and not self._tls else None
 
     def pause_writing(self) -> None:
         if self._writable is None:
@@ -226,7 +230,7 @@ class Connection(asyncio.Protocol):
                 return
             self._disarm()
             self._transport.pause_reading()  # one request at a time: nothing buffered meanwhile
-            self._task = asyncio.get_running_loop().create_task(self._answer(event))
+            self._task = asyncio.get_running_loop().create_task(self._answer_guarded(event))
         elif isinstance(event, h11.ConnectionClosed) or self._h11.their_state is h11.MUST_CLOSE:
             self._close()
 
@@ -238,6 +242,14 @@ class Connection(asyncio.Protocol):
             self._write_head(self._app.finish(response), response.length)
             self._write_data(b"".join(response.body))
         self._close()
+
+    async def _answer_guarded(self, event: h11.Request) -> None:
+        """:meth:`_answer`, and a connection dropped with one log line if sending it fails."""
+        try:
+            await self._answer(event)
+        except (h11.LocalProtocolError, ConnectionError, RuntimeError) as err:
+            log.warning("dropping a connection from %s: %s", self._remote or "?", err)
+            self.abort()
 
     async def _answer(self, event: h11.Request) -> None:
         target = event.target.decode("latin-1")
