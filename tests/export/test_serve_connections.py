@@ -142,6 +142,17 @@ async def test_a_client_that_stops_reading_is_dropped() -> None:
         writer.close()
 
 
+async def test_a_client_that_pipelines_small_requests_and_never_reads_is_dropped() -> None:
+    """Answers to small requests must not pile up in the server for a client that never reads."""
+    async with listening() as (port, guard):
+        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.transport.pause_reading()  # type: ignore[attr-defined]
+        writer.write(GET * 200_000)  # 7 MB of requests, about 20 MB of answers
+        await asyncio.wait_for(until(lambda: guard.open == 0), 20)
+        assert guard.write_timeouts == 1, "dropped for not reading, not for being idle"
+        writer.transport.abort()
+
+
 async def test_malformed_requests_are_logged_at_debug_without_traceback(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -275,6 +275,10 @@ class Connection(asyncio.Protocol):
             else:
                 await self._write_chunks(response.body)
         self._h11.send(h11.EndOfMessage())
+        if self._writable is not None:
+            # The client is not taking what it asked for: read its next request only once it
+            # has, or a client pipelining small requests could pile up answers here unbounded.
+            await self._until_writable()
         self._task = None
         self._done()
 
@@ -293,6 +297,18 @@ class Connection(asyncio.Protocol):
                     await self._writable
                 if self._transport is None:
                     raise asyncio.CancelledError  # the client went away
+        finally:
+            timer.cancel()
+
+    async def _until_writable(self) -> None:
+        """Wait until the transport takes writes again, at most the write timeout."""
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(self._guard.limits.write_timeout_seconds, self._write_timed_out)
+        try:
+            if self._writable is not None:
+                await self._writable
+            if self._transport is None:
+                raise asyncio.CancelledError  # the client went away
         finally:
             timer.cancel()
 
