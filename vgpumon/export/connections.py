@@ -26,6 +26,7 @@ for an hour):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
@@ -288,29 +289,31 @@ class Connection(asyncio.Protocol):
         The whole body must be taken within the write timeout, or the connection is dropped
         (which cancels this task): a client that stops reading holds one chunk, for a while.
         """
-        loop = asyncio.get_running_loop()
-        timer = loop.call_later(self._guard.limits.write_timeout_seconds, self._write_timed_out)
-        try:
+        with self._write_deadline():
             for chunk in chunks(body):
                 self._write_data(chunk)
-                if self._writable is not None:
-                    await self._writable
-                if self._transport is None:
-                    raise asyncio.CancelledError  # the client went away
-        finally:
-            timer.cancel()
+                await self._writable_again()
 
     async def _until_writable(self) -> None:
         """Wait until the transport takes writes again, at most the write timeout."""
+        with self._write_deadline():
+            await self._writable_again()
+
+    @contextlib.contextmanager
+    def _write_deadline(self) -> Iterator[None]:
+        """Drop the connection if the block has not finished within the write timeout."""
         loop = asyncio.get_running_loop()
         timer = loop.call_later(self._guard.limits.write_timeout_seconds, self._write_timed_out)
         try:
-            if self._writable is not None:
-                await self._writable
-            if self._transport is None:
-                raise asyncio.CancelledError  # the client went away
+            yield
         finally:
             timer.cancel()
+
+    async def _writable_again(self) -> None:
+        if self._writable is not None:
+            await self._writable
+        if self._transport is None:
+            raise asyncio.CancelledError  # the client went away
 
     def _write_timed_out(self) -> None:
         self._guard.write_timeouts += 1
