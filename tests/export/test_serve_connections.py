@@ -1,6 +1,6 @@
 """The server sheds abuse: connection cap, header/idle/write timeouts, quiet client errors.
 
-Each test runs the real listener (``start_sites``) on loopback with small limits and talks to it
+Each test runs the real listener (``Listener``) on loopback with small limits and talks to it
 with raw sockets, so nothing in a client library hides what the server does.
 """
 
