@@ -74,5 +74,5 @@ curl -s "http://127.0.0.1:9860/metrics" | grep -E '^vgpumon_(sampler_dispatch|gp
 kill "$server"
 wait "$server"
 cat "$log"
-# the device tool brings back at most 8 files: the per-case logs travel as one archive
+# the per-case logs travel as one archive (easier to bring back from a remote GPU host)
 (cd "$out" && tar czf case-logs.tgz ./*.err && rm -f ./*.err)

@@ -6,8 +6,9 @@
 # PHASE "cost": what the exporter costs: every NVML call timed (bench/nvml_call_costs.py), a py-spy
 #   profile and per-thread CPU of `vgpumon serve` over 30 s, then bench/exporter_cost.py against
 #   nvitop-exporter and the serial floor (wheels: nvitop, nvitop-exporter, py-spy).
-# Wheels for packages the machine lacks (rich, pytest) are expected under .whl/ (see
-# /work/.library/device/README.md); everything writes into OUTDIR.
+# Wheels for packages the machine lacks (h11, pytest-asyncio, nvitop, nvitop-exporter, py-spy) are
+# installed from .whl/ when that folder exists (a GPU host without PyPI access); everything
+# writes into OUTDIR.
 set -uo pipefail
 phase=$1
 out=$2
