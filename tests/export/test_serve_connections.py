@@ -20,7 +20,14 @@ from vgpumon.config.serve import ListenAddress
 from vgpumon.errors import ConfigError
 from vgpumon.export.connections import ConnectionGuard, ServerLimits
 from vgpumon.export.listener import Listener, refuse_duplicate_listen
-from vgpumon.export.server import build_app, process_families, startup_warnings
+from vgpumon.export.metrics import ExportOptions
+from vgpumon.export.server import (
+    Reloaded,
+    apply_reload,
+    build_app,
+    process_families,
+    startup_warnings,
+)
 from vgpumon.model import SamplerHealth, Snapshot
 
 FAST = ServerLimits(
@@ -45,11 +52,7 @@ class Source:
 async def listening(
     limits: ServerLimits = FAST, source: Source | None = None, **app_kwargs: object
 ) -> AsyncIterator[tuple[int, ConnectionGuard]]:
-    app = build_app(
-        source or Source(rich_snapshot()),
-        write_timeout_seconds=limits.write_timeout_seconds,
-        **app_kwargs,  # type: ignore[arg-type]
-    )
+    app = build_app(source or Source(rich_snapshot()), **app_kwargs)  # type: ignore[arg-type]
     guard = ConnectionGuard(limits)
     listener = Listener(app, guard)
     try:
@@ -320,3 +323,24 @@ async def test_over_the_cap_a_tls_connection_gets_no_handshake() -> None:
         held.close()
     finally:
         await listener.close(1.0)
+
+
+async def test_a_reload_changes_the_write_timeout_of_the_connections() -> None:
+    """SIGHUP's write timeout reaches the connections (they read the guard's limits each time)."""
+    app = build_app(Source(rich_snapshot()))
+    guard = ConnectionGuard(FAST)
+    options = ExportOptions()
+    in_force = Reloaded(options, 40, FAST.write_timeout_seconds, "info")
+
+    async def load() -> Reloaded:
+        return Reloaded(options, 7, 12.5, "info")
+
+    root = logging.getLogger()
+    level = root.level
+    try:
+        applied = await apply_reload(in_force, load, app, guard, None)
+    finally:
+        root.setLevel(level)  # the reload sets the log level too
+    assert guard.limits.write_timeout_seconds == 12.5
+    assert guard.limits.max_connections == FAST.max_connections, "the rest as it was"
+    assert app.limits.max_requests == 7 and applied.write_timeout_seconds == 12.5

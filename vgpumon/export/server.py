@@ -110,10 +110,10 @@ def _json_bytes(snapshot: Snapshot) -> bytes:
 
 @dataclass
 class Limits:
-    """What a config reload may change while serving."""
+    """The app's part of what a config reload may change while serving (the write timeout is
+    the connections', :class:`ConnectionGuard`'s)."""
 
     max_requests: int = 40
-    write_timeout_seconds: float = ServerLimits.write_timeout_seconds
 
 
 @dataclass
@@ -176,7 +176,6 @@ def build_app(
     max_requests: int = 40,
     middlewares: Sequence[Middleware] = (),
     web_config: Any = None,
-    write_timeout_seconds: float = ServerLimits.write_timeout_seconds,
     extra: Callable[[], tuple[str, str]] | None = None,
     render_ahead: bool = False,
 ) -> ExporterApp:
@@ -188,7 +187,7 @@ def build_app(
     metric table to every render (``serve`` passes :func:`process_families`). ``render_ahead``
     renders every snapshot before a scrape asks, however cheap (otherwise only slow renders are).
     """
-    limits = Limits(max_requests, write_timeout_seconds)
+    limits = Limits(max_requests)
     # A source that says when it has a new snapshot (the sampler) wakes the publisher itself; the
     # publisher then only looks on its own now and then, as a safety net. Others are polled.
     subscribe = getattr(source, "on_snapshot", None)
@@ -318,7 +317,7 @@ Reload = Callable[[], Awaitable[Reloaded]]
 
 
 async def apply_reload(
-    in_force: Reloaded, load: Reload, app: ExporterApp, web_config: Any
+    in_force: Reloaded, load: Reload, app: ExporterApp, guard: ConnectionGuard, web_config: Any
 ) -> Reloaded:
     """SIGHUP: re-read the config file and the web config; a bad file keeps the old settings.
 
@@ -331,9 +330,10 @@ async def apply_reload(
         log.warning("reload: %s; keeping the previous configuration", err)
         return in_force
     app.publisher.set_options(new.options)
-    limits = app.limits
-    limits.max_requests = new.max_requests
-    limits.write_timeout_seconds = new.write_timeout_seconds
+    app.limits.max_requests = new.max_requests
+    # Connections read their limits on every use: a new write timeout applies at once.
+    timeout = new.write_timeout_seconds
+    guard.limits = dataclasses.replace(guard.limits, write_timeout_seconds=timeout)
     logging.getLogger().setLevel(new.log_level.upper())
     old_values = dict(in_force.restart_only)
     changed = [name for name, value in new.restart_only if old_values.get(name) != value]
@@ -382,13 +382,13 @@ async def serve(
         options=options,
         max_requests=max_requests,
         web_config=web_config,
-        write_timeout_seconds=limits.write_timeout_seconds,
         extra=process_families(),
         render_ahead=render_ahead,
     )
     publisher = app.publisher
     bound = shutdown_timeout_seconds
-    listener = Listener(app, ConnectionGuard(limits))
+    guard = ConnectionGuard(limits)
+    listener = Listener(app, guard)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     reloads: set[asyncio.Task[None]] = set()
@@ -397,7 +397,7 @@ async def serve(
     async def reload_now() -> None:
         nonlocal current
         if reload is not None:
-            current = await apply_reload(current, reload, app, web_config)
+            current = await apply_reload(current, reload, app, guard, web_config)
 
     def on_hup() -> None:
         if reloads:  # one at a time; a second SIGHUP while one runs is folded into it
