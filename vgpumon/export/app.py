@@ -31,7 +31,6 @@ class Request:
     headers: Mapping[str, str]  # lower-case names
     remote: str = ""  # the peer's address, "" when unknown
     transport: asyncio.BaseTransport | None = None
-    query: str = ""
 
     def peercert(self) -> Any:
         """The client certificate the TLS layer verified, or None."""
@@ -47,7 +46,7 @@ class Response:
     status: int = 200
     body: Body = ()
     headers: dict[str, str] = field(default_factory=dict)
-    close: bool = False  # close the connection after sending (a write that timed out, say)
+    close: bool = False  # close the connection after sending (the answer to a malformed request)
 
     @property
     def length(self) -> int:

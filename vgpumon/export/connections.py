@@ -254,14 +254,14 @@ class Connection(asyncio.Protocol):
 
     async def _answer(self, event: h11.Request) -> None:
         target = event.target.decode("latin-1")
-        path, _, query = target.partition("?")
+        path = target.partition("?")[0]  # no endpoint takes a query
         headers: dict[str, str] = {}
         for name, value in event.headers:
             key = name.decode("latin-1")
             decoded = value.decode("latin-1")
             headers[key] = f"{headers[key]}, {decoded}" if key in headers else decoded
         method = event.method.decode("latin-1")
-        request = Request(method, path, headers, self._remote, self._transport, query)
+        request = Request(method, path, headers, self._remote, self._transport)
         try:
             response = await self._app.handle(request)
         except Exception:
