@@ -35,4 +35,4 @@ def optional_binding(name: str, extra: str) -> ModuleType:
             raise AssertionError(
                 f"CI must install the [{extra}] extra ({name} is missing)"
             ) from None
-        pytest.skip(f"needs the [{extra}] extra ({name})")
+        pytest.skip(f"needs the [{extra}] extra ({name})", allow_module_level=True)
