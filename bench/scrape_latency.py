@@ -44,10 +44,10 @@ from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.sampler import Sampler
 from vgpumon.config.serve import ListenAddress
 from vgpumon.export.connections import ConnectionGuard, ServerLimits
-from vgpumon.export.exposition import render
 from vgpumon.export.gc_settings import settle_after_startup
 from vgpumon.export.listener import Listener
 from vgpumon.export.server import build_app, process_families
+from vgpumon.metrics.exposition import render
 from vgpumon.model import (
     Gpu,
     Memory,
@@ -163,7 +163,7 @@ def prometheus_client_render(snapshot: Snapshot) -> tuple[bytes, bytes]:
     from prometheus_client.metrics_core import Metric
     from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
-    from vgpumon.export.metrics import FAMILIES, ExportOptions
+    from vgpumon.metrics.table import FAMILIES, ExportOptions
 
     class Collector:
         def collect(self) -> Any:
@@ -195,7 +195,7 @@ def compare_render(repeat: int = 5) -> None:
     """Median ms per snapshot of the 16 x 48 host: prometheus-client against vgpumon's renderer."""
     from functools import partial
 
-    from vgpumon.export.exposition import Renderer
+    from vgpumon.metrics.exposition import Renderer
 
     snap = synthetic_host()
     renderer = Renderer()

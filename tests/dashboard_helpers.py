@@ -84,7 +84,7 @@ def selector_labels(expr: str) -> list[tuple[str, set[str]]]:
 
 def undefined_names(expr: str) -> list[str]:
     """Metric names and selector labels of ``expr`` that vgpumon does not define."""
-    from vgpumon.export.metrics import COUNTER, FAMILIES
+    from vgpumon.metrics.table import COUNTER, FAMILIES
 
     families = {f.name: f for f in FAMILIES}
     recorded = recording_rule_names()

@@ -21,8 +21,8 @@ from vgpu_helpers import by_id
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.enrich.kubelet import KubeletConfig, KubeletEnricher
 from vgpumon.collect.registry import enabled_readers
-from vgpumon.export.exposition import render
-from vgpumon.export.metrics import ExportOptions
+from vgpumon.metrics.exposition import render
+from vgpumon.metrics.table import ExportOptions
 from vgpumon.model import DeviceAllocation, Snapshot, from_json, to_json
 from vgpumon.testing import sim_host
 

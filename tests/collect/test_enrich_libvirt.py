@@ -18,7 +18,7 @@ from vgpu_helpers import by_id
 
 from vgpumon.collect.enrich.libvirt import LibvirtConfig, LibvirtEnricher
 from vgpumon.errors import ConfigError
-from vgpumon.export.exposition import render
+from vgpumon.metrics.exposition import render
 from vgpumon.model import Snapshot, from_json, to_json
 from vgpumon.testing import sim_host
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from vgpumon.collect import Sampler, SamplerConfig
-from vgpumon.export.exposition import render
+from vgpumon.metrics.exposition import render
 from vgpumon.nvml.session import NvmlSession
 from vgpumon.sim import create, parse_scenario
 

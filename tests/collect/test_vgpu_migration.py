@@ -7,7 +7,7 @@ import asyncio
 from export_helpers import samples_by_name
 
 from vgpumon.collect import take_snapshot
-from vgpumon.export.exposition import render
+from vgpumon.metrics.exposition import render
 from vgpumon.nvml.loader import open_session
 
 

@@ -20,8 +20,8 @@ from vgpumon.collect.sampler import Sampler
 from vgpumon.commands.serve import build_enrichers, sampler_config, settings_from_args
 from vgpumon.config.serve import ServeSettings
 from vgpumon.errors import ConfigError
-from vgpumon.export.metrics import ExportOptions
 from vgpumon.export.server import build_app
+from vgpumon.metrics.table import ExportOptions
 from vgpumon.model import from_json
 from vgpumon.nvml.loader import open_session
 

@@ -483,7 +483,7 @@ def test_bad_flags_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_openmetrics_format(capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("vgpumon.export.exposition")
+    pytest.importorskip("vgpumon.metrics.exposition")
     assert main(["snapshot", "--sim", "passthrough-guest", "--format", "openmetrics"]) == 0
     out = capsys.readouterr().out
     assert out.rstrip().endswith("# EOF")

@@ -1,7 +1,7 @@
 """``fields`` in the serve config: NVML fields of the operator's own, checked when read.
 
 Every bad entry is refused in one line that names the file, the line and the entry; the names
-follow the metric table's own rules (vgpumon/export/naming.py).
+follow the metric table's own rules (vgpumon/metrics/naming.py).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import yaml
 
 from vgpumon.cli import build_parser
 from vgpumon.commands.serve import reloaded, sampler_config, settings_from_args
-from vgpumon.config.fields import MAX_FIELDS, ExtraField, resolve_field_id, table_names
+from vgpumon.config.fields import MAX_FIELDS, resolve_field_id, table_names
 from vgpumon.config.serve import load_file
 from vgpumon.errors import ConfigError
-from vgpumon.export.metrics import FAMILIES
+from vgpumon.metrics.extra_fields import ExtraField
+from vgpumon.metrics.table import FAMILIES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "exporter.md"
 GOOD = "  - {id: 94, name: vgpumon_gpu_replays_again_total, type: counter, help: Again.}\n"

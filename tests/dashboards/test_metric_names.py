@@ -1,6 +1,6 @@
 """Dashboards and rules name only metrics (and selector labels) that vgpumon defines.
 
-Names come from the metric table (vgpumon/export/metrics.py; counters with their ``_total``,
+Names come from the metric table (vgpumon/metrics/table.py; counters with their ``_total``,
 histogram parts as ``_bucket``/``_sum``/``_count`` of a histogram family) or from a recording rule
 of packaging/prometheus/vgpumon.rules.yml.
 """

@@ -7,9 +7,9 @@ import dataclasses
 from export_helpers import rich_snapshot, samples_by_name
 from prometheus_client.parser import text_string_to_metric_families
 
-from vgpumon.export.exposition import render
 from vgpumon.export.hosts import HOST_FAMILIES, HostSnapshot, HostsView
-from vgpumon.export.metrics import FAMILIES
+from vgpumon.metrics.exposition import render
+from vgpumon.metrics.table import FAMILIES
 from vgpumon.model import to_dict
 from vgpumon.sources.base import HostState, HostUpdate
 from vgpumon.sources.ssh import down_snapshot

@@ -13,8 +13,8 @@ from export_helpers import rich_snapshot, samples_by_name
 from http_helpers import LiveClient
 
 from vgpumon.export.app import Handler, Request, Response
-from vgpumon.export.metrics import ExportOptions
 from vgpumon.export.server import build_app
+from vgpumon.metrics.table import ExportOptions
 from vgpumon.model import SamplerHealth, Snapshot, from_json
 
 PROMETHEUS_ACCEPT = (

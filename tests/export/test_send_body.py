@@ -13,9 +13,9 @@ from http_helpers import LiveClient
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.sampler import Sampler
 from vgpumon.export.connections import CHUNK_BYTES, chunks
-from vgpumon.export.exposition import Renderer
 from vgpumon.export.publisher import gzip_parts
 from vgpumon.export.server import build_app
+from vgpumon.metrics.exposition import Renderer
 from vgpumon.model import Snapshot
 from vgpumon.nvml.loader import open_session
 

@@ -20,7 +20,6 @@ from vgpumon.config.serve import ListenAddress
 from vgpumon.errors import ConfigError
 from vgpumon.export.connections import ConnectionGuard, ServerLimits
 from vgpumon.export.listener import Listener, refuse_duplicate_listen
-from vgpumon.export.metrics import ExportOptions
 from vgpumon.export.server import (
     Reloaded,
     apply_reload,
@@ -28,6 +27,7 @@ from vgpumon.export.server import (
     process_families,
     startup_warnings,
 )
+from vgpumon.metrics.table import ExportOptions
 from vgpumon.model import SamplerHealth, Snapshot
 
 FAST = ServerLimits(

@@ -21,7 +21,7 @@ from rules_cases import (
     render_test_file,
 )
 
-from vgpumon.export.metrics import XID_CATALOG, XID_CRITICAL
+from vgpumon.metrics.table import XID_CATALOG, XID_CRITICAL
 
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
 

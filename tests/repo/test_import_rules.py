@@ -24,6 +24,9 @@ CONSUMERS = ("view", "sources", "export", "tui", "validate", "commands")
 # What tui may import from vgpumon: the snapshot model, the shared presentation, the sources, the
 # two leaf modules every package may use (errors, units), and its own modules.
 TUI_ALLOWED = ("model", "view", "sources", "errors", "units", "tui")
+# The metric vocabulary reads only the model: everything that speaks metric names (export,
+# sources, validate, config, commands) imports it, so an import back would tie it in a circle.
+METRICS_ALLOWED = ("model", "errors", "units", "metrics", "__version__")
 
 
 @dataclass(frozen=True)
@@ -45,11 +48,18 @@ RULES = (
     Rule(
         "producers never import consumers",
         PRODUCERS,
-        tuple(f"vgpumon.{c}" for c in CONSUMERS),
+        # nor the metric vocabulary: names are the consumers' business, a snapshot has none
+        (*(f"vgpumon.{c}" for c in CONSUMERS), "vgpumon.metrics"),
     ),
     Rule("view never imports textual", ("view",), ("textual", "pynvml")),
     Rule("export never imports collect", ("export",), ("vgpumon.collect",)),
     Rule("export (serve) never imports textual", ("export",), ("textual",)),
+    Rule(
+        "metrics imports only the model",
+        ("metrics",),
+        ("pynvml", "textual"),
+        allowed_vgpumon=METRICS_ALLOWED,
+    ),
     Rule(
         "tui imports only model, view, sources and textual",
         ("tui",),
@@ -108,7 +118,8 @@ def test_the_code_keeps_the_import_rules() -> None:
 
 
 PLANTED = [
-    ("vgpumon/collect/planted.py", "from vgpumon.export.metrics import METRICS\n", 0),
+    ("vgpumon/collect/planted.py", "from vgpumon.export.server import serve\n", 0),
+    ("vgpumon/collect/planted.py", "from vgpumon.metrics.table import FAMILIES\n", 0),
     ("vgpumon/model.py", "def later():\n    import vgpumon.view.format\n", 0),
     ("vgpumon/sim/planted.py", "from ..commands import serve\n", 0),
     ("vgpumon/nvml/planted.py", "from vgpumon import tui\n", 0),
@@ -116,10 +127,12 @@ PLANTED = [
     ("vgpumon/view/planted.py", "from textual.widgets import DataTable\n", 1),
     ("vgpumon/export/planted.py", "from vgpumon.collect.sampler import Sampler\n", 2),
     ("vgpumon/export/planted.py", "import textual.app\n", 3),
-    ("vgpumon/tui/planted.py", "from vgpumon.collect import take_snapshot\n", 4),
-    ("vgpumon/tui/planted.py", "from vgpumon.nvml.session import NvmlSession\n", 4),
-    ("vgpumon/tui/planted.py", "from vgpumon.sim import create\n", 4),
-    ("vgpumon/tui/planted.py", "import pynvml\n", 4),
+    ("vgpumon/metrics/planted.py", "from vgpumon.config.fields import ExtraField\n", 4),
+    ("vgpumon/metrics/planted.py", "from vgpumon.export.server import serve\n", 4),
+    ("vgpumon/tui/planted.py", "from vgpumon.collect import take_snapshot\n", 5),
+    ("vgpumon/tui/planted.py", "from vgpumon.nvml.session import NvmlSession\n", 5),
+    ("vgpumon/tui/planted.py", "from vgpumon.sim import create\n", 5),
+    ("vgpumon/tui/planted.py", "import pynvml\n", 5),
 ]
 
 
@@ -127,7 +140,7 @@ PLANTED = [
 def test_each_rule_fails_on_a_planted_violation(
     tmp_path: Path, path: str, source: str, rule: int
 ) -> None:
-    for package in ("collect", "export", "nvml", "sim", "smi", "tui", "view"):
+    for package in ("collect", "export", "metrics", "nvml", "sim", "smi", "tui", "view"):
         (tmp_path / "vgpumon" / package).mkdir(parents=True)
         (tmp_path / "vgpumon" / package / "__init__.py").write_text("")
     (tmp_path / "vgpumon" / "__init__.py").write_text("")

@@ -6,7 +6,7 @@ field the GPU answers "not supported" (or an id its driver does not know) has no
 not asked again until the re-probe, like every other absence (docs/design.md, rules 3 and 4).
 
 Values go into the snapshot as NVML gave them (:class:`vgpumon.model.FieldValue`): the metric
-name, type and scale are the exporter's (:mod:`vgpumon.export.extra_fields`). The collector is
+name, type and scale are the exporter's (:mod:`vgpumon.metrics.extra_fields`). The collector is
 ``fields``; without declared fields it does not run and has no collector status, so an exporter
 that uses none serves exactly what it served before.
 """

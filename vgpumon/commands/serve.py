@@ -406,9 +406,9 @@ RESTART_ONLY = (
 
 def reloaded(settings: ServeSettings) -> Reloaded:
     """The part of the settings ``serve`` applies on SIGHUP, and the part it only names."""
-    from vgpumon.export.extra_fields import field_families
-    from vgpumon.export.metrics import ExportOptions
     from vgpumon.export.server import Reloaded
+    from vgpumon.metrics.extra_fields import field_families
+    from vgpumon.metrics.table import ExportOptions
 
     return Reloaded(
         options=ExportOptions(

@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if fmt == "json":
         sys.stdout.write(to_json(snapshot, indent=2) + "\n")
     elif fmt == "openmetrics":
-        from vgpumon.export.exposition import render as render_exposition
+        from vgpumon.metrics.exposition import render as render_exposition
 
         sys.stdout.flush()
         sys.stdout.buffer.write(render_exposition(snapshot, openmetrics=True))

@@ -20,7 +20,7 @@ counters file::
 An id is an integer or a constant name of the installed pynvml (``NVML_FI_*``), resolved when the
 file is read. Every entry is checked when the file is read, so a bad one stops ``serve`` (or is
 refused by a reload) with one line naming the entry and its line: the name keeps the naming rules
-(:mod:`vgpumon.export.naming`: ``vgpumon_`` prefix, snake case, base units, ``_total`` exactly on
+(:mod:`vgpumon.metrics.naming`: ``vgpumon_`` prefix, snake case, base units, ``_total`` exactly on
 counters) and takes no name of the metric table nor another entry's (in either exposition
 format), and no field (id and scope) is declared twice.
 """
@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vgpumon.errors import ConfigError
-from vgpumon.export.naming import base_name, name_problem
+from vgpumon.metrics.extra_fields import ExtraField
+from vgpumon.metrics.naming import base_name, name_problem
 
 if TYPE_CHECKING:
     import yaml
@@ -49,27 +49,10 @@ ENTRY_KEYS = ("id", "name", "type", "help", "scale", "scope_id")
 REQUIRED_KEYS = ("id", "name", "type", "help")
 
 
-@dataclass(frozen=True)
-class ExtraField:
-    """One declared field: which NVML value, and the family it is exported as."""
-
-    field_id: int
-    name: str  # the full metric name, ``_total`` included for a counter
-    type: str  # "gauge" | "counter"
-    help: str
-    scale: float = 1.0  # the exported value is NVML's times this
-    scope_id: int | None = None  # asked as (id, scope) when set: a link, a sensor, ...
-
-    @property
-    def key(self) -> int | tuple[int, int]:
-        """How the sampler asks for it (:data:`vgpumon.collect.base.SamplerConfig.extra_fields`)."""
-        return self.field_id if self.scope_id is None else (self.field_id, self.scope_id)
-
-
 def table_names() -> frozenset[str]:
     """Every name the metric table uses, in text format and in OpenMetrics (counters' families
     drop ``_total`` there), which a declared field must not take."""
-    from vgpumon.export.metrics import FAMILIES
+    from vgpumon.metrics.table import FAMILIES
 
     return frozenset({f.name for f in FAMILIES} | {f.base_name for f in FAMILIES})
 

@@ -53,9 +53,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from vgpumon.config.fields import ExtraField, parse_fields
+from vgpumon.config.fields import parse_fields
 from vgpumon.errors import ConfigError
 from vgpumon.export.limits import ServerLimits
+from vgpumon.metrics.extra_fields import ExtraField
 from vgpumon.units import UnitError, parse_duration
 
 if TYPE_CHECKING:

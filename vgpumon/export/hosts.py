@@ -1,7 +1,7 @@
 """Export several agentless hosts from one ``vgpumon serve --ssh``: every series gets ``host``.
 
 The metric table stays the one place of names: :data:`HOST_FAMILIES` is derived from
-:data:`~vgpumon.export.metrics.FAMILIES` row by row, each with ``host`` in front of its labels and
+:data:`~vgpumon.metrics.table.FAMILIES` row by row, each with ``host`` in front of its labels and
 samples taken from every host's snapshot, so the exposition walks it exactly like the table itself
 (one ``# HELP``/``# TYPE`` per family, whatever the number of hosts). A host whose last poll
 failed exports what the table says about a failed source: ``vgpumon_up{host} 0`` and
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from vgpumon.export.metrics import FAMILIES, ExportOptions, Family, Sample
+from vgpumon.metrics.table import FAMILIES, ExportOptions, Family, Sample
 from vgpumon.model import Gpu, SamplerHealth, Snapshot
 from vgpumon.sources.base import HostState
 from vgpumon.sources.ssh import SshSource, down_snapshot

@@ -22,7 +22,7 @@ measures the cost.
 Where the time goes and why it does not stall scrapes:
 
 * the table walk and formatting run on the event loop in slices of about a millisecond
-  (:meth:`vgpumon.export.exposition.Renderer.steps`), so a scrape waits at most one slice; a worker
+  (:meth:`vgpumon.metrics.exposition.Renderer.steps`), so a scrape waits at most one slice; a worker
   thread would hold the GIL for the whole render and delay the loop by up to the interpreter's
   switch interval at every turn;
 * gzip of a large body (:data:`EAGER_GZIP_BYTES` and more) runs in a worker thread before the
@@ -39,7 +39,7 @@ Where the time goes and why it does not stall scrapes:
 
 Memory: one set of bodies is alive (the old set is dropped when the new one is swapped in; a
 scrape still sending the old body keeps only that body), the text and OpenMetrics forms share
-their sample lines (:class:`~vgpumon.export.exposition.Exposition`), and the snapshot is
+their sample lines (:class:`~vgpumon.metrics.exposition.Exposition`), and the snapshot is
 referenced weakly, so a snapshot the sampler has replaced is not kept alive by the exposition.
 """
 
@@ -54,8 +54,8 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from vgpumon.export.exposition import Body, Exposition, Renderer
-from vgpumon.export.metrics import ExportOptions
+from vgpumon.metrics.exposition import Body, Exposition, Renderer
+from vgpumon.metrics.table import ExportOptions
 from vgpumon.model import Snapshot
 
 log = logging.getLogger(__name__)

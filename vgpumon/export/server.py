@@ -50,9 +50,9 @@ from vgpumon.export.connections import ConnectionGuard, ServerLimits
 from vgpumon.export.gc_settings import settle_after_startup
 from vgpumon.export.housekeeping import Housekeeping
 from vgpumon.export.listener import Listener
-from vgpumon.export.metrics import ExportOptions
 from vgpumon.export.negotiation import choose, gzip_wanted
 from vgpumon.export.publisher import NOTIFIED_POLL_SECONDS, POLL_SECONDS, Publisher, no_extra
+from vgpumon.metrics.table import ExportOptions
 from vgpumon.model import Snapshot, to_json
 
 log = logging.getLogger(__name__)
@@ -146,10 +146,10 @@ def process_families() -> Callable[[], tuple[str, str]]:
     """The ``process_*`` self metrics (CPU, memory, fds, start time) in both formats.
 
     Read once per render, so the values are as old as the snapshot they are served with (one
-    sampling interval at most). See :mod:`vgpumon.export.process` for why not prometheus-client's
+    sampling interval at most). See :mod:`vgpumon.metrics.process` for why not prometheus-client's
     ``ProcessCollector``.
     """
-    from vgpumon.export.process import ProcessFamilies
+    from vgpumon.metrics.process import ProcessFamilies
 
     return ProcessFamilies()
 

@@ -6,7 +6,7 @@ the host's GPUs by UUID, which are unique across a fleet) brings the last ``wind
 the history, merged under the live points.
 
 Metric names and labels are not written here: they are found in the exporter's metric table
-(:data:`vgpumon.export.metrics.FAMILIES`) by evaluating every family on a probe snapshot whose
+(:data:`vgpumon.metrics.table.FAMILIES`) by evaluating every family on a probe snapshot whose
 fields all hold different values, and keeping the family (and label values, e.g. ``sensor="gpu"``)
 that returns the value the history reads for that metric. A renamed family is followed without a
 change here, and a history metric with no family is simply not backfilled.
@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 
 from vgpumon.errors import ConfigError
-from vgpumon.export.metrics import FAMILIES, GPU_LABELS, ExportOptions
+from vgpumon.metrics.table import FAMILIES, GPU_LABELS, ExportOptions
 from vgpumon.model import (
     CollectorStatus,
     Gpm,

@@ -6,7 +6,7 @@ uses, one cycle per reading, so GPM intervals and per-process sample cursors til
 window exactly. :class:`ExporterSource` reads ``/metrics`` (or ``/api/v1/snapshot``) of a
 ``vgpumon serve`` somewhere else: the way to check a host's exporter while the load runs inside a
 VM or a container. Its requests go through :class:`vgpumon.sources.remote.ExporterClient` (the one
-HTTP client of vgpumon) and :mod:`vgpumon.export.parse` turns the exposition back into a
+HTTP client of vgpumon) and :mod:`vgpumon.metrics.parse` turns the exposition back into a
 :class:`~vgpumon.model.Snapshot`, so the same mapping to readings applies to both.
 
 An exporter samples on its own schedule; after every change of load this source waits until the
@@ -25,21 +25,21 @@ from typing import Protocol
 
 from vgpumon.collect.base import Reader, SamplerConfig
 from vgpumon.errors import ConfigError, VgpumonError
-from vgpumon.export.metrics import (
-    GPU_SM_ACTIVE_RATIO,
-    GPU_UTILIZATION_RATIO,
-    LAST_SAMPLE_TIMESTAMP_SECONDS,
-    MIG_SM_ACTIVE_RATIO,
-    PROCESS_SM_UTILIZATION_RATIO,
-)
-from vgpumon.export.metrics import PROCESS_SERIES_TRUNCATED as PROCESS_SERIES_TRUNCATED_FAMILY
-from vgpumon.export.parse import (
+from vgpumon.metrics.parse import (
     PROCESS_SERIES_COMPLETE,
     PROCESS_SERIES_OFF,
     PROCESS_SERIES_TRUNCATED,
     ExpositionError,
     snapshot_from_metrics,
 )
+from vgpumon.metrics.table import (
+    GPU_SM_ACTIVE_RATIO,
+    GPU_UTILIZATION_RATIO,
+    LAST_SAMPLE_TIMESTAMP_SECONDS,
+    MIG_SM_ACTIVE_RATIO,
+    PROCESS_SM_UTILIZATION_RATIO,
+)
+from vgpumon.metrics.table import PROCESS_SERIES_TRUNCATED as PROCESS_SERIES_TRUNCATED_FAMILY
 from vgpumon.model import Snapshot
 from vgpumon.nvml.session import NvmlSession
 from vgpumon.sources.remote import (

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
-from vgpumon.export.process import ProcessFamilies
+from vgpumon.metrics.process import ProcessFamilies
 
 STAT = (
     "4242 (vgpumon serve) S 1 4242 4242 0 -1 4194560 9000 0 0 0 1234 567 0 0 20 0 7 0 "

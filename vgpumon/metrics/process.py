@@ -19,7 +19,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from vgpumon.export.gofloat import go_float
+from vgpumon.metrics.gofloat import go_float
 
 try:
     import resource

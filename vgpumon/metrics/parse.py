@@ -6,7 +6,7 @@ what validate compares is rebuilt: GPU identity, up, virtualization and MIG mode
 memory used, GPM SM activity, MIG instances and per-process memory and SM utilization, plus the
 sampler's timestamp, cycle count and up.
 
-Every family name and label comes from the metric table (:mod:`vgpumon.export.metrics`): the
+Every family name and label comes from the metric table (:mod:`vgpumon.metrics.table`): the
 rows this module reads are bound to names there, and each label it reads is checked against its
 row when this module is imported, so renaming a family or a label cannot leave a parser that
 silently finds nothing.
@@ -21,8 +21,8 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from vgpumon.errors import VgpumonError, one_line
-from vgpumon.export import metrics as m
-from vgpumon.export.naming import NAMESPACE
+from vgpumon.metrics import table as m
+from vgpumon.metrics.naming import NAMESPACE
 from vgpumon.model import (
     Gpm,
     Gpu,

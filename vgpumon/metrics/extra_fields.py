@@ -1,9 +1,9 @@
 """Families for the NVML fields declared in the serve config (``fields:``).
 
-The metric table (:mod:`vgpumon.export.metrics`) is the one place built-in names are defined;
+The metric table (:mod:`vgpumon.metrics.table`) is the one place built-in names are defined;
 these families are the operator's, so they are built from the config and handed to the renderer
-through :class:`~vgpumon.export.metrics.ExportOptions` (``families``), which a config reload
-replaces. They are ordinary :class:`~vgpumon.export.metrics.Family` rows of the per-GPU scope:
+through :class:`~vgpumon.metrics.table.ExportOptions` (``families``), which a config reload
+replaces. They are ordinary :class:`~vgpumon.metrics.table.Family` rows of the per-GPU scope:
 the same identity labels (``gpu``, ``uuid``), only GPUs that are up, no sample where the GPU gave
 no value (docs/design.md, rule 4), and the same renderer for text and OpenMetrics. Their names
 were checked against the naming rules and the table when the config was read
@@ -15,13 +15,30 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Iterator
+from dataclasses import dataclass
 
-from vgpumon.config.fields import ExtraField
-from vgpumon.export.metrics import GPU, ExportOptions, Family, Sample, unit_of
+from vgpumon.metrics.table import GPU, ExportOptions, Family, Sample, unit_of
 from vgpumon.model import FieldValue, Gpu, Snapshot
 
 COLLECTOR = "fields"  # the reader's name (vgpumon.collect.extra_fields)
 Key = tuple[int, int | None]  # (field id, scope id or None)
+
+
+@dataclass(frozen=True)
+class ExtraField:
+    """One declared field: which NVML value, and the family it is exported as."""
+
+    field_id: int
+    name: str  # the full metric name, ``_total`` included for a counter
+    type: str  # "gauge" | "counter"
+    help: str
+    scale: float = 1.0  # the exported value is NVML's times this
+    scope_id: int | None = None  # asked as (id, scope) when set: a link, a sensor, ...
+
+    @property
+    def key(self) -> int | tuple[int, int]:
+        """How the sampler asks for it (:data:`vgpumon.collect.base.SamplerConfig.extra_fields`)."""
+        return self.field_id if self.scope_id is None else (self.field_id, self.scope_id)
 
 
 class _Index:

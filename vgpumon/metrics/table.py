@@ -3,7 +3,7 @@
 Each :class:`Family` row says what an operator types into PromQL (the full name, ``_total`` included
 for counters), its type, unit, help and label names, which collector fills the data, and how to pull
 its samples out of a :class:`~vgpumon.model.Snapshot`. The Prometheus collector
-(:mod:`vgpumon.export.exposition`), ``docs/metrics.md`` (:mod:`vgpumon.export.docs_gen`) and the
+(:mod:`vgpumon.metrics.exposition`), ``docs/metrics.md`` (:mod:`vgpumon.metrics.docs_gen`) and the
 naming tests all read :data:`FAMILIES`, so a family cannot exist in one of them and not the others.
 
 Families are built from *scopes*: a scope knows the identity labels of one kind of thing (a GPU, a
@@ -13,7 +13,7 @@ MIG GPU instance, a vGPU, ...) and how to walk the snapshot for it, so adding a 
           lambda v: v.encoder_average_fps, collector="vgpu")
 
 The metric naming rules (docs/exporter.md, "Metric naming rules") are written once, in
-:mod:`vgpumon.export.naming` (the tests check every family against them); the structure enforces
+:mod:`vgpumon.metrics.naming` (the tests check every family against them); the structure enforces
 the data rules:
 
 * a value that is ``None`` yields no sample (absent is not zero);
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from vgpumon import __version__
-from vgpumon.export.naming import COUNTER, GAUGE, unit_of
+from vgpumon.metrics.naming import COUNTER, GAUGE, unit_of
 from vgpumon.model import (
     SCHEDULER_POLICIES,
     VGPU_LICENSE_STATES,
@@ -72,7 +72,7 @@ class ExportOptions:
     # Per-pod value series (namespace/pod/container labels) are opt-in too: pods churn like pids.
     pod_series: bool = False
     # Families from outside the table, rendered after it: the NVML fields an operator declared
-    # in the serve config (:mod:`vgpumon.export.extra_fields`). Options, not table rows, because
+    # in the serve config (:mod:`vgpumon.metrics.extra_fields`). Options, not table rows, because
     # they change with a config reload.
     families: tuple[Family, ...] = ()
 
@@ -556,7 +556,7 @@ def _license_state(state: str | None, licensed: bool | None) -> str | None:
 _PROC = "processes"
 
 # A row bound to a name, ``(GPU_UP := gauge(...))``, is one that code elsewhere refers to: the
-# /metrics parser (:mod:`vgpumon.export.parse`) and validate's messages take its name and labels
+# /metrics parser (:mod:`vgpumon.metrics.parse`) and validate's messages take its name and labels
 # from the row itself, so a family is renamed here and nowhere else.
 FAMILIES: tuple[Family, ...] = (
     # ---- exporter health

@@ -11,8 +11,8 @@ from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as parse_openmetrics,
 )
 
-from vgpumon.export.exposition import render
-from vgpumon.export.metrics import FAMILIES, ExportOptions
+from vgpumon.metrics.exposition import render
+from vgpumon.metrics.table import FAMILIES, ExportOptions
 
 OPTIONS = ExportOptions(processes=True, pod_series=True)
 

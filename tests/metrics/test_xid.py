@@ -6,8 +6,8 @@ import dataclasses
 
 from export_helpers import rich_snapshot, samples_by_name
 
-from vgpumon.export.exposition import render
-from vgpumon.export.metrics import XID_CATALOG, XID_CRITICAL, XID_INFORMATIONAL
+from vgpumon.metrics.exposition import render
+from vgpumon.metrics.table import XID_CATALOG, XID_CRITICAL, XID_INFORMATIONAL
 
 NAME = "vgpumon_gpu_xid_errors_total"
 

@@ -1,6 +1,6 @@
 """Generate ``docs/metrics.md`` from the metric table.
 
-The page is never edited by hand: ``python -m vgpumon.export.docs_gen`` rewrites it, and a test
+The page is never edited by hand: ``python -m vgpumon.metrics.docs_gen`` rewrites it, and a test
 fails when the committed file differs from what the table says.
 """
 
@@ -10,15 +10,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from vgpumon.export.metrics import EXPORTER, FAMILIES, SECTIONS, Family
+from vgpumon.metrics.table import EXPORTER, FAMILIES, SECTIONS, Family
 
 DOC_PATH = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
 _INTRO = """\
 # vgpumon metrics
 
-Generated from the metric table in `vgpumon/export/metrics.py` by
-`python -m vgpumon.export.docs_gen`; do not edit by hand (a test compares them).
+Generated from the metric table in `vgpumon/metrics/table.py` by
+`python -m vgpumon.metrics.docs_gen`; do not edit by hand (a test compares them).
 Rules and the reasoning behind names: `docs/exporter.md`.
 
 - Names are what PromQL sees; counters already end in `_total`. In OpenMetrics the family name of
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.check:
         current = DOC_PATH.read_text(encoding="utf-8") if DOC_PATH.exists() else ""
         if current != text:
-            print(f"{DOC_PATH} is out of date: run python -m vgpumon.export.docs_gen")
+            print(f"{DOC_PATH} is out of date: run python -m vgpumon.metrics.docs_gen")
             return 1
     else:
         DOC_PATH.write_text(text, encoding="utf-8")

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from vgpumon.export.docs_gen import DOC_PATH, render_markdown
-from vgpumon.export.metrics import FAMILIES
+from vgpumon.metrics.docs_gen import DOC_PATH, render_markdown
+from vgpumon.metrics.table import FAMILIES
 
 
 def test_committed_metrics_doc_matches_the_table() -> None:
     committed = DOC_PATH.read_text(encoding="utf-8")
     assert committed == render_markdown(), (
-        "docs/metrics.md is out of date: run python -m vgpumon.export.docs_gen"
+        "docs/metrics.md is out of date: run python -m vgpumon.metrics.docs_gen"
     )
 
 

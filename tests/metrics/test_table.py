@@ -8,7 +8,8 @@ import re
 import pytest
 from export_helpers import rich_snapshot
 
-from vgpumon.export.metrics import (
+from vgpumon.metrics.naming import UNITS, name_problem, unit_of
+from vgpumon.metrics.table import (
     COUNTER,
     EXPORTER,
     FAMILIES,
@@ -17,7 +18,6 @@ from vgpumon.export.metrics import (
     ExportOptions,
     Family,
 )
-from vgpumon.export.naming import UNITS, name_problem, unit_of
 from vgpumon.model import Gpu, Snapshot
 
 LABEL_RE = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
@@ -68,7 +68,7 @@ def by_name(name: str) -> Family:
 
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
 def test_names_follow_the_contract(family: Family) -> None:
-    # The rules are the product's (vgpumon/export/naming.py): configured fields obey the same.
+    # The rules are the product's (vgpumon/metrics/naming.py): configured fields obey the same.
     assert name_problem(family.name, family.type, info=family.info) is None
     assert family.unit in (*UNITS, "")
     assert family.unit == unit_of(family.name)

@@ -2,7 +2,7 @@
 
 docs/design.md, rule 1: formatting never calls NVML. :class:`Renderer` turns one immutable
 :class:`~vgpumon.model.Snapshot` into both exposition formats using the table in
-:mod:`vgpumon.export.metrics`.
+:mod:`vgpumon.metrics.table`.
 
 Why not prometheus-client's encoders (which this module used to call): on a 16 GPU x 48 vGPU host
 they took 190-264 ms per format and snapshot, most of it building ``Metric``/``Sample`` objects,
@@ -34,8 +34,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from vgpumon.export.gofloat import go_float
-from vgpumon.export.metrics import COUNTER, FAMILIES, ExportOptions, Family, LabelValues
+from vgpumon.metrics.gofloat import go_float
+from vgpumon.metrics.table import COUNTER, FAMILIES, ExportOptions, Family, LabelValues
 from vgpumon.model import Snapshot
 
 OPENMETRICS_EOF = b"# EOF\n"

@@ -1,4 +1,4 @@
-"""The /metrics parser (export/parse.py): an exposition maps back onto the snapshot it came from,
+"""The /metrics parser (metrics/parse.py): an exposition maps back onto the snapshot it came from,
 and every name it reads comes from the metric table."""
 
 from __future__ import annotations
@@ -9,16 +9,17 @@ import inspect
 import pytest
 
 from vgpumon.collect import Sampler
-from vgpumon.export import metrics, parse
-from vgpumon.export.exposition import render
-from vgpumon.export.metrics import ExportOptions
-from vgpumon.export.parse import (
+from vgpumon.metrics import parse
+from vgpumon.metrics import table as metrics
+from vgpumon.metrics.exposition import render
+from vgpumon.metrics.parse import (
     PROCESS_SERIES_COMPLETE,
     PROCESS_SERIES_OFF,
     PROCESS_SERIES_TRUNCATED,
     ExpositionError,
     snapshot_from_metrics,
 )
+from vgpumon.metrics.table import ExportOptions
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock
 

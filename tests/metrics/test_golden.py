@@ -28,8 +28,8 @@ from export_helpers import samples_by_name
 from vgpumon import sim
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.sampler import Sampler
-from vgpumon.export.exposition import render
-from vgpumon.export.metrics import ExportOptions
+from vgpumon.metrics.exposition import render
+from vgpumon.metrics.table import ExportOptions
 from vgpumon.model import Snapshot
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim.clock import ManualClock

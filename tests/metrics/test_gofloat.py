@@ -9,7 +9,7 @@ import struct
 import pytest
 from prometheus_client.utils import floatToGoString
 
-from vgpumon.export.gofloat import go_float
+from vgpumon.metrics.gofloat import go_float
 
 EDGES = [
     0.0,

@@ -26,8 +26,8 @@ from prometheus_client.registry import Collector
 from vgpumon import sim
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.sampler import Sampler
-from vgpumon.export.exposition import Renderer, render
-from vgpumon.export.metrics import FAMILIES, ExportOptions
+from vgpumon.metrics.exposition import Renderer, render
+from vgpumon.metrics.table import FAMILIES, ExportOptions
 from vgpumon.model import Snapshot
 from vgpumon.nvml.loader import open_session
 

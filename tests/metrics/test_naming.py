@@ -1,4 +1,4 @@
-"""The naming rules as code (vgpumon/export/naming.py): each rule refuses what it should.
+"""The naming rules as code (vgpumon/metrics/naming.py): each rule refuses what it should.
 
 The metric table's test and the serve config's ``fields`` both rely on :func:`name_problem`; a
 rule that let everything through would pass both, so every rule is shown to refuse here.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from vgpumon.export.naming import COUNTER, GAUGE, base_name, name_problem, unit_of
+from vgpumon.metrics.naming import COUNTER, GAUGE, base_name, name_problem, unit_of
 
 GOOD = [
     ("vgpumon_gpu_power_watts", GAUGE, False),

@@ -18,10 +18,9 @@ from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as parse_openmetrics,
 )
 
-from vgpumon.config.fields import ExtraField
-from vgpumon.export.exposition import Renderer
-from vgpumon.export.extra_fields import field_families
-from vgpumon.export.metrics import FAMILIES, ExportOptions
+from vgpumon.metrics.exposition import Renderer
+from vgpumon.metrics.extra_fields import ExtraField, field_families
+from vgpumon.metrics.table import FAMILIES, ExportOptions
 from vgpumon.model import FieldValue, Snapshot
 
 FIELDS = (
