@@ -18,7 +18,7 @@ from aiohttp import web  # a server that is not vgpumon
 from validate_helpers import FAST, ManualTimer
 
 from vgpumon.collect import Sampler, SamplerConfig
-from vgpumon.config.serve import ListenAddress
+from vgpumon.export.address import ListenAddress
 from vgpumon.export.listener import Listener
 from vgpumon.export.server import build_app
 from vgpumon.export.webconfig import WebConfigRuntime
