@@ -683,7 +683,7 @@ def main() -> int:
         f"127.0.0.1:{port}",
         "--interval",
         args.interval,
-        "--log-level",
+        "--log.level",
         "warning",
     ]
     if args.max_requests:
