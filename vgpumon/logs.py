@@ -15,6 +15,12 @@ import time
 from typing import Any, TextIO
 
 FORMATS = ("logfmt", "json")
+_configured = False  # set by configure(): from then on notices go through logging
+
+
+def configured() -> bool:
+    """Whether :func:`configure` has run (a command's own notices then use the log format)."""
+    return _configured
 
 
 def utc_time(created: float) -> str:
@@ -66,6 +72,7 @@ def _logfmt_value(value: str) -> str:
 
 def configure(level: str, fmt: str = "logfmt", stream: TextIO | None = None) -> None:
     """The root logger at ``level`` with one handler in ``fmt`` (replacing any before it)."""
+    global _configured
     handler = logging.StreamHandler(sys.stderr if stream is None else stream)
     formatter: Any = JsonFormatter() if fmt == "json" else LogfmtFormatter()
     handler.setFormatter(formatter)
@@ -74,3 +81,4 @@ def configure(level: str, fmt: str = "logfmt", stream: TextIO | None = None) -> 
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    _configured = True

@@ -66,12 +66,28 @@ UTC_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
 
 @pytest.fixture
-def root_logger() -> Iterator[None]:
+def root_logger(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
+    monkeypatch.setattr(logs, "_configured", False)
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+def test_after_start_a_deprecation_is_a_log_record(root_logger: None) -> None:
+    """A config file's old key seen on SIGHUP: in the log format, not a bare stderr line."""
+    from vgpumon.config.flags import deprecated
+
+    out = io.StringIO()
+    logs.configure("info", "json", stream=out)
+    deprecated("processes", "process_series", "config file a.yml line 1")
+    (line,) = out.getvalue().splitlines()
+    record = json.loads(line)
+    assert record["level"] == "warning" and record["logger"] == "vgpumon.config"
+    assert record["message"] == (
+        "config file a.yml line 1: processes is deprecated; use process_series"
+    )
 
 
 def test_json_logs_are_one_object_per_line_for_every_logger(root_logger: None) -> None:

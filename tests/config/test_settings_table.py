@@ -152,3 +152,21 @@ def test_sighup_reloads_exactly_the_reloadable_rows() -> None:
         assert applied == row.reloadable, f"{row.name}: reloadable={row.reloadable}"
         assert named == (not row.reloadable), row.name
     assert set(RESTART_ONLY) == {r.name for r in SETTINGS if not r.reloadable} | {"collectors"}
+
+
+def test_collectors_from_the_environment_sit_between_file_and_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    known = [("pcie", True), ("ecc", True), ("gpm", True)]
+    config = tmp_path / "serve.yml"
+    config.write_text("collectors: {pcie: false, gpm: false}\n")
+    monkeypatch.setenv("VGPUMON_COLLECTORS", "pcie=true, ecc=false")
+    settings = parse("--config", str(config), "--no-collector.pcie")
+    assert settings.enabled_collectors(known) == set(), (
+        "file off gpm, env off ecc, flag off pcie"
+    )
+    assert parse("--config", str(config)).enabled_collectors(known) == {"pcie"}
+    monkeypatch.setenv("VGPUMON_COLLECTORS", "pcei=false")
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "VGPUMON_COLLECTORS: unknown collector 'pcei'" in err

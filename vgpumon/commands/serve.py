@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from vgpumon.commands import names
 from vgpumon.commands.ssh_args import ssh_settings_from
-from vgpumon.config.flags import add_flags, env_values, flag_values
+from vgpumon.config.flags import add_flags, env_collectors, env_values, flag_values
 from vgpumon.config.serve import ServeSettings, load_file, merge
 from vgpumon.config.table import CADENCES, CONFIG_ENV, SETTINGS
 from vgpumon.errors import ConfigError
@@ -95,7 +95,11 @@ def settings_from_args(
         flags["collectors"] = toggles
     config = getattr(args, "config", None) or environ.get(CONFIG_ENV) or None
     file_values = load_file(config, collector_names()) if config else {}
-    return merge(file_values, flags, env_values=env_values(environ, SETTINGS), config_file=config)
+    from_env = env_values(environ, SETTINGS)
+    env_toggles = env_collectors(environ, collector_names())
+    if env_toggles:
+        from_env["collectors"] = env_toggles
+    return merge(file_values, flags, env_values=from_env, config_file=config)
 
 
 def serve_arguments(

@@ -8,11 +8,13 @@ checked by the row's check and named by the flag or variable.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from vgpumon.config.table import GROUP_HELP, Setting, shown_default
+from vgpumon import logs
+from vgpumon.config.table import COLLECTORS_ENV, GROUP_HELP, Setting, shown_default
 from vgpumon.errors import ConfigError
 
 TRUE = ("true", "1", "yes", "on")
@@ -20,9 +22,14 @@ FALSE = ("false", "0", "no", "off")
 
 
 def deprecated(old: str, new: str, where: str = "") -> None:
-    """The one line an old spelling gets (stderr: logging is not set up while flags parse)."""
+    """The one line an old spelling gets: on stderr while flags parse (before logging is set
+    up), a log record in the chosen format after (a config file re-read on SIGHUP)."""
     prefix = f"{where}: " if where else ""
-    sys.stderr.write(f"vgpumon: warning: {prefix}{old} is deprecated; use {new}\n")
+    message = f"{prefix}{old} is deprecated; use {new}"
+    if logs.configured():
+        logging.getLogger("vgpumon.config").warning("%s", message)
+    else:
+        sys.stderr.write(f"vgpumon: warning: {message}\n")
 
 
 class _Deprecated(argparse.Action):
@@ -163,3 +170,30 @@ def env_values(environ: Mapping[str, str], rows: Iterable[Setting]) -> dict[str,
         if text:
             out[row.name] = row.check(env_value(row, text), row.env)
     return out
+
+
+def env_collectors(
+    environ: Mapping[str, str], known: Iterable[str]
+) -> tuple[tuple[str, bool], ...]:
+    """``VGPUMON_COLLECTORS=pcie=false,nvlink=true``: the file's ``collectors`` map, as text."""
+    text = environ.get(COLLECTORS_ENV)
+    if not text:
+        return ()
+    names = set(known)
+    out = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep:
+            raise ConfigError(f"{COLLECTORS_ENV}: expected NAME=true or NAME=false, got {item!r}")
+        if name not in names:
+            raise ConfigError(
+                f"{COLLECTORS_ENV}: unknown collector {name!r} (known: {', '.join(sorted(names))})"
+            )
+        word = value.strip().lower()
+        if word not in TRUE + FALSE:
+            raise ConfigError(f"{COLLECTORS_ENV}: {name}: expected true or false, got {value!r}")
+        out.append((name, word in TRUE))
+    return tuple(out)

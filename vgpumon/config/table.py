@@ -569,6 +569,7 @@ BY_NAME = {row.name: row for row in SETTINGS}
 BY_KEY = {row.key: row for row in SETTINGS}
 CADENCES = tuple(row for row in SETTINGS if row.cadence is not None)
 CONFIG_ENV = ENV_PREFIX + "CONFIG"  # the config file itself (--config)
+COLLECTORS_ENV = ENV_PREFIX + "COLLECTORS"  # the file's collectors map: NAME=true,NAME=false
 
 
 def rows_in(*groups: str) -> tuple[Setting, ...]:
