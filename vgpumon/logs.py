@@ -15,6 +15,7 @@ import time
 from typing import Any, TextIO
 
 FORMATS = ("logfmt", "json")
+_HANDLER_NAME = "vgpumon"
 _configured = False  # set by configure(): from then on notices go through logging
 
 
@@ -70,15 +71,27 @@ def _logfmt_value(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record comes (not the one at start-up)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def configure(level: str, fmt: str = "logfmt", stream: TextIO | None = None) -> None:
-    """The root logger at ``level`` with one handler in ``fmt`` (replacing any before it)."""
+    """The root logger at ``level`` with one handler in ``fmt``, replacing the one an earlier
+    call installed; every logger without handlers of its own (asyncssh's, aiohttp's) writes
+    through it."""
     global _configured
-    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
+    handler = _StderrHandler() if stream is None else logging.StreamHandler(stream)
     formatter: Any = JsonFormatter() if fmt == "json" else LogfmtFormatter()
     handler.setFormatter(formatter)
+    handler.set_name(_HANDLER_NAME)
     root = logging.getLogger()
     for old in root.handlers[:]:
-        root.removeHandler(old)
+        if old.get_name() == _HANDLER_NAME:
+            root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
     _configured = True

@@ -8,9 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from vgpumon import logs
 from vgpumon.cli import COMMANDS, build_parser, main
 from vgpumon.commands.serve import settings_from_args
 from vgpumon.config.serve import ServeSettings, load_file
+
+
+@pytest.fixture(autouse=True)
+def logging_not_set_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As while flags parse at start: an in-process serve of another test may have set it up."""
+    monkeypatch.setattr(logs, "_configured", False)
 
 
 def parse(*argv: str) -> ServeSettings:

@@ -49,8 +49,9 @@ def test_an_unknown_flag_points_to_the_subcommands_help(
 
 
 def test_log_level_has_the_dotted_spelling_and_keeps_the_old_one(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(logs, "_configured", False)  # as while flags parse at start
     assert parse("--log.level", "debug").log_level == "debug"
     assert capsys.readouterr().err == ""
     assert parse("--log-level", "warning").log_level == "warning"
@@ -93,6 +94,7 @@ def test_after_start_a_deprecation_is_a_log_record(root_logger: None) -> None:
 def test_json_logs_are_one_object_per_line_for_every_logger(root_logger: None) -> None:
     out = io.StringIO()
     logs.configure("info", "json", stream=out)
+    logs.configure("info", "json", stream=out)  # a second call replaces the first handler
     logging.getLogger("asyncssh").info("Opening SSH connection to %s", "gpu-host")
     logging.getLogger("vgpumon.serve").warning('two\nlines and "quotes"')
     logging.getLogger("vgpumon.serve").debug("below the level")
