@@ -325,7 +325,7 @@ SETTINGS: tuple[Setting, ...] = (
         "sampling",
         kind="switch",
     ),
-    _cadence("energy", "the energy counter", 10.0, "(about 3 ms per GPU per read)"),
+    _cadence("energy", "the energy counter", 10.0),
     _cadence("pcie_throughput", "PCIe throughput (when on)", 10.0),
     _cadence("processes", "process lists", 5.0),
     _cadence(
@@ -333,7 +333,7 @@ SETTINGS: tuple[Setting, ...] = (
         "GPM activity (the average since the last read)",
         5.0,
         "(the SM, tensor and DRAM activity exported is the average between the last two "
-        "samples; about 1.8 ms of CPU per GPU and MIG instance per read)",
+        "samples)",
     ),
     _cadence("bar1", "BAR1 memory", 10.0),
     _cadence(
