@@ -162,9 +162,7 @@ def test_collectors_from_the_environment_sit_between_file_and_flags(
     config.write_text("collectors: {pcie: false, gpm: false}\n")
     monkeypatch.setenv("VGPUMON_COLLECTORS", "pcie=true, ecc=false")
     settings = parse("--config", str(config), "--no-collector.pcie")
-    assert settings.enabled_collectors(known) == set(), (
-        "file off gpm, env off ecc, flag off pcie"
-    )
+    assert settings.enabled_collectors(known) == set(), "file off gpm, env off ecc, flag off pcie"
     assert parse("--config", str(config)).enabled_collectors(known) == {"pcie"}
     monkeypatch.setenv("VGPUMON_COLLECTORS", "pcei=false")
     assert main(["serve"]) == 2

@@ -332,8 +332,7 @@ SETTINGS: tuple[Setting, ...] = (
         "gpm",
         "GPM activity (the average since the last read)",
         5.0,
-        "(the SM, tensor and DRAM activity exported is the average between the last two "
-        "samples)",
+        "(the SM, tensor and DRAM activity exported is the average between the last two samples)",
     ),
     _cadence("bar1", "BAR1 memory", 10.0),
     _cadence(
