@@ -42,7 +42,7 @@ from serve_ready import wait_ready  # bench/serve_ready.py
 
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.sampler import Sampler
-from vgpumon.config.serve import ListenAddress
+from vgpumon.export.address import ListenAddress
 from vgpumon.export.connections import ConnectionGuard, ServerLimits
 from vgpumon.export.gc_settings import settle_after_startup
 from vgpumon.export.listener import Listener
@@ -683,7 +683,7 @@ def main() -> int:
         f"127.0.0.1:{port}",
         "--interval",
         args.interval,
-        "--log-level",
+        "--log.level",
         "warning",
     ]
     if args.max_requests:

@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "vgpumon.cli", "serve", "--listen", f"127.0.0.1:{port}"]
     cmd += ["--sim", str(scenario), "--interval", str(args.interval)]
     if args.processes:
-        cmd.append("--processes")
+        cmd.append("--process-series")
     log = tmp / "serve.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tmp)
@@ -244,7 +244,7 @@ def markdown(doc: dict[str, Any]) -> str:
         f"- Command: `{doc['command']}`",
         f"- Host: {a['gpus']} simulated L40S vGPU GPUs, each with one long-lived VM and a new VM "
         f"every {a['every']:g} s that lives {a['lifetime']:g} s (ids never repeat); serve "
-        f"interval {a['interval']:g} s{', --processes' if a['processes'] else ''}",
+        f"interval {a['interval']:g} s{', --process-series' if a['processes'] else ''}",
         f"- Load: `/metrics` every {a['scrape_every']:g} s (OpenMetrics, gzip), and once a "
         f"minute `/api/v1/snapshot` plus {a['burst']} concurrent scrapes; "
         f"{r['scrapes']} requests, {r['scrape_errors']} errors, "
@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--every", type=float, default=1.0, help="a new VM per GPU every S s (1)")
     p.add_argument("--lifetime", type=float, default=7.0, help="each VM lives S s (default 7)")
     p.add_argument("--interval", type=float, default=1.0, help="serve --interval (default 1)")
-    p.add_argument("--processes", action="store_true", help="serve --processes")
+    p.add_argument("--processes", action="store_true", help="serve --process-series")
     p.add_argument("--scrape-every", type=float, default=15.0, help="scrape interval, s (15)")
     p.add_argument("--burst", type=int, default=10, help="concurrent scrapes once a minute (10)")
     p.add_argument("--sample-every", type=float, default=10.0, help="RSS sample interval, s (10)")

@@ -212,7 +212,7 @@ async def serve_many(scenario: str, ports: list[int]) -> None:
     """Exporters over ``scenario`` on ``ports`` in this process, until killed."""
     from vgpumon.collect.base import SamplerConfig
     from vgpumon.collect.sampler import Sampler
-    from vgpumon.config.serve import ListenAddress
+    from vgpumon.export.address import ListenAddress
     from vgpumon.export.listener import Listener
     from vgpumon.export.server import build_app
     from vgpumon.nvml.loader import open_session

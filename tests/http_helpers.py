@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 
-from vgpumon.config.serve import ListenAddress
+from vgpumon.export.address import ListenAddress
 from vgpumon.export.app import App
 from vgpumon.export.connections import ConnectionGuard
 from vgpumon.export.limits import ServerLimits

@@ -109,7 +109,16 @@ def _silence_stdout() -> None:
 def _run(argv: list[str]) -> int:
     selected = next((a for a in argv if a in COMMANDS), None)
     parser = build_parser(selected)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # argparse leaves a subcommand's unknown flags to the top level, whose error would point
+        # to 'vgpumon --help'; the subcommand's own help is the one that lists its flags.
+        command = getattr(args, "command", None)
+        prog = f"vgpumon {command}" if command else "vgpumon"
+        where = f"{command}: " if command else ""
+        raise VgpumonError(
+            f"{where}unrecognized arguments: {' '.join(unknown)} (see '{prog} --help')"
+        )
     module = getattr(args, "_module", None)
     if module is None:
         parser.print_help()

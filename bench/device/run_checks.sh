@@ -49,7 +49,7 @@ validate)
     done
     vgpumon validate --device 0 --no-progress 2>&1 | tee "$out/validate-table.txt"
     echo "validate table exit ${PIPESTATUS[0]}" | tee -a "$out/validate.log"
-    vgpumon serve --listen 127.0.0.1:9839 --processes --interval 1 >"$out/serve.log" 2>&1 &
+    vgpumon serve --listen 127.0.0.1:9839 --process-series --interval 1 >"$out/serve.log" 2>&1 &
     server=$!
     sleep 4
     vgpumon validate --device 0 --url http://127.0.0.1:9839 --no-progress 2>&1 | tee "$out/validate-url.txt"

@@ -68,8 +68,8 @@ listen: ["127.0.0.1:9100", "[::1]:9100"]
 interval: 2
 deadline: 1.5
 collectors: {pcie: false, utilization: true}
-processes: true
-processes_max: 7
+process_series: true
+process_series_max: 7
 pcie_throughput: true
 web:
   config_file: web.yml
@@ -77,7 +77,7 @@ web:
   shutdown_timeout: 2
   render_ahead: Always
 sim: a100-mig-mixed
-log_level: DEBUG
+log: {level: DEBUG, format: JSON}
 """,
     )
     values = load_file(path, COLLECTORS)
@@ -86,8 +86,8 @@ log_level: DEBUG
         "interval_seconds": 2.0,
         "deadline_seconds": 1.5,
         "collectors": (("pcie", False), ("utilization", True)),
-        "processes": True,
-        "processes_max": 7,
+        "process_series": True,
+        "process_series_max": 7,
         "pcie_throughput": True,
         "web_config_file": str(tmp_path / "web.yml"),
         "max_requests": 3,
@@ -95,6 +95,7 @@ log_level: DEBUG
         "render_ahead": "always",
         "sim": "a100-mig-mixed",
         "log_level": "debug",
+        "log_format": "json",
     }
 
 
@@ -115,18 +116,20 @@ def test_empty_file_keeps_the_defaults(tmp_path: Path) -> None:
         ("interval: 1e308\n", "must be at most 86400 s"),  # was accepted
         ("interval: 100us\n", "must be at least 0.01 s"),  # the grammar reads it, the range refuses
         ("deadline: .inf\n", "not a finite number"),
-        ("processes_max: 1e20\n", "expected a whole number"),
-        ("processes_max: 100000000000000000000\n", "must be at most 1000000"),
+        ("process_series_max: 1e20\n", "expected a whole number"),
+        ("process_series_max: 100000000000000000000\n", "must be at most 1000000"),
         (
             "interval: 1\ninterval: 2\n",
             'line 2: interval: duplicate key "interval" in the top level',
         ),
-        ("processes: yes please\n", "processes: expected true or false"),
-        ("processes_max: 0\n", "processes_max: must be at least 1"),
+        ("process_series: yes please\n", "process_series: expected true or false"),
+        ("process_series_max: 0\n", "process_series_max: must be at least 1"),
         ("listen: 9839\n", "listen: expected an address"),
         ("listen: [':99999']\n", "0 to 65535"),
         ("web: 3\n", "'web' must be a mapping"),
-        ("log_level: loud\n", "log_level: expected one of"),
+        ("log: {level: loud}\n", "log.level: expected one of"),
+        ("log: {format: text}\n", "log.format: expected one of logfmt, json"),
+        ("web:\n  telemetry_path: metrics\n", "web.telemetry_path: 'metrics' must start with /"),
         ("web:\n  render_ahead: never\n", "web.render_ahead: expected one of auto, always"),
         ("- a\n- b\n", "expected a mapping of settings"),
         ("listen: [\n", "invalid YAML"),
@@ -154,13 +157,13 @@ def parse(*argv: str) -> ServeSettings:
 def test_flags_override_the_file(tmp_path: Path) -> None:
     path = write(
         tmp_path,
-        "listen: ':1234'\ninterval: 5\nprocesses: true\nweb: {max_requests: 3}\n"
+        "listen: ':1234'\ninterval: 5\nprocess_series: true\nweb: {max_requests: 3}\n"
         "collectors: {memory: false, pcie: false}\nsim: from-file\n",
     )
     from_file = parse("--config", path)
     assert from_file.listen == (ListenAddress(None, 1234),)
     assert from_file.interval_seconds == 5.0 and from_file.max_requests == 3
-    assert from_file.processes and from_file.sim == "from-file"
+    assert from_file.process_series and from_file.sim == "from-file"
     assert from_file.config_file == path
 
     both = parse(
@@ -170,14 +173,14 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
         "127.0.0.1:4321",
         "--interval",
         "0.5",
-        "--no-processes",
+        "--no-process-series",
         "--collector.memory",
         "--nvml-module",
         "my_nvml",
     )
     assert both.listen == (ListenAddress("127.0.0.1", 4321),)
     assert both.interval_seconds == 0.5
-    assert both.processes is False
+    assert both.process_series is False
     assert both.max_requests == 3, "what no flag set stays as the file said"
     assert both.nvml_module == "my_nvml" and both.sim is None, "a module flag replaces the file's"
     names = [("device", True), ("memory", True), ("pcie", True), ("mig", True)]
@@ -189,4 +192,4 @@ def test_defaults_without_file_or_flags() -> None:
     assert settings == ServeSettings()
     assert settings.listen == (ListenAddress(None, DEFAULT_PORT),)
     assert 9100 <= DEFAULT_PORT <= 9999
-    assert settings.processes is False and settings.max_requests == 40
+    assert settings.process_series is False and settings.max_requests == 40

@@ -10,7 +10,8 @@ from vgpumon.cli import build_parser
 from vgpumon.collect.base import DISPATCH_MODES as SAMPLER_MODES
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.commands.serve import sampler_config, settings_from_args
-from vgpumon.config.serve import DISPATCH_MODES, ServeSettings
+from vgpumon.config.checks import DISPATCH_MODES
+from vgpumon.config.serve import ServeSettings
 from vgpumon.errors import ConfigError
 
 

@@ -75,7 +75,7 @@ def test_fields_reach_the_sampler_and_the_exposition(tmp_path: Path) -> None:
 
 
 def test_no_fields_key_means_none(tmp_path: Path) -> None:
-    path = write(tmp_path, "processes: true\n")
+    path = write(tmp_path, "process_series: true\n")
     settings = settings_from_args(build_parser().parse_args(["serve", "--config", path]))
     assert settings.fields == ()
     assert sampler_config(settings).extra_fields == ()

@@ -42,12 +42,12 @@ SERVE_CONFIG = {
     "interval": "500ms",
     "deadline": 2,
     "collectors": {"pcie": False, "memory": True},
-    "processes": True,
-    "processes_max": 7,
+    "process_series": True,
+    "process_series_max": 7,
     "pcie_throughput": False,
     "web": {"config_file": "web.yml", "max_requests": 3, "shutdown_timeout": "2s"},
     "sim": "a100-mig-mixed",
-    "log_level": "debug",
+    "log": {"level": "debug", "format": "json"},
     "fields": [
         {
             "id": "NVML_FI_DEV_PCIE_REPLAY_COUNTER",

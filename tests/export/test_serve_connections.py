@@ -16,8 +16,8 @@ from contextlib import asynccontextmanager
 import pytest
 from export_helpers import rich_snapshot
 
-from vgpumon.config.serve import ListenAddress
 from vgpumon.errors import ConfigError
+from vgpumon.export.address import ListenAddress
 from vgpumon.export.connections import ConnectionGuard, ServerLimits
 from vgpumon.export.listener import Listener, refuse_duplicate_listen
 from vgpumon.export.server import (
@@ -277,7 +277,7 @@ def test_the_same_listen_address_twice_is_named() -> None:
         refuse_duplicate_listen([address, ListenAddress(None, 1), address])
 
 
-def test_startup_warnings_for_auth_without_tls_and_for_root(
+def test_startup_warnings_for_auth_without_tls(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     @dataclasses.dataclass
@@ -294,9 +294,10 @@ def test_startup_warnings_for_auth_without_tls_and_for_root(
     assert startup_warnings(Runtime(Config({"alice": "x"}, tls=object()))) == []
     (clear,) = startup_warnings(Runtime(Config({"alice": "x"}, tls=None)))
     assert "basic auth is configured without TLS" in clear
+    # Running as root is the command's warning (it knows whether device files are opened):
+    # tests/commands/test_serve_conventions.py.
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    (root,) = startup_warnings(None)
-    assert root.startswith("running as root")
+    assert startup_warnings(None) == []
 
 
 async def test_over_the_cap_a_tls_connection_gets_no_handshake() -> None:

@@ -7,7 +7,8 @@ import pytest
 from vgpumon.cli import build_parser, main
 from vgpumon.collect.registry import all_readers, collector_names
 from vgpumon.commands.serve import sampler_config, settings_from_args
-from vgpumon.config.serve import ListenAddress, ServeSettings
+from vgpumon.config.serve import ServeSettings
+from vgpumon.export.address import ListenAddress
 
 
 def parse(*argv: str) -> ServeSettings:
@@ -50,8 +51,8 @@ def test_repeatable_listen_and_numbers() -> None:
         "0.0.0.0:9100",
         "--listen",
         "[::]:9100",
-        "--processes",
-        "--processes-max",
+        "--process-series",
+        "--process-series-max",
         "5",
         "--web.max-requests",
         "2",
@@ -63,7 +64,7 @@ def test_repeatable_listen_and_numbers() -> None:
         "always",
     )
     assert settings.listen == (ListenAddress("0.0.0.0", 9100), ListenAddress("::", 9100))
-    assert settings.processes and settings.processes_max == 5
+    assert settings.process_series and settings.process_series_max == 5
     assert settings.max_requests == 2 and settings.shutdown_timeout_seconds == 0.5
     assert settings.deadline_seconds == 3.0
     assert settings.render_ahead == "always" and parse().render_ahead == "auto"
@@ -78,9 +79,9 @@ def test_repeatable_listen_and_numbers() -> None:
         (["--interval", "1e308"], "must be at most 86400 s"),
         (["--config", "a\0b"], "contains a NUL byte"),  # was ValueError
         (["--listen", "9839"], "expected HOST:PORT"),
-        (["--processes-max", "-3"], "--processes-max: must be at least 1"),
+        (["--process-series-max", "-3"], "--process-series-max: must be at least 1"),
         (["--web.max-requests", "many"], "--web.max-requests: expected a whole number"),
-        (["--log-level", "chatty"], "--log-level: expected one of"),
+        (["--log.level", "chatty"], "--log.level: expected one of"),
         (["--web.render-ahead", "soon"], "--web.render-ahead: expected one of auto, always"),
         (["--interval"], "expected one argument"),
         (["--sim", "a", "--nvml-module", "b"], "not allowed with argument"),

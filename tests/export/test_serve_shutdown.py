@@ -113,22 +113,22 @@ def test_sighup_reloads_the_config_and_a_bad_file_keeps_the_old_one(tmp_path: ob
     from pathlib import Path
 
     config = Path(str(tmp_path)) / "serve.yml"
-    config.write_text("processes: false\n")
+    config.write_text("process_series: false\n")
     with serving("baremetal-8xh100", "--config", str(config), "--interval", "0.2") as (
         proc,
         base,
     ):
         wait_for(lambda: get(f"{base}/-/ready")[0] == 200, proc, 20)
         assert "vgpumon_process_series_truncated" not in get(f"{base}/metrics")[1]
-        config.write_text("processes: true\n")
+        config.write_text("process_series: true\n")
         proc.send_signal(signal.SIGHUP)
         wait_for(lambda: "vgpumon_process_series_truncated" in get(f"{base}/metrics")[1], proc, 20)
-        config.write_text("processes: maybe\n")
+        config.write_text("process_series: maybe\n")
         proc.send_signal(signal.SIGHUP)
         time.sleep(1.0)
         assert proc.poll() is None, "still serving"
         assert "vgpumon_process_series_truncated" in get(f"{base}/metrics")[1], "old config kept"
-        config.write_text("processes: true\ndeadline: 3\n")
+        config.write_text("process_series: true\ndeadline: 3\n")
         proc.send_signal(signal.SIGHUP)
         time.sleep(1.0)
         assert get(f"{base}/-/healthy")[0] == 200
@@ -136,7 +136,8 @@ def test_sighup_reloads_the_config_and_a_bad_file_keeps_the_old_one(tmp_path: ob
         log = proc.stdout.read().decode() if proc.stdout else ""
     assert "configuration reloaded" in log
     assert (
-        "processes: expected true or false" in log and "keeping the previous configuration" in log
+        "process_series: expected true or false" in log
+        and "keeping the previous configuration" in log
     )
     assert "reload: deadline_seconds changed; that takes a restart" in log
 

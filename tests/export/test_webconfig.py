@@ -22,8 +22,8 @@ import pytest
 import trustme
 from cryptography.hazmat.primitives import serialization
 
-from vgpumon.config.serve import ListenAddress
 from vgpumon.errors import ConfigError
+from vgpumon.export.address import ListenAddress
 from vgpumon.export.app import App, Handler, Request, Response, text
 from vgpumon.export.auth import (
     AuthRefused,

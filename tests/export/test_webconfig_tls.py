@@ -22,7 +22,7 @@ import aiohttp
 import pytest
 import trustme
 
-from vgpumon.config.serve import ListenAddress
+from vgpumon.export.address import ListenAddress
 from vgpumon.export.app import App, Request, Response, text
 from vgpumon.export.listener import Listener
 from vgpumon.export.webconfig import WebConfigRuntime

@@ -96,7 +96,7 @@ def test_components_patch_into_valid_manifests(component: str) -> None:
     pod = resources["DaemonSet"]["spec"]["template"]["spec"]
     args = pod["containers"][0]["args"]
     if component == "processes":
-        assert pod["hostPID"] is True and "--processes" in args
+        assert pod["hostPID"] is True and "--process-series" in args
     else:
         for generated in spec["secretGenerator"][0]["files"]:
             assert generated in {"web-config.yml", "tls.crt", "tls.key", "ca.crt"}
@@ -108,7 +108,7 @@ def test_host_pid_only_with_per_process_series() -> None:
     daemonset = next(r for r in base_resources() if r["kind"] == "DaemonSet")
     pod = daemonset["spec"]["template"]["spec"]
     assert pod["hostPID"] is False
-    assert "--processes" not in pod["containers"][0]["args"]
+    assert "--process-series" not in pod["containers"][0]["args"]
     assert pod["runtimeClassName"] == "nvidia"
     assert pod["securityContext"]["runAsNonRoot"] is True
 

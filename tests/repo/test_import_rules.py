@@ -1,8 +1,9 @@
 """The import rules of docs/design.md (rule 10), checked on the source with ``ast``.
 
 Producers (``model``, ``nvml``, ``sim``, ``collect``, ``smi``) never import consumers; ``view`` is
-free of textual; ``export`` never reaches into ``collect`` (it gets snapshots, not samplers) nor
-textual (``serve`` must start on a host without a UI stack); ``tui`` sees snapshots only through
+free of textual; ``export`` never reaches into ``collect`` (it gets snapshots, not samplers),
+textual (``serve`` must start on a host without a UI stack) nor ``config`` (the settings read the
+HTTP side's types, not the other way round); ``tui`` sees snapshots only through
 ``sources`` and ``view``. Every import counts, also one inside a function or under
 ``TYPE_CHECKING``: a lazy import is still an arrow in the wrong direction.
 
@@ -54,6 +55,9 @@ RULES = (
     Rule("view never imports textual", ("view",), ("textual", "pynvml")),
     Rule("export never imports collect", ("export",), ("vgpumon.collect",)),
     Rule("export (serve) never imports textual", ("export",), ("textual",)),
+    # The HTTP side takes plain values (addresses, limits, paths); the settings that hold them
+    # read its types (vgpumon.export.address, limits), never the other way round.
+    Rule("export never imports config", ("export",), ("vgpumon.config",)),
     Rule(
         "metrics imports only the model",
         ("metrics",),
@@ -127,12 +131,14 @@ PLANTED = [
     ("vgpumon/view/planted.py", "from textual.widgets import DataTable\n", 1),
     ("vgpumon/export/planted.py", "from vgpumon.collect.sampler import Sampler\n", 2),
     ("vgpumon/export/planted.py", "import textual.app\n", 3),
-    ("vgpumon/metrics/planted.py", "from vgpumon.config.fields import ExtraField\n", 4),
-    ("vgpumon/metrics/planted.py", "from vgpumon.export.server import serve\n", 4),
-    ("vgpumon/tui/planted.py", "from vgpumon.collect import take_snapshot\n", 5),
-    ("vgpumon/tui/planted.py", "from vgpumon.nvml.session import NvmlSession\n", 5),
-    ("vgpumon/tui/planted.py", "from vgpumon.sim import create\n", 5),
-    ("vgpumon/tui/planted.py", "import pynvml\n", 5),
+    ("vgpumon/export/planted.py", "from vgpumon.config.serve import ServeSettings\n", 4),
+    ("vgpumon/export/planted.py", "def later():\n    from vgpumon import config\n", 4),
+    ("vgpumon/metrics/planted.py", "from vgpumon.config.fields import ExtraField\n", 5),
+    ("vgpumon/metrics/planted.py", "from vgpumon.export.server import serve\n", 5),
+    ("vgpumon/tui/planted.py", "from vgpumon.collect import take_snapshot\n", 6),
+    ("vgpumon/tui/planted.py", "from vgpumon.nvml.session import NvmlSession\n", 6),
+    ("vgpumon/tui/planted.py", "from vgpumon.sim import create\n", 6),
+    ("vgpumon/tui/planted.py", "import pynvml\n", 6),
 ]
 
 

@@ -18,7 +18,7 @@ import pytest
 import trustme
 
 from vgpumon.collect import Sampler, SamplerConfig
-from vgpumon.config.serve import ListenAddress
+from vgpumon.export.address import ListenAddress
 from vgpumon.export.listener import Listener
 from vgpumon.export.server import build_app
 from vgpumon.export.webconfig import WebConfigRuntime

@@ -163,7 +163,7 @@ class Exporter:
         import asyncio
 
         from vgpumon.collect import Sampler
-        from vgpumon.config.serve import ListenAddress
+        from vgpumon.export.address import ListenAddress
         from vgpumon.export.listener import Listener
         from vgpumon.export.server import build_app
 

@@ -18,7 +18,7 @@ from aiohttp import web  # a server that is not vgpumon
 from validate_helpers import FAST, ManualTimer
 
 from vgpumon.collect import Sampler, SamplerConfig
-from vgpumon.config.serve import ListenAddress
+from vgpumon.export.address import ListenAddress
 from vgpumon.export.listener import Listener
 from vgpumon.export.server import build_app
 from vgpumon.export.webconfig import WebConfigRuntime
@@ -154,7 +154,7 @@ async def test_without_per_process_series_the_process_checks_are_skipped_with_th
     assert report.exit_code == 0
     skipped = [c for c in report.checks() if c.status == SKIP]
     assert {c.check for c in skipped} == {PROCESSES, "process_sm_utilization"}
-    assert all("start it with --processes" in c.reason for c in skipped)
+    assert all("start it with --process-series" in c.reason for c in skipped)
 
 
 async def test_the_json_api_gives_the_process_list_even_without_per_process_series():

@@ -24,16 +24,21 @@ from vgpumon.units import for_flag, format_bytes, parse_duration, parse_ratio, p
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--duty", default="1.0", help="busy fraction of each period: 0..1 or 0%%..100%% (default 1)"
+        "--duty",
+        default="1.0",
+        metavar="RATIO",
+        help="busy fraction of each period: 0..1 or 0%%..100%% (default 1)",
     )
     parser.add_argument(
         "--sm-fraction",
         default="1.0",
+        metavar="RATIO",
         help="fraction of the SMs given one block each, above 0 (default 1: all SMs)",
     )
     parser.add_argument(
         "--memory",
         default="0",
+        metavar="SIZE",
         help="device memory to hold, total over all processes, e.g. 512MiB, 4GiB (default 0)",
     )
     parser.add_argument(
@@ -46,23 +51,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--duration",
         default=None,
+        metavar="DURATION",
         help="stop after this long, e.g. 30s, 5m (default: until Ctrl-C)",
     )
     parser.add_argument(
         "--device",
         default="0",
+        metavar="DEVICE",
         help="CUDA index, GPU UUID (GPU-...) or MIG device UUID (MIG-...) (default 0)",
     )
     parser.add_argument(
-        "--processes", type=int, default=1, help="worker processes, each its own CUDA context"
+        "--processes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes, each its own CUDA context (default 1)",
     )
-    parser.add_argument("--period", default="100ms", help="duty-cycle period (default 100ms)")
     parser.add_argument(
-        "--warps-per-block", type=int, default=1, help="warps in each block (default 1)"
+        "--period", default="100ms", metavar="DURATION", help="duty-cycle period (default 100ms)"
+    )
+    parser.add_argument(
+        "--warps-per-block",
+        type=int,
+        default=1,
+        metavar="N",
+        help="warps in each block (default 1)",
     )
     parser.add_argument(
         "--status-interval",
         default="1s",
+        metavar="DURATION",
         help="how often each worker reports its measured duty (default 1s; 0 = never)",
     )
     parser.add_argument(

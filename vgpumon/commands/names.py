@@ -12,59 +12,20 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from vgpumon.collect.enrich import (
-    DEFAULT_KUBELET_SOCKET,
-    DEFAULT_KUBERNETES_RESOURCES,
-    DEFAULT_LIBVIRT_URI,
-)
+from vgpumon.collect.enrich import DEFAULT_KUBERNETES_RESOURCES
+from vgpumon.config.flags import add_flags, flag_values
+from vgpumon.config.table import rows_in
 
 if TYPE_CHECKING:
     from vgpumon.collect.enrich.base import Enricher
 
+NAMES_ROWS = rows_in("names")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of the enrichers; ``serve`` checks their values like its other flags."""
-    names = parser.add_argument_group(
-        "names", "who holds each GPU: VMs from libvirt, pods from the kubelet (off by default)"
-    )
-    names.add_argument(
-        "--libvirt-uri",
-        nargs="?",
-        const=DEFAULT_LIBVIRT_URI,
-        metavar="URI",
-        help="name the VM of each vGPU from libvirt, read-only "
-        f"(URI default {DEFAULT_LIBVIRT_URI}; needs the libvirt extra)",
-    )
-    names.add_argument(
-        "--kubelet-socket",
-        nargs="?",
-        const=DEFAULT_KUBELET_SOCKET,
-        metavar="PATH",
-        help="attach pods to GPUs through the kubelet's pod-resources socket "
-        f"(default {DEFAULT_KUBELET_SOCKET}; needs the kubernetes extra)",
-    )
-    names.add_argument(
-        "--kubernetes-resource",
-        dest="kubernetes_resources",
-        action="append",
-        metavar="PATTERN",
-        help="resource names to read, repeatable, shell patterns "
-        f"(default {' '.join(DEFAULT_KUBERNETES_RESOURCES)})",
-    )
-    names.add_argument(
-        "--kubernetes-pod-series",
-        dest="kubernetes_pod_series",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="per-pod utilization and memory series (opt-in: pods churn the TSDB)",
-    )
-    names.add_argument(
-        "--kubernetes-api",
-        dest="kubernetes_api",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="read KubeVirt VM names from the API server (in a pod, with 'get pods' rights)",
-    )
+    """The flags of the enrichers (rows of :mod:`vgpumon.config.table`), for the commands other
+    than ``serve``, which adds them with the rest of its table."""
+    add_flags(parser, NAMES_ROWS, env=False)
 
 
 def build(
@@ -99,16 +60,10 @@ def build(
 
 def from_args(args: argparse.Namespace) -> list[Enricher]:
     """The enrichers the flags ask for, the values checked as ``serve`` checks its flags."""
-    from vgpumon.config.serve import check_patterns, check_text
-
-    resources = getattr(args, "kubernetes_resources", None) or ()
+    values = flag_values(args, NAMES_ROWS)
     return build(
-        libvirt_uri=None
-        if args.libvirt_uri is None
-        else check_text(args.libvirt_uri, "--libvirt-uri"),
-        kubelet_socket=None
-        if args.kubelet_socket is None
-        else check_text(args.kubelet_socket, "--kubelet-socket"),
-        resources=check_patterns(list(resources), "--kubernetes-resource") if resources else (),
-        kubernetes_api=bool(args.kubernetes_api),
+        libvirt_uri=values.get("libvirt_uri"),
+        kubelet_socket=values.get("kubelet_socket"),
+        resources=values.get("kubernetes_resources", ()),
+        kubernetes_api=bool(values.get("kubernetes_api")),
     )

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
+from vgpumon.errors import ConfigError
 from vgpumon.sim import builtin_scenarios, load_scenario
 from vgpumon.sim.scenario import builtin_text
 
@@ -28,6 +30,9 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return 0
     if args.check:
+        # --check takes a file: a missing one is said as such, not as an unknown scenario name.
+        if args.check not in builtin_scenarios() and not Path(args.check).exists():
+            raise ConfigError(f"scenario file {args.check} does not exist")
         scenario = load_scenario(args.check)
         models = sorted({g.model or g.name for g in scenario.gpus})
         mig = sum(1 for g in scenario.gpus if g.mig_enabled)

@@ -2,7 +2,8 @@
 
 A background sampler reads NVML once per interval into an immutable snapshot; /metrics,
 /api/v1/snapshot, /-/healthy and /-/ready serve that snapshot without ever calling NVML.
-Settings come from defaults, then --config FILE (YAML), then flags; flags win.
+Settings come from defaults, then --config FILE (YAML), then VGPUMON_* environment variables, then
+flags; flags win.
 """
 
 from __future__ import annotations
@@ -10,29 +11,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from vgpumon.commands import names
-from vgpumon.commands.common import add_nvml_arguments
-from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_flag_values, ssh_settings_from
-from vgpumon.config.serve import (
-    DEFAULT_PORT,
-    ServeSettings,
-    check_bool,
-    check_cadence,
-    check_count,
-    check_dispatch,
-    check_interval,
-    check_listen,
-    check_log_level,
-    check_patterns,
-    check_render_ahead,
-    check_text,
-    check_timeout,
-    load_file,
-    merge,
-)
+from vgpumon.commands.ssh_args import ssh_settings_from
+from vgpumon.config.flags import add_flags, env_collectors, env_values, flag_values
+from vgpumon.config.serve import ServeSettings, load_file, merge
+from vgpumon.config.table import CADENCES, CONFIG_ENV, SETTINGS
 from vgpumon.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -42,41 +29,6 @@ if TYPE_CHECKING:
     from vgpumon.sources.ssh_targets import SshSettings
 
 COLLECTOR_DEST = "collector:"
-
-# settings field -> (flag, check); the checks are the config file's, so both say the same thing.
-FLAGS: dict[str, tuple[str, Any]] = {
-    "listen": ("--listen", check_listen),
-    "interval_seconds": ("--interval", check_interval),
-    "deadline_seconds": ("--deadline", check_timeout),
-    "dispatch": ("--dispatch", check_dispatch),
-    "processes": ("--processes", check_bool),
-    "processes_max": ("--processes-max", check_count),
-    "pcie_throughput": ("--pcie-throughput", check_bool),
-    "energy_interval_seconds": ("--interval.energy", check_cadence),
-    "pcie_throughput_interval_seconds": ("--interval.pcie-throughput", check_cadence),
-    "processes_interval_seconds": ("--interval.processes", check_cadence),
-    "gpm_interval_seconds": ("--interval.gpm", check_cadence),
-    "bar1_interval_seconds": ("--interval.bar1", check_cadence),
-    "license_interval_seconds": ("--interval.license", check_cadence),
-    "pcie_replay_interval_seconds": ("--interval.pcie-replay", check_cadence),
-    "nvlink_interval_seconds": ("--interval.nvlink", check_cadence),
-    "web_config_file": ("--web.config.file", check_text),
-    "max_requests": ("--web.max-requests", check_count),
-    "render_ahead": ("--web.render-ahead", check_render_ahead),
-    "shutdown_timeout_seconds": ("--web.shutdown-timeout", check_timeout),
-    "max_connections": ("--web.max-connections", check_count),
-    "header_timeout_seconds": ("--web.header-timeout", check_timeout),
-    "idle_timeout_seconds": ("--web.idle-timeout", check_timeout),
-    "write_timeout_seconds": ("--web.write-timeout", check_timeout),
-    "sim": ("--sim", check_text),
-    "nvml_module": ("--nvml-module", check_text),
-    "log_level": ("--log-level", check_log_level),
-    "libvirt_uri": ("--libvirt-uri", check_text),
-    "kubelet_socket": ("--kubelet-socket", check_text),
-    "kubernetes_resources": ("--kubernetes-resource", check_patterns),
-    "kubernetes_pod_series": ("--kubernetes-pod-series", check_bool),
-    "kubernetes_api": ("--kubernetes-api", check_bool),
-}
 
 
 def _one_line_error(message: str) -> NoReturn:
@@ -88,149 +40,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     # A bad flag is one line, like every other user error, not a page of usage.
     parser.error = _one_line_error  # type: ignore[method-assign]
-    defaults = ServeSettings()
     parser.add_argument(
-        "--config", metavar="FILE", help="YAML file with the same settings (flags win)"
-    )
-    add_nvml_arguments(parser)
-    web = parser.add_argument_group("web")
-    web.add_argument(
-        "--listen",
-        "--web.listen-address",  # node_exporter's spelling, so fleet tooling can pass either
-        dest="listen",
-        action="append",
-        metavar="ADDR",
-        help=f"address to serve on, repeatable: 0.0.0.0:PORT, [::]:PORT or :PORT "
-        f"(all interfaces; default :{DEFAULT_PORT})",
-    )
-    web.add_argument(
-        "--web.config.file",
-        dest="web_config_file",
+        "--config",
         metavar="FILE",
-        help="TLS and basic-auth settings in Prometheus' web-config format",
+        help=f"YAML file with the same settings; variables and flags win (also ${CONFIG_ENV})",
     )
-    web.add_argument(
-        "--web.max-requests",
-        dest="max_requests",
-        metavar="N",
-        help=f"requests served at once; more get 503 at once (default {defaults.max_requests})",
-    )
-    web.add_argument(
-        "--web.render-ahead",
-        dest="render_ahead",
-        metavar="WHEN",
-        help="auto: render a new snapshot before a scrape asks only where rendering is slow "
-        "(a small host's cheap render waits for the scrape); always: every snapshot "
-        f"(default {defaults.render_ahead})",
-    )
-    web.add_argument(
-        "--web.shutdown-timeout",
-        dest="shutdown_timeout_seconds",
-        metavar="DURATION",
-        help="on SIGTERM/SIGINT, wait at most this long for requests and a running cycle "
-        f"(default {defaults.shutdown_timeout_seconds:g})",
-    )
-    web.add_argument(
-        "--web.max-connections",
-        dest="max_connections",
-        metavar="N",
-        help=f"connections served at once; one more is closed at once "
-        f"(default {defaults.max_connections})",
-    )
-    web.add_argument(
-        "--web.header-timeout",
-        dest="header_timeout_seconds",
-        metavar="SECONDS",
-        help="a connection must finish its TLS handshake and send a request head within this "
-        f"(default {defaults.header_timeout_seconds:g})",
-    )
-    web.add_argument(
-        "--web.idle-timeout",
-        dest="idle_timeout_seconds",
-        metavar="SECONDS",
-        help="a kept-alive connection with no new request for this long is closed "
-        f"(default {defaults.idle_timeout_seconds:g})",
-    )
-    web.add_argument(
-        "--web.write-timeout",
-        dest="write_timeout_seconds",
-        metavar="SECONDS",
-        help="a client that does not take a response within this is dropped "
-        f"(default {defaults.write_timeout_seconds:g})",
-    )
-    sampling = parser.add_argument_group("sampling")
-    sampling.add_argument(
-        "--interval",
-        dest="interval_seconds",
-        metavar="DURATION",
-        help=f"time between sampling cycles (default {defaults.interval_seconds:g})",
-    )
-    sampling.add_argument(
-        "--deadline",
-        dest="deadline_seconds",
-        metavar="DURATION",
-        help="a cycle still running after this is abandoned and the sampler reported wedged "
-        f"(default {defaults.deadline_seconds:g})",
-    )
-    sampling.add_argument(
-        "--dispatch",
-        dest="dispatch",
-        metavar="MODE",
-        help="read the GPUs one after another (serial), all at once (parallel), or serially "
-        f"while their reads are short (auto; default {defaults.dispatch})",
-    )
-    sampling.add_argument(
-        "--processes",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="export per-process series (opt-in: pids churn the TSDB)",
-    )
-    sampling.add_argument(
-        "--processes-max",
-        dest="processes_max",
-        metavar="N",
-        help="at most this many processes get series; vgpumon_process_series_truncated says "
-        f"when more were left out (default {defaults.processes_max})",
-    )
-    sampling.add_argument(
-        "--pcie-throughput",
-        dest="pcie_throughput",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="read PCIe throughput (the NVML call blocks about 20 ms per direction and GPU)",
-    )
-    for dest, flag, what in (
-        ("energy_interval_seconds", "--interval.energy", "the energy counter"),
-        ("pcie_throughput_interval_seconds", "--interval.pcie-throughput", "PCIe throughput"),
-        ("processes_interval_seconds", "--interval.processes", "process lists"),
-        (
-            "gpm_interval_seconds",
-            "--interval.gpm",
-            "GPM activity (the average since the last read)",
-        ),
-        ("bar1_interval_seconds", "--interval.bar1", "BAR1 memory"),
-        ("license_interval_seconds", "--interval.license", "license state"),
-        ("pcie_replay_interval_seconds", "--interval.pcie-replay", "the PCIe replay counter"),
-        ("nvlink_interval_seconds", "--interval.nvlink", "NVLink per-link state and counters"),
-    ):
-        sampling.add_argument(
-            flag,
-            dest=dest,
-            metavar="SECONDS",
-            help=f"read {what} at most this often, keeping the last value between reads; "
-            f"0: every cycle (default {getattr(defaults, dest):g})",
-        )
-    sampling.add_argument(
-        "--log-level",
-        dest="log_level",
-        metavar="LEVEL",
-        help="debug, info, warning or error (default info)",
-    )
-    names.add_arguments(parser)
-    add_ssh_arguments(parser)
-    collectors = parser.add_argument_group(
-        "collectors", "turn single NVML areas on or off (names as in vgpumon_scrape_collector_*)"
-    )
+    # Every setting's flag comes from its row (vgpumon.config.table); the collectors' switches
+    # come from the registry, so a new reader gets its flags.
+    groups = add_flags(parser, SETTINGS)
+    collectors = groups["collectors"]
     for reader in all_readers():
         state = "on" if reader.default_enabled else "off"
         collectors.add_argument(
@@ -260,25 +78,28 @@ def build_enrichers(settings: ServeSettings) -> list[Enricher]:
     )
 
 
-def settings_from_args(args: argparse.Namespace) -> ServeSettings:
+def settings_from_args(
+    args: argparse.Namespace, environ: Mapping[str, str] | None = None
+) -> ServeSettings:
+    """Defaults < config file < ``VGPUMON_*`` variables < flags (docs/exporter.md)."""
     from vgpumon.collect.registry import collector_names
 
-    flag_values: dict[str, Any] = {}
-    for field_name, (flag, check) in FLAGS.items():
-        value = getattr(args, field_name, None)
-        if value is not None:
-            flag_values[field_name] = check(value, flag)
+    environ = os.environ if environ is None else environ
+    flags = flag_values(args, SETTINGS)
     toggles = tuple(
         (dest[len(COLLECTOR_DEST) :], bool(value))
         for dest, value in vars(args).items()
         if dest.startswith(COLLECTOR_DEST) and value is not None
     )
     if toggles:
-        flag_values["collectors"] = toggles
-    flag_values.update(ssh_flag_values(args))
-    config = getattr(args, "config", None)
+        flags["collectors"] = toggles
+    config = getattr(args, "config", None) or environ.get(CONFIG_ENV) or None
     file_values = load_file(config, collector_names()) if config else {}
-    return merge(file_values, flag_values, config_file=config)
+    from_env = env_values(environ, SETTINGS)
+    env_toggles = env_collectors(environ, collector_names())
+    if env_toggles:
+        from_env["collectors"] = env_toggles
+    return merge(file_values, flags, env_values=from_env, config_file=config)
 
 
 def serve_arguments(
@@ -307,6 +128,7 @@ def serve_arguments(
         "options": in_force.options,
         "max_requests": settings.max_requests,
         "render_ahead": settings.render_ahead == "always",
+        "telemetry_path": settings.telemetry_path,
         "web_config_file": settings.web_config_file,
         "shutdown_timeout_seconds": settings.shutdown_timeout_seconds,
         "limits": settings.server_limits(),
@@ -344,16 +166,7 @@ def sampler_config(settings: ServeSettings) -> SamplerConfig:
         dispatch=settings.dispatch,
         collectors=settings.enabled_collectors(known),
         pcie_throughput=settings.pcie_throughput,
-        cadences={
-            "energy": settings.energy_interval_seconds,
-            "pcie_throughput": settings.pcie_throughput_interval_seconds,
-            "processes": settings.processes_interval_seconds,
-            "gpm": settings.gpm_interval_seconds,
-            "bar1": settings.bar1_interval_seconds,
-            "license": settings.license_interval_seconds,
-            "pcie_replay": settings.pcie_replay_interval_seconds,
-            "nvlink": settings.nvlink_interval_seconds,
-        },
+        cadences={str(row.cadence): getattr(settings, row.name) for row in CADENCES},
         extra_fields=field_keys(settings),
     )
 
@@ -364,44 +177,8 @@ def field_keys(settings: ServeSettings) -> tuple[int | tuple[int, int], ...]:
 
 
 # Settings that only a restart applies (a new listener, sampler or NVML module); a reload that
-# changes one says so.
-RESTART_ONLY = (
-    "listen",
-    "interval_seconds",
-    "deadline_seconds",
-    "dispatch",
-    "collectors",
-    "pcie_throughput",
-    "energy_interval_seconds",
-    "pcie_throughput_interval_seconds",
-    "processes_interval_seconds",
-    "gpm_interval_seconds",
-    "bar1_interval_seconds",
-    "license_interval_seconds",
-    "pcie_replay_interval_seconds",
-    "nvlink_interval_seconds",
-    "sim",
-    "nvml_module",
-    "web_config_file",
-    "max_connections",
-    "header_timeout_seconds",
-    "idle_timeout_seconds",
-    "render_ahead",
-    # The enrichers run with the sampler.
-    "libvirt_uri",
-    "kubelet_socket",
-    "kubernetes_resources",
-    "kubernetes_api",
-    "ssh_targets",
-    "ssh_targets_file",
-    "ssh_user",
-    "ssh_identity_files",
-    "ssh_known_hosts",
-    "ssh_timeout_seconds",
-    "ssh_interval_seconds",
-    "ssh_max_sessions",
-    "ssh_nvidia_smi",
-)
+# changes one says so. The rows say which (``reloadable``); the collectors map is the file's.
+RESTART_ONLY = (*(row.name for row in SETTINGS if not row.reloadable), "collectors")
 
 
 def reloaded(settings: ServeSettings) -> Reloaded:
@@ -412,8 +189,8 @@ def reloaded(settings: ServeSettings) -> Reloaded:
 
     return Reloaded(
         options=ExportOptions(
-            processes=settings.processes,
-            processes_max=settings.processes_max,
+            processes=settings.process_series,
+            processes_max=settings.process_series_max,
             pod_series=settings.kubernetes_pod_series,
             families=field_families(settings.fields),
         ),
@@ -424,8 +201,21 @@ def reloaded(settings: ServeSettings) -> Reloaded:
     )
 
 
+def root_warning(settings: ServeSettings, *, agentless: bool) -> str | None:
+    """Running as root where it buys nothing: NVML opens the device files, which need only read
+    access. The simulator and agentless hosts open no device here, so they say nothing."""
+    if agentless or settings.sim is not None:
+        return None
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return None
+    return (
+        "running as root: the exporter needs only read access to the NVIDIA device files; "
+        "run it as an unprivileged user"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    from vgpumon import allocator
+    from vgpumon import allocator, logs
 
     # Before any thread starts (docs/exporter.md, "Memory"): large bodies go back to the system
     # when freed, and the per-GPU worker threads share two malloc arenas.
@@ -439,15 +229,15 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     refuse_duplicate_listen(settings.listen)  # before NVML is opened: a typo costs nothing
     ssh = ssh_settings_from(settings, "serve")  # flags over the config file's ssh section
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.configure(settings.log_level, settings.log_format)
     if ssh is not None:
         return run_agentless(settings, ssh, args)
     # A module that cannot be imported is an installation error (exit 2); a driver that is not
     # loaded yet is not: serve starts, says up 0 and why, and keeps retrying nvmlInit.
     module, source = resolve_module(settings.sim, settings.nvml_module)
+    warning = root_warning(settings, agentless=False)
+    if warning is not None:
+        logging.getLogger("vgpumon.serve").warning("%s", warning)
     session = NvmlSession(module, source)
     try:
         session.init()

@@ -14,7 +14,7 @@ from vgpumon.collect import SamplerConfig, take_snapshot
 from vgpumon.collect.registry import collector_names
 from vgpumon.commands import names
 from vgpumon.commands.common import add_nvml_arguments, session_from_args
-from vgpumon.config.serve import MAX_SECONDS
+from vgpumon.config.checks import MAX_SECONDS
 from vgpumon.errors import ConfigError
 from vgpumon.model import Snapshot, to_json
 from vgpumon.units import for_flag, parse_duration

@@ -9,12 +9,12 @@ p pauses, t toggles the tree, 1-5 switch screens, ? shows every key, q quits.
 from __future__ import annotations
 
 import argparse
-import math
 
 from vgpumon.commands.common import add_nvml_arguments
 from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_source_from_args
 from vgpumon.errors import ConfigError
 from vgpumon.sources.base import SnapshotSource
+from vgpumon.units import UnitError, parse_duration
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,17 +40,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     remote.add_argument(
         "--insecure", action="store_true", help="do not verify the exporters' certificates"
     )
-    remote.add_argument("--username", metavar="NAME", help="basic-auth user name")
+    remote.add_argument("--username", metavar="USER", help="basic-auth user name")
     secret = remote.add_mutually_exclusive_group()
     secret.add_argument("--password-file", metavar="FILE", help="basic-auth password: first line")
     secret.add_argument("--password-env", metavar="VAR", help="basic-auth password: this variable")
     add_ssh_arguments(parser)
     parser.add_argument(
         "--interval",
-        type=float,
-        default=1.0,
-        metavar="SECONDS",
-        help="time between readings (default 1.0)",
+        default="1",
+        metavar="DURATION",
+        help="time between readings, e.g. 1, 500ms, 2s (default 1)",
     )
     parser.add_argument(
         "--prometheus",
@@ -64,15 +63,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _interval(value: float) -> float:
-    if not (value > 0 and math.isfinite(value)):
-        raise ConfigError(f"top: --interval must be a positive number of seconds, got {value}")
-    return value
+def _interval(value: object) -> float:
+    """A duration in the one units grammar (``1``, ``500ms``), above zero."""
+    try:
+        seconds = parse_duration(value, lo=0.0)
+    except UnitError as err:
+        raise ConfigError(f"top: --interval: {err}") from None
+    if not seconds > 0:
+        raise ConfigError(f"top: --interval must be a positive duration, got {value!r}")
+    return seconds
 
 
 def source_from_args(args: argparse.Namespace) -> SnapshotSource:
     """The source the flags describe; every mistake is one ConfigError line."""
-    interval = _interval(float(args.interval))
+    interval = args.interval = _interval(args.interval)
     remote = bool(args.url or args.targets)
     if args.ssh_targets or args.ssh_targets_file:
         if remote:

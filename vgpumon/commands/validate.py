@@ -47,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--device",
         default="0",
+        metavar="DEVICE",
         help="NVML index (as 'vgpumon snapshot' numbers GPUs), GPU UUID, or MIG device UUID "
         "(default 0); the load runs on it by UUID",
     )
@@ -59,16 +60,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list-steps", action="store_true", help="print the ladder and exit")
     timing = parser.add_argument_group("timing")
     timing.add_argument(
-        "--settle", default=DEFAULTS["settle"], help="wait after each load change (default 2s)"
+        "--settle",
+        default=DEFAULTS["settle"],
+        metavar="DURATION",
+        help="wait after each load change (default 2s)",
     )
     timing.add_argument(
         "--window",
         default=DEFAULTS["window"],
+        metavar="DURATION",
         help="measurement window per step; GPM is averaged over it (default 3s)",
     )
     timing.add_argument(
         "--sample-interval",
         default=DEFAULTS["sample_interval"],
+        metavar="DURATION",
         help="time between readings in the window (default 500ms; at least 100ms for GPM)",
     )
     tol = parser.add_argument_group("tolerances (percentage points unless noted)")
@@ -101,18 +107,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     load.add_argument(
         "--memory",
         default=DEFAULTS["memory"],
+        metavar="SIZE",
         help="footprint of the duty and SM steps, and of each process of the multi-process "
         "step (default 256MiB)",
     )
     load.add_argument(
         "--memory-step",
         default=DEFAULTS["memory_step"],
+        metavar="SIZE",
         help="footprint of the memory step (default 1GiB)",
     )
     load.add_argument(
         "--processes",
         type=int,
         default=2,
+        metavar="N",
         help="processes in the multi-process step (default 2)",
     )
     remote = parser.add_argument_group("through a running exporter")

@@ -14,8 +14,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from vgpumon.config.serve import ListenAddress
 from vgpumon.errors import ConfigError
+from vgpumon.export.address import ListenAddress
 from vgpumon.export.app import App
 from vgpumon.export.connections import ConnectionGuard
 from vgpumon.export.limits import ServerLimits

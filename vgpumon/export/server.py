@@ -25,7 +25,6 @@ import contextlib
 import dataclasses
 import html
 import logging
-import os
 import signal
 import time
 import weakref
@@ -34,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from vgpumon import __version__
-from vgpumon.config.serve import ListenAddress
 from vgpumon.errors import ConfigError
+from vgpumon.export.address import DEFAULT_TELEMETRY_PATH, ListenAddress
 from vgpumon.export.app import (
     App,
     Handler,
@@ -178,6 +177,7 @@ def build_app(
     web_config: Any = None,
     extra: Callable[[], tuple[str, str]] | None = None,
     render_ahead: bool = False,
+    telemetry_path: str = DEFAULT_TELEMETRY_PATH,
 ) -> ExporterApp:
     """The exporter's app.
 
@@ -186,7 +186,9 @@ def build_app(
     ``middlewares`` run inside the in-flight limit. ``extra`` adds families from outside the
     metric table to every render (``serve`` passes :func:`process_families`). ``render_ahead``
     renders every snapshot before a scrape asks, however cheap (otherwise only slow renders are).
+    ``telemetry_path`` is where the metrics are served (``--web.telemetry-path``).
     """
+    endpoints = ((telemetry_path, ENDPOINTS[0][1]), *ENDPOINTS[1:])
     limits = Limits(max_requests)
     # A source that says when it has a new snapshot (the sampler) wakes the publisher itself; the
     # publisher then only looks on its own now and then, as a safety net. Others are polled.
@@ -245,7 +247,7 @@ def build_app(
         snapshot = source.latest
         where = html.escape(snapshot.source) if snapshot is not None else "(no sample yet)"
         items = "\n".join(
-            f'<li><a href="{path}">{path}</a>: {html.escape(text)}</li>' for path, text in ENDPOINTS
+            f'<li><a href="{path}">{path}</a>: {html.escape(text)}</li>' for path, text in endpoints
         )
         page = (
             '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>vgpumon exporter</title>'
@@ -265,7 +267,7 @@ def build_app(
         middlewares=[in_flight_limit(limits), *middlewares], publisher=publisher, limits=limits
     )
     app.add_get("/", landing)
-    app.add_get("/metrics", metrics)
+    app.add_get(telemetry_path, metrics)
     app.add_get("/api/v1/snapshot", snapshot_json)
     app.add_get("/-/healthy", healthy)
     app.add_get("/-/ready", ready)
@@ -286,17 +288,13 @@ def _web_config(path: str | None) -> Any:
 
 
 def startup_warnings(web_config: Any) -> list[str]:
-    """Setups that work but expose more than an operator likely means to."""
+    """Setups that work but expose more than an operator likely means to (running as root is
+    the command's to say: only it knows whether device files are opened)."""
     warnings = []
     if web_config is not None and web_config.config.users and web_config.config.tls is None:
         warnings.append(
             "basic auth is configured without TLS: passwords cross the network in clear text "
             "(add tls_server_config to the web config)"
-        )
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        warnings.append(
-            "running as root: the exporter needs only read access to the NVIDIA device files; "
-            "run it as an unprivileged user"
         )
     return warnings
 
@@ -355,6 +353,7 @@ async def serve(
     web_config_file: str | None,
     shutdown_timeout_seconds: float,
     render_ahead: bool = False,
+    telemetry_path: str = DEFAULT_TELEMETRY_PATH,
     limits: ServerLimits | None = None,
     reload: Reload | None = None,
     in_force: Reloaded | None = None,
@@ -384,6 +383,7 @@ async def serve(
         web_config=web_config,
         extra=process_families(),
         render_ahead=render_ahead,
+        telemetry_path=telemetry_path,
     )
     publisher = app.publisher
     bound = shutdown_timeout_seconds

@@ -296,14 +296,14 @@ class ExporterSource(_SnapshotSource):
             reasons[UTILIZATION] = f"the exporter has no {GPU_UTILIZATION_RATIO.name} for this GPU"
         if self._process_series == PROCESS_SERIES_OFF:
             reasons[PROCESSES] = (
-                "the exporter has no per-process series (start it with --processes, or "
+                "the exporter has no per-process series (start it with --process-series, or "
                 "use --via snapshot)"
             )
         elif self._process_series == PROCESS_SERIES_TRUNCATED:
             reasons[PROCESSES] = (
                 "the exporter's per-process series are capped and left processes out "
-                f"({PROCESS_SERIES_TRUNCATED_FAMILY.name} 1: raise its --processes-max, or use "
-                "--via snapshot)"
+                f"({PROCESS_SERIES_TRUNCATED_FAMILY.name} 1: raise its --process-series-max, "
+                "or use --via snapshot)"
             )
         return reasons
 
