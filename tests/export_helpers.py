@@ -20,6 +20,7 @@ from vgpumon.model import (
     Memory,
     MigComputeInstance,
     MigGpuInstance,
+    MigProfileCapacity,
     NvLink,
     NvmlErrorCount,
     Pcie,
@@ -154,6 +155,8 @@ def rich_snapshot() -> Snapshot:
         host_vgpu_mode="sriov",
         vgpu_heterogeneous_mode=False,
         vgpu_migration_supported=True,
+        vgpu_framebuffer_free_bytes=64 * GIB,
+        vgpu_framebuffer_stranded_bytes=0,
         vgpu_instances=vgpus,
         vgpu_types=(
             VgpuType(
@@ -206,6 +209,11 @@ def rich_snapshot() -> Snapshot:
         mig_mode_pending=True,
         utilization=Utilization(),
         gpm=None,
+        mig_free_slices=3,
+        mig_profiles=(
+            MigProfileCapacity(19, "1g.10gb", 1, 10 * GIB, 7, 3),
+            MigProfileCapacity(9, "3g.40gb", 3, 40 * GIB, 2, 0),
+        ),
         mig_instances=(
             MigGpuInstance(
                 id=1,

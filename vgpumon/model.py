@@ -228,6 +228,23 @@ class MigGpuInstance:
     compute_instances: tuple[MigComputeInstance, ...] = ()
 
 
+@dataclass(frozen=True)
+class MigProfileCapacity:
+    """One GPU instance profile of a MIG GPU and how many more instances of it fit now.
+
+    ``creatable_instances`` is NVML's remaining capacity for the profile in the current layout
+    (nvmlDeviceGetGpuInstanceRemainingCapacity): placement-aware, so two free slices that are not
+    adjacent fit two 1-slice instances but no 2-slice one.
+    """
+
+    profile_id: int
+    name: str | None = None  # e.g. "1g.10gb", "1g.10gb+me"
+    slices: int | None = None  # compute slices an instance takes
+    memory_bytes: int | None = None
+    max_instances: int | None = None  # on an empty GPU
+    creatable_instances: int | None = None
+
+
 # --------------------------------------------------------------------------- vGPU host
 
 
@@ -421,6 +438,14 @@ class Gpu:
     # A vGPU host GPU that supports migrating its vGPUs (pGPU virtualization capabilities,
     # nvmlDeviceGetVgpuMetadata); a vGPU migrates only where both ends support it.
     vgpu_migration_supported: bool | None = None
+    # Capacity of a vGPU host (time-sliced vGPUs): the framebuffer no running vGPU holds, and the
+    # part of it that no supported type can use in the current mix (vgpumon.capacity says how).
+    vgpu_framebuffer_free_bytes: int | None = None
+    vgpu_framebuffer_stranded_bytes: int | None = None
+    # Capacity of a MIG GPU: every GPU instance profile with its remaining capacity, and the
+    # compute slices no GPU instance holds.
+    mig_profiles: tuple[MigProfileCapacity, ...] = ()
+    mig_free_slices: int | None = None
 
 
 # --------------------------------------------------------------------------- Kubernetes
@@ -497,6 +522,46 @@ class Snapshot:
 
     def gpu(self, uuid: str) -> Gpu | None:
         return next((g for g in self.gpus if g.uuid == uuid), None)
+
+
+# --------------------------------------------------------------------------- migration readiness
+
+
+def driver_branch(version: str | None) -> str | None:
+    """A driver version's release branch, its first number: ``"580.82.07"`` -> ``"580"``."""
+    if not version:
+        return None
+    head = version.strip().split(".", 1)[0]
+    return head if head.isdigit() else None
+
+
+def guest_driver_matches_host(host_driver: str | None, vgpu: VgpuInstance) -> bool | None:
+    """The vGPU's guest driver is of the host driver's branch; None while either is unknown.
+
+    A guest without a loaded driver (NVML's "Not Available", stored as None) is unknown, not a
+    mismatch: the VM may be booting.
+    """
+    host, guest = driver_branch(host_driver), driver_branch(vgpu.guest_driver_version)
+    if host is None or guest is None:
+        return None
+    return host == guest
+
+
+def vgpu_migration_ready(host_driver: str | None, gpu: Gpu, vgpu: VgpuInstance) -> bool | None:
+    """What NVML can tell of a live migration of ``vgpu``: both the GPU and the vGPU support it
+    and the guest driver is of the host's branch. False as soon as one part says no; None when
+    no part says no and one is unknown. The destination host's side is the destination's answer.
+    """
+    parts = (
+        gpu.vgpu_migration_supported,
+        vgpu.migration_supported,
+        guest_driver_matches_host(host_driver, vgpu),
+    )
+    if any(p is False for p in parts):
+        return False
+    if any(p is None for p in parts):
+        return None
+    return True
 
 
 # --------------------------------------------------------------------------- JSON round trip

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from vgpumon.capacity import vgpu_framebuffer
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, nvml_id, ratio
 from vgpumon.collect.vgpu_raw import (
     GONE,
@@ -211,6 +212,8 @@ def read_vgpu(ctx: GpuContext, out: GpuBuilder) -> None:
                 vgpu_instances=prev.vgpu_instances,
                 vgpu_processes=prev.vgpu_processes,
                 vgpu_types=prev.vgpu_types,
+                vgpu_framebuffer_free_bytes=prev.vgpu_framebuffer_free_bytes,
+                vgpu_framebuffer_stranded_bytes=prev.vgpu_framebuffer_stranded_bytes,
             )
         return
     ids = [v for v in (as_int(x) for x in listed) if v]
@@ -235,11 +238,15 @@ def read_vgpu(ctx: GpuContext, out: GpuBuilder) -> None:
 
     utils = _read_utilization(ctx, st, alive)
     instances = [dataclasses.replace(i, utilization=utils[i.vgpu_id]) for i in instances]
+    types = _read_types(ctx, out, st, instances)
     out.set(
         vgpu_instances=tuple(instances),
         vgpu_processes=_read_processes(ctx, st, set(alive)),
-        vgpu_types=_read_types(ctx, out, st, instances),
+        vgpu_types=types,
     )
+    if not mig:  # with MIG on, time-sliced types cannot be created: capacity is MIG's
+        free, stranded = vgpu_framebuffer(types, instances)
+        out.set(vgpu_framebuffer_free_bytes=free, vgpu_framebuffer_stranded_bytes=stranded)
 
 
 def _gi_active(ctx: GpuContext, gi_handle: Any) -> list[int]:
@@ -447,6 +454,9 @@ def _read_types(
             fits = _fits_mig_backed(ctx, info, type_id, mig_gis, instances)
         elif hetero:
             fits = _fits_placements(ctx, type_id)
+            if fits is not None and fixed.max_instances is not None:
+                # Free placements past the type's own limit are not more instances.
+                fits = min(fits, max(0, fixed.max_instances - active))
         elif fixed.max_instances is not None:
             # Homogeneous (one vGPU size per GPU): the GPU is max_instances equal slots, and every
             # active time-sliced vGPU, of this type or another type of the same size, holds one.

@@ -43,6 +43,7 @@ from vgpumon.model import (
     GuestLicenseFeature,
     MigComputeInstance,
     MigGpuInstance,
+    MigProfileCapacity,
     NvmlErrorCount,
     Process,
     Snapshot,
@@ -51,6 +52,8 @@ from vgpumon.model import (
     VgpuScheduler,
     VgpuSchedulerUsage,
     VgpuType,
+    guest_driver_matches_host,
+    vgpu_migration_ready,
 )
 
 HOST_VGPU_MODES = ("non_sriov", "sriov")
@@ -151,6 +154,25 @@ def _vgpu_types(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Vg
     for g in _up(s):
         for t in g.vgpu_types:
             yield (*_gpu_id(g), str(t.type_id)), t
+
+
+def _mig_profiles(
+    s: Snapshot, o: ExportOptions
+) -> Iterator[tuple[LabelValues, MigProfileCapacity]]:
+    for g in _up(s):
+        seen: set[str] = set()
+        for p in g.mig_profiles:
+            if p.name and p.name not in seen:  # the profile name is the identity label
+                seen.add(p.name)
+                yield (*_gpu_id(g), p.name), p
+
+
+def _vgpu_migration(
+    s: Snapshot, o: ExportOptions
+) -> Iterator[tuple[LabelValues, tuple[str | None, Gpu, VgpuInstance]]]:
+    for g in _up(s):
+        for v in g.vgpu_instances:
+            yield (*_gpu_id(g), str(v.vgpu_id)), (s.driver.driver_version, g, v)
 
 
 def _gi_label(gpu_instance_id: int | None) -> str:
@@ -312,6 +334,12 @@ MIG_CI: Scope[tuple[MigGpuInstance, MigComputeInstance]] = Scope(
 VGPU_HOST: Scope[Gpu] = Scope("vGPU host", GPU_LABELS, _vgpu_hosts)
 VGPU: Scope[VgpuInstance] = Scope("vGPU host", (*GPU_LABELS, "vgpu_id"), _vgpus)
 VGPU_TYPE: Scope[VgpuType] = Scope("vGPU host", (*GPU_LABELS, "vgpu_type_id"), _vgpu_types)
+MIG_PROFILE: Scope[MigProfileCapacity] = Scope(
+    "MIG", (*GPU_LABELS, "gpu_instance_profile"), _mig_profiles
+)
+VGPU_MIGRATION: Scope[tuple[str | None, Gpu, VgpuInstance]] = Scope(
+    "vGPU host", (*GPU_LABELS, "vgpu_id"), _vgpu_migration
+)
 SCHEDULER: Scope[VgpuScheduler] = Scope(
     "vGPU scheduler", (*GPU_LABELS, "gpu_instance"), _schedulers
 )
@@ -1484,6 +1512,76 @@ FAMILIES: tuple[Family, ...] = (
         "vgpumon_vgpu_type_creatable_instances",
         "How many more vGPUs of this type fit now; absent when the driver cannot tell.",
         lambda t: t.creatable_instances,
+        collector="vgpu",
+    ),
+    # ---- capacity (docs/capacity.md)
+    gauge(
+        VGPU_HOST,
+        "vgpumon_gpu_vgpu_framebuffer_free_bytes",
+        "Framebuffer no running time-sliced vGPU holds: the most the GPU's types hand out "
+        "(framebuffer x max instances) less the running vGPUs' type framebuffer.",
+        lambda g: g.vgpu_framebuffer_free_bytes,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU_HOST,
+        "vgpumon_gpu_vgpu_framebuffer_stranded_bytes",
+        "Free framebuffer that no supported vGPU type can use in the current mix (homogeneous "
+        "mode, placement gaps, types at their limit); absent when a type's count is unknown.",
+        lambda g: g.vgpu_framebuffer_stranded_bytes,
+        collector="vgpu",
+    ),
+    gauge(
+        MIG_PROFILE,
+        "vgpumon_mig_profile_creatable_instances",
+        "How many more GPU instances of this MIG profile fit in the current layout (NVML's "
+        "remaining capacity).",
+        lambda p: p.creatable_instances,
+        collector="mig",
+    ),
+    gauge(
+        MIG_PROFILE,
+        "vgpumon_mig_profile_max_instances",
+        "Most GPU instances of this MIG profile on an empty GPU.",
+        lambda p: p.max_instances,
+        collector="mig",
+    ),
+    gauge(
+        MIG_PROFILE,
+        "vgpumon_mig_profile_slices",
+        "Compute slices one GPU instance of this MIG profile takes.",
+        lambda p: p.slices,
+        collector="mig",
+    ),
+    gauge(
+        MIG_PROFILE,
+        "vgpumon_mig_profile_memory_bytes",
+        "Memory of one GPU instance of this MIG profile.",
+        lambda p: p.memory_bytes,
+        collector="mig",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_mig_free_slices",
+        "Compute slices of a MIG GPU that no GPU instance holds.",
+        lambda g: g.mig_free_slices,
+        collector="mig",
+    ),
+    # ---- migration readiness
+    gauge(
+        VGPU_MIGRATION,
+        "vgpumon_vgpu_guest_driver_matches_host",
+        "1 when the guest driver is of the host driver's release branch, 0 when not; absent "
+        "while the guest driver is not loaded.",
+        lambda m: _flag(guest_driver_matches_host(m[0], m[2])),
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU_MIGRATION,
+        "vgpumon_vgpu_migration_ready",
+        "1 when this host's side of a live migration is ready: the GPU and the vGPU support "
+        "migration and the guest driver is of the host's branch; 0 when one of them is not.",
+        lambda m: _flag(vgpu_migration_ready(m[0], m[1], m[2])),
         collector="vgpu",
     ),
     # ---- vGPU scheduler
