@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from vgpumon.collect.base import SamplerConfig
     from vgpumon.collect.enrich.base import Enricher
     from vgpumon.export.server import Reloaded
+    from vgpumon.model import Snapshot
     from vgpumon.sources.ssh_targets import SshSettings
 
 COLLECTOR_DEST = "collector:"
@@ -76,6 +77,7 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "kubernetes_resources": ("--kubernetes-resource", check_patterns),
     "kubernetes_pod_series": ("--kubernetes-pod-series", check_bool),
     "kubernetes_api": ("--kubernetes-api", check_bool),
+    "nfd_features_file": ("--nfd-features-file", check_text),
 }
 
 
@@ -227,6 +229,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="debug, info, warning or error (default info)",
     )
     names.add_arguments(parser)
+    parser.add_argument(
+        "--nfd-features-file",
+        dest="nfd_features_file",
+        metavar="FILE",
+        help="keep FILE (in node-feature-discovery's features.d) current with this node's GPU "
+        "facts; rewritten atomically when a value changes (docs/kubernetes.md)",
+    )
     add_ssh_arguments(parser)
     collectors = parser.add_argument_group(
         "collectors", "turn single NVML areas on or off (names as in vgpumon_scrape_collector_*)"
@@ -392,6 +401,7 @@ RESTART_ONLY = (
     "kubelet_socket",
     "kubernetes_resources",
     "kubernetes_api",
+    "nfd_features_file",
     "ssh_targets",
     "ssh_targets_file",
     "ssh_user",
@@ -422,6 +432,36 @@ def reloaded(settings: ServeSettings) -> Reloaded:
         log_level=settings.log_level,
         restart_only=tuple((name, getattr(settings, name)) for name in RESTART_ONLY),
     )
+
+
+def nfd_listener(path: str) -> Callable[[Snapshot], None]:
+    """Rewrites the NFD features file from each snapshot whose values differ from the file's.
+
+    Only from snapshots of a working NVML: a cycle without the driver would label the node as
+    having no GPUs. A failed write is logged once per distinct error, not every cycle.
+    """
+    from vgpumon.nodefeatures import DEFAULT_EXPIRING_SECONDS, FeatureFileWriter
+
+    writer = FeatureFileWriter(path)
+    if not writer.path.parent.is_dir():
+        raise ConfigError(f"--nfd-features-file: no directory {str(writer.path.parent)!r}")
+    log = logging.getLogger("vgpumon.serve")
+    last_error: list[str] = []
+
+    def update(snapshot: Snapshot) -> None:
+        if not snapshot.health.up or snapshot.health.wedged:
+            return
+        try:
+            if writer.update(snapshot, expiring_seconds=DEFAULT_EXPIRING_SECONDS):
+                log.info("wrote node features to %s", path)
+            last_error.clear()
+        except OSError as exc:
+            message = str(exc)
+            if last_error != [message]:
+                log.warning("cannot write node features to %s: %s", path, message)
+                last_error[:] = [message]
+
+    return update
 
 
 def run(args: argparse.Namespace) -> int:
@@ -455,6 +495,8 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - any failure of nvmlInit is retried
         init_error = str(exc) or type(exc).__name__
     sampler = Sampler(session, sampler_config(settings), enrichers=build_enrichers(settings))
+    if settings.nfd_features_file:
+        sampler.on_snapshot(nfd_listener(settings.nfd_features_file))
     if init_error is not None:
         logging.getLogger("vgpumon.serve").warning(
             "NVML could not be initialised from %s (%s); serving vgpumon_up 0 and retrying",

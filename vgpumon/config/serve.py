@@ -159,6 +159,8 @@ class ServeSettings:
     kubernetes_resources: tuple[str, ...] = ()
     kubernetes_pod_series: bool = False
     kubernetes_api: bool = False  # KubeVirt VM names from the API server (in-cluster)
+    # node-feature-discovery local feature file kept current from each snapshot (None: off).
+    nfd_features_file: str | None = None
     # Agentless hosts (nvidia-smi over SSH, vgpumon.sources.ssh); None: that module's default.
     ssh_targets: tuple[str, ...] = ()
     ssh_targets_file: str | None = None
@@ -339,6 +341,7 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "kubernetes.resources": ("kubernetes_resources", check_patterns),
     "kubernetes.pod_series": ("kubernetes_pod_series", check_bool),
     "kubernetes.api": ("kubernetes_api", check_bool),
+    "kubernetes.nfd_features_file": ("nfd_features_file", check_text),
     "ssh.targets": ("ssh_targets", check_texts),
     "ssh.targets_file": ("ssh_targets_file", check_text),
     "ssh.user": ("ssh_user", check_text),
