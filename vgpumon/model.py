@@ -397,6 +397,7 @@ class Gpu:
     down_reason: str | None = None  # NVML error name when up is False
     name: str | None = None
     pci_bus_id: str | None = None
+    minor_number: int | None = None  # /dev/nvidiaN; DRA drivers name GPUs by it ("gpu-N")
     serial: str | None = None
     brand: str | None = None
     architecture: str | None = None
@@ -471,6 +472,11 @@ class DeviceAllocation:
     gpu_instance_id: int | None = None  # MIG
     compute_instance_id: int | None = None  # MIG
     vgpu_id: int | None = None  # vGPU
+    # Dynamic Resource Allocation: the ResourceClaim that holds the device (None for devices a
+    # device plugin handed out). For DRA, ``resource`` is the DRA driver's name and
+    # ``device_id`` the device's name in the driver's pool.
+    claim_namespace: str | None = None
+    claim_name: str | None = None
 
 
 # --------------------------------------------------------------------------- exporter health

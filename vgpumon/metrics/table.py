@@ -553,6 +553,8 @@ def _allocation_info(item: tuple[Gpu, DeviceAllocation]) -> tuple[str | int | No
         a.pod,
         a.container,
         a.vm_name,
+        a.claim_namespace,
+        a.claim_name,
     )
 
 
@@ -1686,7 +1688,8 @@ FAMILIES: tuple[Family, ...] = (
         ALLOCATION,
         "vgpumon_gpu_allocation_info",
         "A GPU, MIG device or vGPU the kubelet offers and the container it was given to "
-        "(pod labels empty while free; KubeVirt VMs named from their virt-launcher pod).",
+        "(pod labels empty while free; KubeVirt VMs named from their virt-launcher pod; the "
+        "ResourceClaim for devices allocated through DRA).",
         (
             "resource",
             "device_id",
@@ -1698,6 +1701,8 @@ FAMILIES: tuple[Family, ...] = (
             "pod",
             "container",
             "vm_name",
+            "claim_namespace",
+            "claim_name",
         ),
         _allocation_info,
         collector="kubelet",
