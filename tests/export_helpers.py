@@ -145,6 +145,8 @@ def rich_snapshot() -> Snapshot:
             if i == 0
             else None,
             vf_pci_bus_id="0000:18:00.4" if i == 0 else None,
+            live_migration_compatible=i == 0,
+            migration_limits=() if i == 0 else ("guest_driver",),
         )
         for i in range(2)
     )

@@ -51,6 +51,8 @@ VM_STATES = (
     "pmsuspended",
 )
 DEVICE_KINDS = ("gpu", "mig", "vgpu")
+# What NVML says stands in the way of moving a vGPU (NVML_VGPU_COMPATIBILITY_LIMIT_*).
+MIGRATION_LIMITS = ("host_driver", "guest_driver", "gpu", "other")
 LICENSE_EXPIRY_STATUSES = ("not_available", "invalid", "valid", "not_applicable", "permanent")
 CLOCK_EVENT_REASONS = (
     "idle",
@@ -328,6 +330,10 @@ class VgpuInstance:
     # The vGPU manager can live-migrate this vGPU (vMotion, KVM migration): the migration bit of
     # the instance's virtualization capabilities (nvmlVgpuInstanceGetMetadata).
     migration_supported: bool | None = None
+    # NVML's migration compatibility of this vGPU with this host's GPU (nvmlGetVgpuCompatibility):
+    # whether a live move is allowed, and what limits it (MIGRATION_LIMITS; () when nothing).
+    live_migration_compatible: bool | None = None
+    migration_limits: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -554,14 +560,17 @@ def guest_driver_matches_host(host_driver: str | None, vgpu: VgpuInstance) -> bo
 
 
 def vgpu_migration_ready(host_driver: str | None, gpu: Gpu, vgpu: VgpuInstance) -> bool | None:
-    """What NVML can tell of a live migration of ``vgpu``: both the GPU and the vGPU support it
-    and the guest driver is of the host's branch. False as soon as one part says no; None when
-    no part says no and one is unknown. The destination host's side is the destination's answer.
+    """What NVML can tell of a live migration of ``vgpu``: both the GPU and the vGPU support it,
+    the guest driver is of the host's branch, and NVML's compatibility check allows a live move.
+    False as soon as one part says no; None when no part says no and one is unknown (a driver
+    without the compatibility call leaves that part unknown). The destination host's side is the
+    destination's answer.
     """
     parts = (
         gpu.vgpu_migration_supported,
         vgpu.migration_supported,
         guest_driver_matches_host(host_driver, vgpu),
+        vgpu.live_migration_compatible,
     )
     if any(p is False for p in parts):
         return False

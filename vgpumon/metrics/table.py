@@ -33,6 +33,7 @@ from typing import Any, Generic, TypeVar
 from vgpumon import __version__
 from vgpumon.metrics.naming import COUNTER, GAUGE, unit_of
 from vgpumon.model import (
+    MIGRATION_LIMITS,
     SCHEDULER_POLICIES,
     VGPU_LICENSE_STATES,
     VIRTUALIZATION_MODES,
@@ -1579,10 +1580,32 @@ FAMILIES: tuple[Family, ...] = (
         collector="vgpu",
     ),
     gauge(
+        VGPU,
+        "vgpumon_vgpu_live_migration_compatible",
+        "1 when NVML's compatibility check of the vGPU against this host's GPU allows a live "
+        "migration (nvmlGetVgpuCompatibility), 0 when it allows less.",
+        lambda v: _flag(v.live_migration_compatible),
+        collector="vgpu",
+    ),
+    labeled(
+        VGPU,
+        "vgpumon_vgpu_migration_limit",
+        "What NVML says limits moving the vGPU: 1 for each limit that applies (host driver, "
+        "guest driver, GPU, other), 0 for the others.",
+        ("reason",),
+        lambda v: (
+            []
+            if v.migration_limits is None
+            else [((lim,), float(lim in v.migration_limits)) for lim in MIGRATION_LIMITS]
+        ),
+        collector="vgpu",
+    ),
+    gauge(
         VGPU_MIGRATION,
         "vgpumon_vgpu_migration_ready",
         "1 when this host's side of a live migration is ready: the GPU and the vGPU support "
-        "migration and the guest driver is of the host's branch; 0 when one of them is not.",
+        "migration, the guest driver is of the host's branch and NVML's compatibility check "
+        "allows a live move; 0 when one of them says no.",
         lambda m: _flag(vgpu_migration_ready(m[0], m[1], m[2])),
         collector="vgpu",
     ),
