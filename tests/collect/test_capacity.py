@@ -52,6 +52,9 @@ async def test_a100_with_a_3g_and_a_2g_instance(sim_host: SimHostFactory) -> Non
         "7g.40gb": 0,
     }
     assert {p.name: p.slices for p in g.mig_profiles}["3g.20gb"] == 3
+    (fit,) = fits([("h", snap)], "1g.5gb")
+    assert (fit.kind, fit.creatable_instances, fit.remaining_after) == ("mig", 2, 1)
+    assert fits([("h", snap)], "3g.20gb") == []
 
 
 async def test_mig_capacity_follows_the_layout(sim_host: SimHostFactory) -> None:
@@ -99,5 +102,9 @@ def test_fits_lists_best_fit_first() -> None:
         ("b", 0, 8 * GIB),
         ("a", 0, 40 * GIB),
     ]
-    assert fits([("a", a)], "NVIDIA L40S-8Q") == got[::2][:1] + got[2:]
+    # The driver's full name works as well as the short one; another type fits nowhere.
+    assert [(f.host, f.gpu_index) for f in fits([("a", a)], "NVIDIA L40S-8Q")] == [
+        ("a", 1),
+        ("a", 0),
+    ]
     assert fits([("a", a)], "L40S-16Q") == []

@@ -66,9 +66,9 @@ def test_unlicensed_vgpu(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_lost_gpu(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, line = check(capsys, "gpus", "--sim", scenario(tmp_path, LOST), "--window", "0")
-    assert code == 1 and line.startswith("GPU 1 (") and "lost (gpu_is_lost)" in line
+    assert code == 1 and line.startswith("GPU 1 (") and "down: gpu_is_lost" in line
     code, line = check(capsys, "all", "--sim", scenario(tmp_path, LOST), "--window", "0")
-    assert code == 1 and "lost" in line
+    assert code == 1 and "gpu_is_lost" in line
 
 
 def test_xid_in_the_window(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -59,7 +59,7 @@ def check_gpus(snapshot: Snapshot) -> Result:
     hung = set(snapshot.health.hung_gpus)
     for g in snapshot.gpus:
         if not g.up:
-            bad.append(f"{_gpu_name(g.index, g.uuid)} lost ({g.down_reason or 'down'})")
+            bad.append(f"{_gpu_name(g.index, g.uuid)} down: {g.down_reason or 'not answering'}")
         elif g.uuid in hung:
             bad.append(f"{_gpu_name(g.index, g.uuid)} does not answer")
         elif g.remapped_rows.failed:
