@@ -20,6 +20,7 @@ from vgpumon.model import (
     Memory,
     MigComputeInstance,
     MigGpuInstance,
+    MigProfileCapacity,
     NvLink,
     NvmlErrorCount,
     Pcie,
@@ -144,6 +145,8 @@ def rich_snapshot() -> Snapshot:
             if i == 0
             else None,
             vf_pci_bus_id="0000:18:00.4" if i == 0 else None,
+            live_migration_compatible=i == 0,
+            migration_limits=() if i == 0 else ("guest_driver",),
         )
         for i in range(2)
     )
@@ -154,6 +157,8 @@ def rich_snapshot() -> Snapshot:
         host_vgpu_mode="sriov",
         vgpu_heterogeneous_mode=False,
         vgpu_migration_supported=True,
+        vgpu_framebuffer_free_bytes=64 * GIB,
+        vgpu_framebuffer_stranded_bytes=0,
         vgpu_instances=vgpus,
         vgpu_types=(
             VgpuType(
@@ -206,6 +211,11 @@ def rich_snapshot() -> Snapshot:
         mig_mode_pending=True,
         utilization=Utilization(),
         gpm=None,
+        mig_free_slices=3,
+        mig_profiles=(
+            MigProfileCapacity(19, "1g.10gb", 1, 10 * GIB, 7, 3),
+            MigProfileCapacity(9, "3g.40gb", 3, 40 * GIB, 2, 0),
+        ),
         mig_instances=(
             MigGpuInstance(
                 id=1,

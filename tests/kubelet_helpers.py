@@ -24,10 +24,35 @@ from vgpumon.collect.enrich.podresources import api_pb2, api_pb2_grpc  # noqa: E
 
 
 @dataclass
+class Claim:
+    """A DRA ResourceClaim a container holds: (driver, pool, device, CDI names) per device."""
+
+    namespace: str
+    name: str
+    devices: list[tuple[str, str, str, list[str]]]
+
+    def message(self) -> Any:
+        return api_pb2.DynamicResource(
+            claim_name=self.name,
+            claim_namespace=self.namespace,
+            claim_resources=[
+                api_pb2.ClaimResource(
+                    driver_name=driver,
+                    pool_name=pool,
+                    device_name=device,
+                    cdi_devices=[api_pb2.CDIDevice(name=c) for c in cdi],
+                )
+                for driver, pool, device, cdi in self.devices
+            ],
+        )
+
+
+@dataclass
 class Pod:
     name: str
     namespace: str
     containers: dict[str, list[tuple[str, list[str]]]] = field(default_factory=dict)
+    claims: dict[str, list[Claim]] = field(default_factory=dict)  # container -> DRA claims
 
     def message(self) -> Any:
         return api_pb2.PodResources(
@@ -40,6 +65,7 @@ class Pod:
                         api_pb2.ContainerDevices(resource_name=r, device_ids=ids)
                         for r, ids in devices
                     ],
+                    dynamic_resources=[c.message() for c in self.claims.get(cname, [])],
                 )
                 for cname, devices in self.containers.items()
             ],

@@ -29,6 +29,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "load": ("vgpumon.commands.load", "run CUDA load with a known duty cycle and footprint"),
     "validate": ("vgpumon.commands.validate", "run known load and check the readings"),
     "top": ("vgpumon.commands.top", "live terminal view of local or remote GPUs"),
+    "node-features": (
+        "vgpumon.commands.node_features",
+        "write this node's GPU facts as a node-feature-discovery feature file",
+    ),
+    "check": ("vgpumon.commands.check", "check license, GPUs and Xids (node-problem-detector)"),
 }
 
 

@@ -51,6 +51,8 @@ VM_STATES = (
     "pmsuspended",
 )
 DEVICE_KINDS = ("gpu", "mig", "vgpu")
+# What NVML says stands in the way of moving a vGPU (NVML_VGPU_COMPATIBILITY_LIMIT_*).
+MIGRATION_LIMITS = ("host_driver", "guest_driver", "gpu", "other")
 LICENSE_EXPIRY_STATUSES = ("not_available", "invalid", "valid", "not_applicable", "permanent")
 CLOCK_EVENT_REASONS = (
     "idle",
@@ -228,6 +230,23 @@ class MigGpuInstance:
     compute_instances: tuple[MigComputeInstance, ...] = ()
 
 
+@dataclass(frozen=True)
+class MigProfileCapacity:
+    """One GPU instance profile of a MIG GPU and how many more instances of it fit now.
+
+    ``creatable_instances`` is NVML's remaining capacity for the profile in the current layout
+    (nvmlDeviceGetGpuInstanceRemainingCapacity): placement-aware, so two free slices that are not
+    adjacent fit two 1-slice instances but no 2-slice one.
+    """
+
+    profile_id: int
+    name: str | None = None  # e.g. "1g.10gb", "1g.10gb+me"
+    slices: int | None = None  # compute slices an instance takes
+    memory_bytes: int | None = None
+    max_instances: int | None = None  # on an empty GPU
+    creatable_instances: int | None = None
+
+
 # --------------------------------------------------------------------------- vGPU host
 
 
@@ -311,6 +330,10 @@ class VgpuInstance:
     # The vGPU manager can live-migrate this vGPU (vMotion, KVM migration): the migration bit of
     # the instance's virtualization capabilities (nvmlVgpuInstanceGetMetadata).
     migration_supported: bool | None = None
+    # NVML's migration compatibility of this vGPU with this host's GPU (nvmlGetVgpuCompatibility):
+    # whether a live move is allowed, and what limits it (MIGRATION_LIMITS; () when nothing).
+    live_migration_compatible: bool | None = None
+    migration_limits: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -380,6 +403,7 @@ class Gpu:
     down_reason: str | None = None  # NVML error name when up is False
     name: str | None = None
     pci_bus_id: str | None = None
+    minor_number: int | None = None  # /dev/nvidiaN; DRA drivers name GPUs by it ("gpu-N")
     serial: str | None = None
     brand: str | None = None
     architecture: str | None = None
@@ -421,6 +445,14 @@ class Gpu:
     # A vGPU host GPU that supports migrating its vGPUs (pGPU virtualization capabilities,
     # nvmlDeviceGetVgpuMetadata); a vGPU migrates only where both ends support it.
     vgpu_migration_supported: bool | None = None
+    # Capacity of a vGPU host (time-sliced vGPUs): the framebuffer no running vGPU holds, and the
+    # part of it that no supported type can use in the current mix (vgpumon.capacity says how).
+    vgpu_framebuffer_free_bytes: int | None = None
+    vgpu_framebuffer_stranded_bytes: int | None = None
+    # Capacity of a MIG GPU: every GPU instance profile with its remaining capacity, and the
+    # compute slices no GPU instance holds.
+    mig_profiles: tuple[MigProfileCapacity, ...] = ()
+    mig_free_slices: int | None = None
 
 
 # --------------------------------------------------------------------------- Kubernetes
@@ -446,6 +478,11 @@ class DeviceAllocation:
     gpu_instance_id: int | None = None  # MIG
     compute_instance_id: int | None = None  # MIG
     vgpu_id: int | None = None  # vGPU
+    # Dynamic Resource Allocation: the ResourceClaim that holds the device (None for devices a
+    # device plugin handed out). For DRA, ``resource`` is the DRA driver's name and
+    # ``device_id`` the device's name in the driver's pool.
+    claim_namespace: str | None = None
+    claim_name: str | None = None
 
 
 # --------------------------------------------------------------------------- exporter health
@@ -497,6 +534,49 @@ class Snapshot:
 
     def gpu(self, uuid: str) -> Gpu | None:
         return next((g for g in self.gpus if g.uuid == uuid), None)
+
+
+# --------------------------------------------------------------------------- migration readiness
+
+
+def driver_branch(version: str | None) -> str | None:
+    """A driver version's release branch, its first number: ``"580.82.07"`` -> ``"580"``."""
+    if not version:
+        return None
+    head = version.strip().split(".", 1)[0]
+    return head if head.isdigit() else None
+
+
+def guest_driver_matches_host(host_driver: str | None, vgpu: VgpuInstance) -> bool | None:
+    """The vGPU's guest driver is of the host driver's branch; None while either is unknown.
+
+    A guest without a loaded driver (NVML's "Not Available", stored as None) is unknown, not a
+    mismatch: the VM may be booting.
+    """
+    host, guest = driver_branch(host_driver), driver_branch(vgpu.guest_driver_version)
+    if host is None or guest is None:
+        return None
+    return host == guest
+
+
+def vgpu_migration_ready(host_driver: str | None, gpu: Gpu, vgpu: VgpuInstance) -> bool | None:
+    """What NVML can tell of a live migration of ``vgpu``: both the GPU and the vGPU support it,
+    the guest driver is of the host's branch, and NVML's compatibility check allows a live move.
+    False as soon as one part says no; None when no part says no and one is unknown (a driver
+    without the compatibility call leaves that part unknown). The destination host's side is the
+    destination's answer.
+    """
+    parts = (
+        gpu.vgpu_migration_supported,
+        vgpu.migration_supported,
+        guest_driver_matches_host(host_driver, vgpu),
+        vgpu.live_migration_compatible,
+    )
+    if any(p is False for p in parts):
+        return False
+    if any(p is None for p in parts):
+        return None
+    return True
 
 
 # --------------------------------------------------------------------------- JSON round trip

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from enrich_helpers import wait_for
 from export_helpers import samples_by_name
-from kubelet_helpers import FakeKubelet, Pod, pod, socket_dir  # noqa: F401 - fixture
+from kubelet_helpers import Claim, FakeKubelet, Pod, pod, socket_dir  # noqa: F401 - fixture
 from vgpu_helpers import by_id
 
 from vgpumon.collect.base import SamplerConfig
@@ -303,3 +303,93 @@ async def test_resource_names_are_configurable(kubelet: FakeKubelet) -> None:
     finally:
         host.close()
     assert [a.device_id for a in snap.allocations] == [MIG_1G]
+
+
+async def test_dra_claims_are_attributed_like_device_plugin_pods(kubelet: FakeKubelet) -> None:
+    """Devices a pod claims through DRA: by NVIDIA's DRA device names (GPU minor; MIG profile and
+    placement) or by a UUID in a CDI device name; other drivers' claims are left out."""
+    gi4_ci0 = "MIG-49a4313b-9309-bf07-d30b-3dbc9aedd0d5"  # GPU 0, GPU instance 4 (3g.20gb @4)
+    driver, pool = "gpu.nvidia.com", "node-a"
+    kubelet.pods = [
+        Pod(
+            "dra-train",
+            "ml",
+            {"main": []},
+            {
+                "main": [
+                    Claim(
+                        "ml",
+                        "one-gpu",
+                        [(driver, pool, "gpu-1", ["k8s.gpu.nvidia.com/claim=u1-gpu-1"])],
+                    )
+                ]
+            },
+        ),
+        Pod(
+            "dra-infer",
+            "serving",
+            {"server": []},
+            # GPU 0's GPU instance 1: profile 14 (2g.10gb), placement 0, size 2.
+            {"server": [Claim("serving", "mig-2g", [(driver, pool, "gpu-0-mig-14-0-2", [])])]},
+        ),
+        Pod(
+            "dra-cdi",
+            "serving",
+            {"main": []},
+            {
+                "main": [
+                    Claim(
+                        "serving",
+                        "by-uuid",
+                        [(driver, pool, "opaque-7", [f"nvidia.com/gpu={gi4_ci0}"])],
+                    )
+                ]
+            },
+        ),
+        Pod(
+            "fpga",
+            "hw",
+            {"main": []},
+            {"main": [Claim("hw", "fpga", [("fpga.example.com", pool, "gpu-0", [])])]},
+        ),
+    ]
+    kubelet.start()
+    host = _host("a100-mig-mixed")
+    try:
+        snap = await _read(host, _enricher(kubelet))
+    finally:
+        host.close()
+    got = {a.pod: a for a in snap.allocations}
+    assert set(got) == {"dra-train", "dra-infer", "dra-cdi"}
+    train = got["dra-train"]
+    assert (train.resource, train.device_id) == (driver, "gpu-1")
+    assert (train.kind, train.gpu_uuid) == ("gpu", WHOLE)
+    assert (train.claim_namespace, train.claim_name) == ("ml", "one-gpu")
+    infer = got["dra-infer"]
+    assert (infer.kind, infer.gpu_instance_id, infer.compute_instance_id) == ("mig", 1, 0)
+    assert infer.container == "server"
+    cdi = got["dra-cdi"]
+    assert (cdi.kind, cdi.gpu_instance_id, cdi.compute_instance_id) == ("mig", 4, 0)
+    assert from_json(to_json(snap)) == snap
+
+    series = samples_by_name(render(snap, options=ExportOptions(pod_series=True)).decode())
+    info = {s[0]["pod"]: s[0] for s in series["vgpumon_gpu_allocation_info"]}
+    assert info["dra-train"]["claim_name"] == "one-gpu" and info["dra-train"]["gpu"] == "1"
+    assert info["dra-infer"]["gpu_instance"] == "1"
+    util = {s[0]["pod"]: s[1] for s in series["vgpumon_pod_gpu_utilization_ratio"]}
+    assert util["dra-train"] == snap.gpus[1].utilization.gpu
+    memory = {s[0]["pod"]: s[1] for s in series["vgpumon_pod_gpu_memory_used_bytes"]}
+    assert memory["dra-infer"] == snap.gpus[0].mig_instances[0].memory_used_bytes
+
+
+def test_dra_gpu_names_follow_the_minor_number_not_the_index() -> None:
+    from vgpumon.collect.enrich.pods import PodDevice, allocations
+    from vgpumon.model import Gpu
+
+    gpus = (
+        Gpu(index=0, uuid="GPU-a", minor_number=3),
+        Gpu(index=1, uuid="GPU-b", minor_number=0),
+    )
+    snap = Snapshot(timestamp=0, gpus=gpus)
+    (alloc,) = allocations(snap, [PodDevice("gpu.nvidia.com", "gpu-0", "ns", "p")])
+    assert alloc.gpu_uuid == "GPU-b"

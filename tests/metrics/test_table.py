@@ -30,6 +30,7 @@ VALUE_LABELS = {
     "compute_instance",
     "vgpu_id",
     "vgpu_type_id",
+    "gpu_instance_profile",  # a MIG profile's name: its identity on every GPU model
     "collector",
     "function",
     "error",
@@ -89,7 +90,9 @@ def test_labels_follow_the_contract(family: Family) -> None:
         assert set(family.labels) <= VALUE_LABELS, "descriptive labels only on _info families"
     if family.collector != EXPORTER and family.name != "vgpumon_process_series_truncated":
         assert family.labels[:2] == IDS, "per-GPU series carry gpu and uuid first"
-    if family.name.startswith("vgpumon_mig_"):
+    if family.name.startswith("vgpumon_mig_profile_"):
+        assert "gpu_instance_profile" in family.labels  # about a profile, not an instance
+    elif family.name.startswith("vgpumon_mig_"):
         assert "gpu_instance" in family.labels
     if family.name.startswith("vgpumon_vgpu_") and not family.name.startswith(
         ("vgpumon_vgpu_scheduler_", "vgpumon_vgpu_type_")

@@ -39,10 +39,12 @@ def kubernetes_argvs() -> list[list[str]]:
     argvs = [base]
     for component in sorted((k8s / "components").iterdir()):
         spec = yaml.safe_load((component / "kustomization.yaml").read_text(encoding="utf-8"))
+        ops = [yaml.safe_load(patch["patch"]) for patch in spec["patches"]]
         extra = [
             op["value"]
-            for patch in spec["patches"]
-            for op in yaml.safe_load(patch["patch"])
+            for patch_ops in ops
+            if isinstance(patch_ops, list)  # JSON patches; a strategic merge patch is a dict
+            for op in patch_ops
             if op["path"].endswith("/args/-")
         ]
         argvs.append(base + extra)
@@ -52,7 +54,7 @@ def kubernetes_argvs() -> list[list[str]]:
 @pytest.mark.parametrize(
     "argv",
     [systemd_argv(), container_argv(), *kubernetes_argvs()],
-    ids=["systemd", "container", "kubernetes", *["kubernetes+component"] * 2],
+    ids=["systemd", "container", "kubernetes", *["kubernetes+component"] * 3],
 )
 def test_serve_accepts_the_packaged_arguments(argv: list[str]) -> None:
     assert argv[0] == "serve"

@@ -622,6 +622,14 @@ def vgpu_rows() -> list[Row]:
         ("nvmlVgpuInstanceGetLicenseStatus", lambda v: (v.vi,), INT),
         ("nvmlVgpuInstanceGetMetadata", lambda v: (v.vi,), Is(s.c_nvmlVgpuMetadata_t)),
         ("nvmlDeviceGetVgpuMetadata", lambda v: (v.h,), Is(s.c_nvmlVgpuPgpuMetadata_t)),
+        (
+            "nvmlGetVgpuCompatibility",
+            lambda v: (
+                v.sim.nvmlVgpuInstanceGetMetadata(v.vi),
+                v.sim.nvmlDeviceGetVgpuMetadata(v.h),
+            ),
+            Is(s.c_nvmlVgpuPgpuCompatibility_t),
+        ),
     ]
 
 

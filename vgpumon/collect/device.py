@@ -70,6 +70,7 @@ def _identity(ctx: GpuContext) -> dict[str, Any] | None:
         "name": name,
         "pci_bus_id": pci.busId if pci is not None else None,
         "serial": ctx.call("nvmlDeviceGetSerial", h),
+        "minor_number": ctx.call("nvmlDeviceGetMinorNumber", h),
         "brand": BRANDS.get(brand, f"brand_{brand}") if brand is not None else None,
         "architecture": ARCHITECTURES.get(arch, "unknown") if arch is not None else None,
         "compute_capability": f"{cc[0]}.{cc[1]}" if cc is not None else None,

@@ -10,12 +10,13 @@ the session like any unsupported call.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, nvml_id, nvml_int
 from vgpumon.collect.memory import read_memory_info
-from vgpumon.model import MigComputeInstance, MigGpuInstance
+from vgpumon.model import MigComputeInstance, MigGpuInstance, MigProfileCapacity
 from vgpumon.nvml.errors import INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED
 
 STATE_KEY = "mig"
@@ -26,6 +27,7 @@ GI_PROFILE_COUNT = 0x12  # NVML_GPU_INSTANCE_PROFILE_COUNT in pynvml 13.615
 CI_PROFILE_COUNT = 9  # NVML_COMPUTE_INSTANCE_PROFILE_COUNT
 CI_ENGINE_PROFILE_SHARED = 0
 PROFILE_INFO = "nvmlDeviceGetGpuInstanceProfileInfo"
+CAPACITY_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class _Tree:
 
     gpu_instances: dict[int, _Placement] = field(default_factory=dict)
     compute_instances: dict[tuple[int, int], _Placement] = field(default_factory=dict)
+    # Every GPU instance profile the GPU offers, by profile id (capacity is asked per profile).
+    profiles: dict[int, MigProfileCapacity] = field(default_factory=dict)
 
 
 @dataclass
@@ -68,6 +72,8 @@ class MigState:
     static: dict[str, _Static] = field(default_factory=dict)  # by MIG UUID
     layout: tuple[tuple[int, int | None, str | None], ...] | None = None
     tree: _Tree = field(default_factory=_Tree)
+    capacity: tuple[MigProfileCapacity, ...] = ()
+    capacity_at: float | None = None
 
 
 def mig_devices(ctx: GpuContext) -> list[MigDevice]:
@@ -177,6 +183,14 @@ def _read_tree(ctx: GpuContext) -> _Tree:
         profile_id = nvml_int(getattr(profile, "id", None))
         if profile_id is None:
             continue
+        memory_mb = nvml_int(getattr(profile, "memorySizeMB", None))
+        tree.profiles[profile_id] = MigProfileCapacity(
+            profile_id=profile_id,
+            name=_strip_mig(getattr(profile, "name", None)),
+            slices=nvml_int(getattr(profile, "sliceCount", None)),
+            memory_bytes=memory_mb * MIB if memory_mb is not None else None,
+            max_instances=nvml_int(getattr(profile, "instanceCount", None)),
+        )
         gis = _handles(
             ctx,
             "nvmlDeviceGetGpuInstances",
@@ -242,6 +256,36 @@ def _read_compute_instances(
             )
 
 
+def _read_capacity(ctx: GpuContext, tree: _Tree) -> tuple[MigProfileCapacity, ...]:
+    """Each profile with NVML's remaining capacity for it in the current layout."""
+    out = []
+    for profile_id, profile in sorted(tree.profiles.items()):
+        left = ctx.call("nvmlDeviceGetGpuInstanceRemainingCapacity", ctx.handle, profile_id)
+        out.append(
+            dataclasses.replace(profile, creatable_instances=nvml_int(left))
+            if left is not None
+            else profile
+        )
+    return tuple(out)
+
+
+def _free_slices(
+    profiles: tuple[MigProfileCapacity, ...], instances: list[MigGpuInstance]
+) -> int | None:
+    """Compute slices no GPU instance holds: the whole-GPU profile's slices less the GIs'."""
+    slices = {p.profile_id: p.slices for p in profiles}
+    whole = max((s for s in slices.values() if s is not None), default=None)
+    if whole is None:
+        return None
+    used = 0
+    for gi in instances:
+        taken = slices.get(gi.profile_id) if gi.profile_id is not None else None
+        if taken is None:
+            return None  # a GI of unknown size: the count would be a guess
+        used += taken
+    return max(0, whole - used)
+
+
 def read_mig(ctx: GpuContext, out: GpuBuilder) -> None:
     state = ctx.state.get(STATE_KEY)
     if not isinstance(state, MigState):
@@ -257,6 +301,12 @@ def read_mig(ctx: GpuContext, out: GpuBuilder) -> None:
         state.tree = _read_tree(ctx)
         live = {d.uuid for d in devices}
         state.static = {u: s for u, s in state.static.items() if u in live}
+        state.capacity_at = None
+    # Remaining capacity changes with the layout, and with GPU instances that have no compute
+    # instance yet (invisible to the layout above): asked again at least every CAPACITY_SECONDS.
+    if state.capacity_at is None or ctx.now - state.capacity_at >= CAPACITY_SECONDS:
+        state.capacity = _read_capacity(ctx, state.tree)
+        state.capacity_at = ctx.now
 
     by_gi: dict[int, list[tuple[MigDevice, _Static]]] = {}
     for device in devices:
@@ -320,7 +370,11 @@ def read_mig(ctx: GpuContext, out: GpuBuilder) -> None:
                 compute_instances=tuple(sorted(cis, key=lambda c: c.id)),
             )
         )
-    out.set(mig_instances=tuple(instances))
+    out.set(
+        mig_instances=tuple(instances),
+        mig_profiles=state.capacity,
+        mig_free_slices=_free_slices(state.capacity, instances),
+    )
 
 
 READERS = [FunctionReader("mig", read_mig)]

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from vgpumon.capacity import vgpu_framebuffer
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, nvml_id, ratio
 from vgpumon.collect.vgpu_raw import (
     GONE,
@@ -78,6 +79,12 @@ class _Static:
     ecc_enabled: bool | None = None
     migration_supported: bool | None = None
     asked_once: bool = False  # fields that are legitimately absent are not re-asked forever
+    # NVML's migration compatibility with this host's GPU (nvmlGetVgpuCompatibility): asked
+    # again only when the guest driver changes (loaded, unloaded, upgraded in the VM).
+    compat_driver: str | None = None
+    compat_asked: bool = False
+    live_migration_compatible: bool | None = None
+    migration_limits: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -114,6 +121,7 @@ class VgpuHostState:
     types_out: tuple[VgpuType, ...] = ()
     migration_asked: bool = False  # the pGPU migration capability is fixed: asked once
     migration_supported: bool | None = None
+    pgpu_metadata: Any = None  # this GPU's side of nvmlGetVgpuCompatibility
 
     def prune(self, active: Iterable[int]) -> None:
         """Forget destroyed instances, so churn never grows this state."""
@@ -176,6 +184,14 @@ def mig_gpu_instance_ids(out: GpuBuilder) -> list[int]:
 # Bit 0 of the vGPU / pGPU virtualization capabilities: NVML_VGPU_VIRTUALIZATION_CAP_MIGRATION and
 # NVML_VGPU_PGPU_VIRTUALIZATION_CAP_MIGRATION in nvml.h (pynvml has no names for them).
 MIGRATION_CAP = 0x1
+LIVE_COMPATIBILITY = 0x8  # NVML_VGPU_VM_COMPATIBILITY_LIVE
+# NVML_VGPU_COMPATIBILITY_LIMIT_* bits -> the model's names (what stands in the way of a move).
+COMPATIBILITY_LIMITS = (
+    (0x1, "host_driver"),
+    (0x2, "guest_driver"),
+    (0x4, "gpu"),
+    (0x80000000, "other"),
+)
 
 
 def migration_bit(caps: Any) -> bool | None:
@@ -196,6 +212,7 @@ def read_vgpu(ctx: GpuContext, out: GpuBuilder) -> None:
     if not st.migration_asked:
         pgpu = ctx.call("nvmlDeviceGetVgpuMetadata", h)
         st.migration_supported = migration_bit(getattr(pgpu, "pgpuVirtualizationCaps", None))
+        st.pgpu_metadata = pgpu
         st.migration_asked = pgpu is not None  # a failed call is asked again next cycle
     out.set(vgpu_migration_supported=st.migration_supported)
 
@@ -211,6 +228,8 @@ def read_vgpu(ctx: GpuContext, out: GpuBuilder) -> None:
                 vgpu_instances=prev.vgpu_instances,
                 vgpu_processes=prev.vgpu_processes,
                 vgpu_types=prev.vgpu_types,
+                vgpu_framebuffer_free_bytes=prev.vgpu_framebuffer_free_bytes,
+                vgpu_framebuffer_stranded_bytes=prev.vgpu_framebuffer_stranded_bytes,
             )
         return
     ids = [v for v in (as_int(x) for x in listed) if v]
@@ -235,11 +254,15 @@ def read_vgpu(ctx: GpuContext, out: GpuBuilder) -> None:
 
     utils = _read_utilization(ctx, st, alive)
     instances = [dataclasses.replace(i, utilization=utils[i.vgpu_id]) for i in instances]
+    types = _read_types(ctx, out, st, instances)
     out.set(
         vgpu_instances=tuple(instances),
         vgpu_processes=_read_processes(ctx, st, set(alive)),
-        vgpu_types=_read_types(ctx, out, st, instances),
+        vgpu_types=types,
     )
+    if not mig:  # with MIG on, time-sliced types cannot be created: capacity is MIG's
+        free, stranded = vgpu_framebuffer(types, instances)
+        out.set(vgpu_framebuffer_free_bytes=free, vgpu_framebuffer_stranded_bytes=stranded)
 
 
 def _gi_active(ctx: GpuContext, gi_handle: Any) -> list[int]:
@@ -315,6 +338,7 @@ def _read_instance(
     fbc_count, fbc_fps, fbc_latency = _fbc_stats(ctx, vi)
     type_info = _type_info(ctx, st, s.type_id).fixed if s.type_id is not None else None
     pids = vgpu_accounting_pids(ctx.session, gpu, vi) if accounting else None
+    _read_compatibility(ctx, st, s, vi, driver)
     return VgpuInstance(
         vgpu_id=vi,
         uuid=s.uuid,
@@ -332,6 +356,8 @@ def _read_instance(
         frame_rate_limit=s.frame_rate_limit,
         ecc_enabled=s.ecc_enabled,
         migration_supported=s.migration_supported,
+        live_migration_compatible=s.live_migration_compatible,
+        migration_limits=s.migration_limits,
         accounting_enabled=bool(accounting) if accounting is not None else None,
         encoder_capacity=ratio(capacity),
         encoder_sessions=enc_count,
@@ -341,6 +367,35 @@ def _read_instance(
         fbc_average_fps=fbc_fps,
         fbc_average_latency_seconds=fbc_latency,
         accounting_pids=tuple(pids) if pids is not None else None,
+    )
+
+
+def _read_compatibility(
+    ctx: GpuContext, st: VgpuHostState, s: _Static, vi: int, driver: str | None
+) -> None:
+    """NVML's answer to "can this VM move to a GPU like this one, and how" (live, cold, ...).
+
+    Asked with the instance's metadata against this GPU's, so it says what this host's side of
+    a migration allows; asked again when the guest driver changes, since the answer depends on it.
+    """
+    if st.pgpu_metadata is None or (s.compat_asked and s.compat_driver == driver):
+        return
+    call = ctx.session.call
+    meta = call(ctx.uuid, "nvmlVgpuInstanceGetMetadata", vi, no_data=GONE)
+    if meta is None:
+        return
+    res = call(ctx.uuid, "nvmlGetVgpuCompatibility", meta, st.pgpu_metadata)
+    s.compat_asked, s.compat_driver = True, driver
+    if res is None:
+        s.live_migration_compatible, s.migration_limits = None, None
+        return
+    compat = as_int(getattr(res, "vgpuVmCompatibility", None))
+    limit = as_int(getattr(res, "compatibilityLimitCode", None))
+    s.live_migration_compatible = bool(compat & LIVE_COMPATIBILITY) if compat is not None else None
+    s.migration_limits = (
+        tuple(name for bit, name in COMPATIBILITY_LIMITS if limit & bit)
+        if limit is not None
+        else None
     )
 
 
@@ -447,6 +502,9 @@ def _read_types(
             fits = _fits_mig_backed(ctx, info, type_id, mig_gis, instances)
         elif hetero:
             fits = _fits_placements(ctx, type_id)
+            if fits is not None and fixed.max_instances is not None:
+                # Free placements past the type's own limit are not more instances.
+                fits = min(fits, max(0, fixed.max_instances - active))
         elif fixed.max_instances is not None:
             # Homogeneous (one vGPU size per GPU): the GPU is max_instances equal slots, and every
             # active time-sliced vGPU, of this type or another type of the same size, holds one.

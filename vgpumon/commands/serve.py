@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from vgpumon.collect.base import SamplerConfig
     from vgpumon.collect.enrich.base import Enricher
     from vgpumon.export.server import Reloaded
+    from vgpumon.model import Snapshot
     from vgpumon.sources.ssh_targets import SshSettings
 
 COLLECTOR_DEST = "collector:"
@@ -214,6 +215,36 @@ def root_warning(settings: ServeSettings, *, agentless: bool) -> str | None:
     )
 
 
+def nfd_listener(path: str) -> Callable[[Snapshot], None]:
+    """Rewrites the NFD features file from each snapshot whose values differ from the file's.
+
+    Only from snapshots of a working NVML: a cycle without the driver would label the node as
+    having no GPUs. A failed write is logged once per distinct error, not every cycle.
+    """
+    from vgpumon.nodefeatures import DEFAULT_EXPIRING_SECONDS, FeatureFileWriter
+
+    writer = FeatureFileWriter(path)
+    if not writer.path.parent.is_dir():
+        raise ConfigError(f"--nfd-features-file: no directory {str(writer.path.parent)!r}")
+    log = logging.getLogger("vgpumon.serve")
+    last_error: list[str] = []
+
+    def update(snapshot: Snapshot) -> None:
+        if not snapshot.health.up or snapshot.health.wedged:
+            return
+        try:
+            if writer.update(snapshot, expiring_seconds=DEFAULT_EXPIRING_SECONDS):
+                log.info("wrote node features to %s", path)
+            last_error.clear()
+        except OSError as exc:
+            message = str(exc)
+            if last_error != [message]:
+                log.warning("cannot write node features to %s: %s", path, message)
+                last_error[:] = [message]
+
+    return update
+
+
 def run(args: argparse.Namespace) -> int:
     from vgpumon import allocator, logs
 
@@ -245,6 +276,8 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - any failure of nvmlInit is retried
         init_error = str(exc) or type(exc).__name__
     sampler = Sampler(session, sampler_config(settings), enrichers=build_enrichers(settings))
+    if settings.nfd_features_file:
+        sampler.on_snapshot(nfd_listener(settings.nfd_features_file))
     if init_error is not None:
         logging.getLogger("vgpumon.serve").warning(
             "NVML could not be initialised from %s (%s); serving vgpumon_up 0 and retrying",

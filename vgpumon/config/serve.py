@@ -120,6 +120,8 @@ class ServeSettings:
     kubernetes_resources: tuple[str, ...] = _default("kubernetes_resources")
     kubernetes_pod_series: bool = _default("kubernetes_pod_series")
     kubernetes_api: bool = _default("kubernetes_api")
+    # node-feature-discovery local feature file kept current from each snapshot (None: off).
+    nfd_features_file: str | None = _default("nfd_features_file")
     # Agentless hosts (nvidia-smi over SSH, vgpumon.sources.ssh); None: that module's default.
     ssh_targets: tuple[str, ...] = _default("ssh_targets")
     ssh_targets_file: str | None = _default("ssh_targets_file")

@@ -455,6 +455,18 @@ SETTINGS: tuple[Setting, ...] = (
         kind="switch",
     ),
     Setting(
+        "nfd_features_file",
+        "kubernetes.nfd_features_file",
+        ("--nfd-features-file",),
+        check_text,
+        None,
+        "keep FILE (in node-feature-discovery's features.d) current with this node's GPU "
+        "facts; rewritten atomically when a value changes",
+        "names",
+        metavar="FILE",
+        more="([kubernetes.md](kubernetes.md))",
+    ),
+    Setting(
         "ssh_targets",
         "ssh.targets",
         ("--ssh",),

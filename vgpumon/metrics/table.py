@@ -33,6 +33,7 @@ from typing import Any, Generic, TypeVar
 from vgpumon import __version__
 from vgpumon.metrics.naming import COUNTER, GAUGE, unit_of
 from vgpumon.model import (
+    MIGRATION_LIMITS,
     SCHEDULER_POLICIES,
     VGPU_LICENSE_STATES,
     VIRTUALIZATION_MODES,
@@ -43,6 +44,7 @@ from vgpumon.model import (
     GuestLicenseFeature,
     MigComputeInstance,
     MigGpuInstance,
+    MigProfileCapacity,
     NvmlErrorCount,
     Process,
     Snapshot,
@@ -51,6 +53,8 @@ from vgpumon.model import (
     VgpuScheduler,
     VgpuSchedulerUsage,
     VgpuType,
+    guest_driver_matches_host,
+    vgpu_migration_ready,
 )
 
 HOST_VGPU_MODES = ("non_sriov", "sriov")
@@ -151,6 +155,25 @@ def _vgpu_types(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Vg
     for g in _up(s):
         for t in g.vgpu_types:
             yield (*_gpu_id(g), str(t.type_id)), t
+
+
+def _mig_profiles(
+    s: Snapshot, o: ExportOptions
+) -> Iterator[tuple[LabelValues, MigProfileCapacity]]:
+    for g in _up(s):
+        seen: set[str] = set()
+        for p in g.mig_profiles:
+            if p.name and p.name not in seen:  # the profile name is the identity label
+                seen.add(p.name)
+                yield (*_gpu_id(g), p.name), p
+
+
+def _vgpu_migration(
+    s: Snapshot, o: ExportOptions
+) -> Iterator[tuple[LabelValues, tuple[str | None, Gpu, VgpuInstance]]]:
+    for g in _up(s):
+        for v in g.vgpu_instances:
+            yield (*_gpu_id(g), str(v.vgpu_id)), (s.driver.driver_version, g, v)
 
 
 def _gi_label(gpu_instance_id: int | None) -> str:
@@ -312,6 +335,12 @@ MIG_CI: Scope[tuple[MigGpuInstance, MigComputeInstance]] = Scope(
 VGPU_HOST: Scope[Gpu] = Scope("vGPU host", GPU_LABELS, _vgpu_hosts)
 VGPU: Scope[VgpuInstance] = Scope("vGPU host", (*GPU_LABELS, "vgpu_id"), _vgpus)
 VGPU_TYPE: Scope[VgpuType] = Scope("vGPU host", (*GPU_LABELS, "vgpu_type_id"), _vgpu_types)
+MIG_PROFILE: Scope[MigProfileCapacity] = Scope(
+    "MIG", (*GPU_LABELS, "gpu_instance_profile"), _mig_profiles
+)
+VGPU_MIGRATION: Scope[tuple[str | None, Gpu, VgpuInstance]] = Scope(
+    "vGPU host", (*GPU_LABELS, "vgpu_id"), _vgpu_migration
+)
 SCHEDULER: Scope[VgpuScheduler] = Scope(
     "vGPU scheduler", (*GPU_LABELS, "gpu_instance"), _schedulers
 )
@@ -525,6 +554,8 @@ def _allocation_info(item: tuple[Gpu, DeviceAllocation]) -> tuple[str | int | No
         a.pod,
         a.container,
         a.vm_name,
+        a.claim_namespace,
+        a.claim_name,
     )
 
 
@@ -1486,6 +1517,98 @@ FAMILIES: tuple[Family, ...] = (
         lambda t: t.creatable_instances,
         collector="vgpu",
     ),
+    # ---- capacity (docs/capacity.md)
+    gauge(
+        VGPU_HOST,
+        "vgpumon_gpu_vgpu_framebuffer_free_bytes",
+        "Framebuffer no running time-sliced vGPU holds: the most the GPU's types hand out "
+        "(framebuffer x max instances) less the running vGPUs' type framebuffer.",
+        lambda g: g.vgpu_framebuffer_free_bytes,
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU_HOST,
+        "vgpumon_gpu_vgpu_framebuffer_stranded_bytes",
+        "Free framebuffer that no supported vGPU type can use in the current mix (homogeneous "
+        "mode, placement gaps, types at their limit); absent when a type's count is unknown.",
+        lambda g: g.vgpu_framebuffer_stranded_bytes,
+        collector="vgpu",
+    ),
+    gauge(
+        MIG_PROFILE,
+        "vgpumon_mig_profile_creatable_instances",
+        "How many more GPU instances of this MIG profile fit in the current layout (NVML's "
+        "remaining capacity).",
+        lambda p: p.creatable_instances,
+        collector="mig",
+    ),
+    gauge(
+        MIG_PROFILE,
+        "vgpumon_mig_profile_max_instances",
+        "Most GPU instances of this MIG profile on an empty GPU.",
+        lambda p: p.max_instances,
+        collector="mig",
+    ),
+    gauge(
+        MIG_PROFILE,
+        "vgpumon_mig_profile_slices",
+        "Compute slices one GPU instance of this MIG profile takes.",
+        lambda p: p.slices,
+        collector="mig",
+    ),
+    gauge(
+        MIG_PROFILE,
+        "vgpumon_mig_profile_memory_bytes",
+        "Memory of one GPU instance of this MIG profile.",
+        lambda p: p.memory_bytes,
+        collector="mig",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_mig_free_slices",
+        "Compute slices of a MIG GPU that no GPU instance holds.",
+        lambda g: g.mig_free_slices,
+        collector="mig",
+    ),
+    # ---- migration readiness
+    gauge(
+        VGPU_MIGRATION,
+        "vgpumon_vgpu_guest_driver_matches_host",
+        "1 when the guest driver is of the host driver's release branch, 0 when not; absent "
+        "while the guest driver is not loaded.",
+        lambda m: _flag(guest_driver_matches_host(m[0], m[2])),
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_live_migration_compatible",
+        "1 when NVML's compatibility check of the vGPU against this host's GPU allows a live "
+        "migration (nvmlGetVgpuCompatibility), 0 when it allows less.",
+        lambda v: _flag(v.live_migration_compatible),
+        collector="vgpu",
+    ),
+    labeled(
+        VGPU,
+        "vgpumon_vgpu_migration_limit",
+        "What NVML says limits moving the vGPU: 1 for each limit that applies (host driver, "
+        "guest driver, GPU, other), 0 for the others.",
+        ("reason",),
+        lambda v: (
+            []
+            if v.migration_limits is None
+            else [((lim,), float(lim in v.migration_limits)) for lim in MIGRATION_LIMITS]
+        ),
+        collector="vgpu",
+    ),
+    gauge(
+        VGPU_MIGRATION,
+        "vgpumon_vgpu_migration_ready",
+        "1 when this host's side of a live migration is ready: the GPU and the vGPU support "
+        "migration, the guest driver is of the host's branch and NVML's compatibility check "
+        "allows a live move; 0 when one of them says no.",
+        lambda m: _flag(vgpu_migration_ready(m[0], m[1], m[2])),
+        collector="vgpu",
+    ),
     # ---- vGPU scheduler
     state_set(
         SCHEDULER,
@@ -1588,7 +1711,8 @@ FAMILIES: tuple[Family, ...] = (
         ALLOCATION,
         "vgpumon_gpu_allocation_info",
         "A GPU, MIG device or vGPU the kubelet offers and the container it was given to "
-        "(pod labels empty while free; KubeVirt VMs named from their virt-launcher pod).",
+        "(pod labels empty while free; KubeVirt VMs named from their virt-launcher pod; the "
+        "ResourceClaim for devices allocated through DRA).",
         (
             "resource",
             "device_id",
@@ -1600,6 +1724,8 @@ FAMILIES: tuple[Family, ...] = (
             "pod",
             "container",
             "vm_name",
+            "claim_namespace",
+            "claim_name",
         ),
         _allocation_info,
         collector="kubelet",

@@ -445,6 +445,9 @@ class VgpuHost:
         return list(range(0, self.slots - size + 1, size))
 
     def creatable_placements(self, vtype: VgpuTypeSpec, t: float) -> list[int]:
+        # A type at its own instance limit has no creatable placement, free slots or not.
+        if sum(1 for i in self.active(t) if i.spec.type_id == vtype.id) >= vtype.max_instances:
+            return []
         taken = self.taken_slots(t)
         size = self.placement_size(vtype)
         return [

@@ -71,6 +71,11 @@ def _gpu_of_vgpu(core: SimCore, arguments: dict[str, Any]) -> int | None:
     return found[0].gpu.index if found is not None else None
 
 
+def _text(value: Any) -> str:
+    """A char-array field as text (pynvml's structures give str, plain ctypes bytes)."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
 def _struct(value: Any) -> Any:
     return value._obj if hasattr(value, "_obj") else value
 
@@ -399,6 +404,41 @@ class VgpuHostApi(Provider):
         out.version, out.revision = 1, 1
         out.hostDriverVersion = self.core.scenario.driver.version.encode()
         out.pgpuVirtualizationCaps = MIGRATION_CAP if host.migration else 0
+        return out
+
+    @nvml_function(target=None)
+    def nvmlGetVgpuCompatibility(self, vgpuMetadata: Any, pgpuMetadata: Any) -> Any:
+        """Whether a VM with this vGPU can move to a GPU with this pGPU metadata, and how.
+
+        The simulator's model of the driver's answer: a GPU or a vGPU without the migration
+        capability allows none (limit GPU / OTHER); a guest without a loaded driver, or with a
+        driver of another branch than the host's, allows only a cold move (limit GUEST_DRIVER);
+        otherwise every kind, live included.
+        """
+        vgpu, pgpu = _struct(vgpuMetadata), _struct(pgpuMetadata)
+        if not isinstance(vgpu, pynvml.c_nvmlVgpuMetadata_t) or not isinstance(
+            pgpu, pynvml.c_nvmlVgpuPgpuMetadata_t
+        ):
+            raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        out = pynvml.c_nvmlVgpuPgpuCompatibility_t()
+        guest = _text(vgpu.guestDriverVersion).split(".", 1)[0]
+        host = _text(pgpu.hostDriverVersion).split(".", 1)[0]
+        if not pgpu.pgpuVirtualizationCaps & MIGRATION_CAP:
+            compat, limit = 0, pynvml.NVML_VGPU_COMPATIBILITY_LIMIT_GPU
+        elif not vgpu.vgpuVirtualizationCaps & MIGRATION_CAP:
+            compat, limit = 0, pynvml.NVML_VGPU_COMPATIBILITY_LIMIT_OTHER
+        elif not vgpu.guestInfoState or guest != host:
+            compat = pynvml.NVML_VGPU_VM_COMPATIBILITY_COLD
+            limit = pynvml.NVML_VGPU_COMPATIBILITY_LIMIT_GUEST_DRIVER
+        else:
+            compat = (
+                pynvml.NVML_VGPU_VM_COMPATIBILITY_COLD
+                | pynvml.NVML_VGPU_VM_COMPATIBILITY_HIBERNATE
+                | pynvml.NVML_VGPU_VM_COMPATIBILITY_SLEEP
+                | pynvml.NVML_VGPU_VM_COMPATIBILITY_LIVE
+            )
+            limit = pynvml.NVML_VGPU_COMPATIBILITY_LIMIT_NONE
+        out.vgpuVmCompatibility, out.compatibilityLimitCode = compat, limit
         return out
 
     @nvml_function(target=_gpu_of_vgpu)

@@ -1,0 +1,149 @@
+"""`vgpumon check`: node-problem-detector's custom-plugin protocol (exit 0 OK, 1 problem, 2 unknown;
+one line on standard output) on the local (simulated) NVML and on a running exporter's snapshot."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from vgpumon.cli import main
+from vgpumon.model import CollectorStatus, Gpu, SamplerHealth, Snapshot, to_json
+
+LOST = """
+name: lost-now
+description: GPU 1 of 2 is lost from the start
+seed: 7
+gpus:
+  - model: h100-sxm-80gb
+    count: 2
+faults:
+  - kind: gpu_lost
+    gpus: [1]
+    from: 0s
+"""
+XID = """
+name: xid-now
+description: GPU 0 reports Xid 79 (fallen off the bus) 300 ms after start
+seed: 8
+gpus:
+  - model: h100-sxm-80gb
+    xid_events:
+      - {at: 300ms, xid: 79}
+  - model: h100-sxm-80gb
+"""
+
+
+def check(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    code = main(["check", *args])
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1, f"one line, got {out!r}"
+    return code, out.strip()
+
+
+def scenario(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_healthy_node_is_ok(capsys: pytest.CaptureFixture[str]) -> None:
+    for which in ("all", "gpus", "xid", "license"):
+        code, line = check(capsys, which, "--sim", "h100-mig-backed-vgpu", "--window", "0")
+        assert code == 0, line
+
+
+def test_unlicensed_vgpu(capsys: pytest.CaptureFixture[str]) -> None:
+    # vgpu-license-expiry: vGPU 36 starts unlicensed.
+    code, line = check(capsys, "license", "--sim", "vgpu-license-expiry", "--window", "0")
+    assert code == 1 and "vGPU 36" in line and "unlicensed" in line
+    code, line = check(capsys, "gpus", "--sim", "vgpu-license-expiry", "--window", "0")
+    assert code == 0
+
+
+def test_lost_gpu(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, line = check(capsys, "gpus", "--sim", scenario(tmp_path, LOST), "--window", "0")
+    assert code == 1 and line.startswith("GPU 1 (") and "down: gpu_is_lost" in line
+    code, line = check(capsys, "all", "--sim", scenario(tmp_path, LOST), "--window", "0")
+    assert code == 1 and "gpu_is_lost" in line
+
+
+def test_xid_in_the_window(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, line = check(capsys, "xid", "--sim", scenario(tmp_path, XID), "--window", "1s")
+    assert code == 1 and line.startswith("Xid 79 on GPU 0")
+
+
+class _Exporter(http.server.BaseHTTPRequestHandler):
+    body = b""
+
+    def do_GET(self) -> None:
+        status = 200 if self.path == "/api/v1/snapshot" else 404
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.fixture
+def exporter() -> Iterator[tuple[str, type[_Exporter]]]:
+    handler = type("Handler", (_Exporter,), {})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def test_from_a_running_exporter(
+    capsys: pytest.CaptureFixture[str], exporter: tuple[str, type[_Exporter]]
+) -> None:
+    url, handler = exporter
+    xid_ran = (CollectorStatus("xid", True, 0.0),)
+    healthy = Snapshot(
+        timestamp=1.0,
+        gpus=(Gpu(index=0, uuid="GPU-a", xid_errors={63: 1}),),
+        collectors=xid_ran,
+        health=SamplerHealth(up=True),
+    )
+    handler.body = to_json(healthy).encode()
+    code, line = check(capsys, "all", "--url", url)
+    assert code == 0 and "1 informational" in line
+    # Xid 48 (double-bit ECC) since the exporter started: a problem until it restarts.
+    sick = Snapshot(
+        timestamp=2.0,
+        gpus=(Gpu(index=0, uuid="GPU-a", xid_errors={48: 2}),),
+        collectors=xid_ran,
+        health=SamplerHealth(up=True),
+    )
+    handler.body = to_json(sick).encode()
+    assert check(capsys, "xid", "--url", url) == (1, "Xid 48 on GPU 0 (GPU-a) (2x)")
+    handler.body = to_json(Snapshot(timestamp=3.0, health=SamplerHealth(up=False))).encode()
+    code, line = check(capsys, "gpus", "--url", url)
+    assert code == 2 and line.startswith("NVML not available")
+
+
+def test_unknown_when_it_cannot_tell(capsys: pytest.CaptureFixture[str]) -> None:
+    # Nothing listens on port 1 of loopback: the exporter cannot be read.
+    code, line = check(capsys, "all", "--url", "http://127.0.0.1:1")
+    assert code == 2 and line.startswith("cannot check:")
+    code, line = check(capsys, "--window", "forever", "--sim", "baremetal-8xh100")
+    assert code == 2 and "--window" in line
+    code, line = check(capsys, "--url", "http://127.0.0.1:1", "--sim", "baremetal-8xh100")
+    assert code == 2
+
+
+def test_a_bad_check_name_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "licence"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "invalid choice" in err

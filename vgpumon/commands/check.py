@@ -1,0 +1,136 @@
+"""Check this node's GPUs for node-problem-detector (its custom-plugin protocol).
+
+Prints one line and exits 0 when the check finds nothing wrong, 1 when it finds a problem, 2 when
+it cannot tell (NVML down, the exporter unreachable, bad flags). ``license``: a vGPU (host side) or
+a licensed feature (guest side) that is unlicensed; ``gpus``: a GPU lost, hung, or whose row
+remapping failed; ``xid``: an Xid that needs a reset or a drain (the critical set of
+docs/runbooks.md); ``all``: every check, the worst result first. Locally the Xids seen are those
+of the --window; with --url, those the exporter counted since it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from vgpumon.commands import node_source
+from vgpumon.commands.node_features import add_expiring_argument, expiring_seconds
+from vgpumon.errors import VgpumonError, one_line
+from vgpumon.model import Snapshot
+from vgpumon.nodefeatures import LICENSE_EXPIRING, UNLICENSED_STATES, license_state
+
+OK, PROBLEM, UNKNOWN = 0, 1, 2  # node-problem-detector's plugin exit codes
+CHECKS = ("license", "gpus", "xid", "all")
+Result = tuple[int, str]
+
+
+def _gpu_name(index: int, uuid: str) -> str:
+    return f"GPU {index} ({uuid})"
+
+
+def check_license(snapshot: Snapshot, *, expiring_seconds: float) -> Result:
+    bad = []
+    for g in snapshot.gpus:
+        for v in g.vgpu_instances:
+            lic = v.license
+            if lic.state in UNLICENSED_STATES or (lic.licensed is False and lic.state is None):
+                vm = v.vm.name if v.vm is not None else v.vm_id
+                state = lic.state or "unlicensed"
+                bad.append(f"vGPU {v.vgpu_id} on GPU {g.index} (VM {vm}) {state}")
+        for f in g.guest_licenses:
+            if f.enabled is not False and (f.licensed is False or f.state == "unlicensed"):
+                bad.append(f"{f.feature} license on GPU {g.index} unlicensed")
+    if bad:
+        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+        return PROBLEM, f"vGPU license problem: {bad[0]}{more}"
+    overall = license_state(snapshot, expiring_seconds=expiring_seconds)
+    if overall is None:
+        return OK, "no vGPU licenses on this node"
+    if overall == LICENSE_EXPIRING:
+        return OK, "vGPU licenses ok; one expires soon"
+    return OK, "vGPU licenses ok"
+
+
+def check_gpus(snapshot: Snapshot) -> Result:
+    if not snapshot.health.up:
+        return UNKNOWN, f"NVML not available: {snapshot.health.down_reason or 'not initialised'}"
+    bad = []
+    hung = set(snapshot.health.hung_gpus)
+    for g in snapshot.gpus:
+        if not g.up:
+            bad.append(f"{_gpu_name(g.index, g.uuid)} down: {g.down_reason or 'not answering'}")
+        elif g.uuid in hung:
+            bad.append(f"{_gpu_name(g.index, g.uuid)} does not answer")
+        elif g.remapped_rows.failed:
+            bad.append(f"{_gpu_name(g.index, g.uuid)} row remapping failed")
+    if bad:
+        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+        return PROBLEM, f"{bad[0]}{more}"
+    if not snapshot.gpus:
+        return OK, "no GPUs on this node"
+    return OK, f"{len(snapshot.gpus)} GPU(s) ok"
+
+
+def check_xid(snapshot: Snapshot) -> Result:
+    from vgpumon.metrics.table import XID_CATALOG, XID_CRITICAL
+
+    if not any(c.name == "xid" for c in snapshot.collectors):
+        return UNKNOWN, "Xids are not watched (the xid collector did not run)"
+    bad = []
+    seen = 0
+    for g in snapshot.gpus:
+        for xid, count in sorted(g.xid_errors.items()):
+            if count <= 0:
+                continue
+            seen += count
+            if xid in XID_CRITICAL or xid not in XID_CATALOG:
+                bad.append(f"Xid {xid} on {_gpu_name(g.index, g.uuid)} ({count}x)")
+    if bad:
+        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+        return PROBLEM, f"{bad[0]}{more}"
+    if seen:
+        return OK, f"no critical Xid ({seen} informational)"
+    return OK, "no Xid"
+
+
+def run_checks(snapshot: Snapshot, which: str, *, expiring_seconds: float) -> Result:
+    table: dict[str, Callable[[], Result]] = {
+        "license": lambda: check_license(snapshot, expiring_seconds=expiring_seconds),
+        "gpus": lambda: check_gpus(snapshot),
+        "xid": lambda: check_xid(snapshot),
+    }
+    if which != "all":
+        return table[which]()
+    results = [table[name]() for name in ("gpus", "xid", "license")]
+    # The worst first: a problem over an unknown over OK (NPD shows the first line).
+    rank = {PROBLEM: 0, UNKNOWN: 1, OK: 2}
+    results.sort(key=lambda r: rank[r[0]])
+    code = results[0][0]
+    if code == OK:
+        return OK, "; ".join(r[1] for r in results)
+    return code, "; ".join(r[1] for r in results if r[0] == code)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "check",
+        nargs="?",
+        default="all",
+        choices=CHECKS,
+        help="what to check (default all)",
+    )
+    add_expiring_argument(parser)
+    node_source.add_arguments(parser, window_default="1s")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        expiring = expiring_seconds(args)
+        snapshot = node_source.node_snapshot(args)
+        code, message = run_checks(snapshot, args.check, expiring_seconds=expiring)
+    except VgpumonError as err:
+        # Unknown, not a problem: node-problem-detector must not mark the node for our failure.
+        code, message = UNKNOWN, f"cannot check: {one_line(err)}"
+    sys.stdout.write(one_line(message, limit=1000) + "\n")
+    return code

@@ -1,0 +1,187 @@
+"""A node-feature-discovery *local feature file* from a snapshot (``vgpumon node-features``).
+
+NFD's nfd-worker reads every file in ``/etc/kubernetes/node-feature-discovery/features.d/`` (the
+``local`` feature source): one ``key=value`` per line, ``#`` starts a comment, and files whose name
+starts with a dot are skipped. Each key becomes a node label, so keys are
+``vgpumon.io/<name>`` with a name valid as a label name and values valid as label values
+(docs/kubernetes.md lists them). Pure functions of the model, plus an atomic writer that touches
+the file only when a value changed: nfd-worker and the API server see no churn from a re-sample
+that found the same node.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from vgpumon.capacity import short_type_name
+from vgpumon.model import Gpu, Snapshot
+
+PREFIX = "vgpumon.io/"
+HEADER = "# vgpumon node features (node-feature-discovery local feature file); do not edit\n"
+LICENSE_OK, LICENSE_UNLICENSED, LICENSE_EXPIRING = "ok", "unlicensed", "expiring"
+# vGPU license states that mean the guest runs restricted or is about to (docs/vgpu.md).
+UNLICENSED_STATES = ("unlicensed", "unlicensed_restricted")
+DEFAULT_EXPIRING_SECONDS = 7 * 86400.0
+MIXED = "mixed"
+
+# Kubernetes label syntax: a name part and a value are at most 63 characters of [A-Za-z0-9_.-],
+# starting and ending with an alphanumeric (a value may also be empty).
+LABEL_PART_RE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_INVALID = re.compile(r"[^-A-Za-z0-9_.]+")
+
+
+def label_part(text: str) -> str:
+    """``text`` made valid as a label name part or value: other characters become ``-``."""
+    cleaned = _INVALID.sub("-", text.strip())[:63].strip("-_.")
+    return cleaned or "unknown"
+
+
+def _one(values: Iterable[str | None]) -> str | None:
+    """The one value all GPUs share, ``mixed`` when they differ, None when none has one."""
+    found = {v for v in values if v}
+    if not found:
+        return None
+    return found.pop() if len(found) == 1 else MIXED
+
+
+def license_state(snapshot: Snapshot, *, expiring_seconds: float) -> str | None:
+    """ok, unlicensed or expiring over every vGPU (host side) and licensed feature (guest side).
+
+    None where the node has no license to speak of (bare metal, pass-through, no data yet).
+    """
+    seen = False
+    worst = LICENSE_OK
+    deadline = snapshot.timestamp + expiring_seconds
+    for g in snapshot.gpus:
+        items: list[tuple[bool | None, str | None, float | None]] = [
+            (v.license.licensed, v.license.state, v.license.expiry_timestamp_seconds)
+            for v in g.vgpu_instances
+        ]
+        items += [
+            (f.licensed, f.state, f.expiry_timestamp_seconds)
+            for f in g.guest_licenses
+            if f.enabled is not False
+        ]
+        for licensed, state, expiry in items:
+            if licensed is None and state in (None, "unknown", "uninitialized"):
+                continue  # nothing known yet (a booting VM): no vote
+            seen = True
+            if state in UNLICENSED_STATES or (licensed is False and state is None):
+                return LICENSE_UNLICENSED
+            if licensed and expiry is not None and expiry <= deadline:
+                worst = LICENSE_EXPIRING
+    return worst if seen else None
+
+
+def _add_counts(out: dict[str, int], key: str, count: int | None) -> None:
+    if count is not None:
+        out[key] = out.get(key, 0) + count
+
+
+def node_features(
+    snapshot: Snapshot, *, expiring_seconds: float = DEFAULT_EXPIRING_SECONDS
+) -> dict[str, str]:
+    """Feature name (without the prefix) -> value, for the GPUs of one node."""
+    gpus: list[Gpu] = [g for g in snapshot.gpus if g.up]
+    out: dict[str, str] = {"gpu.count": str(len(snapshot.gpus))}
+    model = _one(g.name for g in gpus)
+    if model is not None:
+        out["gpu.model"] = label_part(model)
+    mode = _one(g.virtualization_mode for g in gpus)
+    if mode is not None:
+        out["virtualization.mode"] = label_part(mode)
+    if any(g.mig_mode_current for g in gpus):
+        out["mig.enabled"] = "true"
+    lic = license_state(snapshot, expiring_seconds=expiring_seconds)
+    if lic is not None:
+        out["license"] = lic
+    vgpu: dict[str, int] = {}
+    mig: dict[str, int] = {}
+    for g in gpus:
+        for t in g.vgpu_types:
+            if t.name:
+                _add_counts(vgpu, label_part(short_type_name(t.name)), t.creatable_instances)
+        for p in g.mig_profiles:
+            if p.name:
+                _add_counts(mig, label_part(p.name), p.creatable_instances)
+    for name, count in sorted(vgpu.items()):
+        out[label_part(f"vgpu.creatable.{name}")] = str(count)
+    for name, count in sorted(mig.items()):
+        out[label_part(f"mig.creatable.{name}")] = str(count)
+    return out
+
+
+def render(features: dict[str, str]) -> str:
+    """The file's text: a header comment, then ``vgpumon.io/NAME=VALUE`` lines, sorted."""
+    lines = [f"{PREFIX}{name}={value}\n" for name, value in sorted(features.items())]
+    return HEADER + "".join(lines)
+
+
+def parse(text: str) -> dict[str, str]:
+    """Read a local feature file as nfd-worker does: ``key[=value]`` lines, ``#`` comments."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.partition("=")
+        out[key] = value if "=" in line else "true"
+    return out
+
+
+class FeatureFileWriter:
+    """Writes the features file atomically, and only when its content changes.
+
+    The new text goes to a dot-file beside the target (nfd-worker skips dot-files), is flushed to
+    disk and renamed over the target, so a reader sees the old file or the new one, never half.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._last: str | None = None
+
+    def write(self, text: str) -> bool:
+        """Write ``text`` if it differs from the file's; True when the file was rewritten."""
+        if self._last is None:
+            try:
+                self._last = self.path.read_text(encoding="utf-8")
+            except (FileNotFoundError, UnicodeDecodeError):
+                self._last = None
+        if text == self._last:
+            return False
+        directory = self.path.parent
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{self.path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o644)  # nfd-worker may run as another user
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self._last = text
+        return True
+
+    def update(self, snapshot: Snapshot, *, expiring_seconds: float) -> bool:
+        return self.write(render(node_features(snapshot, expiring_seconds=expiring_seconds)))
+
+
+def invalid_lines(text: str) -> list[str]:
+    """Lines of a features file whose key or value is not valid as a Kubernetes label."""
+    bad = []
+    for key, value in parse(text).items():
+        prefix, _, name = key.rpartition("/")
+        ok = (
+            prefix == PREFIX.rstrip("/")
+            and LABEL_PART_RE.fullmatch(name) is not None
+            and (value == "" or LABEL_PART_RE.fullmatch(value) is not None)
+        )
+        if not ok:
+            bad.append(f"{key}={value}")
+    return bad
