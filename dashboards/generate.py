@@ -1,4 +1,4 @@
-"""Write vgpumon's Grafana dashboards (dashboards/grafana/*.json) from dashboards/vgpumon_dashboards.
+"""Write vgpumon's Grafana dashboards (dashboards/grafana/*.json) from vgpumon_dashboards/.
 
 Run ``python dashboards/generate.py`` after editing a dashboard module (needs the ``dev`` extra:
 the Grafana Foundation SDK). tests/dashboards checks that the committed JSON is exactly what this

@@ -19,8 +19,6 @@ from typing import Any
 
 from grafana_foundation_sdk.builders import (
     bargauge,
-    common as common_builders,
-    dashboard as dash,
     heatmap,
     piechart,
     prometheus,
@@ -29,8 +27,25 @@ from grafana_foundation_sdk.builders import (
     table,
     timeseries,
 )
+from grafana_foundation_sdk.builders import (
+    common as common_builders,
+)
+from grafana_foundation_sdk.builders import (
+    dashboard as dash,
+)
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
-from grafana_foundation_sdk.models import common as cm, dashboard as dm, heatmap as hm, prometheus as pm
+from grafana_foundation_sdk.models import (
+    common as cm,
+)
+from grafana_foundation_sdk.models import (
+    dashboard as dm,
+)
+from grafana_foundation_sdk.models import (
+    heatmap as hm,
+)
+from grafana_foundation_sdk.models import (
+    prometheus as pm,
+)
 
 SCHEMA_VERSION = 41  # what the SDK for Grafana 11.6 writes
 DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -383,8 +398,10 @@ def bargauge_panel(
 
 
 def piechart_panel(title: str, description: str, *queries: Query, width: int = 8) -> Panel:
-    builder = piechart.Panel().unit("none").reduce_options(
-        common_builders.ReduceDataOptions().calcs(["lastNotNull"]).values(False)
+    builder = (
+        piechart.Panel()
+        .unit("none")
+        .reduce_options(common_builders.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
     )
     builder = _size(_common(builder, title, description, queries), width, 8)
     return Panel("piechart", title, queries, builder)

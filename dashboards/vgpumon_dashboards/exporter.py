@@ -37,8 +37,7 @@ BOARD = Board(
         ),
         state_panel(
             "NVML up",
-            "Whether the exporter reads the NVIDIA driver (red: NVML down or no cycle "
-            "finished).",
+            "Whether the exporter reads the NVIDIA driver (red: NVML down or no cycle finished).",
             q(f"vgpumon_up{{{HOST}}}", WHO),
             mappings=(UP_DOWN,),
             width=8,

@@ -35,7 +35,12 @@ BOARD = Board(
         stat_panel(
             "MIG mode",
             "Whether MIG is enabled on each GPU now (blue: on).",
-            q(f"vgpumon_gpu_mig_mode_enabled{{{SEL}}}", f"{WHO} GPU {{{{gpu}}}}", MIG, instant=True),
+            q(
+                f"vgpumon_gpu_mig_mode_enabled{{{SEL}}}",
+                f"{WHO} GPU {{{{gpu}}}}",
+                MIG,
+                instant=True,
+            ),
             mappings=(ON_OFF,),
             width=8,
         ),

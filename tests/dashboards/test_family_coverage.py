@@ -24,8 +24,9 @@ def used_names() -> set[str]:
 
 
 def family_is_used(family: str, names: set[str]) -> bool:
-    return any(n == family or n in {f"{family}_bucket", f"{family}_sum", f"{family}_count"}
-               for n in names)
+    return any(
+        n == family or n in {f"{family}_bucket", f"{family}_sum", f"{family}_count"} for n in names
+    )
 
 
 def unused_list() -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Every dashboard query and every rule against a real Prometheus scraping simulated hosts.
 
 One Prometheus (scrape and rule evaluation every second) loads packaging/prometheus's rules and
-scrapes one ``vgpumon serve --sim`` per scenario kind the dashboards name (tests/dashboard_helpers.py
+scrapes one ``vgpumon serve --sim`` per scenario kind the dashboards name (dashboard_helpers.py
 maps kinds to scenarios): the quickstart vGPU host (with libvirt names, a KubeVirt pod, per-process,
 PCIe throughput and pod series), a MIG host, a bare-metal host, an NVLink board with a link down, a
 VM that runs vgpumon itself (guest licenses) and a host with a lost GPU. Every target carries the

@@ -302,7 +302,9 @@ CASES: tuple[AlertCase, ...] = (
             _gpu("vgpumon_gpu_nvlink_errors_total", BAD, link="3", error="recovery"): "2 2 2 3 3 3",
         },
         {
-            _gpu("vgpumon_gpu_nvlink_errors_total", GOOD, link="2", error="crc"): "100 101 102 103 104 105",
+            _gpu(
+                "vgpumon_gpu_nvlink_errors_total", GOOD, link="2", error="crc"
+            ): "100 101 102 103 104 105",
             _gpu("vgpumon_gpu_nvlink_errors_total", GOOD, link="3", error="recovery"): "2x6",
         },
         [

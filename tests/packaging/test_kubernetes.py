@@ -187,4 +187,3 @@ def test_the_kustomization_names_the_image() -> None:
     (entry,) = kustomization(K8S)["images"]
     assert entry["name"] == image.split(":")[0]
     assert "REGISTRY" in (K8S / "kustomization.yaml").read_text(encoding="utf-8")
-

@@ -25,7 +25,7 @@ from rules_cases import (
 from vgpumon.metrics.table import XID_CATALOG, XID_CRITICAL
 
 sys.path.insert(0, str(ROOT / "packaging" / "kubernetes"))
-from generate_prometheusrule import RUNBOOK_BASE  # noqa: E402 - the one place the base is set
+from generate_prometheusrule import RUNBOOK_BASE
 
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
 
