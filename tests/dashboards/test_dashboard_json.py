@@ -258,30 +258,65 @@ def test_every_query_names_the_scenarios_it_is_meant_for() -> None:
             assert set(query.kinds) <= set(gen.KINDS), query.kinds
 
 
+def targets(doc: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [(panel, target) for panel in panels(doc) for target in panel["targets"]]
+
+
 def test_legends_that_name_a_gpu_name_its_host() -> None:
     """Agentless hosts behind one exporter all have a GPU 0: a legend needs {{host}} too."""
-    gen = generator()
     bad = [
-        f"{board.uid} / {panel.title}: {query.legend}"
-        for board in gen.DASHBOARDS
-        for panel, query in board.queries()
-        if "{{gpu}}" in query.legend and "{{host}}" not in query.legend
+        f"{name} / {panel['title']}: {target['legendFormat']}"
+        for name, doc in committed().items()
+        for panel, target in targets(doc)
+        if "{{gpu}}" in target["legendFormat"] and "{{host}}" not in target["legendFormat"]
     ]
     assert bad == []
 
 
+def test_queries_follow_the_job_cluster_and_host_variables() -> None:
+    """Every vgpumon selector is narrowed by $job, $cluster, $instance and $host."""
+    bad = []
+    for name, doc in committed().items():
+        for panel, target in targets(doc):
+            for selector in re.findall(r"vgpumon_\w+\{([^}]*)\}", target["expr"]):
+                for variable in ('job=~"$job"', 'cluster=~"$cluster"', 'instance=~"$instance"'):
+                    if variable not in selector:
+                        bad.append(f"{name} / {panel['title']}: {variable}")
+    assert bad == []
+
+
 def test_lost_gpus_lists_only_lost_gpus() -> None:
-    gen = generator()
-    fleet = next(b for b in gen.DASHBOARDS if b.uid == "vgpumon-fleet")
-    table = next(p for p in fleet.panels() if p.title == "Lost GPUs" and p.kind == "table")
-    for query in table.queries:
-        assert "== 1" not in query.expr and "or" not in query.expr.split(), query.expr
+    fleet = committed()["vgpumon-fleet.json"]
+    table = next(p for p in panels(fleet) if p["title"] == "Lost GPUs" and p["type"] == "table")
+    for target in table["targets"]:
+        assert "== 1" not in target["expr"] and " or " not in target["expr"], target["expr"]
+        assert "vgpumon_gpu_up" in target["expr"] and "== 0" in target["expr"]
 
 
 def test_xid_series_only_where_an_xid_happened() -> None:
     """Every catalogued Xid is pre-created at 0: a time series of them plots flat lines."""
-    gen = generator()
-    for board in gen.DASHBOARDS:
-        for panel, query in board.queries():
-            if "vgpumon_gpu_xid_errors_total" in query.expr and panel.kind == "timeseries":
-                assert query.expr.rstrip().endswith("> 0"), f"{board.uid} / {panel.title}"
+    checked = 0
+    for name, doc in committed().items():
+        for panel, target in targets(doc):
+            if "vgpumon_gpu_xid_errors_total" in target["expr"] and panel["type"] == "timeseries":
+                checked += 1
+                assert target["expr"].rstrip().endswith("> 0"), f"{name} / {panel['title']}"
+    assert checked >= 2
+
+
+def test_pcie_throughput_reads_either_family() -> None:
+    """GPM's measurement on Hopper, the driver's counter (--pcie-throughput) elsewhere."""
+    gpu = committed()["vgpumon-gpu.json"]
+    panel = next(p for p in panels(gpu) if p["title"] == "PCIe throughput")
+    (target,) = panel["targets"]
+    expr = target["expr"]
+    assert "vgpumon_gpu_gpm_pcie_throughput_bytes_per_second" in expr
+    assert "\nor vgpumon_gpu_pcie_throughput_bytes_per_second" in expr
+
+
+def test_vm_variable_lists_names() -> None:
+    """$vm takes vm_name (libvirt's or the kubelet's name, NVML's id where there is none)."""
+    doc = committed()["vgpumon-vgpu-host.json"]
+    variable = next(v for v in doc["templating"]["list"] if v["name"] == "vm")
+    assert 'vm_name="([^"]*)"' in variable["regex"]
+    assert "label_replace" in variable["query"] and "vm_name" in variable["query"]
