@@ -368,7 +368,15 @@ def heatmap_panel(title: str, description: str, *queries: Query, unit: str) -> P
         heatmap.Panel()
         .calculate(True)
         .y_axis(heatmap.YAxisConfig().unit(unit))
-        .color(heatmap.HeatmapColorOptions().mode(hm.HeatmapColorMode.SCHEME).scheme("Oranges"))
+        .color(
+            # Grafana's own defaults for a scheme (the SDK's zero values draw one colour).
+            heatmap.HeatmapColorOptions()
+            .mode(hm.HeatmapColorMode.SCHEME)
+            .scheme("Oranges")
+            .fill("dark-orange")
+            .steps(64)
+            .exponent(0.5)
+        )
         .unit(unit)
     )
     builder = _size(_common(builder, title, description, queries), 12, 8)
