@@ -1,13 +1,16 @@
 """vgpumon's Grafana dashboards, built with the Grafana Foundation SDK.
 
-One module per dashboard, each defining ``BOARD``; :mod:`.common` holds what they share. To add a
-dashboard, write its module and list it in ``DASHBOARDS`` below: ``dashboards/generate.py`` writes
-it, and tests/dashboards and tests/e2e check it like the others.
+One module per dashboard, each defining ``BOARD``; :mod:`.common` holds what they share.(scenario
+kinds, variables, selectors, colours, panel helpers). To add a dashboard, add its module: every
+module here with a ``BOARD`` is a dashboard, written by ``dashboards/generate.py`` and checked by
+tests/dashboards and tests/e2e like the others.
 """
 
 from __future__ import annotations
 
-from . import exporter, fleet, gpu, mig, vgpu_host
+import importlib
+import pkgutil
+
 from .common import (
     ALL,
     BARE,
@@ -26,13 +29,18 @@ from .common import (
     by_vm,
 )
 
-DASHBOARDS: tuple[Board, ...] = (
-    fleet.BOARD,
-    vgpu_host.BOARD,
-    mig.BOARD,
-    gpu.BOARD,
-    exporter.BOARD,
-)
+
+def _boards() -> tuple[Board, ...]:
+    boards = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        board = getattr(module, "BOARD", None)
+        if isinstance(board, Board):
+            boards.append(board)
+    return tuple(boards)
+
+
+DASHBOARDS: tuple[Board, ...] = _boards()
 
 __all__ = [
     "ALL",
