@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
+import os
 import re
 import sys
 from functools import cache
@@ -10,10 +10,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERATOR = ROOT / "dashboards" / "generate.py"
+DASHBOARDS = ROOT / "dashboards"
+GENERATOR = DASHBOARDS / "generate.py"
+OUT = DASHBOARDS / "grafana"
+UNUSED = DASHBOARDS / "unused.yml"
 RULES = ROOT / "packaging" / "prometheus" / "vgpumon.rules.yml"
 
 # Built-in simulator scenario of each scenario kind a dashboard query names.
@@ -21,23 +25,38 @@ SCENARIOS = {
     "vgpu": "kvm-vgpu-timesliced",
     "mig": "h100-mig-gpm",
     "baremetal": "baremetal-8xh100",
-    "license": "vgpu-license-expiry",
+    "nvlink": "hgx-8xh100-nvlink",
+    "guest": "vgpu-guest",
+    "lost": "fault-gpu-lost",
 }
 
-MATCH_ALL = {"$instance": ".*", "$gpu": ".*", "$vm": ".*"}
+MATCH_ALL = {
+    "$job": ".*",
+    "$cluster": ".*",
+    "$instance": ".*",
+    "$host": ".*",
+    "$gpu": ".*",
+    "$vm": ".*",
+}
 # Grafana's interval variables, at the scale of a test that scrapes every second.
 INTERVALS = {"$__rate_interval": "1m", "$__range": "1m"}
 
 
 @cache
 def generator() -> ModuleType:
-    """dashboards/generate.py is a script, not a package module: load it by path."""
-    spec = importlib.util.spec_from_file_location("vgpumon_dashboards_generate", GENERATOR)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while building classes
-    spec.loader.exec_module(module)
-    return module
+    """The dashboards package (dashboards/vgpumon_dashboards), built with the Grafana Foundation
+    SDK: a dev-time dependency, so its tests skip where it is not installed (Python < 3.11)."""
+    try:
+        import grafana_foundation_sdk  # noqa: F401 - only whether the dev extra is there
+    except ImportError:
+        if os.environ.get("CI") and sys.version_info >= (3, 11):
+            pytest.fail("CI must install the dev extra (grafana-foundation-sdk)")
+        pytest.skip("needs the dev extra's Grafana Foundation SDK (Python 3.11 or later)")
+    if str(DASHBOARDS) not in sys.path:
+        sys.path.insert(0, str(DASHBOARDS))
+    import vgpumon_dashboards
+
+    return vgpumon_dashboards
 
 
 def rules() -> list[dict[str, Any]]:
@@ -56,11 +75,31 @@ def instantiate(expr: str, **values: str) -> str:
     return expr
 
 
-def label_values_query(definition: str) -> str:
-    """Grafana's ``label_values(expr, label)`` as the PromQL query that lists the same values."""
-    match = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", definition.strip())
+def label_values_query(definition: str) -> tuple[str, str]:
+    """A variable's query as (PromQL, label whose values the variable lists): Grafana's
+    ``label_values(expr, label)`` or ``query_result(expr)`` with a ``/label="(...)"/`` regex."""
+    match = re.fullmatch(r"label_values\((.*),\s*(\w+)\)", definition.strip(), re.S)
+    if match:
+        return f"group by ({match.group(2)}) ({match.group(1)})", match.group(2)
+    match = re.fullmatch(r"query_result\((.*)\)", definition.strip(), re.S)
     assert match, definition
-    return f"group by ({match.group(2)}) ({match.group(1)})"
+    return match.group(1), ""
+
+
+def variable_values(variable: Any, results: list[dict[str, Any]]) -> set[str]:
+    """What Grafana lists for ``variable`` given the results of :func:`label_values_query`."""
+    _, label = label_values_query(variable.query)
+    if label:
+        return {r["metric"][label] for r in results if r["metric"].get(label)}
+    pattern = re.compile(variable.regex.strip("/"))
+    values = set()
+    for r in results:
+        # query_result's text form: name{label="value", ...} value timestamp
+        labels = ", ".join(f'{k}="{v}"' for k, v in sorted(r["metric"].items()))
+        found = pattern.search("{" + labels + "}")
+        if found and found.group(1):
+            values.add(found.group(1))
+    return values
 
 
 STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
@@ -102,6 +141,8 @@ def undefined_names(expr: str) -> list[str]:
     for name, labels in selector_labels(expr):
         family = families.get(name)
         if family is not None:
-            unknown = labels - set(family.labels) - {"instance", "job"}
+            # Target labels (instance, job, the file_sd example's cluster) and the agentless
+            # exporter's host label come on top of the family's own.
+            unknown = labels - set(family.labels) - {"instance", "job", "cluster", "host"}
             problems.extend(f"{name}{{{label}}}" for label in sorted(unknown))
     return problems

@@ -1,37 +1,103 @@
-"""The committed dashboards are what dashboards/generate.py writes, and import as they are."""
+"""The committed dashboards are what dashboards/generate.py writes, decode with the Grafana
+Foundation SDK's typed models, and tell an operator what is good and what is bad."""
 
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
 import pytest
-from dashboard_helpers import GENERATOR, generator
+from dashboard_helpers import GENERATOR, OUT, generator
 
 GRAFANA_UNITS = {"percentunit", "bytes", "watt", "hertz", "celsius", "s", "joule", "Bps", "none"}
+# Panels that must say what is good and bad: a colour per threshold step or per mapped value.
+JUDGING = {"stat", "gauge", "state-timeline", "bargauge", "status-history"}
+NOISE = {"__name__", "mdev_uuid", "Time", "job", "vm_uuid"}
+
+
+def committed() -> dict[str, dict[str, Any]]:
+    return {p.name: json.loads(p.read_text(encoding="utf-8")) for p in sorted(OUT.glob("*.json"))}
+
+
+def panels(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for p in doc["panels"] if p["type"] != "row"]
 
 
 def test_committed_json_is_what_the_generator_writes() -> None:
     gen = generator()
-    committed = {p.name for p in gen.OUT.glob("*.json")}
-    assert committed == {gen.file_name(d) for d in gen.DASHBOARDS}, "stale or missing files"
-    for dashboard in gen.DASHBOARDS:
-        path = gen.OUT / gen.file_name(dashboard)
-        assert path.read_text(encoding="utf-8") == gen.render(dashboard), (
+    assert {p.name for p in OUT.glob("*.json")} == {b.file_name for b in gen.DASHBOARDS}, (
+        "stale or missing files"
+    )
+    for board in gen.DASHBOARDS:
+        path = OUT / board.file_name
+        assert path.read_text(encoding="utf-8") == board.render(), (
             f"{path.name} differs from its source: run python {GENERATOR.name}"
         )
 
 
+def decode_problems(doc: dict[str, Any]) -> list[str]:
+    """Panels of ``doc`` that do not decode to the SDK's typed models of their plugin."""
+    generator()
+    from grafana_foundation_sdk.cog import runtime
+    from grafana_foundation_sdk.cog.plugins import register_default_plugins
+    from grafana_foundation_sdk.models import dashboard as dm
+    from grafana_foundation_sdk.models import prometheus
+
+    register_default_plugins()
+    decoded = dm.Dashboard.from_json(doc)
+    problems = []
+    for raw, panel in zip(doc["panels"], decoded.panels or [], strict=True):
+        where = raw.get("title", "?")
+        if raw["type"] == "row":
+            if not isinstance(panel, dm.RowPanel):
+                problems.append(f"{where}: not a row")
+            continue
+        config = runtime.panelcfg_config(raw["type"])
+        if config is None or config.options_from_json_hook is None:
+            problems.append(f"{where}: panel type {raw['type']!r} unknown to Grafana 11")
+            continue
+        if "options" not in raw:
+            problems.append(f"{where}: no options")
+            continue
+        typed = type(config.options_from_json_hook(raw["options"]))
+        if not isinstance(panel, dm.Panel) or not isinstance(panel.options, typed):
+            problems.append(f"{where}: options are not {typed.__name__}")
+        targets = panel.targets or [] if isinstance(panel, dm.Panel) else []
+        if not targets or not all(isinstance(t, prometheus.Dataquery) and t.expr for t in targets):
+            problems.append(f"{where}: queries are not Prometheus queries")
+    return problems
+
+
+def test_every_panel_decodes_with_the_sdk_typed_models() -> None:
+    """Grafana's own schema, as the SDK types it: options and queries of the panel's plugin."""
+    problems = {name: bad for name, doc in committed().items() if (bad := decode_problems(doc))}
+    assert problems == {}
+
+
+def test_a_panel_that_does_not_decode_is_caught() -> None:
+    """The decoding check can fail: the removed "graph" panel, a panel without options."""
+    doc = committed()["vgpumon-fleet.json"]
+    stat_panel = next(p for p in panels(doc) if p["type"] == "stat")
+    graph = {**stat_panel, "type": "graph", "title": "old graph"}
+    bare = {k: v for k, v in stat_panel.items() if k != "options"} | {"title": "bare"}
+    problems = decode_problems({**doc, "panels": [graph, bare]})
+    assert problems == [
+        "old graph: panel type 'graph' unknown to Grafana 11",
+        "bare: no options",
+    ]
+
+
 @pytest.mark.parametrize("name", ["fleet", "vgpu-host", "mig", "gpu", "exporter"])
 def test_dashboard_is_importable(name: str) -> None:
-    gen = generator()
-    doc = json.loads((gen.OUT / f"vgpumon-{name}.json").read_text(encoding="utf-8"))
+    doc = committed()[f"vgpumon-{name}.json"]
     assert doc["uid"] == f"vgpumon-{name}"
-    assert doc["schemaVersion"] == gen.SCHEMA_VERSION
+    assert doc["schemaVersion"] == generator().SCHEMA_VERSION
     assert "id" not in doc, "an id would clash with the importing Grafana's own"
     variables = {v["name"]: v for v in doc["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource"
     assert variables["datasource"]["query"] == "prometheus"
-    assert "instance" in variables
+    assert {"job", "cluster", "instance", "host"} <= set(variables)
     ids = [p["id"] for p in doc["panels"]]
     assert len(ids) == len(set(ids)), "panel ids are unique"
     for panel in doc["panels"]:
@@ -44,25 +110,213 @@ def test_dashboard_is_importable(name: str) -> None:
         for target in panel["targets"]:
             assert target["datasource"]["uid"] == "${datasource}"
             # Every variable used in a query is defined by the dashboard (or Grafana's own).
-            for var in ("$instance", "$gpu", "$vm"):
-                if var in target["expr"]:
-                    assert var[1:] in variables, f"{panel['title']}: {var} undefined"
+            for var in re.findall(r"\$([A-Za-z_]\w*)", target["expr"]):
+                assert var.startswith("__") or var in variables, f"{panel['title']}: ${var}"
+
+
+def test_every_panel_has_a_description() -> None:
+    missing = [
+        f"{name} / {p['title']}"
+        for name, doc in committed().items()
+        for p in panels(doc)
+        if len(p.get("description", "")) < 20
+    ]
+    assert missing == []
+
+
+def judged(panel: dict[str, Any]) -> bool:
+    """Thresholds with more than one colour, or value mappings with a colour each."""
+    defaults = panel["fieldConfig"]["defaults"]
+    steps = defaults.get("thresholds", {}).get("steps", [])
+    mapped = [
+        result
+        for mapping in defaults.get("mappings", [])
+        for result in mapping.get("options", {}).values()
+    ]
+    colours = {s["color"] for s in steps}
+    by_thresholds = len(colours) > 1 and defaults.get("color", {}).get("mode") == "thresholds"
+    by_mappings = bool(mapped) and all(r.get("color") for r in mapped)
+    return by_thresholds or by_mappings
+
+
+def test_every_stat_gauge_and_state_panel_says_what_is_good_and_bad() -> None:
+    """Neutral facts (energy in range, vGPUs per GPU) may use one colour: they judge nothing,
+    and say so by having no second colour. Everything named a problem must have one."""
+    unjudged = []
+    for name, doc in committed().items():
+        for panel in panels(doc):
+            if panel["type"] not in JUDGING:
+                continue
+            steps = panel["fieldConfig"]["defaults"].get("thresholds", {}).get("steps", [])
+            if not steps and not panel["fieldConfig"]["defaults"].get("mappings"):
+                unjudged.append(f"{name} / {panel['title']}: no thresholds or mappings")
+            if panel["type"] == "state-timeline" and not judged(panel):
+                unjudged.append(f"{name} / {panel['title']}: states without colours")
+    assert unjudged == []
+
+
+@pytest.mark.parametrize(
+    ("dashboard", "title"),
+    [
+        ("vgpumon-fleet.json", "Lost GPUs"),
+        ("vgpumon-fleet.json", "Xid errors in range"),
+        ("vgpumon-fleet.json", "Unlicensed vGPUs"),
+        ("vgpumon-fleet.json", "Exporters down"),
+        ("vgpumon-fleet.json", "NVLink links down"),
+        ("vgpumon-fleet.json", "Unlicensed guest features"),
+    ],
+)
+def test_problem_counts_are_green_at_zero_and_red_above(dashboard: str, title: str) -> None:
+    panel = next(
+        p for p in panels(committed()[dashboard]) if p["title"] == title and p["type"] == "stat"
+    )
+    defaults = panel["fieldConfig"]["defaults"]
+    assert defaults["color"]["mode"] == "thresholds"
+    steps = defaults["thresholds"]["steps"]
+
+    def colour(value: float) -> str:
+        return [s["color"] for s in steps if s["value"] is None or value >= s["value"]][-1]
+
+    assert (colour(0), colour(1), colour(5)) == ("green", "red", "red")
+
+
+@pytest.mark.parametrize(
+    ("dashboard", "title", "value", "text", "color"),
+    [
+        ("vgpumon-exporter.json", "Scrape up", "0", "down", "red"),
+        ("vgpumon-exporter.json", "Scrape up", "1", "up", "green"),
+        ("vgpumon-exporter.json", "NVML up", "0", "down", "red"),
+        ("vgpumon-exporter.json", "Sampler wedged", "1", "yes", "red"),
+        ("vgpumon-gpu.json", "NVLink link state", "0", "down", "red"),
+    ],
+)
+def test_up_down_timelines_map_their_values(
+    dashboard: str, title: str, value: str, text: str, color: str
+) -> None:
+    panel = next(p for p in panels(committed()[dashboard]) if p["title"] == title)
+    assert panel["type"] == "state-timeline"
+    options = panel["fieldConfig"]["defaults"]["mappings"][0]["options"]
+    assert (options[value]["text"], options[value]["color"]) == (text, color)
+
+
+def test_license_columns_colour_each_state() -> None:
+    for name, doc in committed().items():
+        for panel in panels(doc):
+            for override in panel["fieldConfig"].get("overrides", []):
+                if override["matcher"]["options"] not in ("License", "State"):
+                    continue
+                if "license" not in panel["title"].lower():
+                    continue
+                mappings = next(p["value"] for p in override["properties"] if p["id"] == "mappings")
+                options = mappings[0]["options"]
+                assert options["licensed"]["color"] == "green", f"{name} / {panel['title']}"
+                assert options["unlicensed"]["color"] == "red", f"{name} / {panel['title']}"
+
+
+def test_tables_show_the_columns_an_operator_reads() -> None:
+    """Every table keeps only the fields it names (no __name__, mdev_uuid, Time, job) and
+    titles them."""
+    for name, doc in committed().items():
+        for panel in panels(doc):
+            if panel["type"] != "table":
+                continue
+            ids = [t["id"] for t in panel.get("transformations", [])]
+            where = f"{name} / {panel['title']}"
+            assert "filterFieldsByName" in ids and "organize" in ids, where
+            kept = next(
+                t["options"]["include"]["names"]
+                for t in panel["transformations"]
+                if t["id"] == "filterFieldsByName"
+            )
+            assert kept and not NOISE & set(kept), where
+            renames = next(
+                t["options"]["renameByName"]
+                for t in panel["transformations"]
+                if t["id"] == "organize"
+            )
+            assert set(renames) == set(kept), where
 
 
 def test_ratio_panels_use_percent_unit_and_stay_within_zero_and_one() -> None:
-    gen = generator()
-    for dashboard in gen.DASHBOARDS:
-        for panel, query in dashboard.queries():
-            if "_ratio" in query.expr and panel.kind == "timeseries":
-                assert panel.unit == "percentunit", panel.title
-            if panel.unit == "percentunit" and panel.kind == "timeseries":
-                assert (panel.min, panel.max) == (0, 1), panel.title
+    for name, doc in committed().items():
+        for panel in panels(doc):
+            if panel["type"] != "timeseries":
+                continue
+            defaults = panel["fieldConfig"]["defaults"]
+            exprs = [t["expr"] for t in panel["targets"]]
+            if any("_ratio" in e for e in exprs):
+                assert defaults["unit"] == "percentunit", f"{name} / {panel['title']}"
+            if defaults["unit"] == "percentunit":
+                assert (defaults.get("min"), defaults.get("max")) == (0, 1), panel["title"]
 
 
 def test_every_query_names_the_scenarios_it_is_meant_for() -> None:
     gen = generator()
-    known = {gen.VGPU, gen.MIG, gen.BARE, gen.LICENSE}
-    for dashboard in gen.DASHBOARDS:
-        for panel, query in dashboard.queries():
-            assert query.kinds, f"{dashboard.uid} / {panel.title}: no scenario kind"
-            assert set(query.kinds) <= known, query.kinds
+    for board in gen.DASHBOARDS:
+        for panel, query in board.queries():
+            assert query.kinds, f"{board.uid} / {panel.title}: no scenario kind"
+            assert set(query.kinds) <= set(gen.KINDS), query.kinds
+
+
+def targets(doc: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [(panel, target) for panel in panels(doc) for target in panel["targets"]]
+
+
+def test_legends_that_name_a_gpu_name_its_host() -> None:
+    """Agentless hosts behind one exporter all have a GPU 0: a legend needs {{host}} too."""
+    bad = [
+        f"{name} / {panel['title']}: {target['legendFormat']}"
+        for name, doc in committed().items()
+        for panel, target in targets(doc)
+        if "{{gpu}}" in target["legendFormat"] and "{{host}}" not in target["legendFormat"]
+    ]
+    assert bad == []
+
+
+def test_queries_follow_the_job_cluster_and_host_variables() -> None:
+    """Every vgpumon selector is narrowed by $job, $cluster, $instance and $host."""
+    bad = []
+    for name, doc in committed().items():
+        for panel, target in targets(doc):
+            for selector in re.findall(r"vgpumon_\w+\{([^}]*)\}", target["expr"]):
+                for variable in ('job=~"$job"', 'cluster=~"$cluster"', 'instance=~"$instance"'):
+                    if variable not in selector:
+                        bad.append(f"{name} / {panel['title']}: {variable}")
+    assert bad == []
+
+
+def test_lost_gpus_lists_only_lost_gpus() -> None:
+    fleet = committed()["vgpumon-fleet.json"]
+    table = next(p for p in panels(fleet) if p["title"] == "Lost GPUs" and p["type"] == "table")
+    for target in table["targets"]:
+        assert "== 1" not in target["expr"] and " or " not in target["expr"], target["expr"]
+        assert "vgpumon_gpu_up" in target["expr"] and "== 0" in target["expr"]
+
+
+def test_xid_series_only_where_an_xid_happened() -> None:
+    """Every catalogued Xid is pre-created at 0: a time series of them plots flat lines."""
+    checked = 0
+    for name, doc in committed().items():
+        for panel, target in targets(doc):
+            if "vgpumon_gpu_xid_errors_total" in target["expr"] and panel["type"] == "timeseries":
+                checked += 1
+                assert target["expr"].rstrip().endswith("> 0"), f"{name} / {panel['title']}"
+    assert checked >= 2
+
+
+def test_pcie_throughput_reads_either_family() -> None:
+    """GPM's measurement on Hopper, the driver's counter (--pcie-throughput) elsewhere."""
+    gpu = committed()["vgpumon-gpu.json"]
+    panel = next(p for p in panels(gpu) if p["title"] == "PCIe throughput")
+    (target,) = panel["targets"]
+    expr = target["expr"]
+    assert "vgpumon_gpu_gpm_pcie_throughput_bytes_per_second" in expr
+    assert "\nor vgpumon_gpu_pcie_throughput_bytes_per_second" in expr
+
+
+def test_vm_variable_lists_names() -> None:
+    """$vm takes vm_name (libvirt's or the kubelet's name, NVML's id where there is none)."""
+    doc = committed()["vgpumon-vgpu-host.json"]
+    variable = next(v for v in doc["templating"]["list"] if v["name"] == "vm")
+    assert 'vm_name="([^"]*)"' in variable["regex"]
+    assert "label_replace" in variable["query"] and "vm_name" in variable["query"]

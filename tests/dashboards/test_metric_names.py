@@ -18,7 +18,7 @@ def dashboard_exprs() -> list[tuple[str, str]]:
         for panel, query in dashboard.queries():
             found.append((f"{dashboard.uid} / {panel.title}", query.expr))
         for name in dashboard.variables:
-            found.append((f"{dashboard.uid} / ${name}", gen.VARIABLES[name][1]))
+            found.append((f"{dashboard.uid} / ${name}", gen.VARIABLES[name].query))
     return found
 
 

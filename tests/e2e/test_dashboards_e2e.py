@@ -1,16 +1,19 @@
 """Every dashboard query and every rule against a real Prometheus scraping simulated hosts.
 
 One Prometheus (scrape and rule evaluation every second) loads packaging/prometheus's rules and
-scrapes one ``vgpumon serve --sim`` per scenario kind the dashboards name: a vGPU host, a MIG host,
-a bare-metal host and a vGPU host whose guests' licenses expire (the only built-in scenario with
-expiry dates). Then:
+scrapes one ``vgpumon serve --sim`` per scenario kind the dashboards name (dashboard_helpers.py
+maps kinds to scenarios): the quickstart vGPU host (with libvirt names, a KubeVirt pod, per-process,
+PCIe throughput and pod series), a MIG host, a bare-metal host, an NVLink board with a link down, a
+VM that runs vgpumon itself (guest licenses) and a host with a lost GPU. Every target carries the
+``cluster`` label the file_sd example sets. Then:
 
 * every query, with the dashboard variables replaced by match-all, parses and evaluates;
 * every query returns data on each scenario kind it names (``$instance`` set to that host);
-* every variable's ``label_values`` query lists values;
+* every variable lists values, ``$vm`` the VMs' names;
 * every rule evaluates without error;
 * the first Xid on a GPU fires its alert (the bare-metal host's idle GPUs get Xid 63 and 48 a few
-  seconds after start instead of the scenario's 30 s), and nothing else fires a critical alert.
+  seconds after start instead of the scenario's 30 s), and nothing else fires a critical alert but
+  the lost GPU.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from dashboard_helpers import (
     instantiate,
     label_values_query,
     recording_rule_names,
+    variable_values,
 )
 from export_helpers import free_port
 from prometheus_helpers import prometheus_binary, start, start_prometheus, stop_all
@@ -69,14 +73,37 @@ XID_EVENTS = ({"at": XID_AT, "xid": 63}, {"at": XID_AT, "xid": 48})
 IDLE_GPUS = ("6", "7")
 
 
-def compressed_xid_scenario(directory: Path) -> Path:
+def baremetal_scenario(directory: Path) -> Path:
+    """The bare-metal scenario with its Xid timeline compressed, and fans on the idle GPUs (every
+    built-in model is a passive board; the fan panel needs one that is not)."""
     doc = yaml.safe_load(builtin_text(SCENARIOS["baremetal"]))
     idle = doc["gpus"][-1]
     assert idle.get("count") == len(IDLE_GPUS) and "xid_events" in idle
     idle["xid_events"] = [dict(e) for e in XID_EVENTS]
+    idle["fans"] = {"count": 2, "speed": 0.45}
     path = directory / f"{SCENARIOS['baremetal']}.yaml"
     path.write_text(yaml.safe_dump(doc))
     return path
+
+
+def lost_scenario(directory: Path) -> Path:
+    """fault-gpu-lost with its GPU lost from 2 s on for the rest of the test (the built-in one
+    comes back after 40 s)."""
+    doc = yaml.safe_load(builtin_text(SCENARIOS["lost"]))
+    lost = next(f for f in doc["faults"] if f["kind"] == "gpu_lost")
+    lost["from"], lost["until"] = "2s", "1h"
+    path = directory / f"{SCENARIOS['lost']}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+# Flags per kind on top of --sim: the opt-in families the dashboards show.
+EXTRA_FLAGS = {
+    "vgpu": ["--processes", "--pcie-throughput", "--kubernetes-pod-series"],
+    "mig": ["--processes"],
+    "baremetal": ["--processes"],
+}
+CLUSTER = "e2e"  # the target label the file_sd example sets
 
 
 class QueryError(Exception):
@@ -132,10 +159,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     jobs = []
     try:
         for kind, builtin in SCENARIOS.items():
-            scenario = str(compressed_xid_scenario(tmp)) if kind == "baremetal" else builtin
+            derive = {"baremetal": baremetal_scenario, "lost": lost_scenario}.get(kind)
+            scenario = str(derive(tmp)) if derive else builtin
             target = f"127.0.0.1:{free_port()}"
             log = tmp / f"vgpumon-{kind}.log"
             cmd = [sys.executable, "-m", "vgpumon.cli", "serve", "--sim", scenario]
+            cmd += EXTRA_FLAGS.get(kind, [])
             if kind == "vgpu" and LIBVIRT:
                 # Names from libvirt's test driver for some of the vGPUs (docs/names.md); the
                 # others keep NVML's VM id, so the dashboards' fallback is exercised too.
@@ -147,7 +176,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             procs.append(start([*cmd, "--listen", target, "--interval", "0.5"], log))
             logs.append(log)
             targets[kind] = target
-            jobs.append({"job_name": f"vgpumon-{kind}", "static_configs": [{"targets": [target]}]})
+            static = {"targets": [target], "labels": {"cluster": CLUSTER}}
+            jobs.append({"job_name": f"vgpumon-{kind}", "static_configs": [static]})
         url, proc, log = start_prometheus(tmp, jobs, rule_files=[RULES])
         procs.append(proc)
         logs.append(log)
@@ -209,16 +239,39 @@ def test_every_dashboard_query_returns_data_on_its_scenarios(stack: Stack) -> No
 def test_a_query_on_the_wrong_scenario_returns_nothing(stack: Stack) -> None:
     """The data check can fail: vGPU series are not on the bare-metal host."""
     gen = generator()
-    expr = next(q.expr for _, q in gen.VGPU_HOST.queries() if "vgpumon_vgpu_utilization" in q.expr)
+    board = next(b for b in gen.DASHBOARDS if b.uid == "vgpumon-vgpu-host")
+    expr = next(q.expr for _, q in board.queries() if "vgpumon_vgpu_utilization" in q.expr)
     assert stack.query(instantiate(expr, instance=stack.targets["baremetal"])) == []
 
 
 def test_every_variable_lists_values(stack: Stack) -> None:
     gen = generator()
-    for name, (_, definition) in gen.VARIABLES.items():
-        kind = "vgpu"  # the vGPU host has a value for every variable, vm included
-        promql = instantiate(label_values_query(definition), instance=stack.targets[kind])
-        assert stack.query(promql), f"${name}: {definition} lists nothing"
+    for name, variable in gen.VARIABLES.items():
+        if name == "host":
+            continue  # only agentless exporters (serve --ssh) label series with host
+        promql, _ = label_values_query(variable.query)
+        results = stack.query(instantiate(promql, instance=stack.targets["vgpu"]))
+        assert variable_values(variable, results), f"${name}: {variable.query} lists nothing"
+    cluster, _ = label_values_query(gen.VARIABLES["cluster"].query)
+    assert variable_values(gen.VARIABLES["cluster"], stack.query(instantiate(cluster))) == {CLUSTER}
+
+
+def test_vm_variable_lists_names(stack: Stack) -> None:
+    """$vm lists the VMs by name where libvirt or the kubelet named them, by id elsewhere."""
+    variable = generator().VARIABLES["vm"]
+    promql, _ = label_values_query(variable.query)
+    expr = instantiate(promql, instance=stack.targets["vgpu"])
+    give_up = time.monotonic() + SETTLE_SECONDS
+    values: set[str] = set()
+    while time.monotonic() < give_up:
+        values = variable_values(variable, stack.query(expr))
+        if "vdi-desk-03" in values and (not LIBVIRT or "vm-render-07" in values):
+            break
+        time.sleep(0.5)
+    assert "vdi-desk-03" in values  # the KubeVirt pod's VM
+    assert "6f9c984a-d134-bbaa-478c-f15eeba17637" in values  # no name anywhere: NVML's VM id
+    if LIBVIRT:
+        assert "vm-render-07" in values  # from libvirt
 
 
 def test_vgpu_dashboard_names_vms_by_name_or_id(stack: Stack) -> None:
@@ -274,8 +327,9 @@ def test_the_first_xid_on_a_gpu_fires_its_alert(stack: Stack) -> None:
     while firing() != expected and time.monotonic() < give_up:
         time.sleep(0.5)
     assert firing() == expected
-    # The simulated hosts are otherwise healthy: no other critical alert anywhere.
+    # The simulated hosts are otherwise healthy: no other critical alert anywhere but the lost
+    # GPU's, once it has been lost for the alert's minute.
     critical = stack.query('ALERTS{alertstate="firing", severity="critical"}')
-    assert {(a["metric"]["alertname"], a["metric"]["instance"]) for a in critical} == {
-        ("VgpumonXidCritical", target)
-    }
+    found = {(a["metric"]["alertname"], a["metric"]["instance"]) for a in critical}
+    assert ("VgpumonXidCritical", target) in found
+    assert found <= {("VgpumonXidCritical", target), ("VgpumonGpuLost", stack.targets["lost"])}

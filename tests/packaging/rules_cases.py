@@ -281,6 +281,66 @@ CASES: tuple[AlertCase, ...] = (
         },
         [{**BAD, **GPU, "gpu_instance": "1"}],
     ),
+    AlertCase(
+        "VgpumonNvlinkDown",
+        "6m",
+        # Link 17 of the bad GPU went down; every link of the good one stays up.
+        {
+            _gpu("vgpumon_gpu_nvlink_up", BAD, link="0"): "1x10",
+            _gpu("vgpumon_gpu_nvlink_up", BAD, link="17"): "1 0x9",
+        },
+        {_gpu("vgpumon_gpu_nvlink_up", GOOD, link=link): "1x10" for link in ("0", "17")},
+        [{**BAD, **GPU, "link": "17"}],
+    ),
+    AlertCase(
+        "VgpumonNvlinkErrorBurst",
+        "5m",
+        # Bad: 50 CRC errors on link 2 in two minutes, and one recovery on link 3. Good: a CRC
+        # error now and then (5 in 10 minutes) and a recovery count that stays where it was.
+        {
+            _gpu("vgpumon_gpu_nvlink_errors_total", BAD, link="2", error="crc"): "0 0 25 50 50 50",
+            _gpu("vgpumon_gpu_nvlink_errors_total", BAD, link="3", error="recovery"): "2 2 2 3 3 3",
+        },
+        {
+            _gpu(
+                "vgpumon_gpu_nvlink_errors_total", GOOD, link="2", error="crc"
+            ): "100 101 102 103 104 105",
+            _gpu("vgpumon_gpu_nvlink_errors_total", GOOD, link="3", error="recovery"): "2x6",
+        },
+        [
+            {**BAD, **GPU, "link": "2", "error": "crc"},
+            {**BAD, **GPU, "link": "3", "error": "recovery"},
+        ],
+    ),
+    AlertCase(
+        "VgpumonGuestUnlicensed",
+        "12m",
+        {
+            _gpu("vgpumon_guest_license_state", BAD, feature="vws", state="unlicensed"): "1x15",
+            _gpu("vgpumon_guest_license_state", BAD, feature="vws", state="licensed"): "0x15",
+        },
+        {
+            _gpu("vgpumon_guest_license_state", GOOD, feature="vws", state="unlicensed"): "0x15",
+            _gpu("vgpumon_guest_license_state", GOOD, feature="vws", state="licensed"): "1x15",
+        },
+        [{**BAD, **GPU, "feature": "vws", "state": "unlicensed"}],
+    ),
+    AlertCase(
+        "VgpumonGuestLicenseExpiring",
+        "70m",
+        # time() is 4200 at 70m: the bad license ends 3 days later, the good one 30 days later.
+        {
+            _gpu("vgpumon_guest_license_expiry_timestamp_seconds", BAD, feature="vws"): (
+                f"{3 * 86400}x80"
+            )
+        },
+        {
+            _gpu("vgpumon_guest_license_expiry_timestamp_seconds", GOOD, feature="vws"): (
+                f"{30 * 86400}x80"
+            )
+        },
+        [{**BAD, **GPU, "feature": "vws"}],
+    ),
 )
 
 # Recording rules checked on their own: the scheduler entitlement under both policies.

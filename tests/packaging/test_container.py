@@ -88,3 +88,19 @@ def test_the_wheel_stage_builds_from_exactly_what_it_copies(tmp_path: Path) -> N
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert [p.name for p in out.glob("vgpumon-*.whl")]
+
+
+def test_the_image_user_is_in_group_10001_like_the_daemonset() -> None:
+    """USER 10001:10001 and the DaemonSet's runAsGroup: the user's own group is 10001 too, so
+    files it creates and group-readable mounts agree."""
+    import yaml
+
+    text = CONTAINERFILE.read_text(encoding="utf-8")
+    assert "USER 10001:10001" in text
+    assert re.search(r"groupadd [^\n]*--gid 10001 vgpumon", text)
+    assert re.search(r"useradd [^\n]*--uid 10001 --gid 10001 ", text)
+    daemonset = yaml.safe_load(
+        (ROOT / "packaging" / "kubernetes" / "daemonset.yaml").read_text(encoding="utf-8")
+    )
+    context = daemonset["spec"]["template"]["spec"]["securityContext"]
+    assert (context["runAsUser"], context["runAsGroup"]) == (10001, 10001)

@@ -82,7 +82,7 @@ def apply_patch(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any
     return doc
 
 
-@pytest.mark.parametrize("component", ["processes", "web-config"])
+@pytest.mark.parametrize("component", ["processes", "web-config", "basic-auth"])
 def test_components_patch_into_valid_manifests(component: str) -> None:
     spec = kustomization(K8S / "components" / component)
     assert spec["kind"] == "Component"
@@ -97,6 +97,10 @@ def test_components_patch_into_valid_manifests(component: str) -> None:
     args = pod["containers"][0]["args"]
     if component == "processes":
         assert pod["hostPID"] is True and "--process-series" in args
+    elif component == "basic-auth":
+        assert spec["secretGenerator"][0]["files"] == ["username", "password"]
+        auth = resources["ServiceMonitor"]["spec"]["endpoints"][0]["basicAuth"]
+        assert {auth["username"]["name"], auth["password"]["name"]} == {"vgpumon-scrape-auth"}
     else:
         for generated in spec["secretGenerator"][0]["files"]:
             assert generated in {"web-config.yml", "tls.crt", "tls.key", "ca.crt"}
@@ -129,10 +133,59 @@ def test_prometheusrule_is_the_rules_file() -> None:
         "run python packaging/kubernetes/generate_prometheusrule.py"
     )
     rule = yaml.safe_load(committed)
-    groups = [
-        group
-        for path in (RULES, RULES.with_name("vgpumon-capacity.rules.yml"))
-        for group in yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]
-    ]
+    groups = load_generator().groups()
     assert rule["spec"]["groups"] == groups
+    rule_files = {p.name for p in load_generator().RULE_FILES}
+    assert rule_files == {p.name for p in RULES.parent.glob("*.rules.yml")}, "every rules file"
     assert (rule["apiVersion"], rule["kind"]) == ("monitoring.coreos.com/v1", "PrometheusRule")
+
+
+def test_runbook_links_follow_a_configured_base(tmp_path: Path) -> None:
+    """One base for every runbook link, set on the command line (mixin style)."""
+    base = "https://wiki.example.net/gpu/vgpumon-runbooks"
+    out, rules_out = tmp_path / "rule.yaml", tmp_path / "vgpumon.rules.yml"
+    gen = load_generator()
+    assert gen.main(["--runbook-base", base, "--out", str(out), "--rules-out", str(rules_out)]) == 0
+    for doc in (yaml.safe_load(out.read_text())["spec"], yaml.safe_load(rules_out.read_text())):
+        alerts = [r for g in doc["groups"] for r in g["rules"] if "alert" in r]
+        assert alerts
+        for rule in alerts:
+            assert rule["annotations"]["runbook_url"] == f"{base}#{rule['alert'].lower()}"
+    # The plain rules file keeps everything else of the shipped one.
+    shipped = [g for path in gen.RULE_FILES for g in yaml.safe_load(path.read_text())["groups"]]
+    rewritten = yaml.safe_load(rules_out.read_text())["groups"]
+    for a, b in zip(shipped, rewritten, strict=True):
+        for ra, rb in zip(a["rules"], b["rules"], strict=True):
+            assert {k: v for k, v in ra.items() if k != "annotations"} == {
+                k: v for k, v in rb.items() if k != "annotations"
+            }
+
+
+def test_a_relative_runbook_base_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        load_generator().main(["--runbook-base", "docs/runbooks.md", "--out", "/dev/null"])
+    assert exit_info.value.code != 0
+    assert "absolute http(s) URL" in capsys.readouterr().err
+
+
+def test_web_config_probes_work_with_tls_and_basic_auth() -> None:
+    """The kubelet's HTTP probes carry no credentials: with the web config they become TCP."""
+    spec = kustomization(K8S / "components" / "web-config")
+    resources = {r["kind"]: r for r in base_resources()}
+    for patch in spec["patches"]:
+        kind = patch["target"]["kind"]
+        resources[kind] = apply_patch(resources[kind], yaml.safe_load(patch["patch"]))
+    container = resources["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["tcpSocket"] == {"port": "metrics"}, probe
+        assert "httpGet" not in container[probe], probe
+    endpoint = resources["ServiceMonitor"]["spec"]["endpoints"][0]
+    assert endpoint["scheme"] == "https" and endpoint["tlsConfig"]["ca"]
+
+
+def test_the_kustomization_names_the_image() -> None:
+    daemonset = next(r for r in base_resources() if r["kind"] == "DaemonSet")
+    image = daemonset["spec"]["template"]["spec"]["containers"][0]["image"]
+    (entry,) = kustomization(K8S)["images"]
+    assert entry["name"] == image.split(":")[0]
+    assert "REGISTRY" in (K8S / "kustomization.yaml").read_text(encoding="utf-8")

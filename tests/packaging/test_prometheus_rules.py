@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,9 @@ from rules_cases import (
 )
 
 from vgpumon.metrics.table import XID_CATALOG, XID_CRITICAL
+
+sys.path.insert(0, str(ROOT / "packaging" / "kubernetes"))
+from generate_prometheusrule import RUNBOOK_BASE
 
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
 
@@ -89,10 +93,11 @@ def runbook_anchors() -> set[str]:
 
 
 def test_every_alert_links_its_runbook_section() -> None:
+    """Absolute links (clickable in Alertmanager and Grafana), all from the one base."""
     anchors = runbook_anchors()
     for name, rule in alerts().items():
         url = rule["annotations"]["runbook_url"]
-        assert url == f"docs/runbooks.md#{name.lower()}", url
+        assert url == f"{RUNBOOK_BASE}#{name.lower()}", url
         assert name.lower() in anchors, f"docs/runbooks.md has no section {name}"
         assert rule["labels"]["severity"] in {"critical", "warning", "info"}
         assert {"summary", "description"} <= set(rule["annotations"]), name
@@ -123,8 +128,12 @@ def test_xid_sets_in_the_rules_are_the_exporters_catalog() -> None:
 def test_counters_alerts_take_increase_of_exist_before_their_first_event() -> None:
     """increase() needs an earlier sample: a counter an alert watches must be exposed at 0 on a
     healthy host, or its first event would never fire (the golden exposition of a healthy
-    bare-metal host, taken before any scenario event, shows what a fresh exporter serves)."""
-    golden = (ROOT / "tests" / "golden" / "baremetal-8xh100.prom").read_text(encoding="utf-8")
+    bare-metal host and of an NVLink board, taken before any scenario event, show what a fresh
+    exporter serves)."""
+    golden = "".join(
+        (ROOT / "tests" / "golden" / f"{name}.prom").read_text(encoding="utf-8")
+        for name in ("baremetal-8xh100", "hgx-8xh100-nvlink")  # NVLink: only the HGX board
+    )
     watched = {
         name
         for rule in alerts().values()

@@ -20,10 +20,16 @@ def parse(argv: list[str]) -> None:
     build_parser("serve").parse_args(argv)
 
 
-def systemd_argv() -> list[str]:
+def systemd_argvs() -> list[list[str]]:
+    """ExecStart with $VGPUMON_ARGS from the unit's default, from vgpumon.default and from the
+    example line in vgpumon.default (systemd splits an unbraced $VAR into words)."""
     text = (PACKAGING / "systemd" / "vgpumon.service").read_text(encoding="utf-8")
     (line,) = re.findall(r"^ExecStart=(.+)$", text, re.M)
-    return shlex.split(line)[1:]
+    defaults = (PACKAGING / "systemd" / "vgpumon.default").read_text(encoding="utf-8")
+    values = re.findall(r"^Environment=VGPUMON_ARGS=(.+)$", text, re.M)
+    values += re.findall(r'^#?\s*VGPUMON_ARGS="(.+)"$', defaults, re.M)
+    assert len(values) == 3, values
+    return [shlex.split(line.replace("$VGPUMON_ARGS", value))[1:] for value in values]
 
 
 def container_argv() -> list[str]:
@@ -53,8 +59,13 @@ def kubernetes_argvs() -> list[list[str]]:
 
 @pytest.mark.parametrize(
     "argv",
-    [systemd_argv(), container_argv(), *kubernetes_argvs()],
-    ids=["systemd", "container", "kubernetes", *["kubernetes+component"] * 3],
+    [*systemd_argvs(), container_argv(), *kubernetes_argvs()],
+    ids=[
+        *["systemd"] * 3,
+        "container",
+        "kubernetes",
+        *["kubernetes+component"] * (len(kubernetes_argvs()) - 1),
+    ],
 )
 def test_serve_accepts_the_packaged_arguments(argv: list[str]) -> None:
     assert argv[0] == "serve"

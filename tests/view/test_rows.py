@@ -26,7 +26,7 @@ def test_vgpu_rows_carry_vm_type_license() -> None:
     assert [r.vgpu_id for r in rows] == [v.vgpu_id for v in gpu.vgpu_instances]
     for r, v in zip(rows, gpu.vgpu_instances, strict=True):
         assert (r.vm, r.type_name, r.license_state) == (v.vm_id, v.type_name, v.license.state)
-    assert [r.unlicensed for r in rows] == [False, False, True, False]
+    assert [r.unlicensed for r in rows] == [False, True, True, False]  # grace, restricted
     assert "unlicensed" in [b.kind for b in vr.gpu_row("h", snap, gpu).badges]
 
 
@@ -94,7 +94,8 @@ def test_fleet_host_row_sums_and_counts() -> None:
     snap = snapshot_of("kvm-vgpu-timesliced")
     row = vr.host_row("kvm-01", "up", snap)
     assert row.gpus == 3 and row.modes == (("vgpu-host", 3),) and row.vgpus == 11
-    assert row.license_problems == 1 and row.lost == 0
+    # vGPUs 2 (grace period), 3 (restricted) and 22 (unlicensed), and 12 expiring within days
+    assert row.license_problems == 4 and row.lost == 0
     assert row.memory_total == sum(g.memory.total_bytes for g in snap.gpus)
     down = vr.host_row("kvm-02", "unreachable", None, error="connection refused")
     assert down.gpus == 0 and down.utilization is None and down.error == "connection refused"
