@@ -478,9 +478,17 @@ class Sampler:
                 failed |= res.failed
             else:
                 gpus.append(self._hung_gpu(slot))
+        # node_exporter's meaning: success is "ran and succeeded". A collector ran when it read
+        # at least one GPU this cycle; with NVML down, or every GPU down or hung, nothing ran and
+        # success is 0 (VgpumonCollectorFailing must be able to fire). A host without GPUs has
+        # nothing to read: its collectors ran over zero GPUs and succeeded.
+        library_up = system.up and not self._library_down
+        ran = set(timings) | failed
         collectors = tuple(
             CollectorStatus(
-                name=r.name, success=r.name not in failed, duration_seconds=timings.get(r.name, 0.0)
+                name=r.name,
+                success=r.name not in failed and (r.name in ran or (library_up and not slots)),
+                duration_seconds=timings.get(r.name, 0.0),
             )
             for r in self.readers
             if is_active(r, self.config)
@@ -781,6 +789,7 @@ class Sampler:
                     reader.read(ctx, out)
                 except GpuDown as down:
                     timings[reader.name] = time.perf_counter() - started
+                    failed.add(reader.name)  # it met the lost GPU or driver: it did not succeed
                     if progress.abandoned:
                         return _GpuResult(out.build(), timings, failed)
                     self._back_off(slot, time.monotonic(), down.error)

@@ -600,7 +600,8 @@ FAMILIES: tuple[Family, ...] = (
     gauge(
         COLLECTOR,
         "vgpumon_scrape_collector_success",
-        "1 when the collector read every GPU without an unexpected failure in the last cycle.",
+        "1 when the collector ran in the last cycle and read every GPU without an unexpected "
+        "failure; 0 when it failed or did not run (NVML down, no GPU readable).",
         lambda c: c.success,
         collector=EXPORTER,
     ),
