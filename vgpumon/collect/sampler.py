@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpumon.collect.base import (
+    CADENCED,
     NEEDS_INTERVAL,
     GpuBuilder,
     GpuContext,
@@ -41,7 +42,14 @@ from vgpumon.collect.base import (
 )
 from vgpumon.collect.enrich.base import Enricher
 from vgpumon.collect.workers import Worker, settle
-from vgpumon.model import CollectorStatus, DriverInfo, Gpu, SamplerHealth, Snapshot
+from vgpumon.model import (
+    CollectorStatus,
+    DriverInfo,
+    Gpu,
+    SamplerHealth,
+    SamplingCadence,
+    Snapshot,
+)
 from vgpumon.nvml.session import SYSTEM, GpuDown, NvmlSession
 
 log = logging.getLogger(__name__)
@@ -506,6 +514,8 @@ class Sampler:
                 if system.up and not self._library_down
                 else system.error or self._library_error
             ),
+            interval_seconds=self.config.interval_seconds,
+            cadences=self._cadences(),
         )
         return Snapshot(
             timestamp=self.clock(),
@@ -618,6 +628,14 @@ class Sampler:
         if not statuses:
             return snap
         return dataclasses.replace(snap, collectors=(*snap.collectors, *statuses))
+
+    def _cadences(self) -> tuple[SamplingCadence, ...]:
+        """What a reading's averages cover (validate --url waits for a step's by these)."""
+        interval = self.config.interval_seconds
+        return tuple(
+            SamplingCadence(name, max(interval, self.config.cadences.get(name, 0.0)))
+            for name in sorted(CADENCED)
+        )
 
     def _abandon(self, start_mono: float, why: str) -> Snapshot:
         self._abandoned += 1
