@@ -27,6 +27,7 @@ from vgpumon.model import (
     Process,
     RemappedRows,
     SamplerHealth,
+    SamplingCadence,
     Snapshot,
     Temperatures,
     Utilization,
@@ -296,6 +297,8 @@ def rich_snapshot() -> Snapshot:
             cycles_abandoned_total=0,
             last_cycle_duration_seconds=0.0,
             dispatch="serial",
+            interval_seconds=1.0,
+            cadences=(SamplingCadence("gpm", 5.0), SamplingCadence("processes", 5.0)),
         ),
         source="sim:test",
         allocations=(

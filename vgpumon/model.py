@@ -505,6 +505,19 @@ class NvmlErrorCount:
 
 
 @dataclass(frozen=True)
+class SamplingCadence:
+    """How often one expensive value is read (``vgpumon_sampler_cadence_seconds``).
+
+    Between reads the last value stands; averages (GPM metrics, per-process utilization) cover
+    the time since the previous read, so a reading describes the last ``seconds`` or so, not the
+    last cycle. ``seconds`` is never below the cycle interval (a value read every cycle).
+    """
+
+    name: str
+    seconds: float
+
+
+@dataclass(frozen=True)
 class SamplerHealth:
     up: bool = False  # NVML initialised and the last cycle finished
     wedged: bool = False  # a cycle overran its deadline and was abandoned
@@ -517,6 +530,10 @@ class SamplerHealth:
     # Why ``up`` is False ("NVML not initialised: Driver Not Loaded; next try in 4 s"), for
     # readiness answers and logs; None while up.
     down_reason: str | None = None
+    # The time between cycles and the cadences of the values read less often (None / empty:
+    # not an NVML sampler, or an exporter too old to say).
+    interval_seconds: float | None = None
+    cadences: tuple[SamplingCadence, ...] = ()
 
 
 @dataclass(frozen=True)

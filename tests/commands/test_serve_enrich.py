@@ -93,7 +93,7 @@ def test_kubernetes_api_outside_a_pod_is_one_line(monkeypatch: pytest.MonkeyPatc
 
 def test_a_missing_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "grpc", None)
-    with pytest.raises(ConfigError, match=r"vgpumon\[kubernetes\]"):
+    with pytest.raises(ConfigError, match=r"install the \[kubernetes\] extra: .* -m pip install "):
         build_enrichers(parse("--kubelet-socket"))
 
 

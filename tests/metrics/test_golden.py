@@ -3,7 +3,7 @@
 ``tests/golden/<scenario>.prom`` is the text-format exposition of the snapshot after the second
 cycle. Regenerate after an intended change with::
 
-    VGPUMON_UPDATE_GOLDENS=1 pytest tests/export/test_export_golden.py
+    VGPUMON_UPDATE_GOLDENS=1 pytest tests/metrics/test_golden.py
 
 which rewrites every golden file and removes those of scenarios that no longer exist; review the
 diff like code. Timing-dependent values are made deterministic before rendering: the sampler and

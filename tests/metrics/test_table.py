@@ -53,6 +53,7 @@ VALUE_LABELS = {
     "namespace",
     "pod",
     "container",
+    "reading",  # a cadenced value of the sampler (collect.base.CADENCED), a fixed set
 }
 FORBIDDEN_LABELS = {"hostname", "host", "instance", "job", "node", "le", "quantile"}
 IDS = ("gpu", "uuid")

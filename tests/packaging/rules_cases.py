@@ -449,6 +449,23 @@ def promtool_tests(rule_file: Path) -> dict[str, Any]:
         )
     tests.append(
         {
+            # Nothing ran (success 0 for every collector) because NVML is down: one alert for
+            # the cause, not one per collector.
+            "name": "VgpumonCollectorFailing leaves a host whose NVML is down to VgpumonNvmlDown",
+            "interval": "1m",
+            "input_series": _input(
+                {
+                    series("vgpumon_up", BAD): "0x20",
+                    series("vgpumon_scrape_collector_success", BAD, collector="vgpu"): "0x20",
+                }
+            ),
+            "alert_rule_test": [
+                {"eval_time": "16m", "alertname": "VgpumonCollectorFailing", "exp_alerts": []}
+            ],
+        }
+    )
+    tests.append(
+        {
             "name": "scheduler entitlement under equal and fixed share",
             "interval": "1m",
             "input_series": _input(ENTITLEMENT_SERIES),

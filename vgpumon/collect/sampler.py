@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpumon.collect.base import (
+    CADENCED,
     NEEDS_INTERVAL,
     GpuBuilder,
     GpuContext,
@@ -41,7 +42,14 @@ from vgpumon.collect.base import (
 )
 from vgpumon.collect.enrich.base import Enricher
 from vgpumon.collect.workers import Worker, settle
-from vgpumon.model import CollectorStatus, DriverInfo, Gpu, SamplerHealth, Snapshot
+from vgpumon.model import (
+    CollectorStatus,
+    DriverInfo,
+    Gpu,
+    SamplerHealth,
+    SamplingCadence,
+    Snapshot,
+)
 from vgpumon.nvml.session import SYSTEM, GpuDown, NvmlSession
 
 log = logging.getLogger(__name__)
@@ -478,9 +486,17 @@ class Sampler:
                 failed |= res.failed
             else:
                 gpus.append(self._hung_gpu(slot))
+        # node_exporter's meaning: success is "ran and succeeded". A collector ran when it read
+        # at least one GPU this cycle; with NVML down, or every GPU down or hung, nothing ran and
+        # success is 0 (VgpumonCollectorFailing must be able to fire). A host without GPUs has
+        # nothing to read: its collectors ran over zero GPUs and succeeded.
+        library_up = system.up and not self._library_down
+        ran = set(timings) | failed
         collectors = tuple(
             CollectorStatus(
-                name=r.name, success=r.name not in failed, duration_seconds=timings.get(r.name, 0.0)
+                name=r.name,
+                success=r.name not in failed and (r.name in ran or (library_up and not slots)),
+                duration_seconds=timings.get(r.name, 0.0),
             )
             for r in self.readers
             if is_active(r, self.config)
@@ -498,6 +514,8 @@ class Sampler:
                 if system.up and not self._library_down
                 else system.error or self._library_error
             ),
+            interval_seconds=self.config.interval_seconds,
+            cadences=self._cadences(),
         )
         return Snapshot(
             timestamp=self.clock(),
@@ -610,6 +628,14 @@ class Sampler:
         if not statuses:
             return snap
         return dataclasses.replace(snap, collectors=(*snap.collectors, *statuses))
+
+    def _cadences(self) -> tuple[SamplingCadence, ...]:
+        """What a reading's averages cover (validate --url waits for a step's by these)."""
+        interval = self.config.interval_seconds
+        return tuple(
+            SamplingCadence(name, max(interval, self.config.cadences.get(name, 0.0)))
+            for name in sorted(CADENCED)
+        )
 
     def _abandon(self, start_mono: float, why: str) -> Snapshot:
         self._abandoned += 1
@@ -781,6 +807,7 @@ class Sampler:
                     reader.read(ctx, out)
                 except GpuDown as down:
                     timings[reader.name] = time.perf_counter() - started
+                    failed.add(reader.name)  # it met the lost GPU or driver: it did not succeed
                     if progress.abandoned:
                         return _GpuResult(out.build(), timings, failed)
                     self._back_off(slot, time.monotonic(), down.error)

@@ -495,7 +495,8 @@ SETTINGS: tuple[Setting, ...] = (
         ("--ssh-user",),
         check_text,
         None,
-        "user for targets without USER@",
+        "user for targets without USER@ (default, as for ssh: the User of ~/.ssh/config, else "
+        "the local user)",
         "agentless hosts",
         metavar="USER",
     ),

@@ -47,6 +47,7 @@ from vgpumon.model import (
     MigProfileCapacity,
     NvmlErrorCount,
     Process,
+    SamplingCadence,
     Snapshot,
     VgpuInstance,
     VgpuProcess,
@@ -115,6 +116,10 @@ def _up_gpus(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Gpu]]
 
 def _collectors(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, CollectorStatus]]:
     return (((c.name,), c) for c in s.collectors)
+
+
+def _cadences(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, SamplingCadence]]:
+    return (((c.name,), c) for c in s.health.cadences)
 
 
 def _nvml_errors(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, NvmlErrorCount]]:
@@ -315,6 +320,7 @@ def _xid_counts(g: Gpu) -> list[tuple[tuple[str], int]]:
 GPU_LABELS = ("gpu", "uuid")
 HOST: Scope[Snapshot] = Scope("Exporter health", (), _host)
 COLLECTOR: Scope[CollectorStatus] = Scope("Exporter health", ("collector",), _collectors)
+CADENCE: Scope[SamplingCadence] = Scope("Exporter health", ("reading",), _cadences)
 NVML_ERROR: Scope[NvmlErrorCount] = Scope("Exporter health", ("function", "error"), _nvml_errors)
 ALL_GPUS: Scope[Gpu] = Scope("Physical GPU", GPU_LABELS, _all_gpus)
 GPU: Scope[Gpu] = Scope("Physical GPU", GPU_LABELS, _up_gpus)
@@ -631,7 +637,8 @@ FAMILIES: tuple[Family, ...] = (
     gauge(
         COLLECTOR,
         "vgpumon_scrape_collector_success",
-        "1 when the collector read every GPU without an unexpected failure in the last cycle.",
+        "1 when the collector ran in the last cycle and read every GPU without an unexpected "
+        "failure; 0 when it failed or did not run (NVML down, no GPU readable).",
         lambda c: c.success,
         collector=EXPORTER,
     ),
@@ -680,6 +687,26 @@ FAMILIES: tuple[Family, ...] = (
         "Wall time of the last sampling cycle.",
         lambda s: s.health.last_cycle_duration_seconds,
         collector=EXPORTER,
+    ),
+    (
+        SAMPLER_INTERVAL_SECONDS := gauge(
+            HOST,
+            "vgpumon_sampler_interval_seconds",
+            "Time between sampling cycles (--interval).",
+            lambda s: s.health.interval_seconds,
+            collector=EXPORTER,
+        )
+    ),
+    (
+        SAMPLER_CADENCE_SECONDS := gauge(
+            CADENCE,
+            "vgpumon_sampler_cadence_seconds",
+            "How often the value is read (--interval.READING, at least --interval); between "
+            "reads the last value stands, and averages (GPM, per-process utilization) cover "
+            "the time since the previous read.",
+            lambda c: c.seconds,
+            collector=EXPORTER,
+        )
     ),
     state_set(
         HOST,
