@@ -16,15 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpumon.sim.patterns import Evaluator, PatternSpec
-from vgpumon.sim.scenario import (
-    LOAD_FIELDS,
-    MIB,
+from vgpumon.sim.scenario_build import ci_name
+from vgpumon.sim.scenario_keys import LOAD_FIELDS, MIB
+from vgpumon.sim.scenario_specs import (
     ComputeInstanceSpec,
     GpuInstanceSpec,
     GpuSpec,
     MigProfile,
     ProcessSpec,
-    ci_name,
 )
 
 UTIL_PERIOD = 0.2  # NVML utilization sample cadence seen on the H200 (docs/nvml-notes.md §4.13)

@@ -16,7 +16,8 @@ import pynvml
 
 from vgpumon.sim.core import driver_text, nvml_error
 from vgpumon.sim.registry import Provider, nvml_function, register_provider
-from vgpumon.sim.scenario import ARCHITECTURES, VIRTUALIZATION_MODES, GpuSpec
+from vgpumon.sim.scenario_keys import ARCHITECTURES, VIRTUALIZATION_MODES
+from vgpumon.sim.scenario_specs import GpuSpec
 from vgpumon.sim.state import GpuState, percent
 
 NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED

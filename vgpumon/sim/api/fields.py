@@ -20,7 +20,7 @@ import pynvml
 from vgpumon.sim.core import nvml_error
 from vgpumon.sim.field_values import FieldAnswer
 from vgpumon.sim.registry import Provider, nvml_function, register_provider
-from vgpumon.sim.scenario import ARCHITECTURES
+from vgpumon.sim.scenario_keys import ARCHITECTURES
 from vgpumon.sim.state import GpuState
 
 UINT = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT

@@ -13,7 +13,7 @@ from typing import Any
 import pynvml
 
 from vgpumon.sim.registry import Provider, nvml_function, register_provider
-from vgpumon.sim.scenario import VIRTUALIZATION_MODES
+from vgpumon.sim.scenario_keys import VIRTUALIZATION_MODES
 from vgpumon.sim.state import GpuState
 
 
