@@ -24,12 +24,8 @@ from typing import Any
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext
 from vgpumon.collect.vgpu import is_vgpu_host
 from vgpumon.collect.vgpu_raw import GONE, GUEST_DRIVER_ABSENT, as_int, text
-from vgpumon.model import (
-    LICENSE_EXPIRY_STATUSES,
-    VGPU_LICENSE_STATES,
-    GuestLicenseFeature,
-    VgpuLicense,
-)
+from vgpumon.model import GuestLicenseFeature, VgpuLicense
+from vgpumon.nvml.enums import LICENSE_EXPIRY_STATUSES, VGPU_LICENSE_STATES
 
 EXPIRY_VALID = 2  # NVML_GRID_LICENSE_EXPIRY_VALID (a 1-tuple in pynvml: compare with the int)
 FEATURE_CODES = {0: "unknown", 1: "vgpu", 2: "nvidia_rtx", 3: "gaming", 4: "compute", 5: "vgamedev"}
@@ -42,11 +38,7 @@ def expiry(raw: Any) -> tuple[str | None, float | None]:
     if raw is None:
         return None, None
     status = as_int(getattr(raw, "status", None))
-    name = (
-        LICENSE_EXPIRY_STATUSES[status]
-        if status is not None and 0 <= status < len(LICENSE_EXPIRY_STATUSES)
-        else None
-    )
+    name = LICENSE_EXPIRY_STATUSES.get(status) if status is not None else None
     if status != EXPIRY_VALID:
         return name, None
     try:
@@ -67,7 +59,7 @@ def expiry(raw: Any) -> tuple[str | None, float | None]:
 def _state_name(value: int | None) -> str | None:
     if value is None:
         return None
-    return VGPU_LICENSE_STATES[value] if 0 <= value < len(VGPU_LICENSE_STATES) else "unknown"
+    return VGPU_LICENSE_STATES.get(value, "unknown")
 
 
 def vgpu_license(ctx: GpuContext, vgpu: int) -> VgpuLicense:

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pynvml
 import yaml
 
+from vgpumon.nvml import enums
+from vgpumon.nvml.enums import codes
 from vgpumon.sim import registry
 from vgpumon.sim.models import MODELS
 from vgpumon.sim.schema import (
@@ -33,35 +34,11 @@ from vgpumon.sim.schema import (
 
 MIB = 2**20
 
-ARCHITECTURES = {
-    "kepler": 2,
-    "maxwell": 3,
-    "pascal": 4,
-    "volta": 5,
-    "turing": 6,
-    "ampere": 7,
-    "ada": 8,
-    "hopper": 9,
-    "blackwell": 10,
-}
-BRANDS = {
-    name[len("NVML_BRAND_") :].lower(): value
-    for name, value in vars(pynvml).items()
-    if name.startswith("NVML_BRAND_") and name != "NVML_BRAND_COUNT"
-}
-VIRTUALIZATION_MODES = {"none": 0, "passthrough": 1, "vgpu": 2, "host_vgpu": 3, "host_vsga": 4}
-COMPUTE_MODES = {"default": 0, "exclusive_thread": 1, "prohibited": 2, "exclusive_process": 3}
-CLOCK_REASONS = {
-    "idle": 0x001,
-    "applications_clocks_setting": 0x002,
-    "sw_power_cap": 0x004,
-    "hw_slowdown": 0x008,
-    "sync_boost": 0x010,
-    "sw_thermal": 0x020,
-    "hw_thermal": 0x040,
-    "power_brake": 0x080,
-    "display_clock_setting": 0x100,
-}
+ARCHITECTURES = codes(enums.ARCHITECTURES)
+BRANDS = codes(enums.BRANDS)
+VIRTUALIZATION_MODES = codes(enums.VIRTUALIZATION_MODES)
+COMPUTE_MODES = codes(enums.COMPUTE_MODES)
+CLOCK_REASONS = codes(enums.CLOCK_EVENT_REASONS)
 PROCESS_TYPES = ("compute", "graphics", "compute+graphics", "mps")
 # CI profile index (== CI profile id) for a compute instance of that many slices.
 CI_PROFILE_BY_SLICES = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4, 8: 5, 6: 6}
