@@ -21,12 +21,12 @@ TABLES = {
 
 
 def test_the_model_and_the_metric_table_name_the_same_codes() -> None:
-    assert model.VIRTUALIZATION_MODES == tuple(enums.VIRTUALIZATION_MODES.values())
-    assert model.CLOCK_EVENT_REASONS == tuple(enums.CLOCK_EVENT_REASONS.values())
-    assert model.VGPU_LICENSE_STATES == tuple(enums.VGPU_LICENSE_STATES.values())
-    assert model.LICENSE_EXPIRY_STATUSES == tuple(enums.LICENSE_EXPIRY_STATUSES.values())
-    assert table.COMPUTE_MODES == tuple(enums.COMPUTE_MODES.values())
-    assert table.HOST_VGPU_MODES == tuple(enums.HOST_VGPU_MODES.values())
+    assert tuple(enums.VIRTUALIZATION_MODES.values()) == model.VIRTUALIZATION_MODES
+    assert tuple(enums.CLOCK_EVENT_REASONS.values()) == model.CLOCK_EVENT_REASONS
+    assert tuple(enums.VGPU_LICENSE_STATES.values()) == model.VGPU_LICENSE_STATES
+    assert tuple(enums.LICENSE_EXPIRY_STATUSES.values()) == model.LICENSE_EXPIRY_STATUSES
+    assert tuple(enums.COMPUTE_MODES.values()) == table.COMPUTE_MODES
+    assert tuple(enums.HOST_VGPU_MODES.values()) == table.HOST_VGPU_MODES
 
 
 def test_the_codes_are_pynvmls() -> None:

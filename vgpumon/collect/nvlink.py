@@ -16,7 +16,7 @@ whose driver does not report the per-link state yields no links at all.
 from __future__ import annotations
 
 from vgpumon.collect.base import GpuBuilder, GpuContext, nvml_int
-from vgpumon.collect.fields import read_fields
+from vgpumon.collect.field_values import read_fields
 from vgpumon.model import NvLink
 
 FI_LINK_COUNT = 91  # NVML_FI_DEV_NVLINK_LINK_COUNT

@@ -15,7 +15,7 @@ own when due rather than in every cycle's batch.
 from __future__ import annotations
 
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, nvml_int
-from vgpumon.collect.fields import read_fields
+from vgpumon.collect.field_values import read_fields
 from vgpumon.collect.nvlink import read_nvlink
 from vgpumon.model import Pcie
 

@@ -134,7 +134,7 @@ class Sampler(GpuDispatch):
 
         One attribute replaced with a new tuple: a cycle in flight in the GPU workers reads the
         old tuple or the new one, never a mix. Ids no longer asked for leave the batched call
-        after one cycle (:mod:`vgpumon.collect.fields`).
+        after one cycle (:mod:`vgpumon.collect.field_values`).
         """
         self.config.extra_fields = tuple(fields)
 
