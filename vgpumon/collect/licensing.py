@@ -23,7 +23,7 @@ from typing import Any
 
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext
 from vgpumon.collect.vgpu import is_vgpu_host
-from vgpumon.collect.vgpu_raw import GONE, GUEST_DRIVER_ABSENT, as_int, text
+from vgpumon.collect.vgpu_raw import GONE, GUEST_DRIVER_ABSENT, as_int, nvml_text
 from vgpumon.model import GuestLicenseFeature, VgpuLicense
 from vgpumon.nvml.enums import LICENSE_EXPIRY_STATUSES, VGPU_LICENSE_STATES
 
@@ -118,7 +118,7 @@ def guest_features(raw: Any) -> tuple[bool | None, tuple[GuestLicenseFeature, ..
                     feature=FEATURE_CODES.get(code, "unknown") if code is not None else "unknown",
                     licensed=bool(state) if state is not None else None,
                     enabled=bool(enabled) if enabled is not None else None,
-                    product_name=text(getattr(f, "productName", None)),
+                    product_name=nvml_text(getattr(f, "productName", None)),
                     state=None if state is None else ("licensed" if state else "unlicensed"),
                     expiry_status=status_name,
                     expiry_timestamp_seconds=expires,
