@@ -1,5 +1,7 @@
-"""One meaning per module-level function name across the package, for the names that had several
-(``text()`` was an NVML string decoder, a display placeholder, an XML reader and an HTTP response)."""
+"""One meaning per module-level function name across the package, for the names that had several.
+
+``text()`` was an NVML string decoder, a display placeholder, an XML reader and an HTTP response.
+"""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ by whoever builds runtime objects from them, which keeps model presets mergeable
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -492,8 +492,3 @@ GPU = KeyRegistry("gpus[]")
 TOP_LEVEL.reserve("vgpu_events", "vGPU instance churn (vGPUs created and destroyed over time)")
 GPU.reserve("vgpu", "host vGPU simulation (vGPU types, instances, scheduler)")
 GPU.reserve("guest", "the vGPU guest view and guest license features")
-
-
-def doc_rows(registry: KeyRegistry | dict[str, Key]) -> Iterable[tuple[str, Key]]:
-    keys = registry.keys if isinstance(registry, KeyRegistry) else registry
-    return keys.items()

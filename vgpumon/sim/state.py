@@ -17,7 +17,7 @@ from typing import Any
 
 from vgpumon.sim.patterns import Evaluator, PatternSpec
 from vgpumon.sim.scenario_build import ci_name
-from vgpumon.sim.scenario_keys import LOAD_FIELDS, MIB
+from vgpumon.sim.scenario_keys import LOAD_FIELDS
 from vgpumon.sim.scenario_specs import (
     ComputeInstanceSpec,
     GpuInstanceSpec,
@@ -411,7 +411,3 @@ class GpuState:
 
 def percent(ratio: float) -> int:
     return max(0, min(100, round(ratio * 100)))
-
-
-def bytes_to_mib(value: float) -> float:
-    return value / MIB
