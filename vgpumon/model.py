@@ -526,8 +526,9 @@ def _fields_of(obj: Any) -> dict[str, Any]:
     raise TypeError(f"{type(obj).__name__} is not part of a snapshot")
 
 
-def to_json(snapshot: Snapshot, *, indent: int | None = None) -> str:
-    """The JSON of :func:`to_dict`, written without building that whole tree first.
+def to_json(snapshot: object, *, indent: int | None = None) -> str:
+    """The JSON of :func:`to_dict` (of a snapshot, or of any tree of the model's dataclasses),
+    written without building that whole tree first.
 
     The encoder turns each dataclass into a dict as it reaches it and drops it once written, so
     no copy of the whole snapshot as dicts and lists exists beside the text (writing a 16 x 48

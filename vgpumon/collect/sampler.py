@@ -106,7 +106,8 @@ class Sampler(GpuDispatch):
         self._serial_cost_cycle = 0
         self._acquire_hooks: list[Callable[[str, Any], None]] = []
         self._reinit_hooks: list[Callable[[], None]] = []
-        self._listeners: list[Callable[[Snapshot], None]] = []
+        self._listeners: list[Callable[[Snapshot], object]] = []
+        self._wake = asyncio.Event()  # set by refresh() and by run()'s stop
         self._lock = asyncio.Lock()
         self._close_lock = threading.Lock()
         self._closer: threading.Thread | None = None
@@ -195,7 +196,7 @@ class Sampler(GpuDispatch):
                     log.exception("a snapshot listener failed")
             return snap
 
-    def on_snapshot(self, listener: Callable[[Snapshot], None]) -> None:
+    def on_snapshot(self, listener: Callable[[Snapshot], object]) -> None:
         """Call ``listener(snapshot)`` on the event loop each time a snapshot is published.
 
         So that a consumer (the exporter's renderer) wakes when there is something new instead
@@ -204,17 +205,39 @@ class Sampler(GpuDispatch):
         """
         self._listeners.append(listener)
 
+    @property
+    def name(self) -> str:
+        """What the sampler reads (the NVML library or the simulated scenario)."""
+        return self.session.source
+
+    def refresh(self) -> None:
+        """Start the next cycle now instead of at the next interval (``r`` in ``top``)."""
+        self._wake.set()
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Cycle every ``interval_seconds`` until ``stop`` is set (a cycle in flight completes)."""
-        while not stop.is_set():
-            started = time.monotonic()
-            try:
-                await self.cycle()
-            except Exception:
-                log.exception("sampling cycle failed")
-            remaining = self.config.interval_seconds - (time.monotonic() - started)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=max(0.0, remaining))
+        """Cycle every ``interval_seconds`` until ``stop`` is set (a cycle in flight completes).
+
+        Between cycles the loop waits on one event, which ``stop`` and :meth:`refresh` both set.
+        """
+
+        async def relay_stop() -> None:
+            await stop.wait()
+            self._wake.set()
+
+        relay = asyncio.create_task(relay_stop(), name="vgpumon-sampler-stop")
+        try:
+            while not stop.is_set():
+                started = time.monotonic()
+                self._wake.clear()
+                try:
+                    await self.cycle()
+                except Exception:
+                    log.exception("sampling cycle failed")
+                remaining = self.config.interval_seconds - (time.monotonic() - started)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, remaining))
+        finally:
+            relay.cancel()
 
     def close(self, timeout: float = CLOSE_TIMEOUT_SECONDS) -> bool:
         """Stop services and worker threads, free reader state and shut NVML down, or give up.

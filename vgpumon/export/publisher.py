@@ -55,8 +55,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vgpumon.metrics.exposition import Body, Exposition, Renderer
-from vgpumon.metrics.table import ExportOptions
-from vgpumon.model import Snapshot
+from vgpumon.metrics.hosts import Exported
+from vgpumon.metrics.table import FAMILIES, ExportOptions, Family
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ RENDER_AHEAD_SECONDS = 0.002
 class Bodies:
     """Every form of one snapshot's exposition."""
 
-    snapshot: weakref.ReferenceType[Snapshot]
+    snapshot: weakref.ReferenceType[Exported]
     options: ExportOptions
     exposition: Exposition  # both plain forms, sharing their sample lines
     text_gzip: bytes | None  # None: not compressed ahead (small, or nobody asked lately)
@@ -136,12 +136,12 @@ class Bodies:
         self._on_ask[openmetrics] = packed
         return packed
 
-    def of(self, snapshot: Snapshot) -> bool:
+    def of(self, snapshot: Exported) -> bool:
         """True when these bodies were rendered from ``snapshot`` (the very object)."""
         return self.snapshot() is snapshot
 
 
-Latest = Callable[[], Snapshot | None]
+Latest = Callable[[], Exported | None]
 Extra = Callable[[], tuple[str, str]]
 
 
@@ -161,18 +161,20 @@ class Publisher:
         latest: Latest,
         options: ExportOptions | None = None,
         *,
+        families: tuple[Family, ...] = FAMILIES,
         extra: Extra = no_extra,
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
         self._latest = latest
-        self._renderer = Renderer(options)
+        self._families = families
+        self._renderer = Renderer(options, families)
         self._extra = extra
         self._poll = poll_seconds
         self._wake = asyncio.Event()
         self._published = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.current: Bodies | None = None
-        self._failed: weakref.ReferenceType[Snapshot] | None = None  # its render raised
+        self._failed: weakref.ReferenceType[Exported] | None = None  # its render raised
         self.renders = 0  # completed renders (for tests and the benchmark)
         self._gzip_wanted: dict[bool, float] = {}  # openmetrics? -> loop time of the last ask
         # Called on the event loop right after each new bodies are made current (the memory
@@ -181,7 +183,7 @@ class Publisher:
         self.render_ahead_seconds = RENDER_AHEAD_SECONDS
         self.last_render_seconds: float | None = None  # event-loop time of the last render
         self._started = 0  # renders started (Bodies.order)
-        self._asked: tuple[weakref.ReferenceType[Snapshot], asyncio.Task[None]] | None = None
+        self._asked: tuple[weakref.ReferenceType[Exported], asyncio.Task[None]] | None = None
 
     @property
     def renders_ahead(self) -> bool:
@@ -197,7 +199,7 @@ class Publisher:
         """Use new export options from the next render on (config reload)."""
         if options != self._renderer.options:
             # The current bodies keep being served until the new options' render is done.
-            self._renderer = Renderer(options)
+            self._renderer = Renderer(options, self._families)
             self._failed = None
             self.kick()
 
@@ -220,7 +222,26 @@ class Publisher:
         self._wake.set()
         self._ensure_running()
 
-    async def wait_current(self) -> Bodies | None:
+    def snapshot_arrived(self, snapshot: Exported) -> None:
+        """The feed's news of a new snapshot (its ``on_snapshot`` listener)."""
+        self.kick()
+
+    async def bodies_for(self, snapshot: Exported) -> Bodies | None:
+        """The bodies a scrape of ``snapshot`` (the feed's latest) is answered with; None when no
+        render has succeeded yet.
+
+        Its own when they are rendered; rendered ahead, the last complete bodies at once (the new
+        ones are on their way); rendered on ask, ``snapshot``'s, rendered now by the first scrape
+        that asks (the others wait for that one render); before the first render, that render.
+        """
+        current = self.current
+        if current is None:
+            return await self._first_render()
+        if current.of(snapshot):
+            return current
+        return await self._for_scrape(snapshot)
+
+    async def _first_render(self) -> Bodies | None:
         """The current bodies; before the first render is done, wait for it."""
         self._ensure_running()
         if self.current is None and self._latest() is not None:
@@ -228,7 +249,7 @@ class Publisher:
             await self._published.wait()
         return self.current
 
-    async def for_scrape(self, snapshot: Snapshot) -> Bodies | None:
+    async def _for_scrape(self, snapshot: Exported) -> Bodies | None:
         """The bodies a scrape of ``snapshot`` (the source's latest) gets.
 
         Rendered ahead: the current bodies at once (the new ones are on their way). Rendered on
@@ -238,7 +259,7 @@ class Publisher:
         """
         current = self.current
         if current is None:
-            return await self.wait_current()
+            return await self._first_render()
         if not self._due(snapshot):
             return current
         if self._ahead():
@@ -253,7 +274,7 @@ class Publisher:
         await asyncio.shield(asked[1])
         return self.current
 
-    async def until_published(self, snapshot: Snapshot) -> None:
+    async def until_published(self, snapshot: Exported) -> None:
         """Return once ``snapshot`` (or a newer one) is what scrapes get, or its render failed.
 
         For harnesses that drive the sampler by hand on a simulated clock: in their time the
@@ -268,7 +289,7 @@ class Publisher:
             if self._latest() is not snapshot:  # superseded before it was rendered
                 return
             if not self._ahead():
-                await self.for_scrape(snapshot)  # rendered on ask: ask
+                await self._for_scrape(snapshot)  # rendered on ask: ask
                 continue
             self.kick()
             await asyncio.sleep(0.001)
@@ -286,7 +307,7 @@ class Publisher:
                 await self._task
             self._task = None
 
-    def _due(self, snapshot: Snapshot) -> bool:
+    def _due(self, snapshot: Exported) -> bool:
         """A snapshot not rendered yet, and not one whose render already failed."""
         current = self.current
         if current is not None and current.of(snapshot) and current.options == self.options:
@@ -298,7 +319,7 @@ class Publisher:
         current = self.current
         return current is None or current.options != self.options or self.renders_ahead
 
-    async def _publish_logged(self, snapshot: Snapshot) -> None:
+    async def _publish_logged(self, snapshot: Exported) -> None:
         try:
             await self.publish(snapshot)
         except Exception:  # one bad render must not stop every later one
@@ -316,7 +337,7 @@ class Publisher:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._poll)
 
-    async def publish(self, snapshot: Snapshot) -> Bodies:
+    async def publish(self, snapshot: Exported) -> Bodies:
         """Render ``snapshot`` in every form and make it :attr:`current`."""
         renderer = self._renderer
         self._started += 1

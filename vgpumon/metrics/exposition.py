@@ -33,8 +33,10 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from vgpumon.metrics.gofloat import go_float
+from vgpumon.metrics.hosts import Exported
 from vgpumon.metrics.table import COUNTER, FAMILIES, ExportOptions, Family, LabelValues
 from vgpumon.model import Snapshot
 
@@ -118,7 +120,7 @@ class FamilyPlan:
             om += f"# UNIT {base} {family.unit}\n"
         self.openmetrics_header = om.encode()
 
-    def lines(self, snapshot: Snapshot, options: ExportOptions, values: dict[float, str]) -> bytes:
+    def lines(self, snapshot: Exported, options: ExportOptions, values: dict[float, str]) -> bytes:
         """This family's sample lines for ``snapshot``, UTF-8 (empty when it has none).
 
         ``values`` memoises formatted values across families (0 and 1 dominate: state sets,
@@ -128,7 +130,9 @@ class FamilyPlan:
         current, previous = sets.current, sets.previous
         name = self.family.name
         out: list[str] = []
-        for labels, value in self.family.samples(snapshot, options):
+        # A family's samples read the snapshot it was made for: the table's a Snapshot, the
+        # agentless hosts' (vgpumon.metrics.hosts) a HostsView; the renderer is built for one.
+        for labels, value in self.family.samples(cast(Snapshot, snapshot), options):
             label_set = current.get(labels)
             if label_set is None:
                 label_set = previous.get(labels)
@@ -189,20 +193,9 @@ class Renderer:
         # The table's families, then those the options bring (configured NVML fields).
         self.families = families + self.options.families if self.options.families else families
         self.plans = plans_of(self.families)
-        self._other: tuple[tuple[Family, ...], tuple[FamilyPlan, ...]] | None = None
-
-    def _plans_for(self, snapshot: Snapshot) -> tuple[FamilyPlan, ...]:
-        """The plans for the snapshot's table: a snapshot-like object may bring its own families
-        (several agentless hosts, series labelled ``host``: :mod:`vgpumon.export.hosts`)."""
-        families = getattr(snapshot, "families", None)
-        if families is None or families is self.families:
-            return self.plans
-        if self._other is None or self._other[0] is not families:
-            self._other = (families, plans_of(families))
-        return self._other[1]
 
     def steps(
-        self, snapshot: Snapshot, slice_seconds: float, tail: tuple[str, str] = ("", "")
+        self, snapshot: Exported, slice_seconds: float, tail: tuple[str, str] = ("", "")
     ) -> Iterator[Exposition | None]:
         """Render ``snapshot``, yielding None after about ``slice_seconds`` of work each time.
 
@@ -215,7 +208,7 @@ class Renderer:
         om: list[bytes] = []
         values: dict[float, str] = {}
         started = time.perf_counter()
-        plans = self._plans_for(snapshot)
+        plans = self.plans
         shared = {id(p.label_sets): p.label_sets for p in plans}.values()
         for label_sets in shared:
             label_sets.new_render()
@@ -233,7 +226,7 @@ class Renderer:
         om += (tail[1].encode(), OPENMETRICS_EOF)
         yield Exposition(tuple(text), tuple(om))
 
-    def render(self, snapshot: Snapshot) -> Exposition:
+    def render(self, snapshot: Exported) -> Exposition:
         """Both formats of ``snapshot`` in one go."""
         *_, result = self.steps(snapshot, float("inf"))
         if result is None:  # cannot happen: steps() always ends with the exposition
@@ -242,8 +235,12 @@ class Renderer:
 
 
 def render(
-    snapshot: Snapshot, *, openmetrics: bool = False, options: ExportOptions | None = None
+    snapshot: Exported,
+    *,
+    openmetrics: bool = False,
+    options: ExportOptions | None = None,
+    families: tuple[Family, ...] = FAMILIES,
 ) -> bytes:
     """The exposition of one snapshot: text format 0.0.4, or OpenMetrics 1.0.0."""
-    exposition = Renderer(options).render(snapshot)
+    exposition = Renderer(options, families).render(snapshot)
     return exposition.openmetrics if openmetrics else exposition.text
