@@ -1,16 +1,15 @@
 """glibc malloc settings for the long-running exporter (``vgpumon serve``).
 
-Why: a render of a 16 GPU x 48 vGPU host makes two 2 MB bodies every second, and the JSON API a
-megabyte more. glibc serves such blocks with ``mmap`` and unmaps them when freed, but after the
-first one is freed it raises its mmap threshold to that size (and the trim threshold to twice
-it): from then on the bodies come from the heap, whose free space stays resident. On that host
-the process sat at 86 MB instead of 72 MB. Fixing the threshold at glibc's own starting value
-(128 KiB) turns the adjustment off, so large blocks go back to the system when freed.
+Why: a render of a large host makes two bodies of megabytes, and the JSON API one more. glibc serves
+such blocks with ``mmap`` and unmaps them when freed, but after the first one is freed it raises its
+mmap threshold to that size (and the trim threshold to twice it): from then on the bodies come from
+the heap, whose free space stays resident (docs/measurements.md). Fixing the threshold at glibc's
+own starting value (128 KiB) turns the adjustment off, so large blocks go back to the system when
+freed.
 
 glibc also gives every thread that allocates its own arena (up to 8 per core); the sampler runs a
 worker thread per GPU, and each arena keeps its free memory. Two arenas are enough: the GIL lets
-one thread run Python at a time, so threads rarely allocate at the same moment (1.3 MB less on
-that host).
+one thread run Python at a time, so threads rarely allocate at the same moment.
 
 An operator's own ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_ARENA_MAX`` wins: a setting given in the
 environment is left as glibc read it. Other C libraries (musl) are left alone.

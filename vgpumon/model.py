@@ -530,10 +530,9 @@ def to_json(snapshot: object, *, indent: int | None = None) -> str:
     """The JSON of :func:`to_dict` (of a snapshot, or of any tree of the model's dataclasses),
     written without building that whole tree first.
 
-    The encoder turns each dataclass into a dict as it reaches it and drops it once written, so
-    no copy of the whole snapshot as dicts and lists exists beside the text (writing a 16 x 48
-    host's snapshot peaked at 5.1 MB, now 4.0). Tuples are JSON arrays and integer keys strings,
-    as in :func:`to_dict`; the text is the same.
+    The encoder turns each dataclass into a dict as it reaches it and drops it once written, so no
+    copy of the whole snapshot as dicts and lists exists beside the text. Tuples are JSON arrays and
+    integer keys strings, as in :func:`to_dict`; the text is the same.
     """
     return json.dumps(snapshot, default=_fields_of, indent=indent, sort_keys=False)
 

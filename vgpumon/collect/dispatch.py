@@ -18,7 +18,7 @@ from vgpumon.collect.workers import Worker, settle
 
 # GPU dispatch (docs/exporter.md, "GPU dispatch"). Reading GPUs in parallel saves wall time only
 # when their jobs are long: parallel workers contend for the GIL around every short ctypes call,
-# and each GPU costs a loop wake-up, so 16 GPUs of 1-3 ms each cost more CPU in parallel than one
+# and each GPU costs a loop wake-up, so many GPUs of short jobs cost more CPU in parallel than one
 # after another (bench/results/gpu-dispatch.md).
 # ``auto`` reads serially while the GPUs' jobs, one after another, take at most this part of the
 # interval (and of the deadline, so that a serial cycle leaves room to fall back):

@@ -88,7 +88,7 @@ class Sampler(GpuDispatch):
         self.enrichers = list(enrichers)
         # Only the latest snapshot is kept: what a reader needs from earlier cycles (the GPU's
         # last values, sample cursors) is in the GPU's slot and the reader's state, so the
-        # previous snapshot (1.4 MB on a 16 GPU x 48 vGPU host) goes once nothing serves it.
+        # previous snapshot (megabytes on a large vGPU host) goes once nothing serves it.
         self.latest: Snapshot | None = None
         self._slots: dict[str, GpuSlot] = {}
         self._by_index: dict[int, str] = {}
@@ -200,8 +200,8 @@ class Sampler(GpuDispatch):
         """Call ``listener(snapshot)`` on the event loop each time a snapshot is published.
 
         So that a consumer (the exporter's renderer) wakes when there is something new instead
-        of polling :attr:`latest` many times a second: on a one-GPU host those idle wake-ups
-        cost more CPU than rendering. Listeners must be quick and must not block.
+        of polling :attr:`latest` many times a second, which costs CPU on every host whether
+        anything changed or not. Listeners must be quick and must not block.
         """
         self._listeners.append(listener)
 

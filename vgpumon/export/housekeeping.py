@@ -14,13 +14,11 @@ instead of its high-water mark.
 Where: right after a new snapshot's bodies are published (:meth:`Housekeeping.after_publish`,
 called by the publisher on the event loop). That is the moment furthest from the next render, and
 the bodies of the previous snapshot have just been let go. The work holds the event loop (and the
-GIL) while it runs. On the simulated 16 GPU x 48 vGPU host (2-core development container,
-bench/results/exporter-cost-memory.md) ``gc.collect()`` took about 5 ms (11,500 tracked objects:
-the start-up ones are frozen) and ``malloc_trim(0)`` 0.5 ms (7 ms at most, when it had much to give
-back); on a 1-GPU host 0.2 ms each. Once a minute, a scrape that arrives meanwhile waits that long
-at most. It also runs once at start-up, right after the freeze. Where renders wait for a scrape to
-ask (a small host, ``--web.render-ahead auto``), the publish it follows is that scrape's render, so
-that scrape waits for the housekeeping too: well under a millisecond on such a host. When the
+GIL) while it runs, so it must stay short: it walks only what was made since the freeze, and a
+scrape that arrives meanwhile waits for it at most once per :data:`HOUSEKEEPING_SECONDS` (what it
+costs: docs/measurements.md). It also runs once at start-up, right after the freeze. Where
+renders wait for a scrape to ask, the publish it follows is that scrape's render, so that scrape
+waits for the housekeeping too. When the
 sampler publishes nothing (wedged), the housekeeping waits too: the process then makes little to
 clean up.
 """

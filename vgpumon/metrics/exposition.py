@@ -4,9 +4,9 @@ docs/design.md, rule 1: formatting never calls NVML. :class:`Renderer` turns one
 :class:`~vgpumon.model.Snapshot` into both exposition formats using the table in
 :mod:`vgpumon.metrics.table`.
 
-Why not prometheus-client's encoders (which this module used to call): on a 16 GPU x 48 vGPU host
-they took 190-264 ms per format and snapshot, most of it building ``Metric``/``Sample`` objects,
-validating names and escaping the same label values again every second. Here:
+Why not prometheus-client's encoders (which this module used to call): most of their time goes
+to building ``Metric``/``Sample`` objects, validating names and escaping the same label values
+again on every render (docs/measurements.md). Here:
 
 * a family's ``# HELP``/``# TYPE``/``# UNIT`` lines are formatted once, when the renderer is built;
 * an entity's label set (``{gpu="0",uuid="GPU-..."} ``) is formatted once and reused while the
@@ -71,9 +71,8 @@ def _help_openmetrics(text: str) -> str:
 class LabelSets:
     """Formatted label sets (``{gpu="0",uuid="GPU-..."} ``) of one tuple of label names.
 
-    Shared by every family with those names: the 16 vGPU families of a 16 x 48 host format each
-    vGPU's label set once, not once per family (7,900 cached strings instead of 17,000, 2.5 MB
-    less on that host). Entries the last render did not use are dropped at the next one, so the
+    Shared by every family with those names: the vGPU families format each vGPU's label set once,
+    not once per family. Entries the last render did not use are dropped at the next one, so the
     cache never outgrows a snapshot.
     """
 
@@ -163,7 +162,7 @@ class Exposition:
 
     The formats differ only in the families' header lines and the end (``# EOF``): both hold the
     very same bytes object of each family's sample lines, so the two cost about one body's
-    memory, not two (a 16 GPU x 48 vGPU host: 2.2 MB instead of 4.4).
+    memory, not two.
     """
 
     text_parts: Body  # text format 0.0.4

@@ -70,7 +70,7 @@ def scalar_value(node: yaml.Node) -> Any:
     try:
         # A constructor per value: a constructor memoises every node it constructs, so one kept
         # for the whole module held every scenario's node tree (and the marks of every token)
-        # for the life of the process: 5 MB for a 16 GPU x 48 vGPU scenario.
+        # for the life of the process (megabytes for a large scenario).
         return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
     except yaml.YAMLError:
         return node.value
