@@ -37,7 +37,14 @@ from typing import cast
 
 from vgpumon.metrics.gofloat import go_float
 from vgpumon.metrics.hosts import Exported
-from vgpumon.metrics.table import COUNTER, FAMILIES, ExportOptions, Family, LabelValues
+from vgpumon.metrics.table import (
+    COUNTER,
+    FAMILIES,
+    ExportOptions,
+    Family,
+    LabelValues,
+    walk_cache,
+)
 from vgpumon.model import Snapshot
 
 OPENMETRICS_EOF = b"# EOF\n"
@@ -211,14 +218,15 @@ class Renderer:
         shared = {id(p.label_sets): p.label_sets for p in plans}.values()
         for label_sets in shared:
             label_sets.new_render()
-        for plan in plans:
-            lines = plan.lines(snapshot, self.options, values)
-            if lines:
-                text += (plan.text_header, lines)
-                om += (plan.openmetrics_header, lines)
-            if time.perf_counter() - started >= slice_seconds:
-                yield None
-                started = time.perf_counter()
+        with walk_cache():  # each scope walked once, not once per family
+            for plan in plans:
+                lines = plan.lines(snapshot, self.options, values)
+                if lines:
+                    text += (plan.text_header, lines)
+                    om += (plan.openmetrics_header, lines)
+                if time.perf_counter() - started >= slice_seconds:
+                    yield None
+                    started = time.perf_counter()
         for label_sets in shared:
             label_sets.end_render()
         text.append(tail[0].encode())
