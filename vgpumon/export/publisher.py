@@ -1,46 +1,18 @@
-"""Render each snapshot a scrape will get once, and hand out the finished bodies.
+"""Render each snapshot a scrape will read once, and hand scrapes the finished bodies.
 
-Issue: a scrape that arrived while a big host's exposition was being rendered (a 16 GPU x 48 vGPU
-host: 2 MB, 14,000 samples) waited for the render, so the scrape latency tail was the render time.
-Now rendering is off the scrape path: :class:`Publisher` notices a new snapshot, renders text,
-OpenMetrics and both gzip forms, and only then swaps them in as :attr:`Publisher.current`. A scrape
-takes ``current`` as it is, at once: it is always the last *complete* set of bodies (one sampling
-interval old at worst, which Prometheus cannot tell from a slower sampler).
+:class:`Publisher` renders a snapshot in every form (text, OpenMetrics, the gzip forms scrapers
+ask for) and swaps the set in whole as :attr:`Publisher.current`; a scrape gets its bodies from
+:meth:`Publisher.bodies_for`. When a snapshot is rendered is docs/exporter.md, "Rendering": ahead
+of scrapes only while a render is slow *and* scrapes come at least as often as snapshots (then
+every snapshot will be read, and no scrape waits for a render); otherwise by the first scrape
+that asks, so a snapshot nobody scrapes is never rendered. What must stay true:
 
-Ahead of scrapes only where it pays: the sampler publishes every second and Prometheus scrapes
-every 15 s or more, so rendering every snapshot ahead renders about fifteen that nobody reads for
-each one that is. That is the right price where a render is slow (it would otherwise sit in a
-scrape's latency), and the wrong one on the common small host, where the render is cheaper than
-the latency a scrape tolerates: a one-GPU H100 spent most of its exporter's event-loop CPU on
-renders nobody asked for. So each render is timed; while the last one took at least
-:data:`RENDER_AHEAD_SECONDS`, new snapshots are rendered ahead as above; below it, a snapshot is
-rendered by the first scrape that asks for it (concurrent scrapes of that snapshot wait for that
-one render, later ones reuse it), and a scrape pays at most that threshold in latency. The first
-snapshot, and the first after new export options, are always rendered ahead: that render also
-measures the cost.
-
-Where the time goes and why it does not stall scrapes:
-
-* the table walk and formatting run on the event loop in slices of about a millisecond
-  (:meth:`vgpumon.metrics.exposition.Renderer.steps`), so a scrape waits at most one slice; a worker
-  thread would hold the GIL for the whole render and delay the loop by up to the interpreter's
-  switch interval at every turn;
-* gzip of a large body (:data:`EAGER_GZIP_BYTES` and more) runs in a worker thread before the
-  bodies are published: zlib releases the GIL while it compresses, and only for the forms a
-  scraper asked for in the last :data:`WANTED_SECONDS` (Prometheus asks for one form, always
-  the same): compressing a 16 x 48 host's two bodies costs more CPU than rendering them. The
-  first ask for a form nobody asked for lately is compressed for that one answer (in a worker
-  thread); from the next snapshot on it is compressed before it is published.
-* a small body (a host of a few GPUs: tens of kB, well under a millisecond to compress) is
-  compressed only when a scrape asks for it, on the event loop, once per snapshot: the sampler
-  publishes every second and Prometheus scrapes every 15 s or more, so compressing each
-  snapshot ahead (with a thread hand-off each time) cost a one-GPU host more CPU than the
-  compression the scrapes need.
-
-Memory: one set of bodies is alive (the old set is dropped when the new one is swapped in; a
-scrape still sending the old body keeps only that body), the text and OpenMetrics forms share
-their sample lines (:class:`~vgpumon.metrics.exposition.Exposition`), and the snapshot is
-referenced weakly, so a snapshot the sampler has replaced is not kept alive by the exposition.
+* a render runs on the event loop in slices (:data:`SLICE_SECONDS`), so a scrape waits at most
+  one slice behind it; gzip of a large body runs in a worker thread (zlib releases the GIL);
+* concurrent scrapes of one snapshot share one render and one compression;
+* one set of bodies is alive, and the snapshot is referenced weakly: a replaced snapshot is not
+  kept alive by the exposition;
+* a render that fails is logged and not retried in a loop; the previous bodies stay served.
 """
 
 from __future__ import annotations
@@ -71,10 +43,12 @@ WANTED_SECONDS = 600.0  # a gzip form is kept compressed this long after a scrap
 # Bodies this large are compressed ahead in a thread; smaller ones on first ask, on the loop
 # (64 KiB at level 6: well under a millisecond, so a scrape waiting behind it hardly notices).
 EAGER_GZIP_BYTES = 64 * 1024
-# A render that took at least this long makes the next snapshots render ahead of scrapes; a
-# quicker one makes them wait for the first scrape that asks (2 ms: well inside the 5 ms scrape
-# latency target; a one-GPU host renders in about 1 ms, a 16 x 48 vGPU host in tens of ms).
+# A render that took at least this long may make the next snapshots render ahead of scrapes (when
+# scrapes come often enough to read them); a quicker one waits for the first scrape that asks,
+# which then pays at most this in latency: well inside the scrape latency target.
 RENDER_AHEAD_SECONDS = 0.002
+# Reads this many times as far apart as snapshots still count as reading every snapshot.
+READ_OFTEN_SLACK = 1.5
 
 
 @dataclass(frozen=True)
@@ -184,12 +158,44 @@ class Publisher:
         self.last_render_seconds: float | None = None  # event-loop time of the last render
         self._started = 0  # renders started (Bodies.order)
         self._asked: tuple[weakref.ReferenceType[Exported], asyncio.Task[None]] | None = None
+        # When scrapes asked and snapshots arrived (loop time), and the gaps before the last of
+        # each: rendering ahead pays only where every snapshot is read.
+        self._last_ask: float | None = None  # when a snapshot was first asked for
+        self._read_snapshot: weakref.ReferenceType[Exported] | None = None
+        self._ask_gap: float | None = None
+        self._last_arrival: float | None = None
+        self._arrival_gap: float | None = None
 
     @property
     def renders_ahead(self) -> bool:
-        """True when new snapshots are rendered before a scrape asks (the last render was slow)."""
+        """True when new snapshots are rendered before a scrape asks: always when so configured
+        (``render_ahead_seconds`` 0), the first one (which measures the cost), and otherwise
+        while the last render was slow and scrapes come at least as often as snapshots."""
         spent = self.last_render_seconds
-        return spent is None or spent >= self.render_ahead_seconds
+        if spent is None or self.render_ahead_seconds <= 0.0:
+            return True
+        return spent >= self.render_ahead_seconds and self._read_often()
+
+    def _note_read(self, snapshot: Exported) -> None:
+        """A scrape asked for ``snapshot``: the first ask of each snapshot is one read (a burst of
+        scrapers reads one snapshot once)."""
+        now = asyncio.get_running_loop().time()
+        read = self._read_snapshot
+        if read is not None and read() is snapshot:
+            return
+        self._read_snapshot = weakref.ref(snapshot)
+        if self._last_ask is not None:
+            self._ask_gap = now - self._last_ask
+        self._last_ask = now
+
+    def _read_often(self) -> bool:
+        """Scrapes come at least once per snapshot, and came lately: each snapshot will be read."""
+        last, asks, arrivals = self._last_ask, self._ask_gap, self._arrival_gap
+        if last is None or asks is None or arrivals is None:
+            return False
+        now = asyncio.get_running_loop().time()
+        # Some slack for jitter: a scraper as fast as the sampler reads at about its pace.
+        return asks <= READ_OFTEN_SLACK * arrivals and now - last <= 2 * arrivals
 
     @property
     def options(self) -> ExportOptions:
@@ -223,8 +229,14 @@ class Publisher:
         self._ensure_running()
 
     def snapshot_arrived(self, snapshot: Exported) -> None:
-        """The feed's news of a new snapshot (its ``on_snapshot`` listener)."""
-        self.kick()
+        """The feed's news of a new snapshot (its ``on_snapshot`` listener): rendered now when
+        renders go ahead of scrapes; otherwise nothing wakes until a scrape asks for it."""
+        now = asyncio.get_running_loop().time()
+        if self._last_arrival is not None:
+            self._arrival_gap = now - self._last_arrival
+        self._last_arrival = now
+        if self._ahead():
+            self.kick()
 
     async def bodies_for(self, snapshot: Exported) -> Bodies | None:
         """The bodies a scrape of ``snapshot`` (the feed's latest) is answered with; None when no
@@ -234,6 +246,7 @@ class Publisher:
         ones are on their way); rendered on ask, ``snapshot``'s, rendered now by the first scrape
         that asks (the others wait for that one render); before the first render, that render.
         """
+        self._note_read(snapshot)
         current = self.current
         if current is None:
             return await self._first_render()
