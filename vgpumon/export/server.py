@@ -1,21 +1,10 @@
 """The HTTP side of ``vgpumon serve``: its endpoints and its lifecycle.
 
-Endpoints:
-
-* ``/metrics``: the latest snapshot as Prometheus text 0.0.4 or OpenMetrics, chosen from the Accept
-  header (:mod:`vgpumon.export.negotiation`), gzip when the client accepts it;
-* ``/api/v1/snapshot``: the latest snapshot as JSON (``vgpumon.model.to_json``; the path carries
-  the API version and the body its ``schema_version``);
-* ``/-/healthy`` (the process serves) and ``/-/ready`` (first cycle done, sampler not wedged, and
-  NVML up or at least one GPU read);
-* ``/``: a landing page listing the above.
-
-docs/design.md, rule 1: no handler calls NVML, and no scrape renders. The :class:`Publisher`
-renders each new snapshot in every form before it is served; a scrape sends the last complete
-body at once. Bodies go out in chunks under a write timeout
-(:mod:`vgpumon.export.connections`), so a client that stops reading holds one chunk of buffer for
-a bounded time, not a copy of the whole body forever. Requests beyond ``max_requests`` in flight
-get a 503 at once instead of queueing.
+The endpoints (``/metrics``, ``/api/v1/snapshot``, ``/-/healthy``, ``/-/ready``, ``/``) are
+docs/exporter.md's. What must stay true (docs/design.md, rule 1): no handler calls NVML, and a
+scrape gets its bodies from the :class:`~vgpumon.export.publisher.Publisher`; requests beyond
+``max_requests`` in flight get a 503 at once instead of queueing. :func:`serve` owns the start
+and the stop of the feed's loop, the listener, the publisher and the web config.
 """
 
 from __future__ import annotations

@@ -13,6 +13,8 @@ again on every render (docs/measurements.md). Here:
   entity exists, by every family with the same label names (the cache is keyed by the label
   values, so a changed identity is a new entry, and entries no longer in the snapshot are dropped
   at the end of the render);
+* each scope of the table (the GPUs, the vGPUs, ...) is walked once per render, however many
+  families it has (:func:`vgpumon.metrics.table.walk_cache`);
 * only values are formatted per snapshot, as prometheus-client formats them (``go_float``);
 * a sample line is the same in both formats, so each family's lines are built once, as bytes, and
   shared: the two formats are sequences of parts holding the same lines objects (memory: one
