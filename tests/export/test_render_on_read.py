@@ -44,11 +44,11 @@ async def test_snapshots_read_as_often_as_they_come_are_rendered_ahead() -> None
     publisher = Publisher(lambda: latest[0])
     publisher.render_ahead_seconds = 1e-9
     try:
-        for n in range(6):  # a scrape after every snapshot
+        for n in range(6):  # a scrape right after every snapshot
             latest[0] = dataclasses.replace(base, timestamp=base.timestamp + n)
             publisher.snapshot_arrived(latest[0])
-            await _settle()
             await publisher.bodies_for(latest[0])
+            await _settle()
         assert publisher.renders_ahead
         latest[0] = new = dataclasses.replace(base, timestamp=base.timestamp + 99)
         publisher.snapshot_arrived(new)

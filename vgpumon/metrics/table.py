@@ -431,17 +431,41 @@ def _family(
     )
 
 
+def _single(
+    scope: Scope[T], name: str, type_: str, help_: str, value: Callable[[T], Any], collector: str
+) -> Family:
+    """One sample per scope item, labelled with the item's identity alone (none where ``value``
+    gives None): the commonest row, so its samples skip the extra-label machinery."""
+
+    def samples(s: Snapshot, o: ExportOptions) -> Iterator[Sample]:
+        for ids, item in walked(scope, s, o):
+            got = value(item)
+            if got is not None:
+                yield ids, float(got)  # bool -> 1.0 / 0.0
+
+    return Family(
+        name=name,
+        type=type_,
+        unit=unit_of(name),
+        help=help_,
+        labels=scope.labels,
+        section=scope.section,
+        collector=collector,
+        samples=samples,
+    )
+
+
 def gauge(
     scope: Scope[T], name: str, help_: str, value: Callable[[T], Any], *, collector: str
 ) -> Family:
     """One sample per scope item (none where ``value`` gives None)."""
-    return _family(scope, name, GAUGE, help_, (), lambda it: [((), value(it))], collector)
+    return _single(scope, name, GAUGE, help_, value, collector)
 
 
 def counter(
     scope: Scope[T], name: str, help_: str, value: Callable[[T], Any], *, collector: str
 ) -> Family:
-    return _family(scope, name, COUNTER, help_, (), lambda it: [((), value(it))], collector)
+    return _single(scope, name, COUNTER, help_, value, collector)
 
 
 def labeled(
