@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import dataclasses
 import logging
 import threading
@@ -224,7 +223,8 @@ class Sampler(GpuDispatch):
             await stop.wait()
             self._wake.set()
 
-        relay = asyncio.create_task(relay_stop(), name="vgpumon-sampler-stop")
+        loop = asyncio.get_running_loop()
+        relay = loop.create_task(relay_stop(), name="vgpumon-sampler-stop")
         try:
             while not stop.is_set():
                 started = time.monotonic()
@@ -234,8 +234,13 @@ class Sampler(GpuDispatch):
                 except Exception:
                     log.exception("sampling cycle failed")
                 remaining = self.config.interval_seconds - (time.monotonic() - started)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=max(0.0, remaining))
+                # A timer that sets the same event: the loop wakes once for the next cycle,
+                # where a wait_for would start and cancel a task around the wait.
+                timer = loop.call_later(max(0.0, remaining), self._wake.set)
+                try:
+                    await self._wake.wait()
+                finally:
+                    timer.cancel()
         finally:
             relay.cancel()
 
