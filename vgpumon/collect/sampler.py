@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from vgpumon.collect.base import (
     NEEDS_INTERVAL,
@@ -53,6 +53,7 @@ from vgpumon.model import CollectorStatus, DriverInfo, Gpu, SamplerHealth, Snaps
 from vgpumon.nvml.session import SYSTEM, GpuDown, NvmlSession
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # How long :meth:`Sampler.close` waits for NVML to free reader state and shut down.
 CLOSE_TIMEOUT_SECONDS = 2.0
@@ -303,11 +304,8 @@ class Sampler(GpuDispatch):
         self.session.new_cycle()
         if self._system.busy:
             return self._abandon(start_mono, "system phase still stuck from an earlier cycle")
-        try:
-            system = await asyncio.wait_for(
-                self._system.submit(self._system_phase), timeout=self.config.deadline_seconds
-            )
-        except asyncio.TimeoutError:
+        system = await _within(self._system.submit(self._system_phase), deadline - start_mono)
+        if system is None:
             return self._abandon(start_mono, "system phase did not finish before the deadline")
 
         slots = sorted(self._slots.values(), key=lambda s: s.index)
@@ -329,9 +327,12 @@ class Sampler(GpuDispatch):
         dispatch = self._dispatch_mode(to_read)
         pending = await self._dispatch(to_read, now, deadline, dispatch)
         if pending:
-            done, _ = await asyncio.wait(
-                pending.values(), timeout=max(0.0, deadline - time.monotonic())
-            )
+            if all(fut.done() for fut in pending.values()):  # a serial chain settles them all
+                done = set(pending.values())
+            else:
+                done, _ = await asyncio.wait(
+                    pending.values(), timeout=max(0.0, deadline - time.monotonic())
+                )
             for uuid, fut in pending.items():
                 if fut in done:
                     results[uuid] = fut.result()
@@ -632,3 +633,25 @@ class Sampler(GpuDispatch):
 
     def _hung_gpu(self, slot: GpuSlot) -> Gpu:
         return identity_only(slot, "hung")
+
+
+async def _within(fut: asyncio.Future[T], timeout: float) -> T | None:
+    """``fut``'s result, or None when it is not done within ``timeout`` seconds (it is then
+    cancelled: the worker's late result is dropped). Awaited directly, with a timer, so the loop
+    wakes once when the worker settles it (``wait_for`` added a waiter and a callback turn)."""
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        fut.cancel()
+
+    timer = asyncio.get_running_loop().call_later(max(0.0, timeout), expire)
+    try:
+        return await fut
+    except asyncio.CancelledError:
+        if not expired:  # the cycle itself is being cancelled
+            raise
+        return None
+    finally:
+        timer.cancel()
