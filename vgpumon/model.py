@@ -168,7 +168,7 @@ class Process:
 class Pcie:
     link_generation: int | None = None
     link_width: int | None = None
-    tx_bytes_per_second: float | None = None  # opt-in: the NVML call blocks ~20 ms
+    tx_bytes_per_second: float | None = None  # opt-in: the NVML call blocks for its window
     rx_bytes_per_second: float | None = None
     replay_errors: int | None = None
 

@@ -29,7 +29,7 @@ class SamplerConfig:
     # A cycle that has not finished after this long is cut off (its hung GPUs are reported).
     deadline_seconds: float = 5.0
     collectors: frozenset[str] | None = None  # None: every default-on collector
-    pcie_throughput: bool = False  # opt-in: nvmlDeviceGetPcieThroughput blocks ~20 ms per call
+    pcie_throughput: bool = False  # opt-in: nvmlDeviceGetPcieThroughput blocks for its window
     processes: bool = True
     # Expensive values read at their own cadence, in seconds, by name (docs/exporter.md, the
     # ``--interval.*`` settings, says which and why); a name not given, or 0, is read every

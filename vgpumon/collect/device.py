@@ -50,8 +50,8 @@ def _identity(ctx: GpuContext) -> dict[str, Any] | None:
 
 
 def _modes(ctx: GpuContext) -> dict[str, Any]:
-    """Virtualization, MIG and persistence mode: slow (they change only by an admin's action;
-    ``nvmlDeviceGetMigMode`` alone costs about 150 µs)."""
+    """Virtualization, MIG and persistence mode: slow (they change only by an admin's action, and
+    ``nvmlDeviceGetMigMode`` is one of the costlier calls: docs/nvml-notes.md §14)."""
     h = ctx.handle
     virt = ctx.call("nvmlDeviceGetVirtualizationMode", h)
     mig = ctx.call("nvmlDeviceGetMigMode", h)

@@ -35,7 +35,9 @@ from vgpumon.nvml.errors import SUCCESS
 STATE_KEY = "gpm"
 MIN_INTERVAL_SECONDS = 0.1
 MIB = 1024 * 1024
-LOCK_WAIT_SECONDS = 0.2  # a GPM read takes about 2 ms per GPU: 0.2 s is 16 GPUs many times over
+# Many times what a GPM read of every GPU of a large host takes (docs/nvml-notes.md §14), and
+# short enough that a GPU stuck in GPM cannot hold the others' cycles.
+LOCK_WAIT_SECONDS = 0.2
 _ONE_READER = threading.Lock()
 
 # NVML_GPM_METRIC_* id -> (Gpm field, converter from NVML's unit)

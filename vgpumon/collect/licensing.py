@@ -8,7 +8,7 @@
 * **Guest** (reader ``guest``, any GPU that is not a vGPU host): per licensable feature, whether
   it is licensed and enabled, the licensed product and the expiry, from
   ``nvmlDeviceGetGridLicensableFeatures`` (``_v4``). The call succeeds on bare metal and
-  pass-through too, with ``isGridLicenseSupported = 0`` and no features (measured on a real H200).
+  pass-through too, with ``isGridLicenseSupported = 0`` and no features (docs/nvml-notes.md §5.3).
 
 Expiry dates are calendar fields without a time zone in the header; vgpumon reads them as UTC.
 A date is only turned into a timestamp when its status is VALID; PERMANENT, NOT_APPLICABLE and

@@ -1,8 +1,8 @@
 """vGPU host: which vGPUs run on each GPU, who owns them, how busy they are, and what still fits.
 
 Only GPUs in ``host_vgpu`` mode are asked (the device reader runs first and sets the mode). Every
-vGPU host call answers NOT_SUPPORTED anywhere else — bare metal, pass-through (measured on a real
-H200), inside a guest, vSGA — so asking there would only fill the error counters. When the mode
+vGPU host call answers NOT_SUPPORTED anywhere else — bare metal, pass-through, inside a guest,
+vSGA (docs/nvml-notes.md §5) — so asking there would only fill the error counters. When the mode
 itself is unknown, one probe (``nvmlDeviceGetActiveVgpus``) decides, and its NOT_SUPPORTED is
 cached.
 

@@ -18,7 +18,8 @@ the expiry status becomes NOT_AVAILABLE (the lease is gone). A held license with
 reports ``expiry_status`` (default PERMANENT).
 
 The guest side (per-GPU key ``guest``) fills ``nvmlDeviceGetGridLicensableFeatures``; every GPU
-without it answers as the pass-through H200 did: ``isGridLicenseSupported = 0`` and no features.
+without it answers as a real pass-through GPU does (docs/nvml-notes.md §5.3):
+``isGridLicenseSupported = 0`` and no features.
 """
 
 from __future__ import annotations

@@ -52,9 +52,8 @@ MAX_MHZ = 100_000.0  # GPU clocks are a few GHz
 MAX_SM_COUNT = 1024  # the largest GPUs have fewer than 200
 DEFAULT_DRIVER_VERSION = "580.159.04"
 
-# Per-call costs measured on a real data-center GPU (driver 580; docs/nvml-notes.md §14), seconds
-# per call. "*" is every other function: most simple getters cost 1-2 µs there (utilization 1.1,
-# temperature 1.3, P-state 1.9).
+# Per-call costs of a real data-center GPU, seconds per call (the measurements and where they
+# were taken: docs/nvml-notes.md §14). "*" is every other function (the simple getters).
 REALISTIC_LATENCY = {
     "*": 1.5e-6,
     "nvmlDeviceGetMemoryInfo": 6.6e-6,

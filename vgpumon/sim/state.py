@@ -26,7 +26,7 @@ from vgpumon.sim.scenario_specs import (
     ProcessSpec,
 )
 
-UTIL_PERIOD = 0.2  # NVML utilization sample cadence seen on the H200 (docs/nvml-notes.md §4.13)
+UTIL_PERIOD = 0.2  # NVML's utilization sample cadence (docs/nvml-notes.md §4.13)
 UTIL_DEPTH = 72
 POWER_PERIOD = 0.02
 POWER_DEPTH = 120
@@ -373,8 +373,8 @@ class GpuState:
         """Ratios a process shows in utilization samples at ``t``.
 
         A process with its own ``utilization`` pattern reports that; the others share what is left
-        of the GPU's utilization equally, so one busy process reads like the GPU itself (as seen on
-        the H200).
+        of the GPU's utilization equally, so one busy process reads like the GPU itself, as on a
+        real driver (docs/nvml-notes.md §4.13).
         """
         a = self.activity(t)
         running = [p for p in self.processes if p.running(t)]

@@ -28,7 +28,7 @@ CLOCK_KINDS = {
     pynvml.NVML_CLOCK_MEM: "memory",
     pynvml.NVML_CLOCK_VIDEO: "video",
 }
-ENGINE_PERIOD_US = 100_000  # sampling period the H200 reported for encoder/decoder utilization
+ENGINE_PERIOD_US = 100_000  # encoder/decoder utilization sampling period, as real drivers report
 GUEST = VIRTUALIZATION_MODES["vgpu"]
 
 
@@ -539,4 +539,4 @@ class DeviceApi(Provider):
     @nvml_function()
     def nvmlDeviceGetAccountingPids(self, handle: Any) -> list[int]:
         self.core.physical(handle)
-        return []  # accounting is off, as measured on a real H200 (so no per-pid stats)
+        return []  # accounting off, as on the real hosts recorded (so no per-pid stats)

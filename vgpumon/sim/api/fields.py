@@ -88,7 +88,7 @@ def _limit(attr: str) -> Getter:
 
 
 def _margin(value: int) -> Getter:
-    # Thresholds as T.Limit margins in °C, as the H200 reported them (shutdown -8, slowdown -2).
+    # Thresholds as T.Limit margins in °C, as a real driver reports them (docs/nvml-notes.md).
     return lambda gpu, t, scope: value
 
 
