@@ -1,5 +1,10 @@
 """GPU dispatch: the GPUs' jobs of a cycle all at once (parallel) or one after another (serial),
-and how ``auto`` picks between them (docs/exporter.md, "GPU dispatch")."""
+and how ``auto`` picks between them (docs/exporter.md, "GPU dispatch").
+
+A serial job that overruns its budget does not hold the GPUs after it: those are then read in
+parallel. A serial chain hands each job on from worker to worker, so the loop wakes once per
+chain, not once per GPU.
+"""
 
 from __future__ import annotations
 

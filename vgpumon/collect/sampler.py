@@ -4,17 +4,17 @@ docs/design.md, rule 2. Each cycle has two phases:
 
 1. *System* (one worker): re-initialise NVML if it was lost (with backoff), read driver versions,
    count GPUs and acquire handles for GPUs not yet held.
-2. *GPUs* (one worker per GPU): run every enabled reader for that GPU, the GPUs all at once
-   (parallel) or one after another (serial), as :attr:`SamplerConfig.dispatch` says; ``auto``
-   picks serial while the GPUs' jobs are short (docs/exporter.md, "GPU dispatch"). A serial job
-   that overruns its budget does not hold the GPUs after it: those are then read in parallel.
+2. *GPUs* (one worker per GPU): run every enabled reader for that GPU, dispatched as
+   :mod:`vgpumon.collect.dispatch` decides (docs/exporter.md, "GPU dispatch").
 
 Whatever has not finished when the deadline passes is abandoned: a GPU whose worker is still stuck
 is reported as hung (``up=False``) and is not given new work until its call returns; if nothing
 at all could be read (the system phase or every GPU stuck) the cycle is abandoned, the sampler is
 marked wedged and the last good GPU data stays in place, so that what was being served is not lost.
 
-The sampler is the only code that drives NVML; the exporter and the TUI read :attr:`Sampler.latest`.
+The sampler is the only code that drives NVML. It is a snapshot feed
+(:class:`vgpumon.feed.SnapshotFeed`): ``serve`` and ``top`` run its loop (:meth:`Sampler.run`),
+hear of each snapshot (:meth:`Sampler.on_snapshot`) and read :attr:`Sampler.latest`.
 """
 
 from __future__ import annotations
