@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -346,3 +348,28 @@ def free_port() -> int:
 
 def lines(text: str) -> Iterator[str]:
     return (line for line in text.splitlines() if line and not line.startswith("#"))
+
+
+@dataclasses.dataclass
+class FixedFeed:
+    """A snapshot feed (:class:`vgpumon.feed.SnapshotFeed`) for server tests: ``latest`` is set
+    by hand; ``/-/ready`` says wedged when the snapshot is."""
+
+    latest: Snapshot | None = None
+    name: str = "test feed"
+    listeners: list[Callable[[Snapshot], object]] = dataclasses.field(default_factory=list)
+
+    @property
+    def not_ready_reason(self) -> str | None:
+        if self.latest is None:
+            return "first sampling cycle not done"
+        return "sampler wedged" if self.latest.health.wedged else None
+
+    def on_snapshot(self, listener: Callable[[Snapshot], object]) -> None:
+        self.listeners.append(listener)
+
+    def refresh(self) -> None:
+        pass
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await stop.wait()

@@ -170,7 +170,7 @@ class Process:
 class Pcie:
     link_generation: int | None = None
     link_width: int | None = None
-    tx_bytes_per_second: float | None = None  # opt-in: the NVML call blocks ~20 ms
+    tx_bytes_per_second: float | None = None  # opt-in: the NVML call blocks for its window
     rx_bytes_per_second: float | None = None
     replay_errors: int | None = None
 
@@ -623,13 +623,13 @@ def _fields_of(obj: Any) -> dict[str, Any]:
     raise TypeError(f"{type(obj).__name__} is not part of a snapshot")
 
 
-def to_json(snapshot: Snapshot, *, indent: int | None = None) -> str:
-    """The JSON of :func:`to_dict`, written without building that whole tree first.
+def to_json(snapshot: object, *, indent: int | None = None) -> str:
+    """The JSON of :func:`to_dict` (of a snapshot, or of any tree of the model's dataclasses),
+    written without building that whole tree first.
 
-    The encoder turns each dataclass into a dict as it reaches it and drops it once written, so
-    no copy of the whole snapshot as dicts and lists exists beside the text (writing a 16 x 48
-    host's snapshot peaked at 5.1 MB, now 4.0). Tuples are JSON arrays and integer keys strings,
-    as in :func:`to_dict`; the text is the same.
+    The encoder turns each dataclass into a dict as it reaches it and drops it once written, so no
+    copy of the whole snapshot as dicts and lists exists beside the text. Tuples are JSON arrays and
+    integer keys strings, as in :func:`to_dict`; the text is the same.
     """
     return json.dumps(snapshot, default=_fields_of, indent=indent, sort_keys=False)
 

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import pytest
-from export_helpers import rich_snapshot
+from export_helpers import FixedFeed, rich_snapshot
 
 from vgpumon.errors import ConfigError
 from vgpumon.export.address import ListenAddress
@@ -39,13 +39,7 @@ FAST = ServerLimits(
 GET = b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
-@dataclasses.dataclass
-class Source:
-    latest: Snapshot | None
-
-    @property
-    def ready(self) -> bool:
-        return self.latest is not None and not self.latest.health.wedged
+Source = FixedFeed
 
 
 @asynccontextmanager

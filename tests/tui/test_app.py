@@ -48,7 +48,7 @@ async def test_drill_into_a_vgpu_host_gpu_shows_each_vms_license_and_type(sim_ho
         states = set()
         for v in gpu.vgpu_instances:
             key = f"local/{gpu.uuid}/vgpu/{v.vgpu_id}"
-            assert column(vgpus, "vm", key) == f.text(v.vm_id)
+            assert column(vgpus, "vm", key) == f.or_dash(v.vm_id)
             assert column(vgpus, "type", key) == f.vgpu_type(v.type_name)
             assert column(vgpus, "license", key) == f.license_state(v.license.state)
             states.add(v.license.state)
@@ -307,7 +307,7 @@ async def test_pod_column_shows_who_holds_each_device_only_where_the_kubelet_sai
             a = held.get(v.vgpu_id)
             assert column(vgpus, "pod", key) == (f"{a.namespace}/{a.pod}" if a else f.DASH)
             # KubeVirt: the VM column names the VM, the pod column its virt-launcher pod
-            assert column(vgpus, "vm", key) == (a.vm_name if a else f.text(v.vm_id))
+            assert column(vgpus, "vm", key) == (a.vm_name if a else f.or_dash(v.vm_id))
 
 
 async def test_no_pod_column_without_pods(sim_host: Any) -> None:

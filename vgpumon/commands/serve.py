@@ -140,8 +140,9 @@ def serve_arguments(
 
 def run_agentless(settings: ServeSettings, ssh: SshSettings, args: argparse.Namespace) -> int:
     """Export agentless hosts (no NVML in this process)."""
-    from vgpumon.export.hosts import AgentlessExporter
     from vgpumon.export.server import serve
+    from vgpumon.metrics.hosts import HOST_FAMILIES
+    from vgpumon.sources.agentless import AgentlessFeed
     from vgpumon.sources.ssh import SshSource
 
     if settings.fields:
@@ -150,7 +151,8 @@ def run_agentless(settings: ServeSettings, ssh: SshSettings, args: argparse.Name
         )
 
     async def main() -> int:
-        return await serve(AgentlessExporter(SshSource(ssh)), **serve_arguments(settings, args))
+        feed = AgentlessFeed(SshSource(ssh))
+        return await serve(feed, families=HOST_FAMILIES, **serve_arguments(settings, args))
 
     return asyncio.run(main())
 

@@ -184,8 +184,9 @@ SETTINGS: tuple[Setting, ...] = (
         ("--web.render-ahead",),
         check_render_ahead,
         "auto",
-        "auto: render a new snapshot before a scrape asks only where rendering is slow "
-        "(a small host's cheap render waits for the scrape); always: every snapshot",
+        "auto: render a new snapshot before a scrape asks only where rendering is slow and "
+        "scrapes come at least as often as snapshots (otherwise the first scrape of a snapshot "
+        "renders it); always: every snapshot",
         "web",
         metavar="WHEN",
         more="(auto renders ahead while a render takes 2 ms or more; see [Rendering](#rendering))",

@@ -948,18 +948,14 @@ class WebConfigRuntime:
         _set_headers(response.headers, self._config.http.headers)
 
     def setup(self, app: App) -> None:
-        """Install on ``app``: the middleware, headers on every response, cleanup on shutdown.
+        """Install on ``app``: the middleware and headers on every response (``serve`` calls
+        :meth:`close` when it stops).
 
         The middleware goes first (outermost), so nothing else in the app runs for a request that
         fails authentication.
         """
         app.middlewares.insert(0, self.middleware())
         app.response_hooks.append(self._add_headers)
-
-        async def _close() -> None:
-            self.close()
-
-        app.on_cleanup.append(_close)
 
     def close(self) -> None:
         """Stop the bcrypt and reload worker threads."""

@@ -25,6 +25,7 @@ the data rules:
 
 from __future__ import annotations
 
+import contextlib
 import platform
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -396,6 +397,38 @@ class Family:
 
 Values = Iterable[tuple[Sequence[str], Any]]
 
+# Within a render (:func:`walk_cache`), the walk of each scope: the families of one scope
+# (sixteen for a vGPU) walk the same items with the same identity labels, so a render walks each
+# scope once. Emptied when the last render in progress ends, so nothing outlives a render.
+_WALKS: dict[int, tuple[Snapshot, ExportOptions, list[tuple[LabelValues, Any]]]] = {}
+_rendering = 0
+
+
+@contextlib.contextmanager
+def walk_cache() -> Iterator[None]:
+    """Walk each scope once per snapshot while this is open (the renderer opens it)."""
+    global _rendering
+    _rendering += 1
+    try:
+        yield
+    finally:
+        _rendering -= 1
+        if not _rendering:
+            _WALKS.clear()
+
+
+def walked(scope: Scope[T], s: Snapshot, o: ExportOptions) -> Iterable[tuple[LabelValues, T]]:
+    """``scope.walk(s, o)``; inside :func:`walk_cache`, walked once per snapshot and options."""
+    if not _rendering:
+        return scope.walk(s, o)
+    key = id(scope)
+    got = _WALKS.get(key)
+    if got is not None and got[0] is s and got[1] is o:
+        return got[2]
+    items = list(scope.walk(s, o))
+    _WALKS[key] = (s, o, items)
+    return items
+
 
 def _number(value: Any) -> float | None:
     if value is None:
@@ -414,7 +447,7 @@ def _family(
     info: bool = False,
 ) -> Family:
     def samples(s: Snapshot, o: ExportOptions) -> Iterator[Sample]:
-        for ids, item in scope.walk(s, o):
+        for ids, item in walked(scope, s, o):
             for labels, value in values(item):
                 number = _number(value)
                 if number is not None:
@@ -433,17 +466,41 @@ def _family(
     )
 
 
+def _single(
+    scope: Scope[T], name: str, type_: str, help_: str, value: Callable[[T], Any], collector: str
+) -> Family:
+    """One sample per scope item, labelled with the item's identity alone (none where ``value``
+    gives None): the commonest row, so its samples skip the extra-label machinery."""
+
+    def samples(s: Snapshot, o: ExportOptions) -> Iterator[Sample]:
+        for ids, item in walked(scope, s, o):
+            got = value(item)
+            if got is not None:
+                yield ids, float(got)  # bool -> 1.0 / 0.0
+
+    return Family(
+        name=name,
+        type=type_,
+        unit=unit_of(name),
+        help=help_,
+        labels=scope.labels,
+        section=scope.section,
+        collector=collector,
+        samples=samples,
+    )
+
+
 def gauge(
     scope: Scope[T], name: str, help_: str, value: Callable[[T], Any], *, collector: str
 ) -> Family:
     """One sample per scope item (none where ``value`` gives None)."""
-    return _family(scope, name, GAUGE, help_, (), lambda it: [((), value(it))], collector)
+    return _single(scope, name, GAUGE, help_, value, collector)
 
 
 def counter(
     scope: Scope[T], name: str, help_: str, value: Callable[[T], Any], *, collector: str
 ) -> Family:
-    return _family(scope, name, COUNTER, help_, (), lambda it: [((), value(it))], collector)
+    return _single(scope, name, COUNTER, help_, value, collector)
 
 
 def labeled(

@@ -134,12 +134,12 @@ GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
         lambda r: r.instances,
         True,
     ),
-    Column("name", "name", lambda r: f.text(r.name), lambda r: r.name),
+    Column("name", "name", lambda r: f.or_dash(r.name), lambda r: r.name),
 )
 
 VGPU_COLUMNS: tuple[Column[VgpuRow], ...] = (
     Column("vgpu", "vGPU", lambda r: str(r.vgpu_id), lambda r: r.vgpu_id, True),
-    Column("vm", "VM", lambda r: f.text(r.vm), lambda r: r.vm),
+    Column("vm", "VM", lambda r: f.or_dash(r.vm), lambda r: r.vm),
     _pod_column(),
     Column("type", "type", lambda r: f.vgpu_type(r.type_name), lambda r: r.type_name),
     Column(
@@ -172,7 +172,7 @@ VGPU_COLUMNS: tuple[Column[VgpuRow], ...] = (
     Column(
         "fps",
         "fps cap",
-        lambda r: f.text(r.frame_rate_limit),
+        lambda r: f.or_dash(r.frame_rate_limit),
         lambda r: r.frame_rate_limit,
         True,
         wide=True,
@@ -182,9 +182,9 @@ VGPU_COLUMNS: tuple[Column[VgpuRow], ...] = (
 
 MIG_COLUMNS: tuple[Column[MigRow], ...] = (
     Column("gi", "GI", lambda r: str(r.gpu_instance_id), lambda r: r.gpu_instance_id, True),
-    Column("profile", "profile", lambda r: f.text(r.profile), lambda r: r.profile),
+    Column("profile", "profile", lambda r: f.or_dash(r.profile), lambda r: r.profile),
     _pod_column(),
-    Column("placement", "slot", lambda r: f.text(r.placement), lambda r: r.placement, wide=True),
+    Column("placement", "slot", lambda r: f.or_dash(r.placement), lambda r: r.placement, wide=True),
     Column(
         "memory",
         "memory",
@@ -199,15 +199,15 @@ MIG_COLUMNS: tuple[Column[MigRow], ...] = (
     Column("tensor", "tensor", lambda r: f.pct(r.tensor_active), lambda r: r.tensor_active, True),
     Column("dram", "dram", lambda r: f.pct(r.dram_active), lambda r: r.dram_active, True),
     Column("ci", "CIs", lambda r: str(r.compute_instances), lambda r: r.compute_instances, True),
-    Column("sms", "SMs", lambda r: f.text(r.sm_count), lambda r: r.sm_count, True, wide=True),
-    Column("procs", "procs", lambda r: f.text(r.processes), lambda r: r.processes, True),
+    Column("sms", "SMs", lambda r: f.or_dash(r.sm_count), lambda r: r.sm_count, True, wide=True),
+    Column("procs", "procs", lambda r: f.or_dash(r.processes), lambda r: r.processes, True),
 )
 
 PROCESS_COLUMNS: tuple[Column[ProcessRow], ...] = (
     Column("pid", "pid", lambda r: str(r.pid), lambda r: r.pid, True),
-    Column("name", "process", lambda r: f.text(r.name), lambda r: r.name),
+    Column("name", "process", lambda r: f.or_dash(r.name), lambda r: r.name),
     Column("kind", "kind", lambda r: r.kind, lambda r: r.kind),
-    Column("where", "on", lambda r: f.text(r.where), lambda r: r.where),
+    Column("where", "on", lambda r: f.or_dash(r.where), lambda r: r.where),
     Column("memory", "memory", lambda r: f.size(r.memory), lambda r: r.memory, True),
     Column("sm", "sm", lambda r: f.pct(r.sm), lambda r: r.sm, True),
     Column("mem", "mem", lambda r: f.pct(r.memory_util), lambda r: r.memory_util, True, wide=True),
@@ -215,14 +215,14 @@ PROCESS_COLUMNS: tuple[Column[ProcessRow], ...] = (
 
 SCHEDULER_COLUMNS: tuple[Column[SchedulerRow], ...] = (
     Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True),
-    Column("gi", "GI", lambda r: f.text(r.gpu_instance_id), lambda r: r.gpu_instance_id, True),
-    Column("policy", "policy", lambda r: f.text(r.policy), lambda r: r.policy),
+    Column("gi", "GI", lambda r: f.or_dash(r.gpu_instance_id), lambda r: r.gpu_instance_id, True),
+    Column("policy", "policy", lambda r: f.or_dash(r.policy), lambda r: r.policy),
     Column("arr", "ARR", lambda r: f.flag(r.arr), lambda r: r.arr),
     Column("slice", "time slice", lambda r: f.duration(r.timeslice), lambda r: r.timeslice, True),
     Column(
         "avg",
         "avg factor",
-        lambda r: f.text(r.average_factor),
+        lambda r: f.or_dash(r.average_factor),
         lambda r: r.average_factor,
         True,
         wide=True,
@@ -249,9 +249,9 @@ SCHEDULER_COLUMNS: tuple[Column[SchedulerRow], ...] = (
 SHARE_COLUMNS: tuple[Column[VgpuRow], ...] = (
     Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True),
     Column("vgpu", "vGPU", lambda r: str(r.vgpu_id), lambda r: r.vgpu_id, True),
-    Column("vm", "VM", lambda r: f.text(r.vm), lambda r: r.vm),
+    Column("vm", "VM", lambda r: f.or_dash(r.vm), lambda r: r.vm),
     Column("type", "type", lambda r: f.vgpu_type(r.type_name), lambda r: r.type_name),
-    Column("policy", "policy", lambda r: f.text(r.policy), lambda r: r.policy),
+    Column("policy", "policy", lambda r: f.or_dash(r.policy), lambda r: r.policy),
     Column("sm", "sm", lambda r: f.pct(r.sm), lambda r: r.sm, True),
     Column("got", "received", lambda r: f.pct(r.share), lambda r: r.share, True),
     Column("due", "due", lambda r: f.pct(r.entitled), lambda r: r.entitled, True),
@@ -262,7 +262,7 @@ LICENSE_COLUMNS: tuple[Column[LicenseRow], ...] = (
     Column("host", "host", lambda r: r.host, lambda r: r.host, wide=True),
     Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True),
     Column("subject", "vGPU", lambda r: r.subject, lambda r: r.subject, True),
-    Column("vm", "VM", lambda r: f.text(r.vm), lambda r: r.vm),
+    Column("vm", "VM", lambda r: f.or_dash(r.vm), lambda r: r.vm),
     Column("type", "type", lambda r: f.vgpu_type(r.type_name), lambda r: r.type_name, wide=True),
     Column("state", "state", lambda r: f.license_state(r.state), lambda r: r.urgency),
     Column(
@@ -271,7 +271,7 @@ LICENSE_COLUMNS: tuple[Column[LicenseRow], ...] = (
         lambda r: _expires(r.expiry, r.expires_in, r.expiry_status),
         lambda r: r.urgency,
     ),
-    Column("product", "product", lambda r: f.text(r.product), lambda r: r.product, wide=True),
+    Column("product", "product", lambda r: f.or_dash(r.product), lambda r: r.product, wide=True),
 )
 
 HOST_COLUMNS: tuple[Column[HostRow], ...] = (
@@ -312,7 +312,7 @@ HOST_COLUMNS: tuple[Column[HostRow], ...] = (
     Column(
         "note",
         "note",
-        lambda r: f.text(r.error) if r.error else labels(r.badges),
+        lambda r: f.or_dash(r.error) if r.error else labels(r.badges),
         lambda r: r.error or "",
         wide=True,
     ),

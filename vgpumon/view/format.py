@@ -22,7 +22,7 @@ def _absent(value: float | None) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def text(value: object) -> str:
+def or_dash(value: object) -> str:
     """Any value as text; None or an empty string is absent."""
     return DASH if value is None or value == "" else str(value)
 

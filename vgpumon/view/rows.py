@@ -416,10 +416,6 @@ class GpuRow:
         return _ratio(self.memory_used, self.memory_total)
 
     @property
-    def power_ratio(self) -> float | None:
-        return _ratio(self.power, self.power_limit)
-
-    @property
     def instances(self) -> int:
         """Children it expands into: MIG GPU instances or vGPU instances."""
         return self.migs + self.vgpus

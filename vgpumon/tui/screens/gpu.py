@@ -101,7 +101,7 @@ class GpuScreen(LiveScreen):
         shares = app.shares(self.host)
         row = vr.gpu_row(self.host, snap, gpu, shares)
         title.update(
-            f"GPU {row.index}  {f.text(row.name)}  {row.mode_label}  {row.uuid}"
+            f"GPU {row.index}  {f.or_dash(row.name)}  {row.mode_label}  {row.uuid}"
             + (f"  [{labels(row.badges)}]" if row.badges else "")
         )
         now = snap.timestamp

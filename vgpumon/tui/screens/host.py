@@ -43,8 +43,8 @@ def host_title(host: str, vapp_hosts: Mapping[str, HostUpdate], multi: bool) -> 
     if snap is not None:
         d = snap.driver
         text.append(
-            f"  {snap.source}  driver {f.text(d.driver_version)}"
-            f"  CUDA {f.text(d.cuda_driver_version)}"
+            f"  {snap.source}  driver {f.or_dash(d.driver_version)}"
+            f"  CUDA {f.or_dash(d.cuda_driver_version)}"
         )
         if snap.health.wedged:
             text.append("  sampler wedged", style="bold red")
@@ -72,7 +72,7 @@ def _child_cells(
             if k == "index":
                 value = f"{branch} v{row.vgpu_id}"
             elif k == "name":
-                value = f.text(row.vm)
+                value = f.or_dash(row.vm)
             elif k == "mode":
                 value = f.vgpu_type(row.type_name)
             elif k == "util":
@@ -96,7 +96,7 @@ def _child_cells(
             if k == "index":
                 value = f"{branch} GI{row.gpu_instance_id}"
             elif k == "name":
-                value = f.text(row.profile)
+                value = f.or_dash(row.profile)
             elif k == "mode":
                 value = "MIG instance"
             elif k == "util":

@@ -7,8 +7,8 @@ import dataclasses
 from export_helpers import rich_snapshot, samples_by_name
 from prometheus_client.parser import text_string_to_metric_families
 
-from vgpumon.export.hosts import HOST_FAMILIES, HostSnapshot, HostsView
 from vgpumon.metrics.exposition import render
+from vgpumon.metrics.hosts import HOST_FAMILIES, HostSnapshot, HostsView
 from vgpumon.metrics.table import FAMILIES
 from vgpumon.model import to_dict
 from vgpumon.sources.base import HostState, HostUpdate
@@ -36,7 +36,7 @@ def _view() -> HostsView:
 
 
 def test_one_family_block_per_name_and_host_on_every_sample() -> None:
-    text = render(_view()).decode()  # type: ignore[arg-type]
+    text = render(_view(), families=HOST_FAMILIES).decode()
     names = [f.name for f in text_string_to_metric_families(text)]
     assert len(names) == len(set(names))
     samples = samples_by_name(text)
@@ -55,7 +55,7 @@ def test_one_family_block_per_name_and_host_on_every_sample() -> None:
 def test_the_single_host_exposition_is_unchanged() -> None:
     """Per host, the series are exactly the single-host series plus the host label."""
     single = samples_by_name(render(rich_snapshot()).decode())
-    many = samples_by_name(render(_view()).decode())  # type: ignore[arg-type]
+    many = samples_by_name(render(_view(), families=HOST_FAMILIES).decode())
     for name, rows in single.items():
         mine = sorted(
             (sorted((k, v) for k, v in labels.items() if k != "host"), value)

@@ -7,7 +7,7 @@ whose result must be checked per entry (docs/nvml-notes.md §4.14).
 from __future__ import annotations
 
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext
-from vgpumon.collect.fields import read_fields
+from vgpumon.collect.field_values import read_fields
 from vgpumon.model import Temperatures
 
 NVML_TEMPERATURE_GPU = 0

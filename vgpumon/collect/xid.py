@@ -39,8 +39,9 @@ log = logging.getLogger(__name__)
 SERVICE = "xid"
 XID_EVENT = 0x0008  # nvmlEventTypeXidCriticalError; never Clock (0x10), which fires every 100 ms
 # An event ends a wait at once; the timeout only bounds how late the watcher notices a new event
-# set after an NVML re-init. Each timed-out wait costs a driver call and a raised NVMLError: on an
-# H100 two a second were 0.03 % of a core, a tenth of what the exporter's sampler thread spends.
+# set after an NVML re-init. Each timed-out wait costs a driver call and a raised NVMLError, so
+# the timeout is long enough that those stay a small part of the exporter's CPU
+# (docs/measurements.md).
 POLL_MS = 2000
 # More events than this within one poll period means something is wrong with the source (a module
 # returning an event at once, forever): pause for the rest of the period instead of burning a CPU.
