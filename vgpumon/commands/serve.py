@@ -27,6 +27,7 @@ from vgpumon.config.serve import (
     check_listen,
     check_log_level,
     check_patterns,
+    check_ratio,
     check_render_ahead,
     check_text,
     check_timeout,
@@ -76,6 +77,7 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "kubernetes_resources": ("--kubernetes-resource", check_patterns),
     "kubernetes_pod_series": ("--kubernetes-pod-series", check_bool),
     "kubernetes_api": ("--kubernetes-api", check_bool),
+    "metering_idle_ratio": ("--metering.idle-ratio", check_ratio),
 }
 
 
@@ -193,6 +195,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"when more were left out (default {defaults.processes_max})",
     )
     sampling.add_argument(
+        "--metering.idle-ratio",
+        dest="metering_idle_ratio",
+        metavar="RATIO",
+        help="a licensed, running vGPU under this SM utilization counts as idle "
+        f"(vgpumon_vgpu_idle_seconds; default {defaults.metering_idle_ratio:.0%})",
+    )
+    sampling.add_argument(
         "--pcie-throughput",
         dest="pcie_throughput",
         action=argparse.BooleanOptionalAction,
@@ -251,13 +260,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_enrichers(settings: ServeSettings) -> list[Enricher]:
-    """The enrichers the settings ask for (:func:`vgpumon.commands.names.build`)."""
-    return names.build(
+    """The enrichers the settings ask for (:func:`vgpumon.commands.names.build`), then metering.
+
+    Metering runs last, once VM and pod names are merged. It reads the host's /proc (pods of
+    processes, dead holders) only with per-process series on, the setting whose deployment joins
+    the host PID namespace, and never for the simulator, whose PIDs are not the host's.
+    """
+    from vgpumon.collect.metering import MeteringConfig, MeteringStage
+
+    enrichers = names.build(
         libvirt_uri=settings.libvirt_uri,
         kubelet_socket=settings.kubelet_socket,
         resources=settings.kubernetes_resources,
         kubernetes_api=settings.kubernetes_api,
     )
+    host_processes = settings.processes and settings.sim is None
+    metering = MeteringConfig(
+        interval_seconds=settings.interval_seconds,
+        idle_ratio=settings.metering_idle_ratio,
+        proc="/proc" if host_processes else None,
+    )
+    enrichers.append(MeteringStage(metering))
+    return enrichers
 
 
 def settings_from_args(args: argparse.Namespace) -> ServeSettings:
@@ -392,6 +416,7 @@ RESTART_ONLY = (
     "kubelet_socket",
     "kubernetes_resources",
     "kubernetes_api",
+    "metering_idle_ratio",
     "ssh_targets",
     "ssh_targets_file",
     "ssh_user",

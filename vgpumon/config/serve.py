@@ -40,6 +40,8 @@ Example::
       resources: ["nvidia.com/*"]
       pod_series: false      # per-pod value series (opt-in)
       api: false             # KubeVirt VM names from the API server (in a pod only)
+    metering:
+      idle_ratio: 5%         # a licensed, running vGPU under this SM use counts as idle
     fields:                  # NVML fields of your own, exported per GPU (vgpumon.config.fields)
       - {id: 95, name: vgpumon_gpu_pcie_replay_rollovers_total, type: counter, help: Rollovers.}
 """
@@ -159,6 +161,8 @@ class ServeSettings:
     kubernetes_resources: tuple[str, ...] = ()
     kubernetes_pod_series: bool = False
     kubernetes_api: bool = False  # KubeVirt VM names from the API server (in-cluster)
+    # A licensed, running vGPU under this SM utilization counts as idle (docs/metering.md).
+    metering_idle_ratio: float = 0.05
     # Agentless hosts (nvidia-smi over SSH, vgpumon.sources.ssh); None: that module's default.
     ssh_targets: tuple[str, ...] = ()
     ssh_targets_file: str | None = None
@@ -291,6 +295,16 @@ def check_texts(value: Any, where: str) -> tuple[str, ...]:
     return tuple(check_text(item, where) for item in items)
 
 
+def check_ratio(value: Any, where: str) -> float:
+    """A ratio in [0, 1]: ``0.05`` or ``5%``."""
+    from vgpumon.units import parse_ratio
+
+    try:
+        return parse_ratio(value)
+    except UnitError as err:
+        raise ConfigError(f"{where}: {err}") from None
+
+
 def check_listen(value: Any, where: str) -> tuple[ListenAddress, ...]:
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not items:
@@ -339,6 +353,7 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "kubernetes.resources": ("kubernetes_resources", check_patterns),
     "kubernetes.pod_series": ("kubernetes_pod_series", check_bool),
     "kubernetes.api": ("kubernetes_api", check_bool),
+    "metering.idle_ratio": ("metering_idle_ratio", check_ratio),
     "ssh.targets": ("ssh_targets", check_texts),
     "ssh.targets_file": ("ssh_targets_file", check_text),
     "ssh.user": ("ssh_user", check_text),
