@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "load": ("vgpumon.commands.load", "run CUDA load with a known duty cycle and footprint"),
     "validate": ("vgpumon.commands.validate", "run known load and check the readings"),
     "top": ("vgpumon.commands.top", "live terminal view of local or remote GPUs"),
+    "usage": ("vgpumon.commands.usage", "GPU usage per tenant, VM, pod or namespace, for invoices"),
 }
 
 
