@@ -77,6 +77,7 @@ FLAGS: dict[str, tuple[str, Any]] = {
     "kubernetes_resources": ("--kubernetes-resource", check_patterns),
     "kubernetes_pod_series": ("--kubernetes-pod-series", check_bool),
     "kubernetes_api": ("--kubernetes-api", check_bool),
+    "metering": ("--metering", check_bool),
     "metering_idle_ratio": ("--metering.idle-ratio", check_ratio),
 }
 
@@ -195,6 +196,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"when more were left out (default {defaults.processes_max})",
     )
     sampling.add_argument(
+        "--metering",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="usage counters per vGPU, MIG instance, process and pod (docs/metering.md; "
+        "default on)",
+    )
+    sampling.add_argument(
         "--metering.idle-ratio",
         dest="metering_idle_ratio",
         metavar="RATIO",
@@ -274,6 +282,8 @@ def build_enrichers(settings: ServeSettings) -> list[Enricher]:
         resources=settings.kubernetes_resources,
         kubernetes_api=settings.kubernetes_api,
     )
+    if not settings.metering:
+        return enrichers
     host_processes = settings.processes and settings.sim is None
     metering = MeteringConfig(
         interval_seconds=settings.interval_seconds,
@@ -416,6 +426,7 @@ RESTART_ONLY = (
     "kubelet_socket",
     "kubernetes_resources",
     "kubernetes_api",
+    "metering",
     "metering_idle_ratio",
     "ssh_targets",
     "ssh_targets_file",

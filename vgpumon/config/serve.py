@@ -41,6 +41,7 @@ Example::
       pod_series: false      # per-pod value series (opt-in)
       api: false             # KubeVirt VM names from the API server (in a pod only)
     metering:
+      enabled: true          # usage counters per vGPU, MIG instance, process and pod
       idle_ratio: 5%         # a licensed, running vGPU under this SM use counts as idle
     fields:                  # NVML fields of your own, exported per GPU (vgpumon.config.fields)
       - {id: 95, name: vgpumon_gpu_pcie_replay_rollovers_total, type: counter, help: Rollovers.}
@@ -161,6 +162,8 @@ class ServeSettings:
     kubernetes_resources: tuple[str, ...] = ()
     kubernetes_pod_series: bool = False
     kubernetes_api: bool = False  # KubeVirt VM names from the API server (in-cluster)
+    # Usage counters (docs/metering.md); off only to compare what they cost.
+    metering: bool = True
     # A licensed, running vGPU under this SM utilization counts as idle (docs/metering.md).
     metering_idle_ratio: float = 0.05
     # Agentless hosts (nvidia-smi over SSH, vgpumon.sources.ssh); None: that module's default.
@@ -353,6 +356,7 @@ FILE_KEYS: dict[str, tuple[str, Check]] = {
     "kubernetes.resources": ("kubernetes_resources", check_patterns),
     "kubernetes.pod_series": ("kubernetes_pod_series", check_bool),
     "kubernetes.api": ("kubernetes_api", check_bool),
+    "metering.enabled": ("metering", check_bool),
     "metering.idle_ratio": ("metering_idle_ratio", check_ratio),
     "ssh.targets": ("ssh_targets", check_texts),
     "ssh.targets_file": ("ssh_targets_file", check_text),
