@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -241,3 +242,60 @@ def test_a_new_entity_starts_at_zero() -> None:
     m = snap.gpus[0].metering
     assert m is not None
     assert [p.usage.busy_seconds for p in m.processes] == [pytest.approx(1.0)]
+
+
+def _mountinfo(root: Path, pid: int, uid: str, container: str) -> None:
+    # The kubelet's termination-log bind mount, as /proc/PID/mountinfo shows it.
+    (root / "proc" / str(pid) / "mountinfo").write_text(
+        "1510 1492 0:412 / / rw,relatime - overlay overlay rw,lowerdir=/x\n"
+        f"1530 1510 253:1 /var/lib/kubelet/pods/{uid}/containers/{container}/8f1c2b3a "
+        "/dev/termination-log rw,relatime - ext4 /dev/vda1 rw\n"
+    )
+
+
+def _allocation(namespace: str, pod: str, container: str) -> DeviceAllocation:
+    return DeviceAllocation(
+        resource="nvidia.com/gpu",
+        device_id="GPU-0::0",
+        namespace=namespace,
+        pod=pod,
+        container=container,
+        gpu_uuid="GPU-0",
+    )
+
+
+def test_two_pods_named_without_runtime_records(tmp_path: Path) -> None:
+    """Runtime records unreadable (root's): pod-resources plus each process's container name."""
+    root = fake_host(tmp_path)
+    shutil.rmtree(root / "run")
+    _mountinfo(root, 101, UID_A, "main")
+    _mountinfo(root, 202, UID_B, "server")
+    allocations = (
+        _allocation("team-a", "trainer-0", "main"),
+        _allocation("team-b", "infer-7c9", "server"),
+    )
+    stage = stage_for(root)
+    stage.apply(_snap(0.0, _gpu(PROCESSES, 0.0), allocations))
+    snap = stage.apply(_snap(1.0, _gpu(PROCESSES, 250.0), allocations))
+    m = snap.gpus[0].metering
+    assert m is not None
+    pods = {(p.namespace, p.pod, p.container): p.usage.busy_seconds for p in m.pods}
+    assert pods == {
+        ("team-a", "trainer-0", "main"): pytest.approx(0.6),
+        ("team-b", "infer-7c9", "server"): pytest.approx(0.2),
+    }
+
+
+def test_ambiguous_containers_stay_unattributed(tmp_path: Path) -> None:
+    """Two pods whose containers share a name: never guessed, their energy is unattributed."""
+    root = fake_host(tmp_path)
+    shutil.rmtree(root / "run")
+    _mountinfo(root, 101, UID_A, "main")
+    _mountinfo(root, 202, UID_B, "main")
+    allocations = (_allocation("team-a", "a", "main"), _allocation("team-b", "b", "main"))
+    stage = stage_for(root)
+    stage.apply(_snap(0.0, _gpu(PROCESSES, 0.0), allocations))
+    snap = stage.apply(_snap(1.0, _gpu(PROCESSES, 250.0), allocations))
+    m = snap.gpus[0].metering
+    assert m is not None and m.pods == ()
+    assert m.unattributed_energy_joules["pod"] == pytest.approx(250.0)

@@ -15,10 +15,12 @@ given to) cannot tell them apart. The process's cgroup can:
 The container id is then named from the runtime's own record of the container, the annotations
 the kubelet's CRI call put on it (containerd's OCI bundle ``config.json``, CRI-O's
 ``userdata/config.json``, Docker's ``config.v2.json`` labels). Where those files are not
-readable, a process still maps to its pod when pod-resources gives exactly one container on the
-process's GPU (:func:`name_from_allocations`). Reading needs the host PID namespace (``hostPID``
-in the DaemonSet) and the runtime's state directories mounted read-only at their host paths
-(docs/metering.md, "Pods").
+readable (they are root's), the kubelet's pod-resources names the containers each GPU is given
+to, and the process's ``/proc/PID/mountinfo`` (readable by anyone) the container's own name: the
+kubelet mounts ``/var/lib/kubelet/pods/<uid>/containers/<name>/...`` as its termination log. A
+process maps to the one allocated container of that name on its GPU, or to the only container
+on it (:func:`name_from_allocations`). Reading needs the host PID namespace (``hostPID`` in the
+DaemonSet; docs/metering.md, "Pods").
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ _POD_RE = re.compile(
 _CONTAINER_RE = re.compile(r"^(?:(cri-containerd|crio|docker)-)?([0-9a-f]{64})(?:\.scope)?$")
 _RUNTIMES = {"cri-containerd": "containerd", "crio": "cri-o", "docker": "docker", None: None}
 MAX_CGROUP_BYTES = 64 * 1024  # a process's cgroup file is a few hundred bytes
+MAX_MOUNTINFO_BYTES = 1 << 20  # a container's mount table is a few kB
+# The kubelet's per-container directory in a mount's root (the termination log's source).
+_KUBELET_CONTAINER_RE = re.compile(r"/pods/([0-9a-f-]{36})/containers/([^/\s]+)/")
 
 # Where each runtime keeps a container's record, relative to the host root, and the annotation
 # (or label) keys of the names the kubelet gave it: (namespace, pod, container).
@@ -173,6 +178,16 @@ class PodResolver:
                 return names
         return None
 
+    def container_name(self, pid: int, pod_uid: str) -> str | None:
+        """The container's name the kubelet's mounts into it carry, from /proc/PID/mountinfo."""
+        text = _read(os.path.join(self.proc, str(pid), "mountinfo"), MAX_MOUNTINFO_BYTES)
+        for line in (text or "").splitlines():
+            fields = line.split(" ", 4)
+            match = _KUBELET_CONTAINER_RE.search(fields[3]) if len(fields) > 3 else None
+            if match and match.group(1) == pod_uid:
+                return match.group(2)
+        return None
+
     def resolve(
         self, pid: int, allocated: Iterable[ContainerName] = ()
     ) -> tuple[CgroupIdentity | None, ContainerName | None]:
@@ -182,7 +197,11 @@ class PodResolver:
             return None, None
         names = self.container(ident.container_id) if ident.container_id else None
         if names is None:
-            names = name_from_allocations(allocated)
+            candidates = list(allocated)
+            name = self.container_name(pid, ident.pod_uid) if ident.pod_uid else None
+            if name is not None:
+                candidates = [c for c in candidates if c.container == name]
+            names = name_from_allocations(candidates)
         return ident, names
 
 
