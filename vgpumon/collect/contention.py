@@ -25,6 +25,9 @@ from dataclasses import dataclass
 from vgpumon.model import Contention, ContentionNeighbour, Gpu, VgpuScheduler
 
 WINDOW_SECONDS = 60.0
+# The window is a minute: finding the starved vGPUs again every few seconds is fine enough, and
+# spares a large host's cycles the work (the result stands in between).
+UPDATE_SECONDS = 5.0
 STARVED_MIN_WAIT_RATIO = 0.01
 STARVED_UNDER_DUE_RATIO = 0.9
 # A neighbour counts as above its due when it ran this much more (scheduler log granularity).
@@ -87,11 +90,23 @@ def starved(
 class ContentionTracker:
     """Keeps each scheduler's counter readings for the window and finds the starved vGPUs."""
 
-    def __init__(self, window_seconds: float = WINDOW_SECONDS) -> None:
+    def __init__(
+        self, window_seconds: float = WINDOW_SECONDS, update_seconds: float = UPDATE_SECONDS
+    ) -> None:
         self.window = window_seconds
+        self.every = update_seconds
         self._readings: dict[tuple[str, int | None], collections.deque[_Reading]] = {}
+        self._last: dict[str, tuple[float, tuple[Contention, ...]]] = {}
 
     def update(self, now: float, gpu: Gpu) -> tuple[Contention, ...]:
+        last = self._last.get(gpu.uuid)
+        if last is not None and 0.0 <= now - last[0] < self.every:
+            return last[1]
+        found = self._update(now, gpu)
+        self._last[gpu.uuid] = (now, found)
+        return found
+
+    def _update(self, now: float, gpu: Gpu) -> tuple[Contention, ...]:
         out: list[Contention] = []
         for sch in gpu.vgpu_schedulers:
             if not sch.usage:
@@ -126,3 +141,5 @@ class ContentionTracker:
         kept = set(keep)
         for key in [k for k in self._readings if k[0] not in kept]:
             del self._readings[key]
+        for uuid in [u for u in self._last if u not in kept]:
+            del self._last[uuid]

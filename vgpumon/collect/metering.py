@@ -77,7 +77,7 @@ class MeteringConfig:
         return max(3.0 * self.interval_seconds, 3.0)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Acc:
     busy: float = 0.0
     memory: float = 0.0
