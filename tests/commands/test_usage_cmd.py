@@ -216,3 +216,26 @@ def test_unreachable_prometheus(capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["usage", "--prometheus", f"http://127.0.0.1:{port}", *RANGE]) != 0
     err = capsys.readouterr().err
     assert "Prometheus at http://127.0.0.1" in err and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------- since start, from a snapshot
+
+
+def test_report_from_a_snapshot() -> None:
+    """The TUI's since-start table: the same quantities from the snapshot's own counters."""
+    from export_helpers import rich_snapshot
+
+    from vgpumon.sources.usage import report_from_snapshot
+
+    snap = rich_snapshot()
+    by_vm = report_from_snapshot(snap, "vm")
+    vgpus = snap.gpus[0].vgpu_instances
+    assert len(by_vm.rows) >= 1
+    total = sum(r.values["gpu_hours"] for r in by_vm.rows)
+    assert total == pytest.approx(30.0 * len(vgpus) / 3600)
+    pods = report_from_snapshot(snap, "pod")
+    assert [(r.key, round(r.values["energy_kwh"] * 3.6e6)) for r in pods.rows] == [
+        (("ml", "infer-a"), 300)
+    ]
+    tenants = report_from_snapshot(snap, "tenant")
+    assert {r.key for r in tenants.rows} >= {("ml",)}

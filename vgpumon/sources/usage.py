@@ -17,8 +17,11 @@ from typing import Any
 import aiohttp
 
 from vgpumon.errors import ConfigError, VgpumonError
+from vgpumon.model import Snapshot
 
 HOUR = 3600
+GIB = 1 << 30
+JOULES_PER_KWH = 3.6e6
 # By what usage is grouped: the rule's prefix and the labels that name a row.
 GROUPS: dict[str, tuple[str, ...]] = {
     "vm": ("vm",),
@@ -38,7 +41,7 @@ class UsageRow:
 @dataclass(frozen=True)
 class UsageReport:
     by: str
-    start: float  # Unix seconds, on a whole hour
+    start: float  # Unix seconds, on a whole hour (0: since each counter began)
     end: float
     rows: tuple[UsageRow, ...]
 
@@ -65,6 +68,48 @@ def query(by: str, quantity: str, start: float, end: float) -> str:
     # start + 1h, whether the Prometheus counts a range's left end in (2.x) or not (3.x).
     seconds = round((end - start) / HOUR) * HOUR - 1
     return f"sum_over_time(vgpumon:{by}_{quantity}:increase1h[{seconds}s:1h])"
+
+
+def report_from_snapshot(snapshot: Snapshot, by: str) -> UsageReport:
+    """Usage since vgpumon started, from one snapshot's counters (no Prometheus needed).
+
+    For the TUI's view of this host, or a fleet's snapshots: the same rows as :class:`UsageClient`
+    gives, over the life of each counter instead of whole hours. Tenants here are the namespaces
+    and VMs themselves: the tenant mapping lives in the Prometheus rules.
+    """
+    if by not in GROUPS:
+        raise ConfigError(f"--by {by!r}: choose one of {', '.join(GROUPS)}")
+    rows: dict[tuple[str, ...], dict[str, float]] = {}
+
+    def add(key: tuple[str, ...], busy: float, memory: float, energy: float | None) -> None:
+        row = rows.setdefault(key, dict.fromkeys(QUANTITIES, 0.0))
+        row["gpu_hours"] += busy / HOUR
+        row["memory_gib_hours"] += memory / (GIB * HOUR)
+        if energy is not None:
+            row["energy_kwh"] += energy / JOULES_PER_KWH
+
+    for g in snapshot.gpus:
+        m = g.metering
+        if m is None:
+            continue
+        if by in ("vm", "tenant"):
+            vms = {v.vgpu_id: v for v in g.vgpu_instances}
+            for meter in m.vgpus:
+                v = vms.get(meter.vgpu_id)
+                name = (v.vm.name if v and v.vm else None) or (v.vm_id if v else None) or ""
+                u = meter.usage
+                add((name,), u.busy_seconds, u.memory_byte_seconds, u.energy_joules)
+        if by != "vm":
+            for pod in m.pods:
+                key = {
+                    "pod": (pod.namespace, pod.pod),
+                    "namespace": (pod.namespace,),
+                    "tenant": (pod.namespace,),
+                }[by]
+                u = pod.usage
+                add(key, u.busy_seconds, u.memory_byte_seconds, u.energy_joules)
+    ordered = sorted(rows.items(), key=lambda kv: (-kv[1]["gpu_hours"], kv[0]))
+    return UsageReport(by, 0.0, snapshot.timestamp, tuple(UsageRow(k, v) for k, v in ordered))
 
 
 class UsageClient:
