@@ -314,6 +314,7 @@ def rich_snapshot() -> Snapshot:
                 ),
             ),
             pods=(PodMeter("ml", "infer-a", "server", Usage(10.0, 60.0 * GIB, 300.0)),),
+            longest_idle_holder_seconds=120.0,
             dead_holders=0,
             dead_holder_memory_bytes=0,
         ),

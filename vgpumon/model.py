@@ -469,6 +469,8 @@ class GpuMetering:
     processes: tuple[ProcessMeter, ...] = ()
     pods: tuple[PodMeter, ...] = ()
     contention: tuple[Contention, ...] = ()
+    # The longest any process has held memory with no SM use (0: none idle; None: no list).
+    longest_idle_holder_seconds: float | None = None
     dead_holders: int | None = None  # listed PIDs not on the host; None: cannot tell
     dead_holder_memory_bytes: int | None = None
 

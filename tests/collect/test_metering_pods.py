@@ -299,3 +299,12 @@ def test_ambiguous_containers_stay_unattributed(tmp_path: Path) -> None:
     m = snap.gpus[0].metering
     assert m is not None and m.pods == ()
     assert m.unattributed_energy_joules["pod"] == pytest.approx(250.0)
+
+
+def test_longest_idle_holder_is_zero_with_no_processes_and_absent_without_a_list() -> None:
+    stage = MeteringStage()
+    none_running = stage.apply(_snap(0.0, _gpu((), 0.0))).gpus[0].metering
+    assert none_running is not None and none_running.longest_idle_holder_seconds == 0.0
+    unreadable = Gpu(index=0, uuid="GPU-9", processes=None)
+    m = stage.apply(Snapshot(timestamp=1.0, gpus=(unreadable,))).gpus[0].metering
+    assert m is not None and m.longest_idle_holder_seconds is None

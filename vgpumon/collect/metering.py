@@ -243,6 +243,11 @@ class MeteringStage:
             processes=processes,
             pods=pods,
             contention=self._contention.update(now, g),
+            longest_idle_holder_seconds=(
+                max((p.idle_seconds or 0.0 for p in processes), default=0.0)
+                if g.processes is not None
+                else None
+            ),
             dead_holders=len(dead) if self._host_pid and g.processes is not None else None,
             dead_holder_memory_bytes=(
                 sum(p_mem for p_mem in _dead_memory(g, dead))

@@ -543,13 +543,6 @@ def _flag(value: bool | None) -> float | None:
 # --------------------------------------------------------------------------- derived values
 
 
-def _longest_idle(m: GpuMetering) -> float | None:
-    known = [p.idle_seconds for p in m.processes if p.idle_seconds is not None]
-    if not known:
-        return 0.0 if m.processes == () and m.dead_holders is not None else None
-    return max(known)
-
-
 def _compute_process_count(g: Gpu) -> int | None:
     if g.processes is None:
         return None
@@ -1814,7 +1807,7 @@ FAMILIES: tuple[Family, ...] = (
         "vgpumon_gpu_longest_idle_holder_seconds",
         "The longest any process on the GPU has held memory with no SM utilization, without a "
         "break (0: none idle).",
-        lambda m: _longest_idle(m),
+        lambda m: m.longest_idle_holder_seconds,
         collector="metering",
     ),
     gauge(
