@@ -49,3 +49,10 @@ def test_config_file_keys(tmp_path: Path) -> None:
 def test_bad_ratio_is_one_line(value: str) -> None:
     with pytest.raises(ConfigError, match=r"--metering\.idle-ratio"):
         parse("--metering.idle-ratio", value)
+
+
+def test_help_names_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser("serve").parse_args(["serve", "--help"])
+    out = capsys.readouterr().out
+    assert "--metering.idle-ratio" in out and "default 5%)" in out and "--no-metering" in out

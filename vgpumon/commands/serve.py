@@ -207,7 +207,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="metering_idle_ratio",
         metavar="RATIO",
         help="a licensed, running vGPU under this SM utilization counts as idle "
-        f"(vgpumon_vgpu_idle_seconds; default {defaults.metering_idle_ratio:.0%})",
+        f"(vgpumon_vgpu_idle_seconds; default {defaults.metering_idle_ratio * 100:g}%%)",
     )
     sampling.add_argument(
         "--pcie-throughput",
