@@ -70,13 +70,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_enrichers(settings: ServeSettings) -> list[Enricher]:
-    """The enrichers the settings ask for (:func:`vgpumon.commands.names.build`)."""
-    return names.build(
+    """The enrichers the settings ask for (:func:`vgpumon.commands.names.build`), then metering.
+
+    Metering runs last, once VM and pod names are merged. It reads the host's /proc (pods of
+    processes, dead holders) only with per-process series on, the setting whose deployment joins
+    the host PID namespace, and never for the simulator, whose PIDs are not the host's.
+    """
+    from vgpumon.collect.metering import MeteringConfig, MeteringStage
+
+    enrichers = names.build(
         libvirt_uri=settings.libvirt_uri,
         kubelet_socket=settings.kubelet_socket,
         resources=settings.kubernetes_resources,
         kubernetes_api=settings.kubernetes_api,
     )
+    if not settings.metering:
+        return enrichers
+    host_processes = settings.process_series and settings.sim is None
+    metering = MeteringConfig(
+        interval_seconds=settings.interval_seconds,
+        idle_ratio=settings.metering_idle_ratio,
+        proc="/proc" if host_processes else None,
+    )
+    enrichers.append(MeteringStage(metering))
+    return enrichers
 
 
 def settings_from_args(

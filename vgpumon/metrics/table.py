@@ -42,15 +42,20 @@ from vgpumon.model import (
     CollectorStatus,
     DeviceAllocation,
     Gpu,
+    GpuMetering,
     GuestLicenseFeature,
     MigComputeInstance,
     MigGpuInstance,
+    MigMeter,
     MigProfileCapacity,
     NvmlErrorCount,
+    PodMeter,
     Process,
+    ProcessMeter,
     SamplingCadence,
     Snapshot,
     VgpuInstance,
+    VgpuMeter,
     VgpuProcess,
     VgpuScheduler,
     VgpuSchedulerUsage,
@@ -291,6 +296,52 @@ def _pod_devices(
             yield labels, (g, a)
 
 
+# Metering (vgpumon.collect.metering): usage counters per tenant, on GPUs the stage metered.
+def _metered(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, GpuMetering]]:
+    return ((_gpu_id(g), g.metering) for g in _up(s) if g.metering is not None)
+
+
+def _metered_kinds(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, float]]:
+    for ids, m in _metered(s, o):
+        for kind, joules in sorted(m.unattributed_energy_joules.items()):
+            yield (*ids, kind), joules
+
+
+def _vgpu_meters(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, VgpuMeter]]:
+    for ids, m in _metered(s, o):
+        for v in m.vgpus:
+            yield (*ids, str(v.vgpu_id)), v
+
+
+def _mig_meters(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, MigMeter]]:
+    for ids, m in _metered(s, o):
+        for gi in m.migs:
+            yield (*ids, str(gi.gpu_instance_id)), gi
+
+
+def _process_meters(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, ProcessMeter]]:
+    # The same processes as the per-process gauges: opt-in, and within processes_max.
+    window = process_window(s, o)
+    kept = {(g.uuid, p.pid, p.gpu_instance_id, p.compute_instance_id) for g, p in window.host}
+    for g in _up(s):
+        for p in g.metering.processes if g.metering else ():
+            if (g.uuid, p.pid, p.gpu_instance_id, p.compute_instance_id) in kept:
+                labels = (
+                    *_gpu_id(g),
+                    str(p.pid),
+                    p.name or "",
+                    _gi_label(p.gpu_instance_id),
+                    _gi_label(p.compute_instance_id),
+                )
+                yield labels, p
+
+
+def _pod_meters(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, PodMeter]]:
+    for ids, m in _metered(s, o):
+        for p in m.pods:
+            yield (*ids, p.namespace, p.pod, p.container), p
+
+
 # Xids the alert rules tell apart (packaging/prometheus/vgpumon.rules.yml), after the resolution
 # buckets of NVIDIA's Xid catalog. Critical: the GPU (or its memory, NVLink or GSP firmware) needs a
 # reset, a drain or service. Informational: the running application is at fault or the hardware
@@ -362,6 +413,19 @@ POD: Scope[tuple[Gpu, DeviceAllocation]] = Scope(
     _pod_devices,
 )
 
+METERED: Scope[GpuMetering] = Scope("Metering", GPU_LABELS, _metered)
+METERED_KIND: Scope[float] = Scope("Metering", (*GPU_LABELS, "kind"), _metered_kinds)
+METER_VGPU: Scope[VgpuMeter] = Scope("Metering", (*GPU_LABELS, "vgpu_id"), _vgpu_meters)
+METER_MIG: Scope[MigMeter] = Scope("Metering", (*GPU_LABELS, "gpu_instance"), _mig_meters)
+METER_PROCESS: Scope[ProcessMeter] = Scope(
+    "Metering",
+    (*GPU_LABELS, "pid", "process_name", "gpu_instance", "compute_instance"),
+    _process_meters,
+)
+METER_POD: Scope[PodMeter] = Scope(
+    "Metering", (*GPU_LABELS, "namespace", "pod", "container"), _pod_meters
+)
+
 SECTIONS = (
     "Exporter health",
     "Physical GPU",
@@ -371,6 +435,7 @@ SECTIONS = (
     "vGPU scheduler",
     "Guest",
     "Kubernetes",
+    "Metering",
 )
 
 
@@ -1829,5 +1894,145 @@ FAMILIES: tuple[Family, ...] = (
         "instance); opt-in, --kubernetes-pod-series.",
         lambda it: _device_usage(it)[1],
         collector="kubelet",
+    ),
+    # ---- metering (docs/metering.md)
+    counter(
+        METER_VGPU,
+        "vgpumon_vgpu_busy_seconds_total",
+        "Integral of the vGPU's SM utilization over time since vgpumon first saw it.",
+        lambda v: v.usage.busy_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_VGPU,
+        "vgpumon_vgpu_framebuffer_byte_seconds_total",
+        "Integral of the vGPU's used framebuffer over time.",
+        lambda v: v.usage.memory_byte_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_VGPU,
+        "vgpumon_vgpu_energy_joules_total",
+        "The vGPU's share of the GPU's energy: by busy time, idle power by framebuffer reserved.",
+        lambda v: v.usage.energy_joules,
+        collector="metering",
+    ),
+    gauge(
+        METER_VGPU,
+        "vgpumon_vgpu_idle_seconds",
+        "How long the licensed, running vGPU has been under the idle SM utilization ratio "
+        "without a break (0 while in use).",
+        lambda v: v.idle_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_MIG,
+        "vgpumon_mig_sm_active_seconds_total",
+        "GPM SM activity of the GPU instance integrated over time, in units of its own SMs.",
+        lambda m: m.usage.busy_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_MIG,
+        "vgpumon_mig_memory_byte_seconds_total",
+        "Integral of the GPU instance's used memory over time.",
+        lambda m: m.usage.memory_byte_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_MIG,
+        "vgpumon_mig_energy_joules_total",
+        "The GPU instance's share of the GPU's energy: by SM activity weighted by its slices, "
+        "idle power by memory size.",
+        lambda m: m.usage.energy_joules,
+        collector="metering",
+    ),
+    counter(
+        METER_PROCESS,
+        "vgpumon_process_busy_seconds_total",
+        "Integral of the process's SM utilization over time; opt-in, --processes.",
+        lambda p: p.usage.busy_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_PROCESS,
+        "vgpumon_process_memory_byte_seconds_total",
+        "Integral of the process's used GPU memory over time; opt-in, --processes.",
+        lambda p: p.usage.memory_byte_seconds,
+        collector="metering",
+    ),
+    gauge(
+        METER_PROCESS,
+        "vgpumon_process_idle_seconds",
+        "How long the process has held GPU memory with no SM utilization, without a break; "
+        "opt-in, --processes.",
+        lambda p: p.idle_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_POD,
+        "vgpumon_pod_busy_seconds_total",
+        "Integral of the SM utilization of the container's processes on the GPU over time.",
+        lambda p: p.usage.busy_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_POD,
+        "vgpumon_pod_memory_byte_seconds_total",
+        "Integral of the GPU memory the container's processes used over time.",
+        lambda p: p.usage.memory_byte_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_POD,
+        "vgpumon_pod_energy_joules_total",
+        "The container's share of the GPU's energy: by busy time, idle power by memory used.",
+        lambda p: p.usage.energy_joules,
+        collector="metering",
+    ),
+    counter(
+        METERED_KIND,
+        "vgpumon_gpu_unattributed_energy_joules_total",
+        "GPU energy not given to any tenant of the kind (vgpu, mig, pod): idle with no holder, "
+        "processes outside pods, gaps; tenants plus this add up to the GPU's energy.",
+        lambda joules: joules,
+        collector="metering",
+    ),
+    counter(
+        METERED,
+        "vgpumon_gpu_metered_energy_joules_total",
+        "Increase of the GPU's energy counter since metering began: what the split divides.",
+        lambda m: m.energy_joules_metered,
+        collector="metering",
+    ),
+    counter(
+        METERED,
+        "vgpumon_gpu_unmetered_seconds_total",
+        "Time between samples too long to integrate (sampler wedged, GPU down): no usage counted.",
+        lambda m: m.unmetered_seconds,
+        collector="metering",
+    ),
+    gauge(
+        METERED,
+        "vgpumon_gpu_longest_idle_holder_seconds",
+        "The longest any process on the GPU has held memory with no SM utilization, without a "
+        "break (0: none idle).",
+        lambda m: m.longest_idle_holder_seconds,
+        collector="metering",
+    ),
+    gauge(
+        METERED,
+        "vgpumon_gpu_dead_holder_processes",
+        "Processes NVML lists on the GPU that do not exist on the host (absent where vgpumon "
+        "cannot see the host's processes).",
+        lambda m: m.dead_holders,
+        collector="metering",
+    ),
+    gauge(
+        METERED,
+        "vgpumon_gpu_dead_holder_memory_bytes",
+        "GPU memory held by processes that no longer exist on the host.",
+        lambda m: m.dead_holder_memory_bytes,
+        collector="metering",
     ),
 )
