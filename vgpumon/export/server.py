@@ -52,6 +52,7 @@ from vgpumon.export.housekeeping import Housekeeping
 from vgpumon.export.listener import Listener
 from vgpumon.export.negotiation import choose, gzip_wanted
 from vgpumon.export.publisher import NOTIFIED_POLL_SECONDS, POLL_SECONDS, Publisher, no_extra
+from vgpumon.export.serverstats import joined, server_families
 from vgpumon.metrics.table import ExportOptions
 from vgpumon.model import Snapshot, to_json
 
@@ -377,17 +378,17 @@ async def serve(
     for warning in startup_warnings(web_config):
         log.warning("%s", warning)
     ssl_context = web_config.ssl_context() if web_config is not None else None
+    guard = ConnectionGuard(limits)
     app = build_app(
         sampler,
         options=options,
         max_requests=max_requests,
         web_config=web_config,
-        extra=process_families(),
+        extra=joined(process_families(), server_families(guard, web_config)),
         render_ahead=render_ahead,
     )
     publisher = app.publisher
     bound = shutdown_timeout_seconds
-    guard = ConnectionGuard(limits)
     listener = Listener(app, guard)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -134,6 +134,14 @@ _GO_INSECURE_CIPHERS = (
     "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
     "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
 )
+# TLS 1.2 suites offered when the file names none: Go's default list without its CBC-SHA ones, i.e.
+# ECDHE with AEAD only. OpenSSL's default adds CBC-SHA256/384 suites, which testssl reports as
+# "potentially vulnerable" to LUCKY13; a file that lists CBC suites still gets them.
+DEFAULT_TLS12_CIPHERS = (
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+)
 # TLS 1.0/1.1 need SHA-1 and OpenSSL 3 security level 0; only used when the file asks for them.
 _LEGACY_CIPHERS = "@SECLEVEL=0:ECDH+AESGCM:ECDH+CHACHA20:ECDH+AES:!aNULL:!eNULL:!aDSS:!AESCCM"
 
@@ -565,6 +573,8 @@ class _Loader:
             ctx.set_ciphers(":".join(names) + (":@SECLEVEL=0" if legacy else ""))
         elif legacy:
             ctx.set_ciphers(_LEGACY_CIPHERS)
+        else:
+            ctx.set_ciphers(DEFAULT_TLS12_CIPHERS)
 
     def curves(
         self, ctx: ssl.SSLContext, c: TLSServerConfig, at: Callable[[str], yaml.Node]
@@ -801,6 +811,8 @@ class WebConfigRuntime:
         self._interval = check_interval
         self._lock = threading.RLock()
         self._auth = BasicAuth()
+        # Requests refused by basic auth, by reason (the vgpumon_http_auth_refusals_total family).
+        self.auth_refusals = {"unauthorized": 0, "throttled": 0, "busy": 0}
         self._limiter: _TokenBucket | None = None
         self._rejected: tuple[tuple[str, Stamp | None], ...] | None = None
         self._config = WebConfig.load(path)
@@ -939,8 +951,10 @@ class WebConfigRuntime:
             try:
                 ok = await self._auth.check(request.headers.get("authorization"), request.remote)
             except AuthRefused as refused:
+                self.auth_refusals["throttled" if refused.status == 429 else "busy"] += 1
                 return text(refused.reason, refused.status, {"Retry-After": "1"})
             if not ok:
+                self.auth_refusals["unauthorized"] += 1
                 return text("Unauthorized", 401, {"WWW-Authenticate": "Basic"})
         return await handler(request)
 
