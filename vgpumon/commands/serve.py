@@ -134,8 +134,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--web.max-connections",
         dest="max_connections",
         metavar="N",
-        help=f"connections served at once; one more is closed at once "
-        f"(default {defaults.max_connections})",
+        help="connections served at once; at the cap an idle or unfinished one makes room, and "
+        f"a new one is refused only when all are answering (default {defaults.max_connections})",
     )
     web.add_argument(
         "--web.header-timeout",

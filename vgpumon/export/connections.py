@@ -6,21 +6,27 @@ writes the response in chunks under flow control. The limits (measured reasons i
 docs/reliability.md; an HTTP server left to its defaults kept 500 idle TLS connections, 245 MB,
 for an hour):
 
-* **connection cap**: at most ``max_connections`` connections are served at once; one more is
-  closed as soon as it is accepted (a TLS one before any TLS state is made), so memory is
-  bounded by the cap, not by the number of clients;
-* **TLS handshake timeout** and **header timeout**: a connection must finish its handshake and
-  send a complete request head within ``header_timeout_seconds`` of being accepted, and a later
-  request on a kept-alive connection within that time of its first byte;
+* **connection cap**: at most ``max_connections`` connections hold a slot at once, from accept
+  to close, TLS handshakes included (:class:`ConnectionGuard`, :class:`TlsFront`). At the cap
+  the connection waiting longest without being answered (idle kept-alive first, then one still
+  in its handshake or head) is closed to make room; a new one is refused only when every slot
+  is answering a request. So memory is bounded by the cap, and no set of idle, half-open or
+  probing clients keeps a scraper out;
+* **TLS handshake timeout** and **header timeout**: a TLS connection must finish its handshake
+  within ``header_timeout_seconds`` of being accepted; a connection must send a complete request
+  head within that time of being ready (accepted, or handshake done), and a later request on a
+  kept-alive connection within that time of its first byte;
 * **idle keep-alive timeout**: a kept-alive connection with no new request for
   ``idle_timeout_seconds`` is closed;
 * **write timeout**: a response not taken by the client within ``write_timeout_seconds`` is
   abandoned and the connection dropped; at most one chunk of it is buffered at a time;
 * **one request at a time**: while a response is being made, reading stops, so a client that
   pipelines cannot make the server buffer its requests;
-* **client errors** (malformed requests, heads over 16 KiB) get a 400 or 431 and a close, and
-  one debug log line without a traceback: anyone can send them, so at ERROR they would flood
-  the log.
+* **client errors** (malformed requests, control bytes in a header, heads over 16 KiB, an
+  HTTP/0.9 line, unknown versions or expectations) get a 400, 431, 505 or 417 and a close, as
+  Go's servers answer, and one debug log line without a traceback: anyone can send them, so at
+  ERROR they would flood the log. A client that leaves while being answered is one debug line
+  too, and no further write is tried.
 """
 
 from __future__ import annotations
