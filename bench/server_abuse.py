@@ -156,7 +156,9 @@ async def one_scrape(port: int, cafile: str, local: str | None = None) -> tuple[
         reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, **kwargs)
         try:
             writer.write(
-                f"GET /-/healthy HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\n\r\n".encode()
+                (
+                    f"GET /-/healthy HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\n\r\n"
+                ).encode()
             )
             return int((await reader.readuntil(b"\r\n")).split(b" ")[1])
         finally:
@@ -230,7 +232,9 @@ async def attack_idle_keepalive(port: int, cafile: str, count: int, seconds: flo
                 asyncio.open_connection("127.0.0.1", port, ssl=ctx), 5
             )
             writer.write(
-                f"GET /-/healthy HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\n\r\n".encode()
+                (
+                    f"GET /-/healthy HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\n\r\n"
+                ).encode()
             )
             await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
             held.append(writer)
@@ -260,7 +264,9 @@ async def attack_password_flood(port: int, cafile: str, seconds: float) -> str:
                     asyncio.open_connection("127.0.0.1", port, ssl=ctx, local_addr=(local, 0)), 5
                 )
                 writer.write(
-                    f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {wrong}\r\n\r\n".encode()
+                    (
+                        f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {wrong}\r\n\r\n"
+                    ).encode()
                 )
                 await asyncio.wait_for(reader.readuntil(b"\r\n"), 5)
                 writer.transport.abort()

@@ -108,7 +108,7 @@ async def target(
     source: Source | None = None,
     **app_kwargs: Any,
 ) -> AsyncIterator[Target]:
-    from vgpumon.export.webconfig import WebConfigRuntime
+    from vgpumon.export.webconfig_runtime import WebConfigRuntime
 
     runtime = None
     if tls or users:

@@ -34,7 +34,8 @@ from vgpumon.export.auth import (
 )
 from vgpumon.export.connections import CHUNK_BYTES
 from vgpumon.export.listener import Listener
-from vgpumon.export.webconfig import WebConfig, WebConfigRuntime, _parse_go_duration
+from vgpumon.export.webconfig import WebConfig, _parse_go_duration
+from vgpumon.export.webconfig_runtime import WebConfigRuntime
 
 ALICE_PW = "alice-secret"
 HASH_ALICE = bcrypt.hashpw(ALICE_PW.encode(), bcrypt.gensalt(4)).decode()

@@ -182,8 +182,9 @@ def build_app(
 ) -> ExporterApp:
     """The exporter's app.
 
-    ``web_config`` (a :class:`vgpumon.export.webconfig.WebConfigRuntime`) installs TLS client
-    checks, basic auth and headers outermost, so an unauthenticated request reaches nothing else;
+    ``web_config`` (a :class:`vgpumon.export.webconfig_runtime.WebConfigRuntime`) installs TLS
+    client checks, basic auth and headers outermost, so an unauthenticated request reaches nothing
+    else;
     ``middlewares`` run inside the in-flight limit. ``extra`` adds families from outside the
     metric table to every render (``serve`` passes :func:`process_families`). ``render_ahead``
     renders every snapshot before a scrape asks, however cheap (otherwise only slow renders are).
@@ -281,7 +282,7 @@ def _web_config(path: str | None) -> Any:
     """The runtime of a Prometheus web-config file (TLS, basic auth), or None without one."""
     if path is None:
         return None
-    from vgpumon.export.webconfig import WebConfigRuntime
+    from vgpumon.export.webconfig_runtime import WebConfigRuntime
 
     return WebConfigRuntime(path)
 

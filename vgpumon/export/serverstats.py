@@ -45,7 +45,7 @@ def server_families(
 ) -> Callable[[], tuple[str, str]]:
     """A callable giving (text, OpenMetrics) of the ``vgpumon_http_*`` families, no ``# EOF``.
 
-    ``web_config`` (a :class:`vgpumon.export.webconfig.WebConfigRuntime`) brings the auth
+    ``web_config`` (a :class:`vgpumon.export.webconfig_runtime.WebConfigRuntime`) brings the auth
     refusals; without basic auth that family has no series.
     """
     renderer = Renderer(families=HTTP_FAMILIES)
