@@ -406,6 +406,7 @@ class GpuRow:
     xid: tuple[tuple[int, int], ...]  # (Xid, count) pairs; rows stay hashable for caching
     badges: tuple[Badge, ...]
     holders: Holders = NO_HOLDERS  # pods given the whole GPU
+    unlicensed: int = 0  # its vGPUs running without a license
 
     @property
     def mode_label(self) -> str:
@@ -504,6 +505,7 @@ def gpu_row(
         xid=tuple(sorted(gpu.xid_errors.items())),
         badges=_gpu_badges(gpu, hung, vgpus, snapshot),
         holders=_holders(snapshot, "gpu", gpu.uuid, None),
+        unlicensed=sum(1 for v in vgpus if v.unlicensed),
     )
 
 
