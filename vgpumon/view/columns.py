@@ -124,6 +124,7 @@ def _pod_column() -> Column[Any]:
         lambda r: r.holders.label or f.DASH,
         lambda r: r.holders.label or None,
         needs=PODS,
+        priority=2,
     )
 
 

@@ -446,6 +446,8 @@ def _gpu_badges(
         out.append(b.badge("lost", "lost" if gpu.down_reason in (None, "gpu_is_lost") else "down"))
     if hung:
         out.append(b.badge("hung"))
+    if snapshot.health.wedged:
+        out.append(b.badge("stale"))
     if gpu.xid_errors:
         newest = max(gpu.xid_errors)
         out.append(b.badge("xid", f"Xid{newest}"))

@@ -23,7 +23,6 @@ from vgpumon.view import format as f
 from vgpumon.view import rows as vr
 from vgpumon.view.columns import MIG_COLUMNS, PROCESS_COLUMNS, VGPU_COLUMNS, present
 
-WINDOW_SECONDS = 120.0
 TEMPERATURE_TOP = 100.0  # °C: the top of the temperature axis (GPUs throttle well below)
 
 
@@ -62,15 +61,15 @@ class GpuScreen(LiveScreen):
             yield Static(id="title", classes="title")
             with Grid(id="graphs"):
                 for wid, title, fmt, _metric, top in GPU_GRAPHS:
-                    hi = top if isinstance(top, float) else 1.0
-                    yield Graph(title, fmt, hi=hi, window=WINDOW_SECONDS, id=wid)
+                    hi = top if isinstance(top, float) else None
+                    yield Graph(title, fmt, hi=hi, window=self.vapp.graph_window, id=wid)
             yield Static("vGPU instances", id="vgpu-title", classes="section")
             yield KeyedTable(id="vgpus", classes="inner")
             yield Static("MIG instances", id="mig-title", classes="section")
             yield KeyedTable(id="migs", classes="inner")
             with Grid(id="instance-graphs"):
-                yield Graph("instance sm", f.pct, window=WINDOW_SECONDS, id="i-sm")
-                yield Graph("instance memory", _gib, window=WINDOW_SECONDS, id="i-mem")
+                yield Graph("instance sm", f.pct, window=self.vapp.graph_window, id="i-sm")
+                yield Graph("instance memory", _gib, window=self.vapp.graph_window, id="i-mem")
             yield Static("Processes", classes="section")
             yield KeyedTable(id="procs", classes="inner")
 

@@ -173,7 +173,6 @@ HOLDERS: tuple[Holders, ...] = (
 )
 GRAPHED_GPUS = 4  # live util graphs of the first GPUs, when the terminal has the rows
 GRAPHS_FROM_HEIGHT = 32
-GRAPH_WINDOW_SECONDS = 120.0
 
 
 class HostScreen(LiveScreen):
@@ -195,7 +194,7 @@ class HostScreen(LiveScreen):
         yield KeyedTable(id="holders")
         with Grid(id="host-graphs"):
             for i in range(GRAPHED_GPUS):
-                yield Graph(f"GPU {i} util", f.pct, window=GRAPH_WINDOW_SECONDS, id=f"h-util-{i}")
+                yield Graph(f"GPU {i} util", f.pct, window=self.vapp.graph_window, id=f"h-util-{i}")
 
     def on_mount(self) -> None:
         super().on_mount()
