@@ -98,13 +98,15 @@ class GpuScreen(LiveScreen):
         shares = app.shares(self.host)
         row = vr.gpu_row(self.host, snap, gpu, shares)
         # Text, not markup: "[lost]" and a driver's own strings show as written.
-        head = Text(f"GPU {row.index}  {f.text(row.name)}  {row.mode_label}  {row.uuid}")
+        # Alarms before the UUID, which is the first thing to wrap on a narrow terminal.
+        head = Text(f"GPU {row.index}  {f.text(row.name)}  {row.mode_label}")
         if row.badges:
             head.append("  ")
             head.append_text(badges_text(row.badges, app.palette))
         stale = not gpu.up or snap.health.wedged or (update is not None and update.stale)
         if stale:
             head.append("  last known values (stale)", style=app.palette.warning)
+        head.append(f"  {row.uuid}", style="dim")
         title.update(head)
         now = snap.timestamp
         hist = app.history
