@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import time
 from collections import deque
@@ -26,11 +27,19 @@ from textual.screen import Screen
 from vgpumon.model import Snapshot
 from vgpumon.sources.base import HostState, HostUpdate, SnapshotSource
 from vgpumon.sources.history import History
+from vgpumon.sources.procinfo import ProcInfo, ProcTable
 from vgpumon.tui.cells import COLOUR, MONO, Palette
 from vgpumon.tui.runner import SourceThread
 from vgpumon.tui.themes import MONOCHROME
 from vgpumon.view.events import Event, connection_events, snapshot_events
 from vgpumon.view.filter import Query
+
+
+def local_processes(source: SnapshotSource) -> bool:
+    """The source reads this host's GPUs through the real NVML (not a simulator, not remote)."""
+    from vgpumon.sources.local import LocalSource
+
+    return isinstance(source, LocalSource) and not source.session.source.startswith("sim:")
 
 
 class Backfill(Protocol):
@@ -101,6 +110,10 @@ class VgpumonApp(App[None]):
         self.clock = clock  # event times (a test passes the simulator's clock)
         self._backfilled: set[str] = set()
         self._runner: SourceThread | None = None
+        # /proc facts and signals only for processes of this host read through real NVML: a
+        # remote or simulated host's pids name nothing (or something else) here.
+        self.proc_table: ProcTable | None = ProcTable() if local_processes(source) else None
+        self.send_signal: Callable[[int, int], None] = os.kill  # a test sends elsewhere
 
     # ------------------------------------------------------------------ life cycle
 
@@ -182,6 +195,10 @@ class VgpumonApp(App[None]):
             self._backfilled.add(update.host)
             assert update.snapshot is not None
             self.run_worker(self._fill(update.host, update.snapshot), group="backfill")
+
+    def local_processes(self, pids: Iterable[int]) -> dict[int, ProcInfo] | None:
+        """User, command, CPU and memory of this host's processes (None: not this host's)."""
+        return None if self.proc_table is None else self.proc_table.read(pids)
 
     @property
     def graph_window(self) -> float:

@@ -66,6 +66,7 @@ class Column(Generic[R]):
 PODS = "pods"  # the kubelet enricher gave devices to pods (``Snapshot.allocations``)
 VGPUS = "vgpus"  # the host has vGPU instances (license and share columns mean something)
 MIGS = "migs"  # the host has MIG instances
+LOCAL = "local"  # processes of this host, with what /proc says of them (user, CPU, command)
 
 
 def present(snapshot: Snapshot | None) -> frozenset[str]:
@@ -641,6 +642,27 @@ MIG_COLUMNS: tuple[Column[MigRow], ...] = (
 PROCESS_COLUMNS: tuple[Column[ProcessRow], ...] = (
     Column("pid", "pid", lambda r: str(r.pid), lambda r: r.pid, True, priority=0),
     Column("name", "process", lambda r: f.text(r.name), lambda r: r.name, priority=1),
+    Column("user", "user", lambda r: f.text(r.user), lambda r: r.user, priority=2, needs=LOCAL),
+    Column(
+        "cpu",
+        "CPU",
+        lambda r: f.pct(r.cpu),
+        lambda r: r.cpu,
+        priority=3,
+        needs=LOCAL,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "rss",
+        "host mem",
+        lambda r: f.size(r.host_memory),
+        lambda r: r.host_memory,
+        priority=4,
+        needs=LOCAL,
+        numeric=True,
+        descending=True,
+    ),
     Column("kind", "kind", lambda r: r.kind, lambda r: r.kind, priority=4),
     Column("where", "on", lambda r: f.text(r.where), lambda r: r.where, priority=3),
     Column(
@@ -664,6 +686,14 @@ PROCESS_COLUMNS: tuple[Column[ProcessRow], ...] = (
         priority=5,
         numeric=True,
         descending=True,
+    ),
+    Column(
+        "command",
+        "command line",
+        lambda r: f.text(r.command),
+        lambda r: r.command,
+        priority=8,
+        needs=LOCAL,
     ),
 )
 

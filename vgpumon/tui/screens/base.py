@@ -6,6 +6,7 @@ for the active screen, and a screen redraws itself when it is shown again or res
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
@@ -205,6 +206,43 @@ class LiveScreen(Screen[None]):
             self.sort_key = key
             self.sort_reverse = column is not None and column.descending
         self.refresh_data()
+
+    # ------------------------------------------------------------------ signals
+
+    def signal_process(self, table_id: str) -> None:
+        """Ask, then send a signal to the process under the cursor of ``table_id`` (a table of
+        process rows keyed ``host/uuid/pid/PID/kind``); only for this host's processes."""
+        app = self.vapp
+        try:
+            key = self.query_one(f"#{table_id}", KeyedTable).highlighted_key
+        except NoMatches:
+            key = None
+        parts = [] if key is None else key.split("/")
+        if len(parts) < 4 or parts[2] != "pid":
+            self.notify("Put the cursor on a process first.", timeout=3)
+            return
+        pid = int(parts[3])
+        info = (app.local_processes([pid]) or {}).get(pid)
+        if app.proc_table is None or info is None:
+            self.notify(
+                "Signals go only to processes of this host (not remote or simulated hosts).",
+                severity="warning",
+                timeout=4,
+            )
+            return
+        from vgpumon.tui.screens.signal import ConfirmSignal
+
+        def send(sig: signal.Signals | None) -> None:
+            if sig is None:
+                return
+            try:
+                app.send_signal(pid, sig)
+            except OSError as exc:
+                self.notify(f"{sig.name} to {pid}: {exc.strerror or exc}", severity="error")
+            else:
+                self.notify(f"sent {sig.name} to {pid}", timeout=3)
+
+        self.app.push_screen(ConfirmSignal(pid, info), send)
 
     # ------------------------------------------------------------------ keys
 

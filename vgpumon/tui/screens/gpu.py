@@ -8,8 +8,11 @@ moment. The instance graphs follow the highlighted row of the vGPU or MIG table.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Grid, VerticalScroll
 from textual.widgets import DataTable, Static
 
@@ -21,7 +24,7 @@ from vgpumon.tui.widgets.graph import Graph
 from vgpumon.tui.widgets.keyed_table import KeyedTable
 from vgpumon.view import format as f
 from vgpumon.view import rows as vr
-from vgpumon.view.columns import MIG_COLUMNS, PROCESS_COLUMNS, VGPU_COLUMNS, present
+from vgpumon.view.columns import LOCAL, MIG_COLUMNS, PROCESS_COLUMNS, VGPU_COLUMNS, present
 
 TEMPERATURE_TOP = 100.0  # °C: the top of the temperature axis (GPUs throttle well below)
 
@@ -51,6 +54,8 @@ GPU_GRAPHS = (
 
 
 class GpuScreen(LiveScreen):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("K", "signal", "signal", show=False)]
+
     def __init__(self, host: str, uuid: str) -> None:
         super().__init__()
         self.host = host
@@ -140,8 +145,10 @@ class GpuScreen(LiveScreen):
         self._focus_instances()
         self._instance_graphs(vtable if has_vgpus else mtable, now)
 
-        procs = vr.process_rows(self.host, gpu)
-        pcols = table_columns(PROCESS_COLUMNS, layout)
+        local = app.local_processes(p.pid for p in gpu.processes or ())
+        procs = vr.process_rows(self.host, gpu, local)
+        has = frozenset({LOCAL}) if local is not None else frozenset()
+        pcols = table_columns(PROCESS_COLUMNS, layout, has)
         if not has_vgpus and not has_migs:
             procs = self.sorted_rows(procs, PROCESS_COLUMNS)
         self.fill(
@@ -176,6 +183,9 @@ class GpuScreen(LiveScreen):
             total = None if gi is None else gi.memory_total_bytes
             sm.show(hist.series(self.host, entity, "gpm_sm"), now, 1.0)
             mem.show(hist.series(self.host, entity, "memory_used"), now, total)
+
+    def action_signal(self) -> None:
+        self.signal_process("procs")
 
     def _gpu(self) -> Gpu | None:
         update = self.vapp.hosts.get(self.host)

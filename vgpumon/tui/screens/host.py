@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -35,6 +35,7 @@ from vgpumon.view.columns import (
     HOST_PROCESS_COLUMNS,
     HOST_TREE_COLUMNS,
     HOST_VGPU_COLUMNS,
+    LOCAL,
     Column,
     present,
 )
@@ -64,6 +65,9 @@ def host_title(host: str, vapp_hosts: Mapping[str, HostUpdate], multi: bool) -> 
             text.append("  (last known data)", style="yellow")
     return text
 
+
+if TYPE_CHECKING:
+    from vgpumon.tui.app import VgpumonApp
 
 TREE_MID, TREE_LAST = "├ ", "└ "
 
@@ -147,27 +151,32 @@ class Holders:
 
     title: str
     has: Callable[[Snapshot], bool]
-    rows: Callable[[str, Snapshot, Mapping[str, list[vr.VgpuRow]]], Sequence[Any]]
+    rows: Callable[[VgpumonApp, str, Snapshot, Mapping[str, list[vr.VgpuRow]]], Sequence[Any]]
     columns: Sequence[Column[Any]]
+
+
+def _processes(app: VgpumonApp, host: str, snap: Snapshot) -> list[vr.ProcessRow]:
+    local = app.local_processes(p.pid for g in snap.gpus for p in g.processes or ())
+    return [p for g in snap.gpus for p in vr.process_rows(host, g, local)]
 
 
 HOLDERS: tuple[Holders, ...] = (
     Holders(
         "VMs on the GPUs (vGPU instances)",
         lambda snap: any(g.vgpu_instances for g in snap.gpus),
-        lambda host, snap, vgpus_of: [v for g in snap.gpus for v in vgpus_of[g.uuid]],
+        lambda app, host, snap, vgpus_of: [v for g in snap.gpus for v in vgpus_of[g.uuid]],
         HOST_VGPU_COLUMNS,
     ),
     Holders(
         "MIG instances",
         lambda snap: any(g.mig_instances for g in snap.gpus),
-        lambda host, snap, _v: [m for g in snap.gpus for m in vr.mig_rows(host, g, snap)],
+        lambda app, host, snap, _v: [m for g in snap.gpus for m in vr.mig_rows(host, g, snap)],
         HOST_MIG_COLUMNS,
     ),
     Holders(
         "Processes on the GPUs",
         lambda snap: True,
-        lambda host, snap, _v: [p for g in snap.gpus for p in vr.process_rows(host, g)],
+        lambda app, host, snap, _v: _processes(app, host, snap),
         HOST_PROCESS_COLUMNS,
     ),
 )
@@ -180,6 +189,7 @@ class HostScreen(LiveScreen):
         Binding("enter", "open", "open GPU"),
         Binding("l,right", "expand", "expand"),
         Binding("h,left", "collapse", "fold"),
+        Binding("K", "signal", "signal", show=False),
     ]
 
     def __init__(self, host: str) -> None:
@@ -235,8 +245,11 @@ class HostScreen(LiveScreen):
     def _draw_holders(self, snap: Snapshot, vgpus_of: Mapping[str, list[vr.VgpuRow]]) -> None:
         holders = next(h for h in HOLDERS if h.has(snap))
         query = self.vapp.filter_query
-        rows = [r for r in holders.rows(self.host, snap, vgpus_of) if query.matches(r.fields)]
-        columns = table_columns(holders.columns, self.layout_now, present(snap))
+        rows = [
+            r for r in holders.rows(self.vapp, self.host, snap, vgpus_of) if query.matches(r.fields)
+        ]
+        has = present(snap) | ({LOCAL} if self.vapp.proc_table is not None else set())
+        columns = table_columns(holders.columns, self.layout_now, frozenset(has))
         self.query_one("#holders-title", Static).update(Text(holders.title))
         self.fill(
             self.query_one("#holders", KeyedTable),
@@ -280,6 +293,9 @@ class HostScreen(LiveScreen):
             table = self.query_one("#gpus", KeyedTable)
             if key in table.held_keys:
                 table.move_cursor(row=table.held_keys.index(key))
+
+    def action_signal(self) -> None:
+        self.signal_process("holders")
 
     def action_open(self) -> None:
         key = self._gpu_key()
