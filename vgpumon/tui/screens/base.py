@@ -7,7 +7,7 @@ for the active screen, and a screen redraws itself when it is shown again or res
 from __future__ import annotations
 
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from rich.cells import cell_len
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from vgpumon.tui.app import VgpumonApp
 
 R = TypeVar("R")
+LAZY_MARGIN = 10  # rows beyond the visible ones whose cells stay current (a page key's reach)
 CELL_GAP = 2  # DataTable pads each cell by one on either side
 SCROLLBAR = 2  # a table's vertical scrollbar takes this much of the width when rows overflow
 UP, DOWN = " ▲", " ▼"  # after the sort column's label: smallest first, largest first
@@ -53,6 +54,7 @@ class LiveScreen(Screen[None]):
         # The columns of the main table as last drawn: ``s`` cycles through these only.
         self.sortable: list[Column[Any]] = []
         self._narrowed: dict[str, tuple[Cells, tuple[int, ...], Cells]] = {}
+        self._full: dict[str, dict[str, Cells]] = {}  # table id -> row key -> newest full cells
         self._composed = False  # set on mount: a pushed screen is active before its children exist
 
     @property
@@ -123,33 +125,63 @@ class LiveScreen(Screen[None]):
         self,
         table: KeyedTable,
         columns: Sequence[Column[Any]],
-        rows: Sequence[tuple[str, Cells]],
+        rows: Sequence[tuple[str, Cells | Callable[[], Cells]]],
         *,
         main: bool = False,
     ) -> list[Column[Any]]:
         """Show ``rows`` (cells for every one of ``columns``) in ``table``, keeping the columns
         that fit the screen's width (:func:`vgpumon.view.columns.fit`: least important and widest
         drop first, never cut at the edge), each as wide as its widest cell now. The main table's
-        header marks the sort column; its shown columns are what ``s`` cycles through."""
+        header marks the sort column; its shown columns are what ``s`` cycles through.
+
+        A row may come as a function that builds its cells: it is called only when the row is on
+        screen (or new); a row scrolled out of view keeps the cells it last showed until it comes
+        back into view (scrolling redraws), so a host with hundreds of instances costs what one
+        screenful costs."""
+        shown_rows = self._visible_cells(table, rows)
         labels = [self._label(c, main) for c in columns]
         widths = [
-            max([cell_len(label), *(cell_width(cells[i]) for _, cells in rows)])
+            max([cell_len(label), *(cell_width(cells[i]) for _, cells in shown_rows)])
             for i, label in enumerate(labels)
         ]
         room = self.size.width or self.app.size.width
-        if table.size.height and len(rows) + 1 > table.size.height:
+        if table.size.height and len(shown_rows) + 1 > table.size.height:
             room -= SCROLLBAR  # rows overflow: the vertical scrollbar takes its width
         kept = tuple(fit(columns, widths, room, CELL_GAP))
         if len(kept) != len(columns):
-            rows = [(key, self._narrow(key, cells, kept)) for key, cells in rows]
+            shown_rows = [(key, self._narrow(key, cells, kept)) for key, cells in shown_rows]
         shown = [columns[i] for i in kept]
-        table.sync([(columns[i].key, labels[i]) for i in kept], rows, [widths[i] for i in kept])
+        table.sync(
+            [(columns[i].key, labels[i]) for i in kept], shown_rows, [widths[i] for i in kept]
+        )
         if main and [c.key for c in shown] != [c.key for c in self.sortable]:
             had = bool(self.sortable)
             self.sortable = shown
             if had != bool(shown):
                 self.refresh_bindings()
         return shown
+
+    def _visible_cells(
+        self, table: KeyedTable, rows: Sequence[tuple[str, Cells | Callable[[], Cells]]]
+    ) -> list[tuple[str, Cells]]:
+        top = int(table.scroll_y) - LAZY_MARGIN
+        bottom = int(table.scroll_y) + (table.size.height or self.app.size.height) + LAZY_MARGIN
+        full = self._full.setdefault(table.id or "", {})
+        out: list[tuple[str, Cells]] = []
+        for i, (key, cells) in enumerate(rows):
+            if callable(cells):
+                held = full.get(key)
+                cells = held if held is not None and not top <= i <= bottom else cells()
+            full[key] = cells
+            out.append((key, cells))
+        if len(full) > 2 * len(out) + 100:
+            wanted = {k for k, _ in out}
+            for key in [k for k in full if k not in wanted]:
+                del full[key]
+        return out
+
+    def on_keyed_table_scrolled(self) -> None:
+        self.refresh_data()  # rows that came into view get their current cells
 
     def _narrow(self, key: str, cells: Cells, kept: tuple[int, ...]) -> Cells:
         """The kept cells of a row, the same tuple while the row is unchanged (the table then

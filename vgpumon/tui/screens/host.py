@@ -94,14 +94,14 @@ def gpu_table_rows(
     key_prefix: str = "",
     cache: CellCache | None = None,
     vgpus_of: Mapping[str, list[vr.VgpuRow]] | None = None,
-) -> tuple[list[Column[Any]], list[tuple[str, Cells]]]:
+) -> tuple[list[Column[Any]], list[tuple[str, Callable[[], Cells]]]]:
     """Columns and rows (GPUs with their expanded instances) of a host's GPU table; every cell,
     a GPU's or an instance's, comes from :data:`HOST_TREE_COLUMNS`."""
     columns = table_columns(HOST_TREE_COLUMNS, layout, present(snap))
     cells_of = cache or CellCache()
     names = tuple(c.key for c in columns)
     gpus = {g.uuid: g for g in snap.gpus}
-    out: list[tuple[str, Cells]] = []
+    out: list[tuple[str, Callable[[], Cells]]] = []
     for row in order if order is not None else vr.gpu_rows(host, snap, shares):
         gpu: Gpu = gpus[row.uuid]
         vgpus = (
@@ -116,12 +116,18 @@ def gpu_table_rows(
                 continue
             if not own:
                 children = matching
-        out.append((key_prefix + row.key, cells_of.row(row, columns, layout, palette)))
+        out.append(
+            (
+                key_prefix + row.key,
+                functools.partial(cells_of.row, row, columns, layout, palette),
+            )
+        )
         if children and (tree or row.key in expanded):
             for i, child in enumerate(children):
                 last = i == len(children) - 1
                 signature = (child, names, layout, palette, last)
-                cells = cells_of.get(
+                cells = functools.partial(
+                    cells_of.get,
                     child.key,
                     signature,
                     functools.partial(

@@ -18,6 +18,7 @@ from rich.cells import cell_len
 from rich.console import RenderableType
 from rich.text import Text
 from textual._two_way_dict import TwoWayDict
+from textual.message import Message
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
@@ -50,6 +51,14 @@ class KeyedTable(DataTable[RenderableType]):
             return None
         row = self.ordered_rows[min(self.cursor_row, self.row_count - 1)]
         return None if row.key.value is None else str(row.key.value)
+
+    class Scrolled(Message):
+        """The table scrolled vertically: rows that came into view may hold old cells."""
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if int(old) != int(new):
+            self.post_message(self.Scrolled())
 
     def cells(self, key: str) -> Cells | None:
         return self._held.get(key)
