@@ -44,8 +44,11 @@ def widths(t: KeyedTable) -> list[int]:
 
 
 def fits(t: KeyedTable) -> bool:
-    """Every column of the table is inside the table's width (none cut at the right edge)."""
-    return sum(widths(t)) <= t.size.width
+    """Every column of the table is inside the width its container shows (none cut at the right
+    edge, a scrolling container's scrollbar included)."""
+    parent = t.parent
+    room = parent.scrollable_content_region.width if parent is not None else t.size.width
+    return sum(widths(t)) <= min(t.size.width, room)
 
 
 def cell(t: KeyedTable, row_key: str, label: str) -> str:
@@ -80,6 +83,17 @@ async def test_vgpu_identity_is_on_screen_and_nothing_is_cut(sim_host: Any, size
         await settle(pilot)
         shares = table(app, "shares")
         assert {"vm", "got", "due", "starved"} <= set(keys(shares)) and fits(shares)
+
+
+async def test_a_mig_gpus_detail_fits_80_columns(sim_host: Any) -> None:
+    host = sim_host("h100-mig-gpm")
+    app = host.app()
+    async with app.run_test(size=NARROW) as pilot:
+        await started(host, pilot)
+        await pilot.press("enter")
+        await settle(pilot)
+        migs = table(app, "migs")
+        assert {"gi", "profile", "memory", "sm"} <= set(keys(migs)) and fits(migs)
 
 
 # ---------------------------------------------------------------- 2: arrows expand and fold

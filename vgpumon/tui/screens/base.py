@@ -16,6 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Header, Static
 
 from vgpumon.tui.cells import CellCache, Layout
@@ -144,7 +145,13 @@ class LiveScreen(Screen[None]):
             max([cell_len(label), *(cell_width(cells[i]) for _, cells in shown_rows)])
             for i, label in enumerate(labels)
         ]
-        room = self.size.width or self.app.size.width
+        # The width the table's container gives it (a scrolling container's scrollbar excluded).
+        parent = table.parent
+        room = (
+            parent.scrollable_content_region.width
+            if isinstance(parent, Widget) and parent.size.width
+            else self.size.width or self.app.size.width
+        )
         if table.size.height and len(shown_rows) + 1 > table.size.height:
             room -= SCROLLBAR  # rows overflow: the vertical scrollbar takes its width
         kept = tuple(fit(columns, widths, room, CELL_GAP))
