@@ -98,8 +98,6 @@ def fit(columns: Sequence[Column[R]], widths: Sequence[int], room: int, gap: int
     return kept
 
 
-
-
 def by_kind(table: dict[type, Callable[[Any], Any]], default: Any = "") -> Callable[[Any], Any]:
     """A cell (or sort key) that depends on the row's type: one entry per kind of row."""
 
