@@ -158,6 +158,14 @@ def _selector(series: Series, uuids: list[str]) -> str:
     return f"{series.family}{{{','.join(parts)}}}"
 
 
+def prometheus_url(url: str) -> str:
+    """A Prometheus server's base URL as given (``--prometheus``), without a trailing slash."""
+    url = url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"bad Prometheus URL {url!r}: give http://HOST:9090 (or https://)")
+    return url
+
+
 class PrometheusBackfill:
     """Range queries against one Prometheus server, written into a history."""
 
@@ -170,10 +178,7 @@ class PrometheusBackfill:
         timeout_seconds: float = 10.0,
         session_factory: Callable[[], aiohttp.ClientSession] | None = None,
     ) -> None:
-        url = url.strip().rstrip("/")
-        if not url.startswith(("http://", "https://")):
-            raise ConfigError(f"bad Prometheus URL {url!r}: give http://HOST:9090 (or https://)")
-        self.url = url
+        self.url = prometheus_url(url)
         self.window = window_seconds
         self.step = max(step_seconds, window_seconds / 10000)  # Prometheus' 11k points cap
         self.timeout = timeout_seconds

@@ -18,6 +18,7 @@ import aiohttp
 
 from vgpumon.errors import ConfigError, VgpumonError
 from vgpumon.model import Snapshot
+from vgpumon.sources.prometheus import prometheus_url
 
 HOUR = 3600
 GIB = 1 << 30
@@ -122,10 +123,7 @@ class UsageClient:
         timeout_seconds: float = 30.0,
         session_factory: Callable[[], aiohttp.ClientSession] | None = None,
     ) -> None:
-        url = url.strip().rstrip("/")
-        if not url.startswith(("http://", "https://")):
-            raise ConfigError(f"bad Prometheus URL {url!r}: give http://HOST:9090 (or https://)")
-        self.url = url
+        self.url = prometheus_url(url)
         self.timeout = timeout_seconds
         self._session_factory = session_factory
 
