@@ -101,7 +101,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULTS["tolerance_memory"],
         metavar="SIZE",
         help="memory each process may hold beyond its footprint: its CUDA context "
-        "(default 1GiB; about 520MiB was seen on an H200)",
+        "(default 1GiB; what contexts were seen to hold: docs/measurements.md)",
     )
     load = parser.add_argument_group("load")
     load.add_argument(

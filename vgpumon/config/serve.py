@@ -25,7 +25,7 @@ Example::
       bar1: 10
       license: 10
       pcie_replay: 10
-      nvlink: 30         # NVLink per-link state and counters (about 75 ms per HGX GPU a read)
+      nvlink: 30         # NVLink per-link state and counters (many calls per link on HGX)
     web:
       config_file: web.yml   # TLS and basic auth (Prometheus web-config format)
       telemetry_path: /metrics
@@ -176,7 +176,7 @@ def load_file(path: str, collector_names: Iterable[str]) -> dict[str, Any]:
     refused); every error names the file, the line and the key.
     """
     # YAML is loaded only when there is a file to read: a serve without --config never imports
-    # it (about 0.9 MB resident, docs/exporter.md "Memory").
+    # it, since every module imported stays resident (docs/exporter.md "Memory").
     import yaml
 
     from vgpumon import yamlfile

@@ -3,8 +3,9 @@
 ``serve`` needs five GET endpoints, basic auth and a few headers, not a web framework: this module
 holds the little that is (a request, a response, a route table and middleware around it), and
 :mod:`vgpumon.export.connections` speaks HTTP/1.1 for it. aiohttp's server did this before, and
-importing it cost 15 MB of resident memory in a process that runs on every GPU host forever
-(docs/exporter.md, "Memory"); the protocol itself is h11's, a maintained HTTP/1.1 state machine.
+importing it kept its client half and dependencies resident in a process that runs on every GPU
+host forever (docs/exporter.md, "Memory"); the protocol itself is h11's, a maintained HTTP/1.1
+state machine.
 
 Header names in :attr:`Request.headers` are lower case; a header sent several times is joined
 with ", " as RFC 9110 allows for list-valued fields.

@@ -1,6 +1,6 @@
 """HTTP basic auth against the bcrypt hashes of a Prometheus ``web-config.yml``.
 
-bcrypt is slow on purpose (tens of milliseconds at cost 10) and Prometheus may scrape every
+bcrypt is slow on purpose (its work doubles with each cost step) and Prometheus may scrape every
 second, so:
 
 * checks run on one dedicated worker thread, never on the event loop, and one at a time (the

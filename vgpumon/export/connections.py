@@ -2,9 +2,8 @@
 
 Each accepted connection is a :class:`Connection`: an asyncio protocol that feeds the bytes to an
 h11 state machine, hands each complete request to the :class:`~vgpumon.export.app.App`, and
-writes the response in chunks under flow control. The limits (measured reasons in
-docs/reliability.md; an HTTP server left to its defaults kept 500 idle TLS connections, 245 MB,
-for an hour):
+writes the response in chunks under flow control. The limits (the attacks each answers, and what
+they cost a server without it, are in docs/reliability.md):
 
 * **connection cap**: at most ``max_connections`` connections hold a slot at once, from accept
   to close, TLS handshakes included (:class:`ConnectionGuard`, :class:`TlsFront`). At the cap

@@ -41,7 +41,7 @@ POLL_SECONDS = 0.05  # how often the publisher looks for a new snapshot of a sou
 NOTIFIED_POLL_SECONDS = 5.0
 WANTED_SECONDS = 600.0  # a gzip form is kept compressed this long after a scrape asked for it
 # Bodies this large are compressed ahead in a thread; smaller ones on first ask, on the loop
-# (64 KiB at level 6: well under a millisecond, so a scrape waiting behind it hardly notices).
+# (small enough that a scrape waiting behind the compression hardly notices).
 EAGER_GZIP_BYTES = 64 * 1024
 # A render that took at least this long may make the next snapshots render ahead of scrapes (when
 # scrapes come often enough to read them); a quicker one waits for the first scrape that asks,

@@ -22,7 +22,7 @@ counted in the error counters the first time only, so a permanently unsupported 
 count again at every re-probe.
 
 **No lock on the per-call path.** Readers run in worker threads, several GPUs at once, and a lock
-taken per call was a fifth of the exporter's CPU with 16 GPUs. Call statistics and error counts go
+taken per call is contended by all of them on every call. Call statistics and error counts go
 to a book owned by the calling thread (created once per thread, under the lock) and are merged when
 asked for; the absence cache is a dict read without a lock (one dict lookup is atomic in CPython)
 and written rarely. The successful path builds no objects beyond the argument tuple.

@@ -298,19 +298,11 @@ def _build_mig(
     return tuple(gis)
 
 
-def _build_gpu(merged: dict[str, Any], index: int, path: str, seed: int, ctx: Ctx) -> GpuSpec:
-    model = merged.get("model")
+def _require_core(merged: dict[str, Any], path: str, ctx: Ctx) -> None:
+    """The keys a GPU needs from its model or its entry: memory, identity, power and clocks."""
     memory = merged.get("memory", {})
     power = merged.get("power", {})
-    temperature = merged.get("temperature", {})
     clocks = merged.get("clocks", {})
-    reasons = merged.get("clock_event_reasons", {})
-    fans = merged.get("fans", {})
-    ecc = merged.get("ecc", {})
-    rows = merged.get("remapped_rows", {})
-    pcie = merged.get("pcie", {})
-    mig = merged.get("mig", {})
-
     if "total" not in memory:
         raise ctx.error_at(f"{path}.memory.total", "required (or set a model)")
     for key in ("name", "architecture", "sm_count"):
@@ -320,13 +312,13 @@ def _build_gpu(merged: dict[str, Any], index: int, path: str, seed: int, ctx: Ct
         raise ctx.error_at(f"{path}.power.limit", "required (or set a model)")
     if "max" not in clocks:
         raise ctx.error_at(f"{path}.clocks.max", "required (or set a model)")
-    clocks_max = {
-        k: float(clocks["max"].get(k, 0.0)) for k in ("graphics", "sm", "memory", "video")
-    }
-    clocks_idle = {
-        k: float(clocks.get("idle", clocks["max"]).get(k, clocks_max[k])) for k in clocks_max
-    }
 
+
+def _mig_layout(
+    merged: dict[str, Any], index: int, path: str, seed: int, ctx: Ctx
+) -> tuple[tuple[MigProfile, ...], bool, tuple[GpuInstanceSpec, ...]]:
+    """The GPU's MIG profiles, whether MIG is on, and its GPU instances (none while it is off)."""
+    mig = merged.get("mig", {})
     profiles = tuple(_profile(p) for p in merged.get("mig_profiles", []))
     mig_enabled = bool(mig.get("enabled", False))
     if (mig_enabled or mig.get("pending") or mig.get("instances")) and not profiles:
@@ -340,9 +332,17 @@ def _build_gpu(merged: dict[str, Any], index: int, path: str, seed: int, ctx: Ct
         raise ctx.error_at(
             join(path, "load"), "not allowed with MIG enabled; put load on the GPU instances"
         )
+    return profiles, mig_enabled, gis
 
-    cc = merged.get("compute_capability", "0.0").split(".")
-    limit = float(power["limit"])
+
+def _build_processes(
+    merged: dict[str, Any],
+    gis: tuple[GpuInstanceSpec, ...],
+    mig_enabled: bool,
+    path: str,
+    ctx: Ctx,
+) -> tuple[ProcessSpec, ...]:
+    """The GPU's processes: unique PIDs, each on an existing GPU/compute instance under MIG."""
     processes = []
     seen_pids: set[int] = set()
     for i, p in enumerate(merged.get("processes", [])):
@@ -381,6 +381,13 @@ def _build_gpu(merged: dict[str, Any], index: int, path: str, seed: int, ctx: Ct
                 compute_instance=ci_id,
             )
         )
+    return tuple(processes)
+
+
+def _build_xid_events(
+    merged: dict[str, Any], gis: tuple[GpuInstanceSpec, ...], path: str, ctx: Ctx
+) -> tuple[XidSpec, ...]:
+    """The scripted Xid events in time order; a GPU instance they name must exist."""
     xids = []
     for i, x in enumerate(merged.get("xid_events", [])):
         if "gpu_instance" in x and not any(g.id == x["gpu_instance"] for g in gis):
@@ -388,16 +395,22 @@ def _build_gpu(merged: dict[str, Any], index: int, path: str, seed: int, ctx: Ct
                 f"{path}.xid_events[{i}].gpu_instance", f"no GPU instance {x['gpu_instance']}"
             )
         xids.append(XidSpec(x["at"], x["xid"], x.get("gpu_instance"), x.get("compute_instance")))
+    return tuple(sorted(xids, key=lambda x: x.at))
+
+
+def _unsupported_functions(merged: dict[str, Any], path: str, ctx: Ctx) -> frozenset[str]:
+    """The pynvml functions this GPU answers NOT_SUPPORTED to; each must be a real one."""
     unsupported = merged.get("unsupported", [])
     for i, name in enumerate(unsupported):
         if not registry.is_pynvml_function(name):
             raise ctx.error_at(f"{path}.unsupported[{i}]", f"{name!r} is not a pynvml function")
-    hist = rows.get("histogram", {})
-    ecc_enabled = bool(ecc.get("enabled", True))
-    return GpuSpec(
-        index=index,
-        path=path,
-        model=model,
+    return frozenset(unsupported)
+
+
+def _identity_fields(merged: dict[str, Any], index: int, seed: int) -> dict[str, Any]:
+    """Name, derived or given identities (UUID, serial, PCI), architecture and modes."""
+    cc = merged.get("compute_capability", "0.0").split(".")
+    return dict(
         name=merged["name"],
         uuid=merged.get("uuid") or derived_uuid("GPU", seed, "gpu", index),
         serial=merged.get("serial") or derived_serial(seed, index),
@@ -416,6 +429,15 @@ def _build_gpu(merged: dict[str, Any], index: int, path: str, seed: int, ctx: Ct
         virtualization_mode=merged.get("virtualization_mode", 0),
         persistence_mode=merged.get("persistence_mode", True),
         compute_mode=merged.get("compute_mode", 0),
+    )
+
+
+def _memory_power_fields(merged: dict[str, Any]) -> dict[str, Any]:
+    """Memory and BAR1 sizes, the load pattern, power draw and limits (defaults from the limit)."""
+    memory = merged.get("memory", {})
+    power = merged.get("power", {})
+    limit = float(power["limit"])
+    return dict(
         memory_total=memory["total"],
         memory_reserved=memory.get("reserved", 0),
         memory_used=memory.get("used"),
@@ -430,6 +452,22 @@ def _build_gpu(merged: dict[str, Any], index: int, path: str, seed: int, ctx: Ct
         power_min_limit=float(power.get("min_limit", limit)),
         power_max_limit=float(power.get("max_limit", limit)),
         power_enforced_limit=float(power.get("enforced_limit", limit)),
+    )
+
+
+def _thermal_clock_fields(merged: dict[str, Any]) -> dict[str, Any]:
+    """Temperatures and thresholds, clocks (idle defaults to max), clock reasons, P-state, fans."""
+    temperature = merged.get("temperature", {})
+    clocks = merged.get("clocks", {})
+    reasons = merged.get("clock_event_reasons", {})
+    fans = merged.get("fans", {})
+    clocks_max = {
+        k: float(clocks["max"].get(k, 0.0)) for k in ("graphics", "sm", "memory", "video")
+    }
+    clocks_idle = {
+        k: float(clocks.get("idle", clocks["max"]).get(k, clocks_max[k])) for k in clocks_max
+    }
+    return dict(
         temp_gpu=temperature.get("gpu"),
         temp_memory=temperature.get("memory"),
         temp_idle=float(temperature.get("idle", 30.0)),
@@ -448,6 +486,17 @@ def _build_gpu(merged: dict[str, Any], index: int, path: str, seed: int, ctx: Ct
         performance_state=merged.get("performance_state", PatternSpec.constant(0)),
         fan_count=fans.get("count", 0),
         fan_speed=fans.get("speed", PatternSpec.constant(0.3)),
+    )
+
+
+def _health_link_fields(merged: dict[str, Any]) -> dict[str, Any]:
+    """ECC state and counts, remapped rows, PCIe link, NVLink, GPM and event support."""
+    ecc = merged.get("ecc", {})
+    rows = merged.get("remapped_rows", {})
+    pcie = merged.get("pcie", {})
+    hist = rows.get("histogram", {})
+    ecc_enabled = bool(ecc.get("enabled", True))
+    return dict(
         ecc_supported=bool(ecc.get("supported", True)),
         ecc_enabled=ecc_enabled,
         ecc_pending=bool(ecc.get("pending", ecc_enabled)),
@@ -484,13 +533,31 @@ def _build_gpu(merged: dict[str, Any], index: int, path: str, seed: int, ctx: Ct
         nvlink=dict(merged.get("nvlink", {})),
         gpm_supported=bool(merged.get("gpm", merged["architecture"] >= ARCHITECTURES["hopper"])),
         supported_event_types=merged.get("supported_event_types", pynvml.nvmlEventTypeAll),
+    )
+
+
+def _build_gpu(merged: dict[str, Any], index: int, path: str, seed: int, ctx: Ctx) -> GpuSpec:
+    """One GPU entry (merged over its model) checked and turned into a :class:`GpuSpec`."""
+    _require_core(merged, path, ctx)
+    profiles, mig_enabled, gis = _mig_layout(merged, index, path, seed, ctx)
+    processes = _build_processes(merged, gis, mig_enabled, path, ctx)
+    xid_events = _build_xid_events(merged, gis, path, ctx)
+    unsupported = _unsupported_functions(merged, path, ctx)
+    return GpuSpec(
+        index=index,
+        path=path,
+        model=merged.get("model"),
+        **_identity_fields(merged, index, seed),
+        **_memory_power_fields(merged),
+        **_thermal_clock_fields(merged),
+        **_health_link_fields(merged),
         mig_profiles=profiles,
         mig_enabled=mig_enabled,
-        mig_pending=bool(mig.get("pending", mig_enabled)),
+        mig_pending=bool(merged.get("mig", {}).get("pending", mig_enabled)),
         gpu_instances=gis,
-        processes=tuple(processes),
-        xid_events=tuple(sorted(xids, key=lambda x: x.at)),
-        unsupported=frozenset(unsupported),
+        processes=processes,
+        xid_events=xid_events,
+        unsupported=unsupported,
         extra={k: v for k, v in merged.items() if k not in CORE_GPU_KEYS},
     )
 

@@ -2,8 +2,8 @@
 
 The report comes from another machine over the network, so it is untrusted input:
 
-* **Size cap** (:data:`MAX_REPORT_BYTES`) before any parsing: a real report of an 8-GPU host with
-  every vGPU slot in use is well under 2 MB; anything far larger is refused, not buffered.
+* **Size cap** (:data:`MAX_REPORT_BYTES`) before any parsing: the cap stays far above a real
+  report of a large host with every vGPU slot in use; anything larger is refused, not buffered.
 * **No entity expansion, no external resources**: parsed with ``defusedxml`` (the maintained
   hardening of the standard library's expat parser), which refuses entity declarations ("billion
   laughs", quadratic blow-up) and external entity or DTD references.

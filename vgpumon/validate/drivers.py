@@ -26,7 +26,8 @@ from vgpumon.loadgen.spec import LoadSpec, blocks_for, memory_shares
 from vgpumon.validate.readings import Target
 from vgpumon.validate.steps import StepLoad
 
-# What one CUDA context held on an H200 (bench/results/loadgen-device.md).
+# The memory one CUDA context was seen to hold, the default per-process allowance (the figure and
+# its source: docs/measurements.md).
 H200_CONTEXT_BYTES = 520 * 1024**2
 
 

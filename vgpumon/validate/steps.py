@@ -1,20 +1,20 @@
 """The validate ladder and what each step expects: pure logic, no GPU, no I/O.
 
-Each expectation follows from how the load generator works and what an H200 GPU showed
+Each expectation follows from how the load generator works and what a real GPU showed
 (``bench/results/loadgen-device.md``, ``docs/validation.md``), with the spin kernel only:
 
 * NVML utilization counts time with any kernel running: it reads the duty cycle.
 * GPM SM activity counts busy SMs: duty × blocks / SMs, one block per SM. On a MIG device it is
   read for the GPU instance, whose SMs the MIG device may share with sibling compute instances.
-* Memory used grows by the footprint plus one CUDA context per process (about 520 MiB on an
-  H200, less on MIG devices); the allowance per process is a tolerance.
+* Memory used grows by the footprint plus one CUDA context per process (its size depends on the
+  GPU and driver, smaller on MIG devices); the allowance per process is a tolerance.
 * NVML lists each worker PID with at least its footprint share (plus its context).
 * Per-process SM utilization reads the process's own busy time (its duty); NVML gives it as
   coarse samples about once a second, so its tolerance is looser.
 * Several processes time-slice the GPU: their busy phases neither add up nor exclude each other.
   The GPU is busy for the union of the phases, which is at least the longest one and at most
-  their sum (two processes at 0.5 read 0.565 on an H200, GPM 0.527), and each process gets
-  between an equal share of its own busy time and all of it. These are ranges, not points.
+  their sum, and each process gets between an equal share of its own busy time and all of it.
+  These are ranges, not points.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class Tolerances:
     """How far a reading may be from its expectation.
 
     Ratios are absolute (0.02 = 2 percentage points). ``context_bytes`` is what each process
-    may hold beyond its footprint: the CUDA context (about 520 MiB on an H200).
+    may hold beyond its footprint: the CUDA context, whose size depends on the GPU and driver.
     """
 
     utilization: float = 0.02
@@ -368,10 +368,10 @@ def expected_gpm(
 def expected_process_utilization(load: StepLoad) -> tuple[float, float]:
     """Per-process SM utilization band; for several processes, the band of their *sum*.
 
-    Processes time-slice the GPU, and NVML splits the samples between them unevenly: on an H200
-    two processes at duty 0.5 read 64.5 + 26.0, 56.0 + 0.0, 11.0 + 60.5 and 0.0 + 60.7 percent
-    (docs/validation.md). Only the sum follows the load: from one process's duty (busy phases
-    fully overlapping) to the sum of the duties (not overlapping at all).
+    Processes time-slice the GPU, and NVML splits the samples between them unevenly (one of two
+    sometimes reads 0 for a whole window; docs/validation.md has the readings). Only the
+    sum follows the load: from one process's duty (busy phases fully overlapping) to the sum of
+    the duties (not overlapping at all).
     """
     if load.processes <= 1:
         return load.duty, load.duty
