@@ -104,17 +104,20 @@ def lost_scenario(directory: Path) -> Path:
 def metering_scenario(directory: Path) -> Path:
     """metering-known-load with what the Usage panels need on top: a process that holds memory
     without using the GPU (PID 7103, in a pod by metering_host.py; PID 7102 has no /proc entry
-    there: a dead holder), and a third GPU where vGPU 11 starves vGPU 13 (best effort,
-    oversubscribed, a time slice short enough that waiting shows in the log; vGPU 12 is idle, so
-    the due is half each). Far apart, so that the 1 m rates see it from the first half minute."""
+    there: a dead holder), and a third GPU where vGPU 11 starves seven neighbours (best effort,
+    oversubscribed, a time slice short enough that waiting shows in the log). A small due and
+    long waits, so that the 1 m rates, which start low on a new series, see it within seconds."""
     doc = yaml.safe_load(builtin_text(SCENARIOS["metering"]))
     shared = doc["gpus"][1]
     shared["processes"].append(
         {"pid": 7103, "name": "notebook", "memory": "2GiB", "utilization": {"sm": 0.0}}
     )
+    # vGPU 11 asks for the whole GPU, 12-18 for a little each: eight ran, so the due is an
+    # eighth, which vGPU 11 exceeds and the others, waiting, fall short of.
+    demands = {11: 1.0, **dict.fromkeys(range(12, 19), 0.02)}
     instances = [
         {"id": i, "type": "NVIDIA L40S-4Q", "load": {"sm": sm}, "framebuffer_used": "1GiB"}
-        for i, sm in ((11, 0.95), (12, 0.0), (13, 0.15))
+        for i, sm in demands.items()
     ]
     contended = {
         "model": "l40s",
@@ -122,7 +125,7 @@ def metering_scenario(directory: Path) -> Path:
         "power": {"draw": "300W"},
         "vgpu": {
             "types": doc["gpus"][0]["vgpu"]["types"],
-            "scheduler": {"policy": "best_effort", "timeslice": "0.1ms"},
+            "scheduler": {"policy": "best_effort", "timeslice": "20us"},
             "instances": instances,
         },
     }
