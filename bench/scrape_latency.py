@@ -319,7 +319,7 @@ async def serve_synthetic(
 
     runtime = None
     if web_config:
-        from vgpumon.export.webconfig import WebConfigRuntime
+        from vgpumon.export.webconfig_runtime import WebConfigRuntime
 
         runtime = WebConfigRuntime(web_config)
     source = Ticker(synthetic_host(gpus, vgpus))

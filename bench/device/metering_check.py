@@ -4,9 +4,10 @@ From the repository root on a GPU host with the [load] extra::
 
     python3 bench/device/metering_check.py --seconds 60 --out /tmp/metering
 
-Starts ``vgpumon serve --processes`` on loopback and one ``vgpumon load`` per ``--duties`` entry
-on the same GPU (each its own CUDA context, time-sliced by the driver), waits until the exporter
-lists their processes, then reads the exposition twice ``--seconds`` apart. Per load process:
+Starts ``vgpumon serve --process-series`` on loopback and one ``vgpumon load`` per ``--duties``
+entry on the same GPU (each its own CUDA context, time-sliced by the driver), waits until the
+exporter lists their processes, then reads the exposition twice ``--seconds`` apart.
+Per load process:
 
 * ``vgpumon_process_busy_seconds_total`` increase against duty x elapsed, where duty is what the
   load generator measured itself over the same window (its status lines) and, for reference, the
@@ -127,7 +128,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     port = free_port()
     serve_cmd = [sys.executable, "-m", "vgpumon.cli", "serve", "--listen", f"127.0.0.1:{port}"]
-    serve_cmd += ["--processes", "--interval", "1", "--interval.processes", args.cadence]
+    serve_cmd += ["--process-series", "--interval", "1", "--interval.processes", args.cadence]
     serve_cmd += ["--interval.energy", "1"]
     log = open(args.out / "serve.log", "wb")  # noqa: SIM115 - open for the server's whole life
     serve = subprocess.Popen(serve_cmd, stdout=log, stderr=subprocess.STDOUT)

@@ -90,8 +90,13 @@ async def test_serve_ssh_exports_each_host_with_a_host_label(tmp_path: Path) -> 
     good, *bad = (h.name for h in hosts)
 
     samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
-    # Every vgpumon series is some host's; process_* describe the exporter process itself.
-    ours = [s for s in samples if s.name.startswith("vgpumon_")]
+    # Every vgpumon series is some host's; process_* and vgpumon_http_* describe the exporter
+    # process and its HTTP server themselves.
+    ours = [
+        s
+        for s in samples
+        if s.name.startswith("vgpumon_") and not s.name.startswith("vgpumon_http_")
+    ]
     assert ours and all("host" in s.labels for s in ours)
     assert all(s.name.startswith(("vgpumon_", "process_", "python_")) for s in samples)
     up = {s.labels["host"]: s.value for s in samples if s.name == "vgpumon_up"}

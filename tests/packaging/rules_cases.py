@@ -81,6 +81,13 @@ CASES: tuple[AlertCase, ...] = (
         [{**BAD, "collector": "vgpu"}],
     ),
     AlertCase(
+        "VgpumonExporterRefusingConnections",
+        "10m",
+        {series("vgpumon_http_connections_refused_total", BAD): "0+6x15"},
+        {series("vgpumon_http_connections_refused_total", GOOD): "0x15"},
+        [BAD],
+    ),
+    AlertCase(
         "VgpumonGpuLost",
         "2m",
         {_gpu("vgpumon_gpu_up", BAD): "1 0 0 0 0"},

@@ -32,9 +32,9 @@ Example::
       max_requests: 40
       render_ahead: auto     # always: render every snapshot before a scrape asks
       shutdown_timeout: 5
-      max_connections: 128   # one more is closed at once
+      max_connections: 128   # at the cap, an idle or unfinished connection makes room
       header_timeout: 10     # seconds to finish the TLS handshake and send a request head
-      idle_timeout: 330      # a kept-alive connection with no request for this long is closed
+      idle_timeout: 65       # a kept-alive connection with no request for this long is closed
       write_timeout: 30      # a client that stops reading is dropped after this
     log: {level: info, format: logfmt}
     libvirt:

@@ -198,10 +198,12 @@ SETTINGS: tuple[Setting, ...] = (
         ("--web.max-connections",),
         check_count,
         _LIMITS.max_connections,
-        "connections served at once; one more is closed at once",
+        "connections served at once; at the cap an idle or unfinished one makes room, and a "
+        "new one is refused only when all are answering",
         "web",
         metavar="N",
-        more="(a TLS one before its handshake)",
+        more="(TLS handshakes included; at the cap the connection waiting longest without being "
+        "answered, idle first, is closed to make room)",
     ),
     Setting(
         "header_timeout_seconds",
@@ -222,7 +224,9 @@ SETTINGS: tuple[Setting, ...] = (
         "a kept-alive connection with no new request for this long is closed",
         "web",
         metavar="DURATION",
-        more="(longer than a 5 min scrape interval, so scrapers keep their connections)",
+        more="(longer than the common 15 s to 1 min scrape intervals, so those keep their "
+        "connections; at the connection cap idle ones are closed first to make room, "
+        "[reliability.md](reliability.md))",
     ),
     Setting(
         "write_timeout_seconds",

@@ -65,20 +65,17 @@ class Listener:
         """Bind every address; returns the URLs bound. A failure closes what was bound."""
         refuse_duplicate_listen(listen)
         loop = asyncio.get_running_loop()
-        factory = self.guard.factory(self.app, tls=ssl_context is not None)
-        extra: dict[str, Any] = {}
-        if ssl_context is not None:
-            extra["ssl_handshake_timeout"] = self.guard.limits.header_timeout_seconds
+        # Always a plain TCP server: TLS runs inside each connection's protocol, which then
+        # sees every connection from its accept to its close (connections.TlsFront says why).
+        factory = self.guard.factory(self.app, ssl_context)
         for i, address in enumerate(listen):
             try:
                 server = await loop.create_server(
                     factory,
                     address.host,
                     address.port,
-                    ssl=ssl_context,
                     backlog=BACKLOG,
                     reuse_address=True,
-                    **extra,
                 )
             except OSError as err:
                 for server in self._servers:

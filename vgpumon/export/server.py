@@ -40,6 +40,7 @@ from vgpumon.export.housekeeping import Housekeeping
 from vgpumon.export.listener import ListenAt, Listener
 from vgpumon.export.negotiation import choose, gzip_wanted
 from vgpumon.export.publisher import NOTIFIED_POLL_SECONDS, Publisher, no_extra
+from vgpumon.export.serverstats import joined, server_families
 from vgpumon.feed import SnapshotFeed
 from vgpumon.metrics.hosts import Exported
 from vgpumon.metrics.table import FAMILIES, ExportOptions, Family
@@ -165,8 +166,9 @@ def build_app(
 ) -> ExporterApp:
     """The exporter's app.
 
-    ``web_config`` (a :class:`vgpumon.export.webconfig.WebConfigRuntime`) installs TLS client
-    checks, basic auth and headers outermost, so an unauthenticated request reaches nothing else;
+    ``web_config`` (a :class:`vgpumon.export.webconfig_runtime.WebConfigRuntime`) installs TLS
+    client checks, basic auth and headers outermost, so an unauthenticated request reaches nothing
+    else;
     ``middlewares`` run inside the in-flight limit. ``extra`` adds families from outside the
     metric table to every render (``serve`` passes :func:`process_families`). ``render_ahead``
     renders every snapshot before a scrape asks, however cheap (otherwise only slow renders are).
@@ -253,7 +255,7 @@ def _web_config(path: str | None) -> Any:
     """The runtime of a Prometheus web-config file (TLS, basic auth), or None without one."""
     if path is None:
         return None
-    from vgpumon.export.webconfig import WebConfigRuntime
+    from vgpumon.export.webconfig_runtime import WebConfigRuntime
 
     return WebConfigRuntime(path)
 
@@ -352,19 +354,19 @@ async def serve(
     for warning in startup_warnings(web_config):
         log.warning("%s", warning)
     ssl_context = web_config.ssl_context() if web_config is not None else None
+    guard = ConnectionGuard(limits)
     app = build_app(
         feed,
         families=families,
         options=options,
         max_requests=max_requests,
         web_config=web_config,
-        extra=process_families(),
+        extra=joined(process_families(), server_families(guard, web_config)),
         render_ahead=render_ahead,
         telemetry_path=telemetry_path,
     )
     publisher = app.publisher
     bound = shutdown_timeout_seconds
-    guard = ConnectionGuard(limits)
     listener = Listener(app, guard)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

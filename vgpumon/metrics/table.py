@@ -369,8 +369,25 @@ def _xid_counts(g: Gpu) -> list[tuple[tuple[str], int]]:
     return [((str(x),), n) for x, n in sorted(counts.items())]
 
 
+def _http_server(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Any]]:
+    """The HTTP server's counts: only a snapshot-like object that carries them has any (the
+    server renders these families apart, from its own counts; a snapshot has none)."""
+    stats = getattr(s, "http_server", None)
+    if stats is not None:
+        yield (), stats
+
+
+def _counts(counts: dict[Any, int]) -> Values:
+    return [((str(key),), value) for key, value in sorted(counts.items())]
+
+
+# The HTTP server's families: rendered from the server's counts (vgpumon.export.serverstats),
+# never from a snapshot, which has none.
+HTTP_SERVER_PREFIX = "vgpumon_http_"
+
 GPU_LABELS = ("gpu", "uuid")
 HOST: Scope[Snapshot] = Scope("Exporter health", (), _host)
+HTTP_SERVER: Scope[Any] = Scope("Exporter health", (), _http_server)
 COLLECTOR: Scope[CollectorStatus] = Scope("Exporter health", ("collector",), _collectors)
 CADENCE: Scope[SamplingCadence] = Scope("Exporter health", ("reading",), _cadences)
 NVML_ERROR: Scope[NvmlErrorCount] = Scope("Exporter health", ("function", "error"), _nvml_errors)
@@ -845,6 +862,68 @@ FAMILIES: tuple[Family, ...] = (
         "NVML calls that failed, by function and error (unsupported ones count once per GPU).",
         lambda e: e.count,
         collector=EXPORTER,
+    ),
+    # ---- exporter health: the HTTP server (vgpumon.export.serverstats; docs/reliability.md)
+    gauge(
+        HTTP_SERVER,
+        "vgpumon_http_connections",
+        "HTTP connections open now, TLS handshakes under way included.",
+        lambda h: h.open,
+        collector=EXPORTER,
+    ),
+    counter(
+        HTTP_SERVER,
+        "vgpumon_http_connections_accepted_total",
+        "HTTP connections accepted and given a slot.",
+        lambda h: h.accepted,
+        collector=EXPORTER,
+    ),
+    counter(
+        HTTP_SERVER,
+        "vgpumon_http_connections_refused_total",
+        "HTTP connections closed at once: the connection cap was reached and every connection"
+        " was answering a request.",
+        lambda h: h.refused,
+        collector=EXPORTER,
+    ),
+    labeled(
+        HTTP_SERVER,
+        "vgpumon_http_connections_evicted_total",
+        "HTTP connections closed at the cap to make room for a new one, by what they were doing"
+        " (idle: kept alive between requests; head: sending a request head; handshake: in TLS).",
+        ("state",),
+        lambda h: _counts(h.evicted),
+        collector=EXPORTER,
+        type_=COUNTER,
+    ),
+    labeled(
+        HTTP_SERVER,
+        "vgpumon_http_connection_timeouts_total",
+        "HTTP connections closed by a timeout, by timeout (header, tls_handshake, write, idle).",
+        ("timeout",),
+        lambda h: _counts(h.timeouts),
+        collector=EXPORTER,
+        type_=COUNTER,
+    ),
+    labeled(
+        HTTP_SERVER,
+        "vgpumon_http_requests_total",
+        "HTTP answers sent, by status code (malformed requests included).",
+        ("code",),
+        lambda h: _counts(h.requests),
+        collector=EXPORTER,
+        type_=COUNTER,
+    ),
+    labeled(
+        HTTP_SERVER,
+        "vgpumon_http_auth_refusals_total",
+        "Requests refused by basic auth, by reason (unauthorized: 401; throttled: 429, the"
+        " address failed too often or has too many checks queued; busy: 503, the check queue"
+        " is full).",
+        ("reason",),
+        lambda h: _counts(h.auth),
+        collector=EXPORTER,
+        type_=COUNTER,
     ),
     # ---- physical GPU: identity and modes
     (

@@ -126,6 +126,17 @@ def license_state(state: str | None) -> str:
     return DASH if state is None else _LICENSE.get(state, state)
 
 
+_LICENSE_SHORT = {
+    "unlicensed_restricted": "unlic (restr)",
+    "unlicensed_unrestricted": "unlic (full)",
+}
+
+
+def license_short(state: str | None) -> str:
+    """:func:`license_state` in at most 13 cells, for tables that must fit 80 columns."""
+    return DASH if state is None else _LICENSE_SHORT.get(state, state)
+
+
 def expiry_status(status: str | None) -> str:
     return DASH if status is None else _EXPIRY.get(status, status)
 
