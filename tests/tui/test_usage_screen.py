@@ -7,7 +7,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from test_app import apply_filter
 from tui_helpers import plain, settle
 
 from vgpumon.collect.metering import MeteringConfig, MeteringStage
@@ -18,6 +17,13 @@ from vgpumon.view.badges import IDLE_VGPU_AFTER_SECONDS
 
 SIZE = (120, 40)
 CONTENTION = str(Path(__file__).parents[1] / "fixtures/scenarios/vgpu-contention.yaml")
+
+
+async def apply_filter(pilot: Any, text: str) -> None:
+    await pilot.press("slash")
+    pilot.app.screen.query_one("#filter").value = text
+    await pilot.press("enter")
+    await settle(pilot)
 
 
 def metered(sim_host: Any, scenario: str) -> Any:

@@ -66,7 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prometheus",
         metavar="URL",
-        help="fill the graphs' recent past from this Prometheus server (range queries)",
+        help="fill the graphs' recent past from this Prometheus server (range queries); the "
+        "usage screen's last hour and day from its metering rules",
     )
     parser.add_argument(
         "--theme",
