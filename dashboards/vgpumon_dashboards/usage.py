@@ -39,6 +39,7 @@ KWH = "3.6e6"
 # which scale time down (a scrape a second), can scale it too; Grafana users never change it.
 HOUR = ("hour", "1h", "The metering rules' hour: range totals sum their hourly series.")
 VM = "{{vm_name}}"
+TITLES = {"tenant": "Tenant", "namespace": "Namespace", "vm": "VM", "pod": "Pod"}
 POD = "{{namespace}}/{{pod}}"
 
 # How long unused is bad. A vGPU: under an hour is a pause, the alert fires at 4 hours. A process
@@ -77,7 +78,7 @@ def billing_table(by: str, labels: tuple[str, ...], title: str, description: str
             for quantity, name, _ in QUANTITIES
         ),
         columns=(
-            *(Column(label, label.capitalize()) for label in labels),
+            *(Column(label, TITLES[label]) for label in labels),
             *(
                 Column(f"Value #{chr(ord('A') + i)}", name, unit=unit)
                 for i, (_, name, unit) in enumerate(QUANTITIES)
