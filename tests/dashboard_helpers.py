@@ -19,6 +19,8 @@ GENERATOR = DASHBOARDS / "generate.py"
 OUT = DASHBOARDS / "grafana"
 UNUSED = DASHBOARDS / "unused.yml"
 RULES = ROOT / "packaging" / "prometheus" / "vgpumon.rules.yml"
+METERING_RULES = RULES.with_name("vgpumon-metering.rules.yml")
+RULE_FILES = (RULES, METERING_RULES)
 
 # Built-in simulator scenario of each scenario kind a dashboard query names.
 SCENARIOS = {
@@ -28,6 +30,7 @@ SCENARIOS = {
     "nvlink": "hgx-8xh100-nvlink",
     "guest": "vgpu-guest",
     "lost": "fault-gpu-lost",
+    "metering": "metering-known-load",
 }
 
 MATCH_ALL = {
@@ -39,7 +42,9 @@ MATCH_ALL = {
     "$vm": ".*",
 }
 # Grafana's interval variables, at the scale of a test that scrapes every second.
-INTERVALS = {"$__rate_interval": "1m", "$__range": "1m"}
+# $hour, the Usage dashboard's hidden constant, is the metering rules' hour: their series are
+# evaluated every second here, so range totals step by the second.
+INTERVALS = {"$__rate_interval": "1m", "$__range": "1m", "$hour": "1s"}
 
 
 @cache
@@ -60,8 +65,11 @@ def generator() -> ModuleType:
 
 
 def rules() -> list[dict[str, Any]]:
-    doc = yaml.safe_load(RULES.read_text(encoding="utf-8"))
-    return [rule for group in doc["groups"] for rule in group["rules"]]
+    found = []
+    for path in RULE_FILES:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        found += [rule for group in doc["groups"] for rule in group["rules"]]
+    return found
 
 
 def recording_rule_names() -> set[str]:

@@ -58,7 +58,9 @@ BARE = "baremetal"  # eight H100s, processes, fans, Xids a few seconds after sta
 NVLINK = "nvlink"  # an HGX board with NVLink, one link down
 GUEST = "guest"  # vgpumon inside a VM with vGPUs: guest-side licenses
 LOST = "lost"  # a host with a GPU that stopped answering
-KINDS = (VGPU, MIG, BARE, NVLINK, GUEST, LOST)
+METERING = "metering"  # known load: vGPUs (one idle), processes in two pods, a dead holder, a
+# starved vGPU and its neighbours (usage counters, idle holders, contention)
+KINDS = (VGPU, MIG, BARE, NVLINK, GUEST, LOST, METERING)
 ALL = (VGPU, MIG, BARE)
 
 # Selectors. $job and $cluster come from the scrape configuration (the file_sd example sets
@@ -496,6 +498,8 @@ class Board:
     description: str
     variables: tuple[str, ...]  # names in VARIABLES, besides the data source
     items: tuple[Panel | Row, ...] = field(default_factory=tuple)
+    # Hidden constants the queries name (``$name``): (name, value, what it is).
+    constants: tuple[tuple[str, str, str], ...] = ()
 
     def panels(self) -> Iterator[Panel]:
         for item in self.items:
@@ -533,6 +537,10 @@ class Board:
         )
         for name in self.variables:
             builder = builder.with_variable(variable_builder(VARIABLES[name]))
+        for name, value, description in self.constants:
+            builder = builder.with_variable(
+                dash.ConstantVariable(name).value(value).description(description)
+            )
         # Laid out here, left to right and wrapping before a panel that would not fit: the
         # SDK's own layout lets a panel overflow the 24 columns.
         x = y = row_height = 0

@@ -7,6 +7,7 @@ from .common import (
     FILLING,
     GPU_KEYS,
     LICENSE_STATES,
+    METERING,
     ON_OFF,
     ORANGE_ABOVE_ZERO,
     SCOPE_VARIABLES,
@@ -32,6 +33,33 @@ VM = "{{vm_name}}"
 PER_TYPE = (
     f" * on ({GPU_KEYS}, vgpu_type_id) group_left (vgpu_type) vgpumon_vgpu_type_info{{{SEL}}}"
 )
+
+
+# Contention, as vgpumon/collect/contention.py finds it for the TUI (docs/metering.md,
+# "Contention"), from the scheduler's counters over the rate window. A vGPU's due is its share of
+# the engine: the entitlement rule's (equal or fixed share), else, under best effort, an equal
+# split among the vGPUs of the scheduler that ran or waited. Starved: it waited more than 1 % of
+# the time and ran under 90 % of its due. Above due: it ran over its due by more than 1 %.
+SCHED = "instance, job, host, gpu, uuid, gpu_instance"
+ONE = "instance, job, gpu, uuid, gpu_instance, vgpu_id"  # the entitlement rule has no host
+RAN = f"rate(vgpumon_vgpu_scheduler_run_seconds_total{{{SEL}}}[$__rate_interval])"
+WAITED = f"rate(vgpumon_vgpu_scheduler_preemption_seconds_total{{{SEL}}}[$__rate_interval])"
+ACTIVE = f"({RAN} > 0 or {WAITED} > 0)"
+DUE = (
+    f"(vgpumon:vgpu_scheduler_entitled_share:ratio{{{SEL}}}\n"
+    f" or on ({ONE})\n"
+    f" ({ACTIVE} * 0 + on ({SCHED}) group_left () (1 / count by ({SCHED}) ({ACTIVE}))))"
+)
+STARVED = f"(({RAN} < on ({ONE}) 0.9 * {DUE}) and on ({ONE}) {WAITED} > 0.01)"
+ABOVE = f"(({RAN} - on ({ONE}) {DUE}) > 0.01)"
+
+
+def _starved(expr: str) -> str:
+    return f"({expr}) and on ({ONE}) {STARVED}"
+
+
+def _neighbour(expr: str) -> str:
+    return f"({expr}) and on ({ONE}) {ABOVE}\nand on ({SCHED}) {STARVED}"
 
 
 def _vm_series(title: str, description: str, family: str, unit: str) -> Panel:
@@ -251,6 +279,40 @@ BOARD = Board(
             ),
             thresholds=ORANGE_ABOVE_ZERO,
             width=8,
+        ),
+        table_panel(
+            "Starved vGPUs",
+            "vGPUs that waited for the engine (preempted with work left, over 1 % of the time) yet "
+            "ran under 90 % of their due: the entitled share under equal or fixed share, an equal "
+            "split of those that ran or waited under best effort. The neighbours that took the "
+            "time are in the next table.",
+            q(by_vm(_starved(RAN)), VM, METERING, instant=True),
+            q(by_vm(_starved(DUE)), VM, METERING, instant=True),
+            q(by_vm(_starved(WAITED)), VM, METERING, instant=True),
+            columns=(
+                Column("vm_name", "VM"),
+                Column("gpu", "GPU"),
+                Column("vgpu_id", "vGPU"),
+                Column("Value #A", "Ran", unit="percentunit"),
+                Column("Value #B", "Due", unit="percentunit"),
+                Column("Value #C", "Waited", unit="percentunit"),
+            ),
+        ),
+        table_panel(
+            "Neighbours above their due",
+            "On a GPU (or GPU instance) with a starved vGPU, the other vGPUs that ran more than "
+            "their due in the same window, and by how much: who took the starved vGPU's time.",
+            q(by_vm(_neighbour(RAN)), VM, METERING, instant=True),
+            q(by_vm(_neighbour(DUE)), VM, METERING, instant=True),
+            q(by_vm(_neighbour(f"{RAN} - on ({ONE}) {DUE}")), VM, METERING, instant=True),
+            columns=(
+                Column("vm_name", "VM"),
+                Column("gpu", "GPU"),
+                Column("vgpu_id", "vGPU"),
+                Column("Value #A", "Ran", unit="percentunit"),
+                Column("Value #B", "Due", unit="percentunit"),
+                Column("Value #C", "Above due", unit="percentunit"),
+            ),
         ),
         Row("Licenses and frame rate"),
         table_panel(

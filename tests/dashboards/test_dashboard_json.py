@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 from dashboard_helpers import GENERATOR, OUT, generator
 
-GRAFANA_UNITS = {"percentunit", "bytes", "watt", "hertz", "celsius", "s", "joule", "Bps", "none"}
+GRAFANA_UNITS = {
+    *("percentunit", "bytes", "watt", "hertz", "celsius", "s", "joule", "Bps", "none"),
+    "kwatth",  # kWh, the unit energy is billed in
+}
 # Panels that must say what is good and bad: a colour per threshold step or per mapped value.
 JUDGING = {"stat", "gauge", "state-timeline", "bargauge", "status-history"}
 NOISE = {"__name__", "mdev_uuid", "Time", "job", "vm_uuid"}
@@ -88,7 +91,7 @@ def test_a_panel_that_does_not_decode_is_caught() -> None:
     ]
 
 
-@pytest.mark.parametrize("name", ["fleet", "vgpu-host", "mig", "gpu", "exporter"])
+@pytest.mark.parametrize("name", ["fleet", "vgpu-host", "mig", "gpu", "exporter", "usage"])
 def test_dashboard_is_importable(name: str) -> None:
     doc = committed()[f"vgpumon-{name}.json"]
     assert doc["uid"] == f"vgpumon-{name}"

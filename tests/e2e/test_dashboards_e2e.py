@@ -4,8 +4,11 @@ One Prometheus (scrape and rule evaluation every second) loads packaging/prometh
 scrapes one ``vgpumon serve --sim`` per scenario kind the dashboards name (dashboard_helpers.py
 maps kinds to scenarios): the quickstart vGPU host (with libvirt names, a KubeVirt pod, per-process,
 PCIe throughput and pod series), a MIG host, a bare-metal host, an NVLink board with a link down, a
-VM that runs vgpumon itself (guest licenses) and a host with a lost GPU. Every target carries the
-``cluster`` label the file_sd example sets. Then:
+VM that runs vgpumon itself (guest licenses), a host with a lost GPU, and the metering host (known
+load, its processes in two Kubernetes pods and one dead, a starved vGPU; tests/e2e/metering_host.py
+gives its metering stage a fake host /proc). Every target carries the ``cluster`` label the file_sd
+example sets. Prometheus loads both rule files, vgpumon.rules.yml and vgpumon-metering.rules.yml.
+Then:
 
 * every query, with the dashboard variables replaced by match-all, parses and evaluates;
 * every query returns data on each scenario kind it names (``$instance`` set to that host);
@@ -36,7 +39,7 @@ from typing import Any
 import pytest
 import yaml
 from dashboard_helpers import (
-    RULES,
+    RULE_FILES,
     SCENARIOS,
     generator,
     instantiate,
@@ -51,6 +54,7 @@ from vgpumon.sim.scenario import builtin_text
 
 pytestmark = pytest.mark.e2e
 
+METERING_HOST = Path(__file__).resolve().with_name("metering_host.py")
 LIBVIRT_FIXTURE = Path(__file__).resolve().parents[1] / "fixtures/libvirt/kvm-vgpu-timesliced.xml"
 KUBEVIRT_MDEV = "fe4138f0-efff-9274-4579-142902701cd9"  # kvm-vgpu-timesliced vGPU 3
 try:
@@ -97,11 +101,46 @@ def lost_scenario(directory: Path) -> Path:
     return path
 
 
+def metering_scenario(directory: Path) -> Path:
+    """metering-known-load with what the Usage panels need on top: a process that holds memory
+    without using the GPU (PID 7103, in a pod by metering_host.py; PID 7102 has no /proc entry
+    there: a dead holder), and a third GPU where vGPU 11 starves seven neighbours (best effort,
+    oversubscribed, a time slice short enough that waiting shows in the log). A small due and
+    long waits, so that the 1 m rates, which start low on a new series, see it within seconds."""
+    doc = yaml.safe_load(builtin_text(SCENARIOS["metering"]))
+    shared = doc["gpus"][1]
+    shared["processes"].append(
+        {"pid": 7103, "name": "notebook", "memory": "2GiB", "utilization": {"sm": 0.0}}
+    )
+    # vGPU 11 asks for the whole GPU, 12-18 for a little each: eight ran, so the due is an
+    # eighth, which vGPU 11 exceeds and the others, waiting, fall short of.
+    demands = {11: 1.0, **dict.fromkeys(range(12, 19), 0.02)}
+    instances = [
+        {"id": i, "type": "NVIDIA L40S-4Q", "load": {"sm": sm}, "framebuffer_used": "1GiB"}
+        for i, sm in demands.items()
+    ]
+    contended = {
+        "model": "l40s",
+        "virtualization_mode": "host_vgpu",
+        "power": {"draw": "300W"},
+        "vgpu": {
+            "types": doc["gpus"][0]["vgpu"]["types"],
+            "scheduler": {"policy": "best_effort", "timeslice": "20us"},
+            "instances": instances,
+        },
+    }
+    doc["gpus"].append(contended)
+    path = directory / f"{SCENARIOS['metering']}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
 # Flags per kind on top of --sim: the opt-in families the dashboards show.
 EXTRA_FLAGS = {
     "vgpu": ["--processes", "--pcie-throughput", "--kubernetes-pod-series"],
     "mig": ["--processes"],
     "baremetal": ["--processes"],
+    "metering": ["--process-series"],
 }
 CLUSTER = "e2e"  # the target label the file_sd example sets
 
@@ -159,11 +198,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     jobs = []
     try:
         for kind, builtin in SCENARIOS.items():
-            derive = {"baremetal": baremetal_scenario, "lost": lost_scenario}.get(kind)
+            derive = {
+                "baremetal": baremetal_scenario,
+                "lost": lost_scenario,
+                "metering": metering_scenario,
+            }.get(kind)
             scenario = str(derive(tmp)) if derive else builtin
             target = f"127.0.0.1:{free_port()}"
             log = tmp / f"vgpumon-{kind}.log"
             cmd = [sys.executable, "-m", "vgpumon.cli", "serve", "--sim", scenario]
+            if kind == "metering":
+                host = str(tmp / "metering-host")
+                cmd = [sys.executable, str(METERING_HOST), host, *cmd[3:]]
             cmd += EXTRA_FLAGS.get(kind, [])
             if kind == "vgpu" and LIBVIRT:
                 # Names from libvirt's test driver for some of the vGPUs (docs/names.md); the
@@ -178,7 +224,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             targets[kind] = target
             static = {"targets": [target], "labels": {"cluster": CLUSTER}}
             jobs.append({"job_name": f"vgpumon-{kind}", "static_configs": [static]})
-        url, proc, log = start_prometheus(tmp, jobs, rule_files=[RULES])
+        url, proc, log = start_prometheus(tmp, jobs, rule_files=RULE_FILES)
         procs.append(proc)
         logs.append(log)
         result = Stack(url, targets, logs)

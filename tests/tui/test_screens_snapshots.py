@@ -10,15 +10,18 @@ so each picture is the same on every run. Update after an intended change with
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from tui_helpers import PodsOf, SimHost, settle
 
+from vgpumon.collect.metering import MeteringConfig, MeteringStage
 from vgpumon.sources.fleet import FleetSource
 from vgpumon.tui.app import VgpumonApp, create_app
 
 SIZES = [(80, 24), (120, 40)]
+CONTENTION = str(Path(__file__).parents[1] / "fixtures/scenarios/vgpu-contention.yaml")
 Steps = Callable[[Any], Awaitable[None]]
 
 
@@ -29,8 +32,12 @@ def scenario_app(
     at: tuple[float, ...] = (0, 1, 2),
     deadline: float = 5.0,
     pods: bool = False,
+    metering: bool = False,
 ) -> tuple[VgpumonApp, Steps]:
-    host = SimHost(scenario, deadline=deadline, enrichers=[PodsOf()] if pods else ())
+    enrichers: list[Any] = [PodsOf()] if pods else []
+    if metering:  # usage counters, idle holders, contention (as top runs it on this host)
+        enrichers.append(MeteringStage(MeteringConfig()))
+    host = SimHost(scenario, deadline=deadline, enrichers=enrichers)
     app = host.app()
 
     async def before(pilot: Any) -> None:
@@ -82,6 +89,11 @@ SCREENS: dict[str, Callable[[], tuple[VgpumonApp, Steps]]] = {
     # Pods from the kubelet: the pod column appears (whole GPUs, MIG instances, KubeVirt vGPUs).
     "host-tree-pods": lambda: scenario_app("a100-mig-mixed", ("t",), pods=True),
     "gpu-vgpu-pods": lambda: scenario_app("kvm-vgpu-timesliced", ("enter",), pods=True),
+    # Usage metering: usage since start by VM, the starved vGPU and who took its time.
+    "usage": lambda: scenario_app("metering-known-load", ("u",), at=(0, 1, 30), metering=True),
+    "scheduler-contention": lambda: scenario_app(
+        CONTENTION, ("2",), at=(0, 1, 30, 61), metering=True
+    ),
 }
 
 

@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import TYPE_CHECKING
 
 from vgpumon.commands.common import add_nvml_arguments
 from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_source_from_args
 from vgpumon.errors import ConfigError
 from vgpumon.sources.base import SnapshotSource
 from vgpumon.units import UnitError, parse_duration
+
+if TYPE_CHECKING:
+    from vgpumon.collect.enrich.base import Enricher
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prometheus",
         metavar="URL",
-        help="fill the graphs' recent past from this Prometheus server (range queries)",
+        help="fill the graphs' recent past from this Prometheus server (range queries); the "
+        "usage screen's last hour and day from its metering rules",
     )
     parser.add_argument(
         "--theme",
@@ -100,6 +105,18 @@ def history_points(value: str, interval: float) -> int:
     return max(2, points)
 
 
+def metering_stage(args: argparse.Namespace) -> Enricher:
+    """Usage counters, idle holders and contention for this host, as ``serve`` meters them (the
+    usage screen, the idle badge, the scheduler screen's contention). The host's /proc (pods of
+    processes, dead holders) only through the real NVML: a simulator's PIDs are not the host's."""
+    from vgpumon.collect.metering import MeteringConfig, MeteringStage
+
+    real = not getattr(args, "sim", None)
+    return MeteringStage(
+        MeteringConfig(interval_seconds=args.interval, proc="/proc" if real else None)
+    )
+
+
 def source_from_args(args: argparse.Namespace) -> SnapshotSource:
     """The source the flags describe; every mistake is one ConfigError line."""
     interval = args.interval = _interval(args.interval)
@@ -128,7 +145,7 @@ def source_from_args(args: argparse.Namespace) -> SnapshotSource:
         from vgpumon.commands.names import from_args as enrichers_from_args
         from vgpumon.sources.local import LocalSource
 
-        enrichers = enrichers_from_args(args)
+        enrichers = [*enrichers_from_args(args), metering_stage(args)]
         session = session_from_args(args)
         return LocalSource(session, SamplerConfig(interval_seconds=interval), enrichers=enrichers)
 
@@ -165,10 +182,12 @@ def run(args: argparse.Namespace) -> int:
     from vgpumon.sources.history import History
     from vgpumon.tui.app import create_app
 
-    backfill = None
+    backfill = usage = None
     if args.prometheus:
         from vgpumon.sources.prometheus import PrometheusBackfill
+        from vgpumon.sources.usage import UsageClient
 
+        usage = UsageClient(args.prometheus)  # the usage screen's last hour and day
         # The same window as the graphs: --history.
         backfill = PrometheusBackfill(
             args.prometheus, window_seconds=points * args.interval, step_seconds=args.interval
@@ -179,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
         interval=args.interval,
         theme=args.theme,
         backfill=backfill,
+        usage=usage,
     )
     app.run()
     return 0

@@ -28,6 +28,7 @@ from vgpumon.model import Snapshot
 from vgpumon.sources.base import HostState, HostUpdate, SnapshotSource
 from vgpumon.sources.history import History
 from vgpumon.sources.procinfo import ProcInfo, ProcTable
+from vgpumon.sources.usage import UsageClient
 from vgpumon.tui.cells import COLOUR, MONO, Palette
 from vgpumon.tui.runner import SourceThread
 from vgpumon.tui.themes import MONOCHROME
@@ -74,6 +75,7 @@ class VgpumonApp(App[None]):
         Binding("3", "show('licenses')", "licenses", show=False),
         Binding("4", "show('events')", "events", show=False),
         Binding("5,question_mark,f1", "show('help')", "help"),
+        Binding("u", "show('usage')", "usage", show=False),
     ]
 
     def __init__(
@@ -85,6 +87,7 @@ class VgpumonApp(App[None]):
         interval: float = 1.0,
         backfill: Backfill | None = None,
         clock: Callable[[], float] = time.time,
+        usage: UsageClient | None = None,
     ) -> None:
         from vgpumon.tui.screens import modes
 
@@ -107,6 +110,7 @@ class VgpumonApp(App[None]):
         self.palette: Palette = COLOUR
         self.register_theme(MONOCHROME)
         self.backfill = backfill
+        self.usage = usage  # the usage screen's hourly windows (top --prometheus)
         self.clock = clock  # event times (a test passes the simulator's clock)
         self._backfilled: set[str] = set()
         self._runner: SourceThread | None = None
@@ -341,6 +345,8 @@ class VgpumonApp(App[None]):
             start=1,
         ):
             yield SystemCommand(f"Show {mode}", f"{text} ({key})", self._shower(mode))
+        usage = "GPU-hours, GiB-hours, kWh per VM, pod or tenant (u)"
+        yield SystemCommand("Show usage", usage, self._shower("usage"))
 
     def _shower(self, mode: str) -> Callable[[], Awaitable[None]]:
         async def show() -> None:
@@ -358,6 +364,7 @@ def create_app(
     theme: str | None = None,
     backfill: Backfill | None = None,
     clock: Callable[[], float] = time.time,
+    usage: UsageClient | None = None,
 ) -> VgpumonApp:
     """The app over ``source``; tests pass ``start_source=False`` and drive the source."""
     app = VgpumonApp(
@@ -367,6 +374,7 @@ def create_app(
         interval=interval,
         backfill=backfill,
         clock=clock,
+        usage=usage,
     )
     if theme is not None:
         if theme not in app.available_themes:

@@ -1,4 +1,4 @@
-"""Badges: the short alarms a GPU row carries (lost, hung, Xid, unlicensed, expiring, starved).
+"""Badges: the short alarms a row carries (lost, hung, Xid, unlicensed, expiring, starved, idle).
 
 A badge is decided here once, from the snapshot alone (plus the scheduler shares a consumer
 measured), so the terminal UI, ``vgpumon snapshot`` and any later front end raise the same alarm
@@ -12,9 +12,17 @@ from dataclasses import dataclass
 # A license that runs out within this many seconds is "expiring" (one week: enough time to renew).
 EXPIRING_WITHIN_SECONDS = 7 * 86400
 
+# Idle holders (docs/metering.md, "Idle holders"): the metering stage counts how long a vGPU has
+# stayed under the idle ratio while licensed and running, and how long a process has held memory
+# with no SM use. The badge shows well before the alerts (4 hours, 30 minutes): it is a hint to
+# look, not an alarm; a pause between two jobs stays under it.
+IDLE_VGPU_AFTER_SECONDS = 15 * 60
+IDLE_PROCESS_AFTER_SECONDS = 5 * 60
+
 # Badge kinds, most severe first; the order is the display order. ``stale``: the sampler is wedged
 # and the row shows the last good reading, not a live one.
-KINDS = ("lost", "hung", "xid", "stale", "unlicensed", "expiring", "starved")
+# ``idle``: a vGPU or process that holds the GPU without using it (below).
+KINDS = ("lost", "hung", "xid", "stale", "unlicensed", "expiring", "starved", "idle")
 ERROR_KINDS = frozenset({"lost", "hung", "xid"})
 
 
@@ -48,6 +56,11 @@ def expiring(expiry: float | None, now: float, state: str | None) -> bool:
     if expiry is None or not expiry or (state is not None and state != "licensed"):
         return False
     return expiry - now <= EXPIRING_WITHIN_SECONDS
+
+
+def idle(seconds: float | None, after: float) -> bool:
+    """Idle without a break for at least ``after`` seconds (unknown is not idle)."""
+    return seconds is not None and seconds >= after
 
 
 def labels(badges: tuple[Badge, ...]) -> str:

@@ -26,7 +26,9 @@ from typing import Any, Generic, TypeVar
 
 from vgpumon.model import Snapshot
 from vgpumon.view import format as f
-from vgpumon.view.badges import Badge, badge, labels
+from vgpumon.view.badges import IDLE_PROCESS_AFTER_SECONDS, Badge, badge, labels
+from vgpumon.view.badges import idle as badge_idle
+from vgpumon.view.metering import ContentionLine, UsageLine
 from vgpumon.view.rows import (
     GpuRow,
     HostRow,
@@ -67,6 +69,7 @@ PODS = "pods"  # the kubelet enricher gave devices to pods (``Snapshot.allocatio
 VGPUS = "vgpus"  # the host has vGPU instances (license and share columns mean something)
 MIGS = "migs"  # the host has MIG instances
 LOCAL = "local"  # processes of this host, with what /proc says of them (user, CPU, command)
+IDLE = "idle"  # a process idle long enough for its badge (metering): the idle column appears
 
 
 def present(snapshot: Snapshot | None) -> frozenset[str]:
@@ -80,6 +83,13 @@ def present(snapshot: Snapshot | None) -> frozenset[str]:
         out.add(VGPUS)
     if any(g.mig_instances for g in snapshot.gpus):
         out.add(MIGS)
+    if any(
+        badge_idle(p.idle_seconds, IDLE_PROCESS_AFTER_SECONDS)
+        for g in snapshot.gpus
+        if g.metering is not None
+        for p in g.metering.processes
+    ):
+        out.add(IDLE)
     return frozenset(out)
 
 
@@ -150,7 +160,7 @@ def _badge_parts(badges: Sequence[Badge]) -> list[tuple[str, str | None]]:
 
 def _vgpu_badges(v: VgpuRow) -> list[tuple[str, str | None]]:
     """A vGPU's alarms beside its license column (which already says unlicensed)."""
-    kinds = (("expiring", v.expiring), ("starved", v.starved))
+    kinds = (("expiring", v.expiring), ("starved", v.starved), ("idle", v.idle))
     return _badge_parts([badge(k) for k, on in kinds if on])
 
 
@@ -692,6 +702,16 @@ PROCESS_COLUMNS: tuple[Column[ProcessRow], ...] = (
         priority=8,
         needs=LOCAL,
     ),
+    Column(
+        "idle",
+        "idle",
+        lambda r: f"idle {f.duration(r.idle_seconds)}" if r.idle else "",
+        lambda r: r.idle_seconds if r.idle else None,
+        priority=1,
+        needs=IDLE,
+        descending=True,
+        style=lambda r: WARNING if r.idle else None,
+    ),
 )
 
 SCHEDULER_COLUMNS: tuple[Column[SchedulerRow], ...] = (
@@ -949,3 +969,86 @@ def _gpu_index_column() -> Column[Any]:
 HOST_VGPU_COLUMNS: tuple[Column[Any], ...] = (_gpu_index_column(), *VGPU_COLUMNS)
 HOST_MIG_COLUMNS: tuple[Column[Any], ...] = (_gpu_index_column(), *MIG_COLUMNS)
 HOST_PROCESS_COLUMNS: tuple[Column[Any], ...] = (_gpu_index_column(), *PROCESS_COLUMNS)
+
+
+# --------------------------------------------------------------------------- usage, contention
+
+
+def _amount(value: float | None) -> str:
+    """GPU-hours, GiB-hours, kWh: two decimals, small amounts to two significant digits."""
+    if value is None:
+        return f.DASH
+    if value == 0 or abs(value) >= 0.01:
+        return f"{value:,.2f}"
+    return f"{value:.2g}"
+
+
+def _usage_column(key: str, label: str, read: Callable[[UsageLine], float | None]) -> Column[Any]:
+    return Column(
+        key,
+        label,
+        lambda r: _amount(read(r)),
+        read,
+        numeric=True,
+        descending=True,
+        priority=1,
+    )
+
+
+USAGE_COLUMNS: tuple[Column[UsageLine], ...] = (
+    Column("name", "who", lambda r: r.name, lambda r: r.name, priority=0),
+    _usage_column("gpu_hours", "GPU-hours", lambda r: r.gpu_hours),
+    Column(
+        "share",
+        "share",
+        lambda r: f.pct(r.share),
+        lambda r: r.share,
+        numeric=True,
+        descending=True,
+        priority=3,
+        gauge=lambda r: r.share,
+    ),
+    _usage_column("memory", "GiB-hours", lambda r: r.memory_gib_hours),
+    _usage_column("energy", "kWh", lambda r: r.energy_kwh),
+)
+
+
+def _starved_vgpu(r: ContentionLine) -> str:
+    return f"{r.vgpu_id} {f.or_dash(r.vm)}"
+
+
+def _neighbour(r: ContentionLine) -> str:
+    return f.DASH if r.neighbour is None else f"{r.neighbour} {f.or_dash(r.neighbour_vm)}"
+
+
+CONTENTION_COLUMNS: tuple[Column[ContentionLine], ...] = (
+    Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True, priority=0),
+    Column(
+        "starved",
+        "starved vGPU",
+        _starved_vgpu,
+        lambda r: r.vgpu_id,
+        priority=0,
+        style=lambda r: ERROR,
+    ),
+    Column(
+        "ran",
+        "ran/due",
+        lambda r: f"{f.pct(r.ran)}/{f.pct(r.due)}",
+        lambda r: r.ran,
+        numeric=True,
+        priority=1,
+    ),
+    Column("waited", "waited", lambda r: f.pct(r.waited), lambda r: r.waited, True, priority=3),
+    Column("neighbour", "ran above due", _neighbour, lambda r: r.neighbour, priority=0),
+    Column(
+        "above",
+        "by",
+        lambda r: f"+{f.pct(r.above)}" if r.above is not None else f.DASH,
+        lambda r: r.above,
+        numeric=True,
+        descending=True,
+        priority=1,
+        style=lambda r: WARNING if r.above else None,
+    ),
+)

@@ -215,6 +215,10 @@ class VgpuRow:
     expiring: bool
     vm_id: str | None = None  # NVML's id of the VM; ``vm`` is its name where one is known
     holders: Holders = NO_HOLDERS
+    # How long it has stayed under the idle ratio, licensed and running (metering; None: not
+    # metered), and whether that is long enough for the idle badge.
+    idle_seconds: float | None = None
+    idle: bool = False
 
     @property
     def framebuffer_ratio(self) -> float | None:
@@ -241,6 +245,7 @@ class VgpuRow:
                     ("unlicensed", self.unlicensed),
                     ("expiring", self.expiring),
                     ("starved", self.starved),
+                    ("idle", self.idle),
                 )
                 if on
             ),
@@ -254,6 +259,7 @@ def vgpu_rows(
     peers: dict[int | None, int] = {}
     for v in gpu.vgpu_instances:
         peers[v.gpu_instance_id] = peers.get(v.gpu_instance_id, 0) + 1
+    idle = {m.vgpu_id: m.idle_seconds for m in gpu.metering.vgpus} if gpu.metering else {}
     for v in gpu.vgpu_instances:
         sched = _scheduler_for(gpu, v)
         share = None if shares is None else shares.get((gpu.uuid, v.vgpu_id))
@@ -294,6 +300,8 @@ def vgpu_rows(
                 expiring=b.expiring(expiry, snapshot.timestamp, lic.state),
                 vm_id=v.vm_id,
                 holders=holders,
+                idle_seconds=idle.get(v.vgpu_id),
+                idle=b.idle(idle.get(v.vgpu_id), b.IDLE_VGPU_AFTER_SECONDS),
             )
         )
     return rows
@@ -462,7 +470,19 @@ def _gpu_badges(
         out.append(b.badge("expiring"))
     if any(v.starved for v in vgpus):
         out.append(b.badge("starved"))
+    if idle_holders(gpu):
+        out.append(b.badge("idle"))
     return tuple(sorted(out))
+
+
+def idle_holders(gpu: Gpu) -> int:
+    """vGPUs and processes on ``gpu`` idle long enough for the idle badge (from metering)."""
+    m = gpu.metering
+    if m is None:
+        return 0
+    vgpus = sum(b.idle(v.idle_seconds, b.IDLE_VGPU_AFTER_SECONDS) for v in m.vgpus)
+    procs = sum(b.idle(p.idle_seconds, b.IDLE_PROCESS_AFTER_SECONDS) for p in m.processes)
+    return vgpus + procs
 
 
 def gpu_row(
@@ -533,6 +553,9 @@ class ProcessRow:
     command: str | None = None
     cpu: float | None = None
     host_memory: int | None = None
+    # How long it has held memory with no SM use (metering; None: not metered).
+    idle_seconds: float | None = None
+    idle: bool = False
 
     @property
     def fields(self) -> dict[str, str]:
@@ -543,6 +566,7 @@ class ProcessRow:
             "process": " ".join(x for x in (self.name, self.command) if x),
             "kind": self.kind,
             "user": self.user or "",
+            "badge": "idle" if self.idle else "",
         }
 
 
@@ -578,6 +602,7 @@ def _with_local(row: ProcessRow, local: Mapping[int, HostProcess] | None) -> Pro
 
 def _process_rows(host: str, gpu: Gpu) -> list[ProcessRow]:
     rows = []
+    idle = {m.pid: m.idle_seconds for m in gpu.metering.processes} if gpu.metering else {}
     for p in gpu.processes or ():
         where = None
         if p.gpu_instance_id is not None:
@@ -595,6 +620,8 @@ def _process_rows(host: str, gpu: Gpu) -> list[ProcessRow]:
                 memory=p.used_memory_bytes,
                 sm=p.sm_utilization,
                 memory_util=p.memory_utilization,
+                idle_seconds=idle.get(p.pid),
+                idle=b.idle(idle.get(p.pid), b.IDLE_PROCESS_AFTER_SECONDS),
             )
         )
     for vp in gpu.vgpu_processes:

@@ -19,6 +19,7 @@ def modes(app: VgpumonApp) -> dict[str, str | Callable[[], Screen[Any]]]:
     from vgpumon.tui.screens.host import HostScreen
     from vgpumon.tui.screens.licenses import LicensesScreen
     from vgpumon.tui.screens.scheduler import SchedulerScreen
+    from vgpumon.tui.screens.usage import UsageScreen
 
     def overview() -> Screen[None]:
         if app.multi_host:
@@ -31,4 +32,5 @@ def modes(app: VgpumonApp) -> dict[str, str | Callable[[], Screen[Any]]]:
         "licenses": LicensesScreen,
         "events": EventsScreen,
         "help": HelpScreen,
+        "usage": UsageScreen,
     }

@@ -25,12 +25,13 @@ HELP = """\
 | K | signal the process under the cursor (TERM, INT or KILL, after asking; this host only) |
 | r | read every host now |
 | 1 2 3 4 5 | overview, scheduler, licenses, events, help |
+| u | usage: GPU-hours, GiB-hours, kWh per VM, pod, namespace or tenant (b: by, w: window) |
 | ctrl+p | command palette: every action, themes (try *vgpumon-mono*) |
 | q / ctrl+c | quit |
 
 Filter fields: host gpu name uuid mode badge vm type class license policy vgpu profile gi pid
 process kind state user. Modes: baremetal passthrough vgpu-host vgpu-guest mig.
-Badges: lost hung xid stale unlicensed expiring starved. A value NVML did not give shows as —.
+Badges: lost hung xid stale unlicensed expiring starved idle. A value NVML did not give shows as —.
 """
 
 
