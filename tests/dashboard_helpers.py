@@ -19,6 +19,9 @@ GENERATOR = DASHBOARDS / "generate.py"
 OUT = DASHBOARDS / "grafana"
 UNUSED = DASHBOARDS / "unused.yml"
 RULES = ROOT / "packaging" / "prometheus" / "vgpumon.rules.yml"
+CAPACITY_RULES = RULES.with_name("vgpumon-capacity.rules.yml")
+# Every rule file the packaging ships (Prometheus loads both; the PrometheusRule carries both).
+RULE_FILES = (RULES, CAPACITY_RULES)
 
 # Built-in simulator scenario of each scenario kind a dashboard query names.
 SCENARIOS = {
@@ -28,6 +31,9 @@ SCENARIOS = {
     "nvlink": "hgx-8xh100-nvlink",
     "guest": "vgpu-guest",
     "lost": "fault-gpu-lost",
+    "capacity-homogeneous": "capacity-l40s-homogeneous",
+    "capacity-heterogeneous": "capacity-l40s-heterogeneous",
+    "capacity-mig": "capacity-a100-mig",
 }
 
 MATCH_ALL = {
@@ -59,13 +65,17 @@ def generator() -> ModuleType:
     return vgpumon_dashboards
 
 
-def rules() -> list[dict[str, Any]]:
-    doc = yaml.safe_load(RULES.read_text(encoding="utf-8"))
-    return [rule for group in doc["groups"] for rule in group["rules"]]
+def rules(*paths: Path) -> list[dict[str, Any]]:
+    """The rules of ``paths`` (default: every rule file)."""
+    found = []
+    for path in paths or RULE_FILES:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        found += [rule for group in doc["groups"] for rule in group["rules"]]
+    return found
 
 
-def recording_rule_names() -> set[str]:
-    return {rule["record"] for rule in rules() if "record" in rule}
+def recording_rule_names(*paths: Path) -> set[str]:
+    return {rule["record"] for rule in rules(*paths) if "record" in rule}
 
 
 def instantiate(expr: str, **values: str) -> str:
