@@ -51,6 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SHIM = Path(__file__).resolve().parent / "shim"
 RESULTS = Path(__file__).resolve().parent / "results"
 RUNNERS = ("vgpumon", "nvitop", "floor")
+# Not run by default: vgpumon with --no-metering, for the A/B of what usage metering costs.
+EXTRA_RUNNERS = ("vgpumon-nometering",)
 INTERVAL = 1.0
 SCRAPE_EVERY = 15.0  # Prometheus' usual scrape interval, during the CPU window
 SIM_HOSTS = [f"{g}x{v}" for g in (1, 8, 16) for v in (0, 16, 48)] + ["mig8x7"]
@@ -222,9 +224,11 @@ def start(runner: str, scenario: str | None, tmp: Path, interval: float) -> Runn
     log = tmp / f"{runner}.log"
     port: int | None = free_port()
     status = None
-    if runner == "vgpumon":
+    if runner in ("vgpumon", "vgpumon-nometering"):
         cmd = [sys.executable, "-m", "vgpumon.cli", "serve", "--listen", f"127.0.0.1:{port}"]
         cmd += ["--interval", str(interval)]
+        if runner == "vgpumon-nometering":  # the A/B of what usage metering costs
+            cmd += ["--no-metering"]
         if scenario is not None:
             cmd += ["--sim", scenario]
     elif runner == "nvitop":
@@ -410,7 +414,7 @@ async def measure(
     await wait_ready(run)
     await asyncio.sleep(2 * interval)  # past the first cycles (handles, static values)
     before_text = ""
-    if run.name == "vgpumon":
+    if run.name.startswith("vgpumon"):
         before_text = await fetch_text(f"http://127.0.0.1:{run.port}/metrics")
     floor0 = json.loads(run.status.read_text()) if run.status is not None else None
     t0, c0, th0 = time.monotonic(), proc.cpu_times(), thread_times(proc)
@@ -421,7 +425,7 @@ async def measure(
     m = Measure(run.name, cpu_share=cpu / (t1 - t0), rss_mb=proc.memory_info().rss / 2**20)
     m.threads = thread_split(th0, th1, t1 - t0)
     cycles_in_window = (t1 - t0) / interval
-    if run.name == "vgpumon":
+    if run.name.startswith("vgpumon"):
         text = await fetch_text(f"http://127.0.0.1:{run.port}/metrics")
         wall = metric(text, "vgpumon_sampler_last_cycle_duration_seconds")
         m.cycle_wall_ms = wall * 1000 if wall is not None else None
@@ -618,7 +622,11 @@ def main(argv: list[str] | None = None) -> int:
         help=f"during the CPU window, scrape each exporter this often, s (default {SCRAPE_EVERY:g},"
         " Prometheus' usual; 0: an idle window with no scrapes)",
     )
-    p.add_argument("--runners", default=",".join(RUNNERS), help="subset of vgpumon,nvitop,floor")
+    p.add_argument(
+        "--runners",
+        default=",".join(RUNNERS),
+        help="subset of vgpumon,nvitop,floor (or vgpumon-nometering)",
+    )
     p.add_argument("--label", help="result file name part (default: sim or the GPU name)")
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--floor-worker", metavar="STATUS", help=argparse.SUPPRESS)
@@ -628,8 +636,8 @@ def main(argv: list[str] | None = None) -> int:
         floor_worker(args.scenario, args.floor_worker, args.interval)
         return 0
     args.runners = [r for r in args.runners.split(",") if r]
-    if set(args.runners) - set(RUNNERS):
-        p.error(f"--runners: choose from {', '.join(RUNNERS)}")
+    if set(args.runners) - {*RUNNERS, *EXTRA_RUNNERS}:
+        p.error(f"--runners: choose from {', '.join((*RUNNERS, *EXTRA_RUNNERS))}")
     args.rounds = args.rounds or (1 if args.quick else 2)
     args.window = args.window or (10.0 if args.quick else 30.0)
     args.scrapes = (20, 2) if args.quick else (200, 20)

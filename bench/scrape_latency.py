@@ -35,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -281,7 +282,18 @@ class Ticker:
 
     base: Snapshot
     latest: Snapshot | None = None
-    ready: bool = True
+    name: str = "synthetic host"
+    not_ready_reason: str | None = None
+    listeners: list[Callable[[Snapshot], object]] = dataclasses.field(default_factory=list)
+
+    def on_snapshot(self, listener: Callable[[Snapshot], object]) -> None:
+        self.listeners.append(listener)
+
+    def refresh(self) -> None:
+        pass
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await stop.wait()
 
     def tick(self, n: int) -> None:
         # New power values each tick (the values change, the identities do not), a new object.
@@ -289,7 +301,9 @@ class Ticker:
             dataclasses.replace(g, power_watts=150.0 + (n + i) % 50)
             for i, g in enumerate(self.base.gpus)
         )
-        self.latest = dataclasses.replace(self.base, timestamp=time.time(), gpus=gpus)
+        self.latest = latest = dataclasses.replace(self.base, timestamp=time.time(), gpus=gpus)
+        for listener in self.listeners:  # as the sampler tells the publisher
+            listener(latest)
 
 
 async def serve_synthetic(
@@ -305,7 +319,7 @@ async def serve_synthetic(
 
     runtime = None
     if web_config:
-        from vgpumon.export.webconfig import WebConfigRuntime
+        from vgpumon.export.webconfig_runtime import WebConfigRuntime
 
         runtime = WebConfigRuntime(web_config)
     source = Ticker(synthetic_host(gpus, vgpus))
@@ -315,6 +329,7 @@ async def serve_synthetic(
     limits = ServerLimits(max_connections=int(os.environ.get("VGPUMON_BENCH_MAX_CONN", "128")))
     listener = Listener(app, ConnectionGuard(limits))
     await listener.start([ListenAddress("127.0.0.1", port)], ssl_context)
+    app.publisher.kick()  # as `serve` does: render the first snapshot at once
     if gc_freeze:  # as `vgpumon serve` does once it is up
         settle_after_startup()
     stop = asyncio.Event()
@@ -327,6 +342,7 @@ async def serve_synthetic(
             n += 1
             source.tick(n)
     await listener.close(1.0)
+    await app.publisher.close()
 
 
 def start_synthetic_server(

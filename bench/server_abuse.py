@@ -10,9 +10,17 @@ and one basic-auth user (bcrypt cost 10). Everything is on loopback, bounded in 
    server's resident memory at the peak and after the header timeout, connections still open;
 3. **stalled**: ``--stalled`` TLS clients that ask four times (pipelined) for the uncompressed body
    (1.9 MB, so more than loopback's socket buffers hold) and never read; resident memory at the
-   peak and after the write timeout.
+   peak and after the write timeout;
+4. **attacks** (issue 19): TCP connect+close probes, half-open TLS handshakes, idle kept-alive
+   clients, a wrong-password flood from many loopback addresses (then first logins from new
+   ones), and dropped large responses.
+
+During every attack of 2-4 a normal scraper opens a fresh TLS connection every 0.2 s and asks
+for ``/-/healthy`` with the right password; the report gives how many of its scrapes were
+answered within 1 s (the rule of issue 19) and its slowest answer, and one scrape after.
 
 Usage: python bench/server_abuse.py [--rate 200] [--seconds 20] [--idle 500] [--stalled 100]
+       [--attack-seconds 3]
 Prints a Markdown report (bench/results/server-abuse.md holds a run of it).
 """
 
@@ -23,6 +31,7 @@ import asyncio
 import base64
 import os
 import platform
+import socket
 import ssl
 import sys
 import tempfile
@@ -133,6 +142,183 @@ async def hold_stalled(port: int, cafile: str, count: int) -> list[asyncio.Strea
     return held
 
 
+SCRAPE_WITHIN = 1.0
+
+
+async def one_scrape(port: int, cafile: str, local: str | None = None) -> tuple[int, float]:
+    """A fresh TLS connection, one authenticated GET /-/healthy: (status or 0, seconds)."""
+    ctx = ssl.create_default_context(cafile=cafile)
+    token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    started = time.perf_counter()
+
+    async def once() -> int:
+        kwargs: dict[str, Any] = {"local_addr": (local, 0)} if local else {}
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx, **kwargs)
+        try:
+            writer.write(
+                (
+                    f"GET /-/healthy HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\n\r\n"
+                ).encode()
+            )
+            return int((await reader.readuntil(b"\r\n")).split(b" ")[1])
+        finally:
+            writer.transport.abort()
+
+    try:
+        status = await asyncio.wait_for(once(), SCRAPE_WITHIN)
+    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError):
+        status = 0
+    return status, time.perf_counter() - started
+
+
+async def scraper(port: int, cafile: str, stop: asyncio.Event) -> list[tuple[int, float]]:
+    results = []
+    while not stop.is_set():
+        results.append(await one_scrape(port, cafile))
+        await asyncio.sleep(0.2)
+    return results
+
+
+async def during(port: int, cafile: str, attack: Any) -> dict[str, Any]:
+    """Run ``attack`` (a coroutine giving a detail string) with the normal scraper alongside."""
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(scraper(port, cafile, stop))
+    try:
+        detail = await attack
+    finally:
+        stop.set()
+        results = await task
+    after, _ = await one_scrape(port, cafile)
+    ok = [t for status, t in results if status == 200]
+    return {
+        "detail": detail,
+        "ok": len(ok),
+        "total": len(results),
+        "max_ms": max((t for _, t in results), default=0.0) * 1000,
+        "after": after,
+    }
+
+
+async def attack_probes(port: int, count: int) -> str:
+    for _ in range(count):
+        _r, w = await asyncio.open_connection("127.0.0.1", port)
+        w.close()
+        await asyncio.sleep(0.005)
+    return f"{count} TCP connect+close"
+
+
+async def attack_half_open(port: int, count: int, seconds: float) -> str:
+    loop = asyncio.get_running_loop()
+    held = []
+    for _ in range(count):
+        sock = socket.socket()
+        sock.setblocking(False)
+        await loop.sock_connect(sock, ("127.0.0.1", port))
+        await loop.sock_sendall(sock, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+        held.append(sock)
+    await asyncio.sleep(seconds)
+    for sock in held:
+        sock.close()
+    return f"{count} half-open TLS handshakes held {seconds:g} s"
+
+
+async def attack_idle_keepalive(port: int, cafile: str, count: int, seconds: float) -> str:
+    ctx = ssl.create_default_context(cafile=cafile)
+    token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    held = []
+    for _ in range(count):
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection("127.0.0.1", port, ssl=ctx), 5
+            )
+            writer.write(
+                (
+                    f"GET /-/healthy HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {token}\r\n\r\n"
+                ).encode()
+            )
+            await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            held.append(writer)
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+            pass
+    await asyncio.sleep(seconds)
+    for writer in held:
+        writer.transport.abort()
+    return f"{count} idle kept-alive TLS clients after one request each, held {seconds:g} s"
+
+
+async def attack_password_flood(port: int, cafile: str, seconds: float) -> str:
+    """40 concurrent wrong passwords over 200 loopback addresses, then 7 first logins."""
+    ctx = ssl.create_default_context(cafile=cafile)
+    wrong = base64.b64encode(f"{USER}:wrong".encode()).decode()
+    stop = asyncio.Event()
+    attempts = 0
+
+    async def attacker(n: int) -> None:
+        nonlocal attempts
+        i = 0
+        while not stop.is_set():
+            local = f"127.0.{1 + (n + 40 * i) % 200 // 100}.{2 + (n + 40 * i) % 100}"
+            i += 1
+            try:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection("127.0.0.1", port, ssl=ctx, local_addr=(local, 0)), 5
+                )
+                writer.write(
+                    (
+                        f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic {wrong}\r\n\r\n"
+                    ).encode()
+                )
+                await asyncio.wait_for(reader.readuntil(b"\r\n"), 5)
+                writer.transport.abort()
+                attempts += 1
+            except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+                pass
+
+    tasks = [asyncio.ensure_future(attacker(n)) for n in range(40)]
+    await asyncio.sleep(seconds)
+    firsts = [await one_scrape(port, cafile, f"127.0.9.{n}") for n in range(1, 8)]
+    stop.set()
+    await asyncio.gather(*tasks)
+    good = sum(1 for status, t in firsts if status == 200)
+    slowest = max(t for _, t in firsts) * 1000
+    return (
+        f"40 concurrent wrong passwords from 200 addresses ({attempts} answered in"
+        f" {seconds:g} s); first logins from new addresses: {good}/7 answered 200 within 1 s,"
+        f" slowest {slowest:.0f} ms"
+    )
+
+
+async def attack_dropped(port: int, cafile: str, count: int) -> str:
+    ctx = ssl.create_default_context(cafile=cafile)
+    token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    for _ in range(count):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
+        writer.write(
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: identity\r\n"
+            f"Authorization: Basic {token}\r\n\r\n".encode()
+        )
+        got = 0
+        while got < 300_000:
+            chunk = await reader.read(65536)
+            if not chunk:
+                break
+            got += len(chunk)
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01" + b"\x00" * 7)
+        writer.transport.abort()
+    return f"{count} clients reading 300 kB of the 1.9 MB body, then resetting"
+
+
+async def attacks_phase(port: int, cafile: str, seconds: float) -> list[dict[str, Any]]:
+    return [
+        await during(port, cafile, attack_probes(port, 200)),
+        await during(port, cafile, attack_half_open(port, 128, seconds)),
+        await during(port, cafile, attack_idle_keepalive(port, cafile, 140, seconds)),
+        await during(port, cafile, attack_password_flood(port, cafile, seconds)),
+        await during(port, cafile, attack_dropped(port, cafile, 20)),
+    ]
+
+
 async def watch_rss(pid: int, seconds: float) -> float:
     peak = 0.0
     end = time.monotonic() + seconds
@@ -146,19 +332,32 @@ async def connections_phase(
     pid: int, port: int, cafile: str, idle: int, stalled: int, limits: ServerLimits
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"before_mb": rss_mb(pid)}
-    held = await hold_idle(port, cafile, idle)
-    out["idle_handshaken"] = len(held)
-    out["idle_peak_mb"] = await watch_rss(pid, 2.0)
-    out["idle_fds"] = open_fds(pid)
+
+    async def idle_attack() -> str:
+        held = await hold_idle(port, cafile, idle)
+        out["idle_handshaken"] = len(held)
+        out["idle_peak_mb"] = await watch_rss(pid, 2.0)
+        out["idle_fds"] = open_fds(pid)
+        out["idle_held"] = held
+        return f"{idle} TLS clients that never send a request"
+
+    out["idle_scraper"] = await during(port, cafile, idle_attack())
+    held = out.pop("idle_held")
     await asyncio.sleep(limits.header_timeout_seconds + 2)
     out["idle_after_timeout_mb"] = rss_mb(pid)
     out["idle_fds_after_timeout"] = open_fds(pid)
     for w in held:
         w.close()
     await asyncio.sleep(1)
-    stalled_held = await hold_stalled(port, cafile, stalled)
-    out["stalled_sent"] = len(stalled_held)
-    out["stalled_peak_mb"] = await watch_rss(pid, 3.0)
+
+    async def stalled_attack() -> str:
+        out["stalled_held"] = await hold_stalled(port, cafile, stalled)
+        out["stalled_sent"] = len(out["stalled_held"])
+        out["stalled_peak_mb"] = await watch_rss(pid, 3.0)
+        return f"{stalled} TLS clients that stop reading the 1.9 MB body"
+
+    out["stalled_scraper"] = await during(port, cafile, stalled_attack())
+    stalled_held = out.pop("stalled_held")
     await asyncio.sleep(limits.write_timeout_seconds + 3)
     out["stalled_after_timeout_mb"] = rss_mb(pid)
     out["stalled_fds_after_timeout"] = open_fds(pid)
@@ -174,6 +373,7 @@ def main() -> int:
     parser.add_argument("--idle", type=int, default=500)
     parser.add_argument("--stalled", type=int, default=100)
     parser.add_argument("--client-procs", type=int, default=2)
+    parser.add_argument("--attack-seconds", type=float, default=3.0)
     args = parser.parse_args()
     limits = ServerLimits()
     with tempfile.TemporaryDirectory() as tmp:
@@ -195,6 +395,7 @@ def main() -> int:
             conns = asyncio.run(
                 connections_phase(proc.pid, port, cafile, args.idle, args.stalled, limits)
             )
+            attacks = asyncio.run(attacks_phase(port, cafile, args.attack_seconds))
         finally:
             proc.terminate()
             proc.wait(timeout=15)
@@ -239,6 +440,18 @@ def main() -> int:
         f"| stalled, after the write timeout | | {conns['stalled_after_timeout_mb']:.1f} | "
         f"{conns['stalled_fds_after_timeout']} |"
     )
+    print("\n## A normal scraper during each attack\n")
+    print(
+        "A fresh TLS connection every 0.2 s asking for /-/healthy with the right password;"
+        " answered means a 200 within 1 s.\n"
+    )
+    print("| attack | scrapes answered | slowest scrape ms | scrape after |")
+    print("|---|---|---|---|")
+    for row in (conns["idle_scraper"], conns["stalled_scraper"], *attacks):
+        print(
+            f"| {row['detail']} | {row['ok']}/{row['total']} | {row['max_ms']:.0f} |"
+            f" {row['after'] or 'no answer'} |"
+        )
     return 0
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -11,27 +13,36 @@ from vgpumon.model import (
     ClockEvents,
     Clocks,
     CollectorStatus,
+    Contention,
+    ContentionNeighbour,
     DeviceAllocation,
     DriverInfo,
     Ecc,
     Gpm,
     Gpu,
+    GpuMetering,
     GuestLicenseFeature,
     Memory,
     MigComputeInstance,
     MigGpuInstance,
+    MigMeter,
     MigProfileCapacity,
     NvLink,
     NvmlErrorCount,
     Pcie,
+    PodMeter,
     Process,
+    ProcessMeter,
     RemappedRows,
     SamplerHealth,
+    SamplingCadence,
     Snapshot,
     Temperatures,
+    Usage,
     Utilization,
     VgpuInstance,
     VgpuLicense,
+    VgpuMeter,
     VgpuProcess,
     VgpuScheduler,
     VgpuSchedulerUsage,
@@ -278,6 +289,48 @@ def rich_snapshot() -> Snapshot:
         down_reason="gpu_is_lost",
         name="NVIDIA H100 80GB HBM3",
     )
+    # Usage counters as the metering stage leaves them (vgpumon.collect.metering).
+    host = dataclasses.replace(
+        host,
+        metering=GpuMetering(
+            energy_joules_metered=900.0,
+            unattributed_energy_joules={"vgpu": 100.0},
+            vgpus=tuple(
+                VgpuMeter(v.vgpu_id, Usage(30.0, 60.0 * GIB, 400.0), 0.0)
+                for v in host.vgpu_instances
+            ),
+            contention=(
+                Contention(1, None, 60.0, 5.0, 30.0, 20.0, (ContentionNeighbour(2, 40.0, 20.0),)),
+            ),
+        ),
+    )
+    mig = dataclasses.replace(
+        mig,
+        metering=GpuMetering(
+            energy_joules_metered=500.0,
+            unattributed_energy_joules={"mig": 50.0, "pod": 200.0},
+            unmetered_seconds=3.0,
+            migs=tuple(MigMeter(gi.id, Usage(10.0, 5.0 * GIB, 225.0)) for gi in mig.mig_instances),
+            processes=(
+                ProcessMeter(
+                    5000,
+                    "infer",
+                    1,
+                    0,
+                    Usage(10.0, 60.0 * GIB),
+                    120.0,
+                    True,
+                    "ml",
+                    "infer-a",
+                    "server",
+                ),
+            ),
+            pods=(PodMeter("ml", "infer-a", "server", Usage(10.0, 60.0 * GIB, 300.0)),),
+            longest_idle_holder_seconds=120.0,
+            dead_holders=0,
+            dead_holder_memory_bytes=0,
+        ),
+    )
     return Snapshot(
         timestamp=1_767_225_601.0,
         driver=DriverInfo("580.65.06", "13.580.65.06", "13.0"),
@@ -296,6 +349,8 @@ def rich_snapshot() -> Snapshot:
             cycles_abandoned_total=0,
             last_cycle_duration_seconds=0.0,
             dispatch="serial",
+            interval_seconds=1.0,
+            cadences=(SamplingCadence("gpm", 5.0), SamplingCadence("processes", 5.0)),
         ),
         source="sim:test",
         allocations=(
@@ -343,3 +398,28 @@ def free_port() -> int:
 
 def lines(text: str) -> Iterator[str]:
     return (line for line in text.splitlines() if line and not line.startswith("#"))
+
+
+@dataclasses.dataclass
+class FixedFeed:
+    """A snapshot feed (:class:`vgpumon.feed.SnapshotFeed`) for server tests: ``latest`` is set
+    by hand; ``/-/ready`` says wedged when the snapshot is."""
+
+    latest: Snapshot | None = None
+    name: str = "test feed"
+    listeners: list[Callable[[Snapshot], object]] = dataclasses.field(default_factory=list)
+
+    @property
+    def not_ready_reason(self) -> str | None:
+        if self.latest is None:
+            return "first sampling cycle not done"
+        return "sampler wedged" if self.latest.health.wedged else None
+
+    def on_snapshot(self, listener: Callable[[Snapshot], object]) -> None:
+        self.listeners.append(listener)
+
+    def refresh(self) -> None:
+        pass
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await stop.wait()

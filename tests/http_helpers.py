@@ -38,6 +38,9 @@ class LiveClient:
 
     async def start_server(self) -> None:
         await self.listener.start([ListenAddress("127.0.0.1", 0)], self._ssl_context)
+        publisher = getattr(self.app, "publisher", None)
+        if publisher is not None:  # as `serve` does: render the first snapshot at once
+            publisher.kick()
         self.port = self.listener.addresses[0][1]
         self.session = aiohttp.ClientSession(**self._session_kwargs)
 
@@ -59,6 +62,9 @@ class LiveClient:
             await self.session.close()
             self.session = None
         await self.listener.close(1.0)
+        publisher = getattr(self.app, "publisher", None)
+        if publisher is not None:  # `serve` stops it; the listener does not
+            await publisher.close()
 
     async def __aenter__(self) -> LiveClient:
         await self.start_server()

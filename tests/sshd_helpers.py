@@ -23,10 +23,15 @@ class FakeHost:
     port: int
     server: asyncssh.SSHAcceptor
     commands: list[str]
+    users: list[str]  # the user name of every login
 
     @property
     def target(self) -> str:
         return f"vgpumon@127.0.0.1:{self.port}"
+
+    @property
+    def target_without_user(self) -> str:
+        return f"127.0.0.1:{self.port}"
 
     @property
     def name(self) -> str:
@@ -57,6 +62,7 @@ async def start_host(
 ) -> FakeHost:
     host_key = asyncssh.generate_private_key("ssh-ed25519")
     commands: list[str] = []
+    users: list[str] = []
     allowed = asyncssh.generate_private_key("ssh-ed25519") if behaviour == "refuse" else authorized
 
     async def handle(process: asyncssh.SSHServerProcess[bytes]) -> None:
@@ -81,8 +87,13 @@ async def start_host(
             return
         process.exit(0)
 
+    class Server(asyncssh.SSHServer):
+        def begin_auth(self, username: str) -> bool:
+            users.append(username)
+            return True  # authentication required: the key decides
+
     server = await asyncssh.create_server(
-        asyncssh.SSHServer,
+        Server,
         "127.0.0.1",
         0,
         server_host_keys=[host_key],
@@ -95,7 +106,7 @@ async def start_host(
     port = server.sockets[0].getsockname()[1]
     with known_hosts.open("a") as f:
         f.write(f"[127.0.0.1]:{port} {host_key.export_public_key().decode()}")
-    return FakeHost(port, server, commands)
+    return FakeHost(port, server, commands, users)
 
 
 @asynccontextmanager

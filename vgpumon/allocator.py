@@ -1,24 +1,11 @@
 """glibc malloc settings for the long-running exporter (``vgpumon serve``).
 
-Why: a render of a 16 GPU x 48 vGPU host makes two 2 MB bodies every second, and the JSON API a
-megabyte more. glibc serves such blocks with ``mmap`` and unmaps them when freed, but after the
-first one is freed it raises its mmap threshold to that size (and the trim threshold to twice
-it): from then on the bodies come from the heap, whose free space stays resident. On that host
-the process sat at 86 MB instead of 72 MB. Fixing the threshold at glibc's own starting value
-(128 KiB) turns the adjustment off, so large blocks go back to the system when freed.
-
-glibc also gives every thread that allocates its own arena (up to 8 per core); the sampler runs a
-worker thread per GPU, and each arena keeps its free memory. Two arenas are enough: the GIL lets
-one thread run Python at a time, so threads rarely allocate at the same moment (1.3 MB less on
-that host).
-
-An operator's own ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_ARENA_MAX`` wins: a setting given in the
-environment is left as glibc read it. Other C libraries (musl) are left alone.
-
-:func:`trim` is the other half, for the periodic housekeeping of a long-running process
-(:mod:`vgpumon.export.housekeeping`): glibc gives freed heap memory back to the system only from
-the top of the heap, so pages freed below a block still in use stay resident; ``malloc_trim(0)``
-releases every whole free page, wherever it lies (``madvise(MADV_DONTNEED)``).
+:func:`tune` (before any thread starts) fixes the mmap threshold at glibc's starting value, so
+large bodies go back to the system when freed, and caps the arenas at two, as the GIL keeps
+threads from allocating at the same moment; an operator's own ``MALLOC_MMAP_THRESHOLD_`` or
+``MALLOC_ARENA_MAX`` wins, and other C libraries (musl) are left alone. :func:`trim` is
+``malloc_trim(0)`` for the periodic housekeeping (:mod:`vgpumon.export.housekeeping`). Why:
+docs/exporter.md, "Memory".
 """
 
 from __future__ import annotations

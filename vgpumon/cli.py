@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "write this node's GPU facts as a node-feature-discovery feature file",
     ),
     "check": ("vgpumon.commands.check", "check license, GPUs and Xids (node-problem-detector)"),
+    "usage": ("vgpumon.commands.usage", "GPU usage per tenant, VM, pod or namespace, for invoices"),
 }
 
 
@@ -111,10 +112,36 @@ def _silence_stdout() -> None:
         pass
 
 
+def _unknown_flags(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """The flags no parser knows, found before argparse checks required options: a mistyped flag
+    is the mistake to name, not the required option it may have hidden."""
+    required = [
+        action
+        for group in parser._actions  # argparse keeps its subcommands only here
+        if isinstance(group, argparse._SubParsersAction)
+        for sub in group.choices.values()
+        for action in sub._actions
+        if action.required
+    ]
+    for action in required:
+        action.required = False
+    try:
+        return parser.parse_known_args(argv)[1]
+    except (VgpumonError, SystemExit):
+        return []  # any other mistake: the real parse reports it
+    finally:
+        for action in required:
+            action.required = True
+
+
 def _run(argv: list[str]) -> int:
     selected = next((a for a in argv if a in COMMANDS), None)
     parser = build_parser(selected)
-    args, unknown = parser.parse_known_args(argv)
+    unknown = _unknown_flags(parser, argv)
+    if not unknown:
+        args, unknown = parser.parse_known_args(argv)
+    else:
+        args = argparse.Namespace(command=selected)
     if unknown:
         # argparse leaves a subcommand's unknown flags to the top level, whose error would point
         # to 'vgpumon --help'; the subcommand's own help is the one that lists its flags.

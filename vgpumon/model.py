@@ -170,7 +170,7 @@ class Process:
 class Pcie:
     link_generation: int | None = None
     link_width: int | None = None
-    tx_bytes_per_second: float | None = None  # opt-in: the NVML call blocks ~20 ms
+    tx_bytes_per_second: float | None = None  # opt-in: the NVML call blocks for its window
     rx_bytes_per_second: float | None = None
     replay_errors: int | None = None
 
@@ -392,6 +392,112 @@ class GuestLicenseFeature:
     expiry_timestamp_seconds: float | None = None
 
 
+# --------------------------------------------------------------------------- metering
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What one tenant used since vgpumon first saw it (counters; docs/metering.md).
+
+    ``busy_seconds`` is the integral of its utilization over time (SM utilization for a vGPU
+    or process; for a MIG instance GPM SM activity in units of the instance's own SMs);
+    ``memory_byte_seconds`` the integral of the memory it held; ``energy_joules`` its share of
+    the GPU's energy counter (None where the GPU has no energy counter).
+    """
+
+    busy_seconds: float = 0.0
+    memory_byte_seconds: float = 0.0
+    energy_joules: float | None = None
+
+
+@dataclass(frozen=True)
+class VgpuMeter:
+    vgpu_id: int
+    usage: Usage = field(default_factory=Usage)
+    # Seconds the vGPU has been licensed and running yet under the idle ratio, without a break
+    # (0 while in use; None where NVML gave no utilization or license state).
+    idle_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class MigMeter:
+    gpu_instance_id: int
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True)
+class ProcessMeter:
+    pid: int
+    name: str | None = None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    usage: Usage = field(default_factory=Usage)
+    # Seconds the process has held framebuffer with no SM utilization, without a break.
+    idle_seconds: float | None = None
+    # False: NVML lists the PID but it does not exist on the host (a dead holder); None where
+    # vgpumon cannot see the host's processes (not in the host PID namespace, the simulator).
+    alive: bool | None = None
+    # The Kubernetes container running it, from /proc/PID/cgroup (None: not in a pod).
+    namespace: str | None = None
+    pod: str | None = None
+    container: str | None = None
+
+
+@dataclass(frozen=True)
+class PodMeter:
+    namespace: str
+    pod: str
+    container: str
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True)
+class ContentionNeighbour:
+    vgpu_id: int
+    run_seconds: float  # scheduler run time in the window
+    due_seconds: float  # what its share entitled it to in the window
+
+
+@dataclass(frozen=True)
+class Contention:
+    """A starved vGPU: it waited for the GPU while neighbours ran above their due (one window).
+
+    From the vGPU scheduler's run and preemption counters (:mod:`vgpumon.collect.contention`).
+    """
+
+    vgpu_id: int
+    gpu_instance_id: int | None
+    window_seconds: float
+    run_seconds: float
+    preemption_seconds: float
+    due_seconds: float
+    neighbours: tuple[ContentionNeighbour, ...] = ()  # those above their due, most excess first
+
+
+@dataclass(frozen=True)
+class GpuMetering:
+    """A GPU's usage counters, per tenant, and the idle and contention findings of the cycle.
+
+    Every entity's counters start at 0 when vgpumon first sees it and grow for its life. The
+    GPU's energy is split once per kind of tenant (``vgpu``, ``mig``, ``pod``): per kind, the
+    tenants' energy plus ``unattributed_energy_joules[kind]`` equals the GPU energy counter's
+    increase since metering began (``energy_joules_metered``), tenants that ended included.
+    """
+
+    energy_joules_metered: float | None = None
+    unattributed_energy_joules: dict[str, float] = field(default_factory=dict)
+    unmetered_seconds: float = 0.0  # sampling gaps too long to integrate over
+    vgpus: tuple[VgpuMeter, ...] = ()
+    migs: tuple[MigMeter, ...] = ()
+    processes: tuple[ProcessMeter, ...] = ()
+    pods: tuple[PodMeter, ...] = ()
+    contention: tuple[Contention, ...] = ()
+    # The longest any process has held memory with no SM use (0: none idle; None: no list).
+    longest_idle_holder_seconds: float | None = None
+    dead_holders: int | None = None  # listed PIDs not on the host; None: cannot tell
+    dead_holder_memory_bytes: int | None = None
+
+
 # --------------------------------------------------------------------------- whole GPU
 
 
@@ -453,6 +559,8 @@ class Gpu:
     # compute slices no GPU instance holds.
     mig_profiles: tuple[MigProfileCapacity, ...] = ()
     mig_free_slices: int | None = None
+    # Usage counters and idle findings (vgpumon.collect.metering); None where metering is off.
+    metering: GpuMetering | None = None
 
 
 # --------------------------------------------------------------------------- Kubernetes
@@ -505,6 +613,19 @@ class NvmlErrorCount:
 
 
 @dataclass(frozen=True)
+class SamplingCadence:
+    """How often one expensive value is read (``vgpumon_sampler_cadence_seconds``).
+
+    Between reads the last value stands; averages (GPM metrics, per-process utilization) cover
+    the time since the previous read, so a reading describes the last ``seconds`` or so, not the
+    last cycle. ``seconds`` is never below the cycle interval (a value read every cycle).
+    """
+
+    name: str
+    seconds: float
+
+
+@dataclass(frozen=True)
 class SamplerHealth:
     up: bool = False  # NVML initialised and the last cycle finished
     wedged: bool = False  # a cycle overran its deadline and was abandoned
@@ -517,6 +638,10 @@ class SamplerHealth:
     # Why ``up`` is False ("NVML not initialised: Driver Not Loaded; next try in 4 s"), for
     # readiness answers and logs; None while up.
     down_reason: str | None = None
+    # The time between cycles and the cadences of the values read less often (None / empty:
+    # not an NVML sampler, or an exporter too old to say).
+    interval_seconds: float | None = None
+    cadences: tuple[SamplingCadence, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -606,13 +731,13 @@ def _fields_of(obj: Any) -> dict[str, Any]:
     raise TypeError(f"{type(obj).__name__} is not part of a snapshot")
 
 
-def to_json(snapshot: Snapshot, *, indent: int | None = None) -> str:
-    """The JSON of :func:`to_dict`, written without building that whole tree first.
+def to_json(snapshot: object, *, indent: int | None = None) -> str:
+    """The JSON of :func:`to_dict` (of a snapshot, or of any tree of the model's dataclasses),
+    written without building that whole tree first.
 
-    The encoder turns each dataclass into a dict as it reaches it and drops it once written, so
-    no copy of the whole snapshot as dicts and lists exists beside the text (writing a 16 x 48
-    host's snapshot peaked at 5.1 MB, now 4.0). Tuples are JSON arrays and integer keys strings,
-    as in :func:`to_dict`; the text is the same.
+    The encoder turns each dataclass into a dict as it reaches it and drops it once written, so no
+    copy of the whole snapshot as dicts and lists exists beside the text. Tuples are JSON arrays and
+    integer keys strings, as in :func:`to_dict`; the text is the same.
     """
     return json.dumps(snapshot, default=_fields_of, indent=indent, sort_keys=False)
 

@@ -26,7 +26,7 @@ from vgpumon.collect.scheduler import SERVICE, SchedulerLogPoller
 from vgpumon.model import Snapshot
 from vgpumon.nvml.session import NvmlSession
 from vgpumon.sim.clock import ManualClock
-from vgpumon.sim.scenario import Scenario
+from vgpumon.sim.scenario_specs import Scenario
 
 VGPU_READERS: list[Reader] = [
     *device.READERS,

@@ -3,6 +3,8 @@
 #   bash bench/device/run_checks.sh PHASE OUTDIR
 # PHASE "facts": environment, nvidia-smi, `vgpumon snapshot`, `vgpumon record`, the gpu-marked tests.
 # PHASE "validate": `vgpumon validate` twice in process (table + JSON) and once through `vgpumon serve`.
+# PHASE "validate-url": `vgpumon validate --url` twice against `vgpumon serve --process-series --interval 1`
+#   with serve's default cadences (GPM and processes read every 5 s); JSON, logs and a summary table.
 # PHASE "cost": what the exporter costs: every NVML call timed (bench/nvml_call_costs.py), a py-spy
 #   profile and per-thread CPU of `vgpumon serve` over 30 s, then bench/exporter_cost.py against
 #   nvitop-exporter and the serial floor (wheels: nvitop, nvitop-exporter, py-spy).
@@ -56,6 +58,22 @@ validate)
     echo "validate --url exit ${PIPESTATUS[0]}" | tee -a "$out/validate.log"
     kill "$server"
     wait "$server"
+    ;;
+validate-url)
+    # The exporter as installed: only --process-series and --interval 1, every cadence at its default.
+    vgpumon serve --listen 127.0.0.1:9839 --process-series --interval 1 >"$out/serve.log" 2>&1 &
+    server=$!
+    python3 bench/device/validate_url_summary.py --wait-ready http://127.0.0.1:9839 \
+        >"$out/exporter.txt" 2>&1
+    for run in 1 2; do
+        timeout 290 python3 -m vgpumon.cli validate --device 0 --url http://127.0.0.1:9839 \
+            --no-progress --json >"$out/validate-url-$run.json" 2>"$out/validate-url-$run.err"
+        echo "validate --url run $run exit $?" | tee -a "$out/validate-url.log"
+    done
+    kill "$server"
+    wait "$server"
+    python3 bench/device/validate_url_summary.py "$out/validate-url-1.json" \
+        "$out/validate-url-2.json" 2>&1 | tee "$out/validate-url-summary.md"
     ;;
 cost)
     # SIM=SCENARIO rehearses the phase on the simulator (quick exporter_cost on a 1-GPU host).

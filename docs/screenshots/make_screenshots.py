@@ -34,7 +34,7 @@ async def cycles(source: LocalSource, clock: ManualClock, n: int) -> None:
 
 async def shot(name: str, sources: list[tuple[LocalSource, ManualClock]], keys: list[str]) -> None:
     source = sources[0][0] if len(sources) == 1 else FleetSource([s for s, _ in sources])
-    app = create_app(source, start_source=False)
+    app = create_app(source, start_source=False, clock=sources[0][1].now)
     async with app.run_test(size=SIZE) as pilot:
         for s, clock in sources:
             await cycles(s, clock, 30)
@@ -51,7 +51,7 @@ async def shot(name: str, sources: list[tuple[LocalSource, ManualClock]], keys: 
 
 
 async def main() -> None:
-    await shot("host", [local("kvm-vgpu-timesliced")], ["t"])
+    await shot("host", [local("kvm-vgpu-timesliced")], [])
     await shot("gpu-vgpu", [local("kvm-vgpu-timesliced")], ["enter"])
     await shot("mig", [local("h100-mig-gpm")], ["enter"])
     fleet = [

@@ -9,7 +9,7 @@ import pytest
 
 from vgpumon import testing
 from vgpumon.collect.base import SamplerConfig
-from vgpumon.sim.scenario import Scenario
+from vgpumon.sim.scenario_specs import Scenario
 from vgpumon.testing import SimHostFactory
 
 

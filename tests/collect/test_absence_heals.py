@@ -79,26 +79,40 @@ def _known(gpu: Gpu) -> set[str]:
     return out
 
 
-async def test_a_transient_not_supported_on_power_heals_after_the_reprobe(host: Any) -> None:
+async def test_a_transient_not_supported_on_power_is_read_again_the_next_cycle(host: Any) -> None:
+    """Issue 19, finding 6: a reading that comes back is exported from the next cycle."""
     h = host(
         ONE_H100 + "  - {kind: error, function: nvmlDeviceGetPowerUsage, code: not_supported,"
         " from: 2s, until: 7s}\n"
     )
     assert (await h.at(0)).gpus[0].power_watts is not None
-    assert (await h.at(3)).gpus[0].power_watts is None  # the window: absent, cached
+    assert (await h.at(3)).gpus[0].power_watts is None  # the window: absent
+    assert (await h.at(8)).gpus[0].power_watts is not None  # the first cycle after it
+
+
+async def test_a_call_never_supported_is_cached_until_the_reprobe(host: Any) -> None:
+    h = host(
+        ONE_H100 + "  - {kind: error, function: nvmlDeviceGetPowerUsage, code: not_supported,"
+        " until: 7s}\n"
+    )
+    assert (await h.at(0)).gpus[0].power_watts is None  # never answered: cached
     assert (await h.at(10)).gpus[0].power_watts is None  # still cached, not asked again
     assert (await h.at(10 + REPROBE_SECONDS)).gpus[0].power_watts is not None
 
 
-async def test_a_ten_second_window_on_every_call_loses_no_series_for_good(host: Any) -> None:
+async def test_a_ten_second_window_on_every_call_loses_nothing_after_it(host: Any) -> None:
+    """NOT_SUPPORTED from every call for 10 s: memory, power, temperature, utilization and the
+    rest are back in the first cycle after the window, not a re-probe period later."""
     h = host(
         ONE_H100 + "  - {kind: error, function: '*', code: not_supported, from: 2s, until: 12s,"
         " except: [nvmlDeviceGetHandleByIndex, nvmlDeviceGetUUID]}\n"
     )
-    before = _known((await h.at(0)).gpus[0])
+    await h.at(0)
+    before = _known((await h.at(1)).gpus[0])
     await h.at(5)
-    await h.at(15)
-    after = _known((await h.at(15 + REPROBE_SECONDS)).gpus[0])
+    during = (await h.at(11)).gpus[0]
+    assert during.up and during.power_watts is None
+    after = _known((await h.at(13)).gpus[0])
     assert before - after == set()
 
 

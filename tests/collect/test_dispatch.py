@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from vgpumon.collect import sampler as sampler_module
+from vgpumon.collect import dispatch as dispatch_module
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, SamplerConfig
 from vgpumon.collect.device import READERS as DEVICE_READERS
 from vgpumon.testing import SimHostFactory
@@ -62,7 +62,7 @@ class Recorder:
 def patient_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """A 200 ms floor for serial jobs (50 ms in use): a loaded test machine can stall a job past
     50 ms, which would rightly send the GPUs after it off in parallel."""
-    monkeypatch.setattr(sampler_module, "SERIAL_BUDGET_FLOOR_SECONDS", 0.2)
+    monkeypatch.setattr(dispatch_module, "SERIAL_BUDGET_FLOOR_SECONDS", 0.2)
 
 
 @pytest.fixture
@@ -104,7 +104,7 @@ async def test_parallel_overlaps(sim_host: SimHostFactory, recorder: Recorder) -
 async def test_auto_follows_the_measured_walls(
     sim_host: SimHostFactory, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sampler_module, "AUTO_PROBE_CYCLES", 3)
+    monkeypatch.setattr(dispatch_module, "AUTO_PROBE_CYCLES", 3)
     h = host(sim_host, recorder, interval_seconds=1.0)  # auto: serial below 100 ms of reads
     modes = []
 

@@ -237,7 +237,7 @@ def test_missing_binding_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> N
     import sys
 
     monkeypatch.setitem(sys.modules, "libvirt", None)
-    with pytest.raises(ConfigError, match=r"vgpumon\[libvirt\]"):
+    with pytest.raises(ConfigError, match=r"install the \[libvirt\] extra: .* -m pip install "):
         LibvirtEnricher(LibvirtConfig(uri=URI))
 
 

@@ -18,7 +18,8 @@ from vgpumon.collect.sampler import Sampler
 from vgpumon.model import Gpu, Snapshot
 from vgpumon.nvml.session import NvmlSession
 from vgpumon.sim.clock import ManualClock
-from vgpumon.sim.scenario import GpuSpec, Scenario, parse_scenario
+from vgpumon.sim.scenario import parse_scenario
+from vgpumon.sim.scenario_specs import GpuSpec, Scenario
 
 SCENARIO = """\
 name: extra-fields

@@ -17,7 +17,8 @@ from typing import Any
 import pynvml
 import pytest
 
-from vgpumon.collect import clocks, events, gpm, health, memory, processes, thermal
+from vgpumon.collect import clocks, gpm, health, memory, processes, temperature
+from vgpumon.collect import xid as xid_reader
 from vgpumon.collect.base import NEEDS_INTERVAL, GpuBuilder, GpuContext, SamplerConfig
 from vgpumon.nvml.session import NvmlSession
 
@@ -279,11 +280,11 @@ def test_memory_temperature_per_entry_result() -> None:
 
     module = make_module(nvmlDeviceGetTemperature=lambda h, s: 55, nvmlDeviceGetFieldValues=fields)
     gpu = Gpu(module)
-    temps = gpu.read(thermal.read_temperature).get("temperatures")
+    temps = gpu.read(temperature.read_temperature).get("temperatures")
     assert (temps.gpu_celsius, temps.memory_celsius) == (55.0, 42.0)
-    temps = gpu.read(thermal.read_temperature).get("temperatures")
+    temps = gpu.read(temperature.read_temperature).get("temperatures")
     assert temps.memory_celsius is None
-    gpu.read(thermal.read_temperature)
+    gpu.read(temperature.read_temperature)
     assert asked == [[82], [82]]  # not supported per entry: not asked again
 
 
@@ -404,7 +405,7 @@ class EventDouble:
         self.freed += 1
 
 
-def _register(watcher: events.XidWatcher, session: NvmlSession, handle: Any) -> None:
+def _register(watcher: xid_reader.XidWatcher, session: NvmlSession, handle: Any) -> None:
     ctx = GpuContext(
         session=session,
         handle=handle,
@@ -423,7 +424,7 @@ def test_xid_watcher_counts_and_never_spins() -> None:
     xid = lambda n: types.SimpleNamespace(device=handle, eventType=0x8, eventData=n)  # noqa: E731
     double = EventDouble([xid(79), xid(79), xid(48)])
     session = NvmlSession(double.module(), "test")
-    watcher = events.XidWatcher(session, poll_ms=100)
+    watcher = xid_reader.XidWatcher(session, poll_ms=100)
     watcher.gpu_acquired(UUID, handle)
     _register(watcher, session, handle)
     _register(watcher, session, handle)  # registered once per set
@@ -445,7 +446,7 @@ def test_xid_watcher_lifecycle_error_drops_the_set() -> None:
     handle = pynvml.c_nvmlDevice_t(pynvml.struct_c_nvmlDevice_t())
     double = EventDouble([pynvml.NVMLError(1)])  # the library went away under the wait
     session = NvmlSession(double.module(), "test")
-    watcher = events.XidWatcher(session, poll_ms=50)
+    watcher = xid_reader.XidWatcher(session, poll_ms=50)
     _register(watcher, session, handle)
     time.sleep(0.2)
     assert watcher._set is None  # dropped; the next read registers into a new set
@@ -459,7 +460,7 @@ def test_xid_watcher_without_event_support_is_quiet() -> None:
     module = double.module()
     module.nvmlDeviceRegisterEvents = raises(3)
     session = NvmlSession(module, "test")
-    watcher = events.XidWatcher(session, poll_ms=50)
+    watcher = xid_reader.XidWatcher(session, poll_ms=50)
     for _ in range(3):
         _register(watcher, session, object())
     time.sleep(0.2)

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from vgpumon.collect import Sampler, SamplerConfig
-from vgpumon.collect.events import SERVICE, XidWatcher
+from vgpumon.collect.xid import SERVICE, XidWatcher
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock
 

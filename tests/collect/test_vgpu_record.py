@@ -17,7 +17,7 @@ from vgpumon.commands.record import mask
 from vgpumon.model import Gpu, Snapshot
 from vgpumon.sim import load_scenario, parse_scenario
 from vgpumon.sim.record import dump_scenario, scenario_from_snapshot
-from vgpumon.sim.scenario import Scenario
+from vgpumon.sim.scenario_specs import Scenario
 from vgpumon.testing import sim_host
 
 STEP = 2.0  # seconds between the two cycles of a snapshot

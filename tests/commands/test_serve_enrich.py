@@ -36,7 +36,8 @@ def parse(*argv: str) -> ServeSettings:
 def test_enrichers_are_off_by_default() -> None:
     settings = parse()
     assert settings.libvirt_uri is None and settings.kubelet_socket is None
-    assert build_enrichers(settings) == []
+    # Only the metering stage, which asks no one (vgpumon.collect.metering).
+    assert [e.name for e in build_enrichers(settings)] == ["metering"]
 
 
 def test_flags_with_and_without_values() -> None:
@@ -55,7 +56,7 @@ def test_flags_with_and_without_values() -> None:
     assert settings.kubelet_socket == "/run/k.sock"
     assert settings.kubernetes_resources == ("nvidia.com/gpu", "nvidia.com/mig-*")
     assert settings.kubernetes_pod_series is True
-    libvirt, kubelet = build_enrichers(parse("--libvirt-uri", "--kubelet-socket"))
+    libvirt, kubelet, _metering = build_enrichers(parse("--libvirt-uri", "--kubelet-socket"))
     assert isinstance(libvirt, LibvirtEnricher) and libvirt.config.uri == DEFAULT_URI
     assert isinstance(kubelet, KubeletEnricher)
     assert kubelet.config.resources == DEFAULT_RESOURCES
@@ -93,7 +94,7 @@ def test_kubernetes_api_outside_a_pod_is_one_line(monkeypatch: pytest.MonkeyPatc
 
 def test_a_missing_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "grpc", None)
-    with pytest.raises(ConfigError, match=r"vgpumon\[kubernetes\]"):
+    with pytest.raises(ConfigError, match=r"install the \[kubernetes\] extra: .* -m pip install "):
         build_enrichers(parse("--kubelet-socket"))
 
 

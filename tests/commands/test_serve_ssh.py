@@ -90,8 +90,13 @@ async def test_serve_ssh_exports_each_host_with_a_host_label(tmp_path: Path) -> 
     good, *bad = (h.name for h in hosts)
 
     samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
-    # Every vgpumon series is some host's; process_* describe the exporter process itself.
-    ours = [s for s in samples if s.name.startswith("vgpumon_")]
+    # Every vgpumon series is some host's; process_* and vgpumon_http_* describe the exporter
+    # process and its HTTP server themselves.
+    ours = [
+        s
+        for s in samples
+        if s.name.startswith("vgpumon_") and not s.name.startswith("vgpumon_http_")
+    ]
     assert ours and all("host" in s.labels for s in ours)
     assert all(s.name.startswith(("vgpumon_", "process_", "python_")) for s in samples)
     up = {s.labels["host"]: s.value for s in samples if s.name == "vgpumon_up"}
@@ -184,6 +189,9 @@ def test_the_config_file_ssh_section_and_flags_over_it(tmp_path: Path) -> None:
         "  max_sessions: 4\n"
         "  nvidia_smi: /usr/bin/nvidia-smi\n"
     )
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "id_rsa").write_text("")  # read at start: they must exist
+    (tmp_path / "known_hosts").write_text("")
     parser = argparse.ArgumentParser()
     serve.add_arguments(parser)
     args = parser.parse_args(["--config", str(config), "--ssh-timeout", "5"])
@@ -219,3 +227,15 @@ def test_top_ssh_reads_the_agentless_source() -> None:
         top.source_from_args(parser.parse_args(["--ssh", "esxi-1", "--url", "http://x:9839"]))
     with pytest.raises(ConfigError, match="cannot be combined with --sim"):
         top.source_from_args(parser.parse_args(["--ssh", "esxi-1", "--sim", "vgpu-guest"]))
+
+
+def test_a_missing_key_or_known_hosts_file_is_refused_at_start(tmp_path: Path) -> None:
+    """Like ``--config``: a file that cannot be read stops serve at once (rc 2, one line naming
+    it), instead of failing every poll with an error that does not say which file."""
+    missing = tmp_path / "nonexistent"
+    for flag in ("--ssh-identity", "--ssh-known-hosts"):
+        code, stderr = _serve_error("--ssh", "esxi", flag, str(missing), "--listen", "127.0.0.1:0")
+        assert code == 2, (flag, stderr)
+        assert stderr.strip().splitlines() == [
+            f"vgpumon: error: {flag}: cannot read {missing}: No such file or directory"
+        ]

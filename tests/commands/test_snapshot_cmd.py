@@ -25,7 +25,7 @@ from vgpumon.model import CLOCK_EVENT_REASONS, VIRTUALIZATION_MODES, Gpu, Snapsh
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock, builtin_scenarios, load_scenario
 from vgpumon.sim.patterns import PatternSpec
-from vgpumon.sim.scenario import GpuInstanceSpec, GpuSpec, ProcessSpec, Scenario
+from vgpumon.sim.scenario_specs import GpuInstanceSpec, GpuSpec, ProcessSpec, Scenario
 
 CORE_SCENARIOS = (
     "baremetal-8xh100",

@@ -29,6 +29,8 @@ from vgpumon.cli import main
         (["--sim", "kvm-vgpu-timesliced", "--theme", "nope"], "unknown theme"),
         (["--password", "x"], "unrecognized"),  # a password is never a flag value
         (["--url", "http://a:1", "--libvirt-uri"], "bring their own names"),
+        (["--sim", "kvm-vgpu-timesliced", "--history", "soon"], "--history"),
+        (["--sim", "kvm-vgpu-timesliced", "--history", "48h"], "at most 86400"),
     ],
 )
 def test_bad_input_is_one_line(
@@ -96,3 +98,10 @@ async def test_local_top_names_vgpus_from_libvirt() -> None:
         assert "vm-render-07" in names
     finally:
         await source.close()
+
+
+def test_history_is_points_at_the_refresh_rate() -> None:
+    from vgpumon.commands.top import history_points
+
+    assert history_points("10m", 1.0) == 600
+    assert history_points("1h", 2.0) == 1800

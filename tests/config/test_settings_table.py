@@ -168,3 +168,11 @@ def test_collectors_from_the_environment_sit_between_file_and_flags(
     assert main(["serve"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "VGPUMON_COLLECTORS: unknown collector 'pcei'" in err
+
+
+def test_the_cadence_rows_name_the_sampler_s_cadenced_readings() -> None:
+    """The sampler publishes a period for each cadenced reading; the settings give each one."""
+    from vgpumon.collect.base import CADENCED
+    from vgpumon.config.table import CADENCES
+
+    assert sorted(CADENCED) == sorted(str(row.cadence) for row in CADENCES)

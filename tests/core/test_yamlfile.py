@@ -167,7 +167,7 @@ def test_fifo_renamed_over_the_tls_key_keeps_the_running_config(tmp_path: Path) 
     # Before: the reload opened the FIFO and blocked (on the event loop: every request hung).
     import trustme
 
-    from vgpumon.export.webconfig import WebConfigRuntime
+    from vgpumon.export.webconfig_runtime import WebConfigRuntime
 
     leaf = trustme.CA().issue_cert("127.0.0.1")
     leaf.cert_chain_pems[0].write_to_path(str(tmp_path / "server.crt"))

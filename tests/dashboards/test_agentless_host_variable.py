@@ -16,8 +16,8 @@ import yaml
 from dashboard_helpers import generator, instantiate, label_values_query
 from export_helpers import rich_snapshot, samples_by_name
 
-from vgpumon.export.hosts import HostSnapshot, HostsView
 from vgpumon.metrics.exposition import render
+from vgpumon.metrics.hosts import HOST_FAMILIES, HostSnapshot, HostsView
 
 TARGET = {"instance": "esxi-exporter:9839", "job": "vgpumon"}
 
@@ -41,7 +41,7 @@ def input_series(names: tuple[str, ...]) -> list[dict[str, str]]:
         ),
         source="test",
     )
-    samples = samples_by_name(render(view).decode())  # type: ignore[arg-type]
+    samples = samples_by_name(render(view, families=HOST_FAMILIES).decode())
     series = []
     for name in names:
         for labels, value in samples[name]:

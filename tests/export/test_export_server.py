@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from export_helpers import rich_snapshot, samples_by_name
+from export_helpers import FixedFeed, rich_snapshot, samples_by_name
 from http_helpers import LiveClient
 
 from vgpumon.export.app import Handler, Request, Response
@@ -23,14 +23,7 @@ PROMETHEUS_ACCEPT = (
 )
 
 
-@dataclasses.dataclass
-class FakeSampler:
-    latest: Snapshot | None = None
-
-    @property
-    def ready(self) -> bool:
-        return self.latest is not None and not self.latest.health.wedged
-
+FakeSampler = FixedFeed
 
 Factory = Callable[..., Any]
 

@@ -4,10 +4,10 @@ regroups the parts into chunks of ``CHUNK_BYTES`` and the client gets exactly th
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import gzip
 
 import pytest
+from export_helpers import FixedFeed
 from http_helpers import LiveClient
 
 from vgpumon.collect.base import SamplerConfig
@@ -69,11 +69,7 @@ def test_gzip_of_the_parts_is_gzip_of_the_body() -> None:
     assert gzip.decompress(gzip_parts(exposition.openmetrics_parts)) == exposition.openmetrics
 
 
-@dataclasses.dataclass
-class Fixed:
-    latest: Snapshot
-
-    ready = True
+Fixed = FixedFeed
 
 
 @pytest.mark.parametrize("accept", [None, OPENMETRICS])

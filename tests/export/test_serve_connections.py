@@ -14,10 +14,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import pytest
-from export_helpers import rich_snapshot
+from export_helpers import FixedFeed, rich_snapshot
 
 from vgpumon.errors import ConfigError
 from vgpumon.export.address import ListenAddress
+from vgpumon.export.app import Handler, Middleware, Request, Response, text
 from vgpumon.export.connections import ConnectionGuard, ServerLimits
 from vgpumon.export.listener import Listener, refuse_duplicate_listen
 from vgpumon.export.server import (
@@ -39,13 +40,7 @@ FAST = ServerLimits(
 GET = b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
-@dataclasses.dataclass
-class Source:
-    latest: Snapshot | None
-
-    @property
-    def ready(self) -> bool:
-        return self.latest is not None and not self.latest.health.wedged
+Source = FixedFeed
 
 
 @asynccontextmanager
@@ -116,20 +111,53 @@ async def test_an_idle_kept_alive_connection_is_closed() -> None:
         writer.close()
 
 
-async def test_connections_past_the_cap_are_closed_and_the_slots_come_back() -> None:
-    async with listening() as (port, guard):
+def holding(release: asyncio.Event) -> Middleware:
+    """Middleware: a request for /hold is answered only once ``release`` is set (a busy slot)."""
+
+    async def hold(request: Request, handler: Handler) -> Response:
+        if request.path == "/hold":
+            await release.wait()
+            return text("held\n")
+        return await handler(request)
+
+    return hold
+
+
+HOLD = b"GET /hold HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+async def test_connections_past_the_cap_are_refused_only_when_all_are_answering() -> None:
+    release = asyncio.Event()
+    async with listening(middlewares=[holding(release)]) as (port, guard):
         held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
-        while guard.open < 3:
-            await asyncio.sleep(0.01)
+        for _, w in held:
+            w.write(HOLD)
+        await asyncio.wait_for(
+            until(lambda: guard.open == 3 and all(c.state == "busy" for c in guard.connections())),
+            5,
+        )
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         assert await closed_by_server(reader, 2)
         assert guard.refused == 1
         writer.close()
-        for _, w in held:
+        release.set()
+        for r, w in held:
+            assert (await read_response(r))[1] == b"held\n"
             w.close()
         while guard.open:
             await asyncio.sleep(0.01)
         assert (await request(port)).startswith(b"HTTP/1.1 200")
+
+
+async def test_at_the_cap_a_connection_that_sent_nothing_makes_room() -> None:
+    async with listening() as (port, guard):
+        held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
+        await asyncio.wait_for(until(lambda: guard.open == 3), 5)
+        assert (await request(port)).startswith(b"HTTP/1.1 200")
+        assert guard.refused == 0 and guard.stats.evicted["head"] == 1
+        assert await closed_by_server(held[0][0], 2), "the oldest one made room"
+        for _, w in held:
+            w.close()
 
 
 async def test_a_client_that_stops_reading_is_dropped() -> None:
@@ -311,16 +339,20 @@ async def test_over_the_cap_a_tls_connection_gets_no_handshake() -> None:
     ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
     client_ctx = ssl.create_default_context()
     ca.configure_trust(client_ctx)
-    app = build_app(Source(rich_snapshot()))
+    release = asyncio.Event()
+    app = build_app(Source(rich_snapshot()), middlewares=[holding(release)])
     guard = ConnectionGuard(dataclasses.replace(FAST, max_connections=1))
     listener = Listener(app, guard)
     try:
         await listener.start([ListenAddress("127.0.0.1", 0)], server_ctx)
         port = listener.addresses[0][1]
         _r, held = await asyncio.open_connection("127.0.0.1", port, ssl=client_ctx)
+        held.write(HOLD)
+        await asyncio.wait_for(until(lambda: guard.connections()[0].state == "busy"), 5)
         with pytest.raises((ConnectionError, ssl.SSLError, OSError)):
             await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port, ssl=client_ctx), 5)
         assert guard.refused == 1 and guard.open == 1
+        release.set()
         held.close()
     finally:
         await listener.close(1.0)

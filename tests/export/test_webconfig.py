@@ -34,7 +34,8 @@ from vgpumon.export.auth import (
 )
 from vgpumon.export.connections import CHUNK_BYTES
 from vgpumon.export.listener import Listener
-from vgpumon.export.webconfig import WebConfig, WebConfigRuntime, _parse_go_duration
+from vgpumon.export.webconfig import WebConfig, _parse_go_duration
+from vgpumon.export.webconfig_runtime import WebConfigRuntime
 
 ALICE_PW = "alice-secret"
 HASH_ALICE = bcrypt.hashpw(ALICE_PW.encode(), bcrypt.gensalt(4)).decode()
@@ -874,13 +875,16 @@ async def test_the_bcrypt_queue_is_bounded() -> None:
 
     auth.checker = slow  # type: ignore[assignment]
     header = basic("alice", "wrong")["Authorization"]
-    held = [asyncio.create_task(auth.check(header, "10.0.0.1")) for _ in range(2)]
-    await asyncio.sleep(0.05)
+    # One check runs, two wait: the queue is full for a check of no better rank.
+    held = []
+    for n in (1, 3, 4):
+        held.append(asyncio.create_task(auth.check(header, f"10.0.0.{n}")))
+        await asyncio.sleep(0.05)
     with pytest.raises(AuthRefused) as refused:
         await asyncio.wait_for(auth.check(header, "10.0.0.2"), 2)
     assert refused.value.status == 503
     release.set()
-    assert await asyncio.gather(*held) == [False, False]
+    assert await asyncio.gather(*held) == [False, False, False]
     ok = basic("alice", ALICE_PW)["Authorization"]
     assert await auth.check(ok, "10.0.0.2") is True, "room again once the queue drains"
     auth.close()

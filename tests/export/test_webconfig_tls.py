@@ -25,7 +25,7 @@ import trustme
 from vgpumon.export.address import ListenAddress
 from vgpumon.export.app import App, Request, Response, text
 from vgpumon.export.listener import Listener
-from vgpumon.export.webconfig import WebConfigRuntime
+from vgpumon.export.webconfig_runtime import WebConfigRuntime
 
 # Handshake failures surface as SSLError, or as a reset/EOF when the server aborts first.
 HANDSHAKE_FAILED = (ssl.SSLError, ConnectionError, http.client.RemoteDisconnected)

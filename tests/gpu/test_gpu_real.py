@@ -15,7 +15,7 @@ import time
 import pytest
 
 from vgpumon.collect import Sampler, SamplerConfig, take_snapshot
-from vgpumon.collect.events import SERVICE, XidWatcher
+from vgpumon.collect.xid import SERVICE, XidWatcher
 from vgpumon.model import Snapshot
 from vgpumon.nvml.loader import open_session
 

@@ -78,13 +78,14 @@ def test_missing_cuda_core_says_install_the_extra() -> None:
     code, _out, err = _run_cli(
         "load", "--duration", "1", prelude="import sys\nsys.modules['cuda'] = None"
     )
-    _assert_one_line_error(code, err, "install vgpumon[load]")
+    _assert_one_line_error(code, err, "install the [load] extra: ")
+    assert "-m pip install" in err and "install 'vgpumon[" not in err
 
 
 def test_missing_cuda_core_in_json_mode_prints_an_error_object() -> None:
     code, out, _err = _run_cli("load", "--json", prelude="import sys\nsys.modules['cuda'] = None")
     assert code != 0
-    assert '"event":"error"' in out and "install vgpumon[load]" in out
+    assert '"event":"error"' in out and "install the [load] extra: " in out
 
 
 _FAKE_CORE = """

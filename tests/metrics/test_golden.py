@@ -3,7 +3,7 @@
 ``tests/golden/<scenario>.prom`` is the text-format exposition of the snapshot after the second
 cycle. Regenerate after an intended change with::
 
-    VGPUMON_UPDATE_GOLDENS=1 pytest tests/export/test_export_golden.py
+    VGPUMON_UPDATE_GOLDENS=1 pytest tests/metrics/test_golden.py
 
 which rewrites every golden file and removes those of scenarios that no longer exist; review the
 diff like code. Timing-dependent values are made deterministic before rendering: the sampler and
@@ -27,6 +27,7 @@ from export_helpers import samples_by_name
 
 from vgpumon import sim
 from vgpumon.collect.base import SamplerConfig
+from vgpumon.collect.metering import MeteringStage
 from vgpumon.collect.sampler import Sampler
 from vgpumon.metrics.exposition import render
 from vgpumon.metrics.table import ExportOptions
@@ -59,7 +60,13 @@ def deterministic(snapshot: Snapshot) -> Snapshot:
 async def _two_cycles(name: str) -> Snapshot:
     clock = ManualClock()
     session = open_session(sim=name, clock=clock)
-    sampler = Sampler(session, SamplerConfig(deadline_seconds=DEADLINE_SECONDS), clock=clock.now)
+    # With the metering stage, as serve runs it: the goldens hold the usage counters too.
+    sampler = Sampler(
+        session,
+        SamplerConfig(deadline_seconds=DEADLINE_SECONDS),
+        clock=clock.now,
+        enrichers=[MeteringStage()],
+    )
     try:
         await sampler.cycle()
         clock.advance(CYCLE_GAP_SECONDS)

@@ -81,6 +81,13 @@ CASES: tuple[AlertCase, ...] = (
         [{**BAD, "collector": "vgpu"}],
     ),
     AlertCase(
+        "VgpumonExporterRefusingConnections",
+        "10m",
+        {series("vgpumon_http_connections_refused_total", BAD): "0+6x15"},
+        {series("vgpumon_http_connections_refused_total", GOOD): "0x15"},
+        [BAD],
+    ),
+    AlertCase(
         "VgpumonGpuLost",
         "2m",
         {_gpu("vgpumon_gpu_up", BAD): "1 0 0 0 0"},
@@ -447,6 +454,23 @@ def promtool_tests(rule_file: Path) -> dict[str, Any]:
                 ],
             }
         )
+    tests.append(
+        {
+            # Nothing ran (success 0 for every collector) because NVML is down: one alert for
+            # the cause, not one per collector.
+            "name": "VgpumonCollectorFailing leaves a host whose NVML is down to VgpumonNvmlDown",
+            "interval": "1m",
+            "input_series": _input(
+                {
+                    series("vgpumon_up", BAD): "0x20",
+                    series("vgpumon_scrape_collector_success", BAD, collector="vgpu"): "0x20",
+                }
+            ),
+            "alert_rule_test": [
+                {"eval_time": "16m", "alertname": "VgpumonCollectorFailing", "exp_alerts": []}
+            ],
+        }
+    )
     tests.append(
         {
             "name": "scheduler entitlement under equal and fixed share",

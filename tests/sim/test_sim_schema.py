@@ -10,7 +10,7 @@ import pytest
 
 from vgpumon.errors import ConfigError
 from vgpumon.sim import builtin_scenarios, load_scenario, parse_scenario, registry, schema
-from vgpumon.sim import scenario as scenario_module
+from vgpumon.sim import scenario_keys as scenario_module
 from vgpumon.sim.patterns import PatternSpec
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "scenarios.md"

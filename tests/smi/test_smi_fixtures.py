@@ -106,7 +106,7 @@ def test_license_text(
 ) -> None:
     import xml.etree.ElementTree as ET
 
-    from vgpumon.smi.values import text as read_text
+    from vgpumon.smi.values import element_text as read_text
 
     node = ET.fromstring(f"<license_status>{text}</license_status>")
     got = parse_license(read_text(node))

@@ -21,7 +21,7 @@ from vgpumon.collect import Sampler, SamplerConfig
 from vgpumon.export.address import ListenAddress
 from vgpumon.export.listener import Listener
 from vgpumon.export.server import build_app
-from vgpumon.export.webconfig import WebConfigRuntime
+from vgpumon.export.webconfig_runtime import WebConfigRuntime
 from vgpumon.nvml.loader import open_session
 from vgpumon.sources.base import HostUpdate, SnapshotSource
 

@@ -5,6 +5,9 @@ the good one."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import getpass
+import logging
 from pathlib import Path
 
 import pytest
@@ -135,7 +138,78 @@ async def test_a_host_without_nvidia_smi_says_so(tmp_path: Path) -> None:
         finally:
             await source.close()
     assert update.state is HostState.UNREACHABLE
-    assert update.error == "nvidia-smi -q -x exited 127: sh: nvidia-smi: not found"
+    assert update.error == "nvidia-smi not found on the host (exit 127): check --ssh-nvidia-smi"
+
+
+async def test_a_wrong_nvidia_smi_path_names_the_flag(tmp_path: Path) -> None:
+    async with fake_hosts(tmp_path, [("no-smi", "", "")]) as (keys, hosts):
+        source = SshSource(settings(keys, hosts, nvidia_smi="/opt/nvidia smi"))
+        try:
+            update = await source.poll(hosts[0].name)
+        finally:
+            await source.close()
+    assert hosts[0].commands == ["'/opt/nvidia smi' -q -x"]
+    assert (
+        update.error == "/opt/nvidia smi not found on the host (exit 127): check --ssh-nvidia-smi"
+    )
+
+
+async def test_a_target_without_a_user_logs_in_as_the_local_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Like ``ssh HOST``: no ``USER@`` and no ``--ssh-user`` is the local user (or the User of
+    ~/.ssh/config, which this HOME does not have)."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    _, device, vgpu = await asyncio.to_thread(scenario_reports, "baremetal-8xh100")
+    async with fake_hosts(tmp_path, [("ok", device, vgpu), ("ok", device, vgpu)]) as (keys, hosts):
+        bare = settings(keys, hosts)
+        bare = dataclasses.replace(
+            bare, targets=tuple(parse_target(h.target_without_user) for h in hosts)
+        )
+        source = SshSource(bare)
+        with_user = SshSource(
+            dataclasses.replace(bare, targets=bare.targets[1:], default_user="ops")
+        )
+        try:
+            update = await source.poll(hosts[0].name)
+            other = await with_user.poll(hosts[1].name)
+        finally:
+            await source.close()
+            await with_user.close()
+    assert update.state is HostState.UP, update.error
+    assert hosts[0].users == [getpass.getuser()]
+    assert other.state is HostState.UP, other.error
+    assert hosts[1].users == ["ops"]
+
+
+async def test_asyncssh_says_nothing_below_warning_unless_debug(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """asyncssh logs every session and channel at INFO (lines per host and poll); vgpumon's own
+    warnings say what failed, so asyncssh's logger is at WARNING unless the log level is debug."""
+    _, device, vgpu = await asyncio.to_thread(scenario_reports, "baremetal-8xh100")
+    library = logging.getLogger("asyncssh")
+    saved = library.level
+    try:
+        for level, chatty in ((logging.INFO, False), (logging.DEBUG, True)):
+            library.setLevel(logging.NOTSET)
+            caplog.set_level(level)
+            home = tmp_path / logging.getLevelName(level)
+            home.mkdir()
+            async with fake_hosts(home, [("ok", device, vgpu)]) as (keys, hosts):
+                caplog.clear()  # the server's own start-up lines are not the client's
+                source = SshSource(settings(keys, hosts, interval_seconds=60))
+                await source.start()
+                try:
+                    async for update in source.updates():
+                        assert update.state is HostState.UP
+                        break
+                finally:
+                    await source.close()
+            lines = [r for r in caplog.records if r.name.startswith("asyncssh") and r.levelno < 30]
+            assert bool(lines) is chatty, (level, [r.getMessage() for r in lines])
+    finally:
+        library.setLevel(saved)
 
 
 @pytest.mark.parametrize(

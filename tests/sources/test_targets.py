@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from vgpumon import yamlfile
 from vgpumon.errors import ConfigError
 from vgpumon.sources.targets import load_targets, password_from
 
@@ -119,3 +120,14 @@ def test_password_from_a_file_or_the_environment(tmp_path: Path, monkeypatch):
         password_from(str(tmp_path / "missing"), None)
     with pytest.raises(ConfigError, match="is empty"):
         password_from(write(tmp_path, "empty", "\n"), None)
+
+
+def test_targets_files_go_through_the_hardened_loader(tmp_path: Path):
+    """Duplicate keys are refused (not the last one silently kept), and the size is capped."""
+    path = write(tmp_path, "dup.yaml", '[{"targets": ["a:1"], "targets": ["b:1"]}]')
+    with pytest.raises(ConfigError, match="targets"):
+        load_targets(path)
+    big = tmp_path / "big.txt"
+    big.write_text("gpu1:9400\n" * (yamlfile.CONFIG_MAX_BYTES // 10 + 1), encoding="utf-8")
+    with pytest.raises(ConfigError, match="more than"):
+        load_targets(str(big))

@@ -1,4 +1,6 @@
-"""SVG snapshots of every screen at 80×24 and 160×50, and of the "too small" message.
+"""SVG snapshots of every screen at 80×24 and 120×40 on a vGPU, a MIG, a bare-metal host and a
+fleet, and of the "too small" message (that VM, license and share are on screen at both sizes is
+asserted in test_first_minute.py; these pictures catch everything else).
 
 The simulator runs on a manual clock and the app draws only when told (no background sampling),
 so each picture is the same on every run. Update after an intended change with
@@ -16,7 +18,7 @@ from tui_helpers import PodsOf, SimHost, settle
 from vgpumon.sources.fleet import FleetSource
 from vgpumon.tui.app import VgpumonApp, create_app
 
-SIZES = [(80, 24), (160, 50)]
+SIZES = [(80, 24), (120, 40)]
 Steps = Callable[[Any], Awaitable[None]]
 
 
@@ -72,6 +74,10 @@ SCREENS: dict[str, Callable[[], tuple[VgpumonApp, Steps]]] = {
     "licenses": lambda: scenario_app("vgpu-license-expiry", ("3",), at=(0, 5, 12)),
     "events": lambda: scenario_app("fault-gpu-lost", ("4",), at=(0, 12, 41)),
     "help": lambda: scenario_app("kvm-vgpu-timesliced", ("5",)),
+    "host-vgpu-tree": lambda: scenario_app("kvm-vgpu-timesliced", ("t",), at=tuple(range(8))),
+    "host-baremetal": lambda: scenario_app("baremetal-8xh100"),
+    "gpu-baremetal": lambda: scenario_app("baremetal-8xh100", ("enter",)),
+    "host-lost-gpu": lambda: scenario_app("fault-gpu-lost", at=(0, 12, 41)),
     "fleet": fleet_app,
     # Pods from the kubelet: the pod column appears (whole GPUs, MIG instances, KubeVirt vGPUs).
     "host-tree-pods": lambda: scenario_app("a100-mig-mixed", ("t",), pods=True),

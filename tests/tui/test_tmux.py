@@ -28,15 +28,36 @@ def tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
 
 
+def start(size: tuple[int, int] = (120, 40), pid_file: Path | None = None) -> str:
+    name = f"vgpumon-{uuid.uuid4().hex[:8]}"
+    # The inner shell writes vgpumon's pid (for the signal tests) and becomes vgpumon; the outer
+    # one says how it ended.
+    save = f"echo $$ > {pid_file}; " if pid_file is not None else ""
+    command = (
+        f"sh -c '{save}exec {VGPUMON} top --sim kvm-vgpu-timesliced'; echo EXITED-$?; sleep 30"
+    )
+    tmux("new-session", "-d", "-s", name, "-x", str(size[0]), "-y", str(size[1]), command)
+    return name
+
+
 @pytest.fixture
 def session() -> Iterator[str]:
-    name = f"vgpumon-{uuid.uuid4().hex[:8]}"
-    command = f"{VGPUMON} top --sim kvm-vgpu-timesliced; echo EXITED-$?; sleep 30"
-    tmux("new-session", "-d", "-s", name, "-x", "120", "-y", "40", command)
+    name = start()
     try:
         yield name
     finally:
         subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+def pane(name: str, what: str) -> str:
+    return tmux("display-message", "-p", "-t", name, what).strip()
+
+
+def restored(name: str) -> None:
+    """The terminal is as vgpumon found it: main screen, cursor shown, no mouse reporting."""
+    assert pane(name, "#{alternate_on}") == "0"
+    assert pane(name, "#{cursor_flag}") == "1"
+    assert pane(name, "#{mouse_any_flag}#{mouse_button_flag}#{mouse_all_flag}") == "000"
 
 
 def screen(name: str) -> str:
@@ -60,10 +81,47 @@ def test_top_in_tmux(session: str) -> None:
     assert "Traceback" not in overview
     assert "sim:kvm-vgpu-timesliced" in overview and "unlicensed" in overview
     tmux("send-keys", "-t", session, "Enter")
-    detail = wait_for(session, lambda s: VM_OF_VGPU_1 in s)
+    detail = wait_for(session, lambda s: "GPU 0" in s and VM_OF_VGPU_1[:8] in s)
     assert "vGPU instances" in detail and "L40S-8Q" in detail and "Traceback" not in detail
     tmux("send-keys", "-t", session, "Escape")
     wait_for(session, lambda s: s.count("vGPU host") >= 3)
     tmux("send-keys", "-t", session, "q")
     done = wait_for(session, lambda s: "EXITED-" in s)
     assert "EXITED-0" in done and "Traceback" not in done
+
+
+def test_arrows_expand_and_fold_in_tmux(session: str) -> None:
+    overview = wait_for(session, lambda s: s.count("vGPU host") >= 3)
+    rows = len([line for line in overview.splitlines() if line.strip()])
+    tmux("send-keys", "-t", session, "Right")
+    expanded = wait_for(session, lambda s: "└ v4" in s)
+    assert "├ v1" in expanded
+    tmux("send-keys", "-t", session, "Left")
+    folded = wait_for(session, lambda s: "└ v4" not in s)
+    assert len([line for line in folded.splitlines() if line.strip()]) == rows
+    tmux("send-keys", "-t", session, "q")
+    wait_for(session, lambda s: "EXITED-" in s)
+    restored(session)
+
+
+def test_ctrl_c_quits_and_restores_the_terminal(session: str) -> None:
+    wait_for(session, lambda s: s.count("vGPU host") >= 3)
+    assert pane(session, "#{alternate_on}") == "1"
+    tmux("send-keys", "-t", session, "C-c")
+    done = wait_for(session, lambda s: "EXITED-" in s)
+    assert "Traceback" not in done
+    restored(session)
+
+
+@pytest.mark.parametrize("signal", ["TERM", "HUP"])
+def test_a_signal_quits_and_restores_the_terminal(signal: str, tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    name = start(pid_file=pid_file)
+    try:
+        wait_for(name, lambda s: s.count("vGPU host") >= 3)
+        subprocess.run(["kill", f"-{signal}", pid_file.read_text().strip()], check=True)
+        done = wait_for(name, lambda s: "EXITED-" in s)
+        assert "Traceback" not in done
+        restored(name)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)

@@ -52,6 +52,7 @@ class SimHost:
         await self.source.cycle_once()
 
     def app(self, **kwargs: Any) -> VgpumonApp:
+        kwargs.setdefault("clock", self.clock.now)
         return create_app(self.source, start_source=False, **kwargs)
 
 

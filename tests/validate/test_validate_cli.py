@@ -139,7 +139,8 @@ def test_no_cuda_core_after_nvml_works(capsys, monkeypatch):
     code = main(["validate", "--nvml-module", "validate_test_nvml", *FAST])
     err = capsys.readouterr().err
     assert code == 2
-    assert "cuda-core is not installed" in err and "vgpumon[load]" in err
+    assert "cuda-core is not installed" in err and "install the [load] extra: " in err
+    assert "-m pip install" in err and "install 'vgpumon[" not in err
 
 
 def test_unreachable_exporter_is_one_line(capsys):

@@ -21,7 +21,7 @@ from vgpumon.collect import Sampler, SamplerConfig
 from vgpumon.export.address import ListenAddress
 from vgpumon.export.listener import Listener
 from vgpumon.export.server import build_app
-from vgpumon.export.webconfig import WebConfigRuntime
+from vgpumon.export.webconfig_runtime import WebConfigRuntime
 from vgpumon.metrics.table import ExportOptions
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock
@@ -43,13 +43,13 @@ class SimExporter:
         processes: bool = True,
         interval: float = 1.0,
         web_config: str | None = None,
+        cadences: dict[str, float] | None = None,
     ) -> None:
         self.clock = ManualClock()
         self.session = open_session(sim=scenario, clock=self.clock)
         self.module: Any = self.session.module
-        self.sampler = Sampler(
-            self.session, SamplerConfig(interval_seconds=interval), clock=self.clock.now
-        )
+        config = SamplerConfig(interval_seconds=interval, cadences=dict(cadences or {}))
+        self.sampler = Sampler(self.session, config, clock=self.clock.now)
         self.web_config = WebConfigRuntime(web_config) if web_config is not None else None
         self.app = build_app(
             self.sampler, options=ExportOptions(processes=processes), web_config=self.web_config
@@ -146,6 +146,64 @@ async def test_the_whole_ladder_passes_through_metrics():
     for (_, at), step in zip(applied, report.plan.steps, strict=True):
         first = min(progress.times[step.name])
         assert first >= at + FAST.settle_s + 2 * exporter.interval - 1e-6, step.name
+
+
+@pytest.mark.parametrize("via", ["metrics", "snapshot"])
+async def test_an_exporter_with_the_default_cadences_passes(via: str):
+    """``serve --processes --interval 1`` as installed: GPM and per-process utilization are read
+    every 5 s, so each published value averages the 5 s before its read. A reading taken right
+    after the settle time straddles the step change (it was 19.8 % for duty 0.25 and 63.5 % for
+    duty 0.75 on an H100); validate waits until the exporter's cadences say the averages cover
+    only the new load."""
+    from vgpumon.config.serve import ServeSettings
+
+    defaults = ServeSettings()
+    cadences = {
+        "gpm": defaults.gpm_interval_seconds,
+        "processes": defaults.processes_interval_seconds,
+    }
+    assert cadences == {"gpm": 5.0, "processes": 5.0}
+    async with SimExporter("passthrough-guest", cadences=cadences) as exporter:
+        progress = Readings()
+        applied: list[tuple[str | None, float]] = []
+        report = await run_through(exporter, progress=progress, applied=applied, via=via)
+    assert report.exit_code == 0, [c.message for c in report.failures()]
+    assert all(s.status == PASS for s in report.steps), [s.status for s in report.steps]
+    assert report.notes[0] == (
+        "the exporter reads GPM metrics every 5 s, per-process utilization every 5 s (cycles "
+        "every 1 s): each step waits 12 s after the load settles, until those averages cover "
+        "only its load"
+    )
+    # Every reading used was published after both averages' windows began within the step.
+    for (_, at), step in zip(applied, report.plan.steps, strict=True):
+        first = min(progress.times[step.name])
+        assert first >= at + FAST.settle_s + 2 * 5.0, step.name
+
+
+async def test_what_the_cadences_make_validate_wait_and_say():
+    """An exporter that reads averages every cycle needs no wait; one at 5 s cadences 12 s; an
+    older one without the vgpumon_sampler_* cadence families gets a note saying what it needs."""
+    from vgpumon.model import SamplerHealth, SamplingCadence, Snapshot
+    from vgpumon.validate.sources import cover_seconds
+
+    def snapshot(interval: float | None, gpm: float, processes: float) -> Snapshot:
+        cadences = (SamplingCadence("gpm", gpm), SamplingCadence("processes", processes))
+        health = SamplerHealth(interval_seconds=interval, cadences=cadences if interval else ())
+        return Snapshot(timestamp=0.0, health=health)
+
+    assert cover_seconds(snapshot(1.0, 1.0, 1.0)) == 0.0
+    assert cover_seconds(snapshot(1.0, 5.0, 1.0)) == 12.0
+    assert cover_seconds(snapshot(2.0, 5.0, 10.0)) == 24.0
+    source = ExporterSource("http://127.0.0.1:9")
+    source._latest = snapshot(None, 0.0, 0.0)
+    assert source.notes() == [
+        "the exporter does not publish its sampling cadences (an older vgpumon): if it reads "
+        "GPM or processes less often than every cycle, its averages may straddle the steps; "
+        "run it with --interval.gpm and --interval.processes equal to --interval"
+    ]
+    source._latest = snapshot(1.0, 1.0, 1.0)
+    assert source.notes() == []
+    await source.close()
 
 
 async def test_without_per_process_series_the_process_checks_are_skipped_with_the_reason():

@@ -9,7 +9,7 @@ from vgpumon.view import format as f
 
 @pytest.mark.parametrize(
     "fn",
-    [f.pct, f.size, f.hertz, f.watts, f.celsius, f.duration, f.when, f.text, f.license_state,
+    [f.pct, f.size, f.hertz, f.watts, f.celsius, f.duration, f.when, f.or_dash, f.license_state,
      f.expiry_status, f.vgpu_type],
 )  # fmt: skip
 def test_absent_is_a_dash_never_zero(fn: object) -> None:

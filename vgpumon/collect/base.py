@@ -29,10 +29,11 @@ class SamplerConfig:
     # A cycle that has not finished after this long is cut off (its hung GPUs are reported).
     deadline_seconds: float = 5.0
     collectors: frozenset[str] | None = None  # None: every default-on collector
-    pcie_throughput: bool = False  # opt-in: nvmlDeviceGetPcieThroughput blocks ~20 ms per call
+    pcie_throughput: bool = False  # opt-in: nvmlDeviceGetPcieThroughput blocks for its window
     processes: bool = True
-    # Expensive values read at their own cadence, in seconds, by name (:data:`CADENCED`); a name
-    # not given, or 0, is read every cycle. Between reads the last value stands (see ``due``).
+    # Expensive values read at their own cadence, in seconds, by name (docs/exporter.md, the
+    # ``--interval.*`` settings, says which and why); a name not given, or 0, is read every
+    # cycle. Between reads the last value stands (see ``due``).
     cadences: dict[str, float] = field(default_factory=dict)
     # NVML field ids an operator asked for (``fields`` in the serve config): an id, or (id, scope
     # id). They join the cycle's one batched nvmlDeviceGetFieldValues call per GPU. Replaced
@@ -47,28 +48,22 @@ class SamplerConfig:
 DISPATCH_MODES = ("auto", "parallel", "serial")
 
 
-# Values that may be read less often than every cycle, and what each costs (why it is here).
-CADENCED = {
-    "energy": "nvmlDeviceGetTotalEnergyConsumption: about 3 ms per call, up to 17 ms",
-    "pcie_throughput": "nvmlDeviceGetPcieThroughput: samples a 20 ms window per direction",
-    "processes": "process lists and per-process utilization: several calls per GPU",
-    # Measured on an H100 (bench/results/device-2026-11-24b): nvmlGpmMetricsGet computes the
-    # metrics on the CPU, 1.7 ms per GPU (and per MIG instance); half of a one-GPU host's NVML
-    # time. The metrics are averages between two samples, so a longer cadence still covers all
-    # the time between reads, at a coarser resolution.
-    "gpm": "nvmlGpmSampleGet + nvmlGpmMetricsGet: about 1.8 ms of CPU per GPU and GPU instance",
-    "bar1": "nvmlDeviceGetBAR1MemoryInfo: about 0.35 ms per GPU; BAR1 use changes rarely",
-    "license": "nvmlDeviceGetGridLicensableFeatures: about 0.2 ms per GPU; per-vGPU license info",
-    "pcie_replay": "the PCIe replay counter field: about 0.17 ms per GPU, 25 times an ECC counter",
-    # Measured on an HGX H200 (bench/results/device-2026-11-24c): the driver answers each NVLink
-    # field of a batch on its own, 0.15 ms for a link's state and 0.65-1 ms for each of its
-    # counters, so 18 links x 6 fields cost 75 ms of CPU per GPU per read when replayed alone;
-    # read every second by serve, each GPU worker spent 18 % of a core, nearly all in that call.
-    "nvlink": "NVLink per-link fields: about 4 ms of CPU per link (75 ms per HGX GPU)",
-}
 # How often values that change only by an administrator's action (MIG, ECC, persistence and
 # virtualization modes, supported vGPU types) are read again; static values are read once.
 SLOW_SECONDS = 30.0
+# The readings taken at their own cadence: the keys ``SamplerConfig.cadences`` may give (the
+# settings table's cadence rows name the same ones; a test keeps the two equal). The sampler
+# publishes each one's period, so a client knows what its averages cover.
+CADENCED = (
+    "bar1",
+    "energy",
+    "gpm",
+    "license",
+    "nvlink",
+    "pcie_replay",
+    "pcie_throughput",
+    "processes",
+)
 _CADENCE_KEY = "_cadence_last"
 _ONCE_KEY = "_once"
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext
-from vgpumon.model import CLOCK_EVENT_REASONS, ClockEvents, Clocks
+from vgpumon.model import ClockEvents, Clocks
+from vgpumon.nvml.enums import CLOCK_EVENT_REASONS
 
 # nvmlClockType_t
 CLOCK_TYPES = {"graphics": 0, "sm": 1, "memory": 2, "video": 3}
@@ -51,10 +52,9 @@ def read_clocks(ctx: GpuContext, out: GpuBuilder) -> None:
 
 
 def reason_names(mask: int) -> tuple[str, ...]:
-    """Bit i of the mask is CLOCK_EVENT_REASONS[i] (docs/nvml-notes.md §4.6); other bits are
-    dropped.
-    """
-    return tuple(name for bit, name in enumerate(CLOCK_EVENT_REASONS) if mask & (1 << bit))
+    """The names of the mask's known bits (:data:`vgpumon.nvml.enums.CLOCK_EVENT_REASONS`), in
+    bit order; other bits are dropped."""
+    return tuple(name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit)
 
 
 def _reasons(ctx: GpuContext, new: str, old: str) -> int | None:

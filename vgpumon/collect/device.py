@@ -13,42 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext
-from vgpumon.model import VIRTUALIZATION_MODES
-
-BRANDS = {
-    0: "unknown",
-    1: "quadro",
-    2: "tesla",
-    3: "nvs",
-    4: "grid",
-    5: "geforce",
-    6: "titan",
-    7: "nvidia_vapps",
-    8: "nvidia_vpc",
-    9: "nvidia_vcs",
-    10: "nvidia_vws",
-    11: "nvidia_cloud_gaming",
-    12: "quadro_rtx",
-    13: "nvidia_rtx",
-    14: "nvidia",
-    15: "geforce_rtx",
-    16: "titan_rtx",
-    18: "nvidia_vgamedev",
-}
-ARCHITECTURES = {
-    2: "kepler",
-    3: "maxwell",
-    4: "pascal",
-    5: "volta",
-    6: "turing",
-    7: "ampere",
-    8: "ada",
-    9: "hopper",
-    10: "blackwell",
-    13: "rubin",
-}
-COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
-HOST_VGPU_MODES = {0: "non_sriov", 1: "sriov"}
+from vgpumon.nvml.enums import (
+    ARCHITECTURES,
+    BRANDS,
+    COMPUTE_MODES,
+    HOST_VGPU_MODES,
+    VIRTUALIZATION_MODES,
+)
 
 
 def _flag(value: Any) -> bool | None:
@@ -80,17 +51,13 @@ def _identity(ctx: GpuContext) -> dict[str, Any] | None:
 
 
 def _modes(ctx: GpuContext) -> dict[str, Any]:
-    """Virtualization, MIG and persistence mode: slow (they change only by an admin's action;
-    ``nvmlDeviceGetMigMode`` alone costs about 150 µs)."""
+    """Virtualization, MIG and persistence mode: slow (they change only by an admin's action, and
+    ``nvmlDeviceGetMigMode`` is one of the costlier calls: docs/nvml-notes.md §14)."""
     h = ctx.handle
     virt = ctx.call("nvmlDeviceGetVirtualizationMode", h)
     mig = ctx.call("nvmlDeviceGetMigMode", h)
     return {
-        "virtualization_mode": (
-            VIRTUALIZATION_MODES[virt]
-            if virt is not None and 0 <= virt < len(VIRTUALIZATION_MODES)
-            else None
-        ),
+        "virtualization_mode": VIRTUALIZATION_MODES.get(virt) if virt is not None else None,
         "mig_mode_current": _flag(mig[0]) if mig is not None else None,
         "mig_mode_pending": _flag(mig[1]) if mig is not None else None,
         "persistence_mode": _flag(ctx.call("nvmlDeviceGetPersistenceMode", h)),

@@ -10,13 +10,12 @@ GPU instance disappears, or the sampler closes.
 Per-GPU-instance numbers are what MIG users cannot get elsewhere: NVML has no utilization for
 MIG devices at all.
 
-One thread at a time in GPM: on a host of two NVLink-connected H100s (driver 580), a process whose
-GPU workers read GPM at the same moment segfaulted inside ``nvmlGpmMetricsGet`` within 20 s,
-every time, while the same process reading its GPUs one after the other ran clean
+One thread at a time in GPM: a process whose GPU workers read GPM at the same moment crashed inside
+``nvmlGpmMetricsGet``, while the same process reading its GPUs one after the other ran clean
 (docs/validation.md, "GPM from two threads"). So GPM calls take a process-wide lock. A GPU stuck
-inside a GPM call must not stall the others' cycles (one hung GPU is isolated, docs/design.md),
-so the lock is waited for at most :data:`LOCK_WAIT_SECONDS`; a GPU that does not get it keeps its
-last averages this cycle and reads across the longer interval next time.
+inside a GPM call must not stall the others' cycles (one hung GPU is isolated, docs/design.md), so
+the lock is waited for at most :data:`LOCK_WAIT_SECONDS`; a GPU that does not get it keeps its last
+averages this cycle and reads across the longer interval next time.
 """
 
 from __future__ import annotations
@@ -36,7 +35,9 @@ from vgpumon.nvml.errors import SUCCESS
 STATE_KEY = "gpm"
 MIN_INTERVAL_SECONDS = 0.1
 MIB = 1024 * 1024
-LOCK_WAIT_SECONDS = 0.2  # a GPM read takes about 2 ms per GPU: 0.2 s is 16 GPUs many times over
+# Many times what a GPM read of every GPU of a large host takes (docs/nvml-notes.md §14), and
+# short enough that a GPU stuck in GPM cannot hold the others' cycles.
+LOCK_WAIT_SECONDS = 0.2
 _ONE_READER = threading.Lock()
 
 # NVML_GPM_METRIC_* id -> (Gpm field, converter from NVML's unit)

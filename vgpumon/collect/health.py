@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, ratio
-from vgpumon.collect.fields import read_fields
+from vgpumon.collect.field_values import read_fields
 from vgpumon.model import Ecc, RemappedRows
 
 PSTATE_UNKNOWN = 32

@@ -8,7 +8,7 @@
 * **Guest** (reader ``guest``, any GPU that is not a vGPU host): per licensable feature, whether
   it is licensed and enabled, the licensed product and the expiry, from
   ``nvmlDeviceGetGridLicensableFeatures`` (``_v4``). The call succeeds on bare metal and
-  pass-through too, with ``isGridLicenseSupported = 0`` and no features (measured on a real H200).
+  pass-through too, with ``isGridLicenseSupported = 0`` and no features (docs/nvml-notes.md §5.3).
 
 Expiry dates are calendar fields without a time zone in the header; vgpumon reads them as UTC.
 A date is only turned into a timestamp when its status is VALID; PERMANENT, NOT_APPLICABLE and
@@ -23,13 +23,9 @@ from typing import Any
 
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext
 from vgpumon.collect.vgpu import is_vgpu_host
-from vgpumon.collect.vgpu_raw import GONE, GUEST_DRIVER_ABSENT, as_int, text
-from vgpumon.model import (
-    LICENSE_EXPIRY_STATUSES,
-    VGPU_LICENSE_STATES,
-    GuestLicenseFeature,
-    VgpuLicense,
-)
+from vgpumon.collect.vgpu_raw import GONE, GUEST_DRIVER_ABSENT, as_int, nvml_text
+from vgpumon.model import GuestLicenseFeature, VgpuLicense
+from vgpumon.nvml.enums import LICENSE_EXPIRY_STATUSES, VGPU_LICENSE_STATES
 
 EXPIRY_VALID = 2  # NVML_GRID_LICENSE_EXPIRY_VALID (a 1-tuple in pynvml: compare with the int)
 FEATURE_CODES = {0: "unknown", 1: "vgpu", 2: "nvidia_rtx", 3: "gaming", 4: "compute", 5: "vgamedev"}
@@ -42,11 +38,7 @@ def expiry(raw: Any) -> tuple[str | None, float | None]:
     if raw is None:
         return None, None
     status = as_int(getattr(raw, "status", None))
-    name = (
-        LICENSE_EXPIRY_STATUSES[status]
-        if status is not None and 0 <= status < len(LICENSE_EXPIRY_STATUSES)
-        else None
-    )
+    name = LICENSE_EXPIRY_STATUSES.get(status) if status is not None else None
     if status != EXPIRY_VALID:
         return name, None
     try:
@@ -67,7 +59,7 @@ def expiry(raw: Any) -> tuple[str | None, float | None]:
 def _state_name(value: int | None) -> str | None:
     if value is None:
         return None
-    return VGPU_LICENSE_STATES[value] if 0 <= value < len(VGPU_LICENSE_STATES) else "unknown"
+    return VGPU_LICENSE_STATES.get(value, "unknown")
 
 
 def vgpu_license(ctx: GpuContext, vgpu: int) -> VgpuLicense:
@@ -126,7 +118,7 @@ def guest_features(raw: Any) -> tuple[bool | None, tuple[GuestLicenseFeature, ..
                     feature=FEATURE_CODES.get(code, "unknown") if code is not None else "unknown",
                     licensed=bool(state) if state is not None else None,
                     enabled=bool(enabled) if enabled is not None else None,
-                    product_name=text(getattr(f, "productName", None)),
+                    product_name=nvml_text(getattr(f, "productName", None)),
                     state=None if state is None else ("licensed" if state else "unlicensed"),
                     expiry_status=status_name,
                     expiry_timestamp_seconds=expires,

@@ -3,11 +3,9 @@
 Everything comes from one ``nvmlDeviceGetFieldValues`` call per read, asked per link with
 ``(field id, link)`` pairs. Value classes: the link count is static (read once); state and
 counters are dynamic, read at their own cadence (``SamplerConfig.cadences["nvlink"]``, 30 s in
-``serve``), the last values standing between reads. One call does not make them cheap: on an
-HGX H200 the driver answers every per-link field on its own, a link's state in 0.15 ms of CPU
-and each of its five counters in 0.65-1 ms, so a GPU's 18 links cost 75 ms per read replayed
-alone; read every second by ``serve``, each GPU worker of the first real NVLink host spent 18 % of
-a core, nearly all of it in that call. The counters are
+``serve``), the last values standing between reads. One call does not make them cheap: the
+driver answers every per-link field on its own, so a GPU's links cost far more per read than the
+rest of its cycle (docs/exporter.md, "NVLink"; docs/measurements.md). The counters are
 cumulative, so ``rate()`` over a read interval loses nothing but resolution. A PCIe board
 answers "not supported" for the link count and is not asked again (until the re-probe); a board
 whose driver does not report the per-link state yields no links at all.
@@ -16,7 +14,7 @@ whose driver does not report the per-link state yields no links at all.
 from __future__ import annotations
 
 from vgpumon.collect.base import GpuBuilder, GpuContext, nvml_int
-from vgpumon.collect.fields import read_fields
+from vgpumon.collect.field_values import read_fields
 from vgpumon.model import NvLink
 
 FI_LINK_COUNT = 91  # NVML_FI_DEV_NVLINK_LINK_COUNT

@@ -3,19 +3,19 @@
 NVLink per link is read here too (:mod:`vgpumon.collect.nvlink`), so the ``pcie`` collector
 covers both links a GPU talks over.
 
-``nvmlDeviceGetPcieThroughput`` samples a 20 ms window inside the call, so two directions cost
-about 40 ms per GPU per cycle; it only runs with ``SamplerConfig.pcie_throughput``, and then at
+``nvmlDeviceGetPcieThroughput`` samples a window inside the call (it blocks for the window, per
+direction: docs/nvml-notes.md §14); it only runs with ``SamplerConfig.pcie_throughput``, and then at
 its own cadence (``SamplerConfig.cadences["pcie_throughput"]``; the last value stands between).
 Link generation and width are dynamic (they drop with power saving). The replay counter is a
-field value at its own cadence (``SamplerConfig.cadences["pcie_replay"]``): on an H100 that one
-field costs 170 µs, where each ECC counter of the same batch costs 7 µs, so it is asked on its
-own when due rather than in every cycle's batch.
+field value at its own cadence (``SamplerConfig.cadences["pcie_replay"]``): that one field costs
+many times what an ECC counter of the same batch costs (docs/nvml-notes.md §14), so it is asked
+on its own when due rather than in every cycle's batch.
 """
 
 from __future__ import annotations
 
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, nvml_int
-from vgpumon.collect.fields import read_fields
+from vgpumon.collect.field_values import read_fields
 from vgpumon.collect.nvlink import read_nvlink
 from vgpumon.model import Pcie
 

@@ -1,7 +1,7 @@
 """Power draw, the enforced limit and the energy counter.
 
 Energy is its own collector because ``nvmlDeviceGetTotalEnergyConsumption`` is by far the slowest
-routine call (about 3 ms, up to 17 ms on an H200; docs/nvml-notes.md §14), so it can be turned off
+routine call (docs/nvml-notes.md §14), so it can be turned off
 without losing power readings.
 """
 

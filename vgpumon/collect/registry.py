@@ -17,20 +17,20 @@ READER_MODULES = (
     "vgpumon.collect.memory",
     "vgpumon.collect.utilization",
     "vgpumon.collect.power",
-    "vgpumon.collect.thermal",
+    "vgpumon.collect.temperature",
     "vgpumon.collect.clocks",
     "vgpumon.collect.health",
     "vgpumon.collect.pcie",
     "vgpumon.collect.mig",
     "vgpumon.collect.processes",
     "vgpumon.collect.gpm",
-    "vgpumon.collect.events",
+    "vgpumon.collect.xid",
     # vgpu before license and scheduler, which use the instances it found.
     "vgpumon.collect.vgpu",
     "vgpumon.collect.licensing",
     "vgpumon.collect.scheduler",
     # The operator's own NVML fields (serve config ``fields``); runs only when some are declared.
-    "vgpumon.collect.extra_fields",
+    "vgpumon.collect.fields",
 )
 
 

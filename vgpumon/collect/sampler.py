@@ -4,34 +4,32 @@ docs/design.md, rule 2. Each cycle has two phases:
 
 1. *System* (one worker): re-initialise NVML if it was lost (with backoff), read driver versions,
    count GPUs and acquire handles for GPUs not yet held.
-2. *GPUs* (one worker per GPU): run every enabled reader for that GPU, the GPUs all at once
-   (parallel) or one after another (serial), as :attr:`SamplerConfig.dispatch` says; ``auto``
-   picks serial while the GPUs' jobs are short (docs/exporter.md, "GPU dispatch"). A serial job
-   that overruns its budget does not hold the GPUs after it: those are then read in parallel.
+2. *GPUs* (one worker per GPU): run every enabled reader for that GPU, dispatched as
+   :mod:`vgpumon.collect.dispatch` decides (docs/exporter.md, "GPU dispatch").
 
 Whatever has not finished when the deadline passes is abandoned: a GPU whose worker is still stuck
 is reported as hung (``up=False``) and is not given new work until its call returns; if nothing
 at all could be read (the system phase or every GPU stuck) the cycle is abandoned, the sampler is
 marked wedged and the last good GPU data stays in place, so that what was being served is not lost.
 
-The sampler is the only code that drives NVML; the exporter and the TUI read :attr:`Sampler.latest`.
+The sampler is the only code that drives NVML. It is a snapshot feed
+(:class:`vgpumon.feed.SnapshotFeed`): ``serve`` and ``top`` run its loop (:meth:`Sampler.run`),
+hear of each snapshot (:meth:`Sampler.on_snapshot`) and read :attr:`Sampler.latest`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import dataclasses
 import logging
-import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from vgpumon.collect.base import (
+    CADENCED,
     NEEDS_INTERVAL,
     GpuBuilder,
     GpuContext,
@@ -39,171 +37,34 @@ from vgpumon.collect.base import (
     SamplerConfig,
     is_active,
 )
+from vgpumon.collect.dispatch import AUTO_SERIAL_HISTORY, GpuDispatch
 from vgpumon.collect.enrich.base import Enricher
-from vgpumon.collect.workers import Worker, settle
-from vgpumon.model import CollectorStatus, DriverInfo, Gpu, SamplerHealth, Snapshot
+from vgpumon.collect.slots import (
+    RETRY_INITIAL_SECONDS,
+    RETRY_MAX_SECONDS,
+    GpuResult,
+    GpuSlot,
+    JobProgress,
+    SystemResult,
+    identity_only,
+    release_state,
+)
+from vgpumon.collect.workers import Worker
+from vgpumon.model import (
+    CollectorStatus,
+    DriverInfo,
+    Gpu,
+    SamplerHealth,
+    SamplingCadence,
+    Snapshot,
+)
 from vgpumon.nvml.session import SYSTEM, GpuDown, NvmlSession
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
-RETRY_INITIAL_SECONDS = 1.0
-RETRY_MAX_SECONDS = 60.0
 # How long :meth:`Sampler.close` waits for NVML to free reader state and shut down.
 CLOSE_TIMEOUT_SECONDS = 2.0
-
-# GPU dispatch (docs/exporter.md, "GPU dispatch"). Reading GPUs in parallel saves wall time only
-# when their jobs are long: parallel workers contend for the GIL around every short ctypes call,
-# and each GPU costs a loop wake-up, so 16 GPUs of 1-3 ms each cost more CPU in parallel than one
-# after another (bench/results/gpu-dispatch.md).
-# ``auto`` reads serially while the GPUs' jobs, one after another, take at most this part of the
-# interval (and of the deadline, so that a serial cycle leaves room to fall back):
-AUTO_SERIAL_INTERVAL_FRACTION = 0.1
-AUTO_SERIAL_DEADLINE_FRACTION = 0.25
-# ``auto`` decides from the median of the last few serial cycles' costs, so that the cycle every
-# 10 s that reads all the cadenced values (energy, BAR1, license...) at once does not by itself
-# make it parallel: such a cycle reads its GPUs left after the threshold in parallel anyway.
-AUTO_SERIAL_HISTORY = 5
-# Job walls measured in parallel overstate the serial cost (GIL contention stretches each), so
-# while parallel, ``auto`` measures a serial cycle again this often (bounded as above).
-AUTO_PROBE_CYCLES = 60
-# A serial job still running after max(this many times its last wall, the floor) is suspected
-# hung: the GPUs after it are then read in parallel, until the cycle's deadline as usual.
-SERIAL_BUDGET_FACTOR = 4.0
-SERIAL_BUDGET_FLOOR_SECONDS = 0.05
-# A serial cycle sends the GPUs not yet read off in parallel at this share of the deadline at
-# the latest (explicit ``serial`` on a host too slow for it must not make GPUs miss the deadline).
-SERIAL_DEADLINE_SHARE = 0.5
-
-
-@dataclass
-class _Slot:
-    """A GPU the sampler knows about, across cycles (keyed by UUID: handles are unhashable)."""
-
-    index: int
-    uuid: str
-    handle: Any
-    worker: Worker
-    state: dict[str, Any] = field(default_factory=dict)
-    down_reason: str | None = None
-    retry_at: float = 0.0
-    retry_delay: float = RETRY_INITIAL_SECONDS
-    last: Gpu | None = None
-    progress: _Progress | None = None  # the job running now
-    # A worker left behind inside one collector's hung call, and that collector: while it is
-    # stuck the GPU is read by a fresh worker without it (see Sampler._abandon_collector).
-    detached: Worker | None = None
-    stuck_reader: str | None = None
-    wall: float | None = None  # seconds the last job that was not abandoned took
-
-
-@dataclass
-class _Progress:
-    """How far one GPU job got: what the cycle can still use if one collector hangs."""
-
-    out: GpuBuilder
-    timings: dict[str, float]
-    failed: set[str]
-    reader: str | None = None  # the collector running now
-    completed: int = 0  # collectors finished
-    abandoned: bool = False  # the cycle went on without this job
-
-
-@dataclass
-class _GpuResult:
-    gpu: Gpu
-    timings: dict[str, float]
-    failed: set[str]
-    library_down: bool = False
-
-
-@dataclass
-class _SystemResult:
-    driver: DriverInfo
-    up: bool
-    error: str | None = None
-
-
-class _Chain:
-    """GPU jobs run one after another, each on its own GPU's worker.
-
-    The worker that finishes a job posts the next GPU's job itself, so the event loop wakes once
-    for the whole chain (when its results are settled together) instead of once per GPU. The loop
-    may :meth:`stop` the chain (a job overran its budget): jobs not started are then the loop's
-    to run, and a job still running settles its own future when it returns.
-    """
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        jobs: list[tuple[Worker, Callable[[], _GpuResult], asyncio.Future[_GpuResult]]],
-    ) -> None:
-        self._loop = loop
-        self._jobs = jobs
-        self._lock = threading.Lock()
-        self._next = 0  # the next job to start
-        self._running: int | None = None
-        self._started = 0.0  # when the running job started (monotonic)
-        self._stopped = False
-        self._finished: list[tuple[asyncio.Future[_GpuResult], Any, BaseException | None]] = []
-        self.done: asyncio.Future[None] = loop.create_future()
-
-    def start(self) -> None:
-        with self._lock:
-            self._post_next()
-
-    def position(self) -> tuple[int | None, float]:
-        """The job running now (None: none) and when it started."""
-        with self._lock:
-            return self._running, self._started
-
-    def stop(self) -> list[int]:
-        """On the loop: end the chain; settles the jobs finished so far, returns those not begun."""
-        with self._lock:
-            self._stopped = True
-            finished, self._finished = self._finished, []
-            rest = list(range(self._next, len(self._jobs)))
-            self._next = len(self._jobs)
-        self._settle(finished, last=False)
-        return rest
-
-    def _post_next(self) -> None:  # with the lock held
-        index = self._next
-        self._next += 1
-        self._running, self._started = index, time.monotonic()
-        worker, job, fut = self._jobs[index]
-
-        def done(result: Any, exc: BaseException | None) -> None:
-            self._job_done(fut, result, exc)
-
-        worker.post(job, done)
-
-    def _job_done(
-        self, fut: asyncio.Future[_GpuResult], result: Any, exc: BaseException | None
-    ) -> None:
-        """In the worker that ran the job: hand on to the next GPU, or settle on the loop."""
-        with self._lock:
-            self._running = None
-            if self._stopped:
-                ready, last = [(fut, result, exc)], False
-            else:
-                self._finished.append((fut, result, exc))
-                if self._next < len(self._jobs):
-                    self._post_next()
-                    return
-                ready, last, self._finished = self._finished, True, []
-        # RuntimeError: the loop closed while a call was stuck; nobody is waiting any more.
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._settle, ready, last)
-
-    def _settle(
-        self,
-        finished: list[tuple[asyncio.Future[_GpuResult], Any, BaseException | None]],
-        last: bool,
-    ) -> None:
-        for fut, result, exc in finished:
-            settle(fut, result, exc)
-        if last and not self.done.done():
-            self.done.set_result(None)
 
 
 def decode_cuda_version(value: Any) -> str | None:
@@ -212,7 +73,7 @@ def decode_cuda_version(value: Any) -> str | None:
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
-class Sampler:
+class Sampler(GpuDispatch):
     """Reads the host through an :class:`NvmlSession` into :class:`Snapshot` objects."""
 
     def __init__(
@@ -235,9 +96,9 @@ class Sampler:
         self.enrichers = list(enrichers)
         # Only the latest snapshot is kept: what a reader needs from earlier cycles (the GPU's
         # last values, sample cursors) is in the GPU's slot and the reader's state, so the
-        # previous snapshot (1.4 MB on a 16 GPU x 48 vGPU host) goes once nothing serves it.
+        # previous snapshot (megabytes on a large vGPU host) goes once nothing serves it.
         self.latest: Snapshot | None = None
-        self._slots: dict[str, _Slot] = {}
+        self._slots: dict[str, GpuSlot] = {}
         self._by_index: dict[int, str] = {}
         self._system = Worker("system")
         self._driver = DriverInfo()
@@ -253,7 +114,8 @@ class Sampler:
         self._serial_cost_cycle = 0
         self._acquire_hooks: list[Callable[[str, Any], None]] = []
         self._reinit_hooks: list[Callable[[], None]] = []
-        self._listeners: list[Callable[[Snapshot], None]] = []
+        self._listeners: list[Callable[[Snapshot], object]] = []
+        self._wake = asyncio.Event()  # set by refresh() and by run()'s stop
         self._lock = asyncio.Lock()
         self._close_lock = threading.Lock()
         self._closer: threading.Thread | None = None
@@ -281,7 +143,7 @@ class Sampler:
 
         One attribute replaced with a new tuple: a cycle in flight in the GPU workers reads the
         old tuple or the new one, never a mix. Ids no longer asked for leave the batched call
-        after one cycle (:mod:`vgpumon.collect.fields`).
+        after one cycle (:mod:`vgpumon.collect.field_values`).
         """
         self.config.extra_fields = tuple(fields)
 
@@ -342,26 +204,54 @@ class Sampler:
                     log.exception("a snapshot listener failed")
             return snap
 
-    def on_snapshot(self, listener: Callable[[Snapshot], None]) -> None:
+    def on_snapshot(self, listener: Callable[[Snapshot], object]) -> None:
         """Call ``listener(snapshot)`` on the event loop each time a snapshot is published.
 
         So that a consumer (the exporter's renderer) wakes when there is something new instead
-        of polling :attr:`latest` many times a second: on a one-GPU host those idle wake-ups
-        cost more CPU than rendering. Listeners must be quick and must not block.
+        of polling :attr:`latest` many times a second, which costs CPU on every host whether
+        anything changed or not. Listeners must be quick and must not block.
         """
         self._listeners.append(listener)
 
+    @property
+    def name(self) -> str:
+        """What the sampler reads (the NVML library or the simulated scenario)."""
+        return self.session.source
+
+    def refresh(self) -> None:
+        """Start the next cycle now instead of at the next interval (``r`` in ``top``)."""
+        self._wake.set()
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Cycle every ``interval_seconds`` until ``stop`` is set (a cycle in flight completes)."""
-        while not stop.is_set():
-            started = time.monotonic()
-            try:
-                await self.cycle()
-            except Exception:
-                log.exception("sampling cycle failed")
-            remaining = self.config.interval_seconds - (time.monotonic() - started)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=max(0.0, remaining))
+        """Cycle every ``interval_seconds`` until ``stop`` is set (a cycle in flight completes).
+
+        Between cycles the loop waits on one event, which ``stop`` and :meth:`refresh` both set.
+        """
+
+        async def relay_stop() -> None:
+            await stop.wait()
+            self._wake.set()
+
+        loop = asyncio.get_running_loop()
+        relay = loop.create_task(relay_stop(), name="vgpumon-sampler-stop")
+        try:
+            while not stop.is_set():
+                started = time.monotonic()
+                self._wake.clear()
+                try:
+                    await self.cycle()
+                except Exception:
+                    log.exception("sampling cycle failed")
+                remaining = self.config.interval_seconds - (time.monotonic() - started)
+                # A timer that sets the same event: the loop wakes once for the next cycle,
+                # where a wait_for would start and cancel a task around the wait.
+                timer = loop.call_later(max(0.0, remaining), self._wake.set)
+                try:
+                    await self._wake.wait()
+                finally:
+                    timer.cancel()
+        finally:
+            relay.cancel()
 
     def close(self, timeout: float = CLOSE_TIMEOUT_SECONDS) -> bool:
         """Stop services and worker threads, free reader state and shut NVML down, or give up.
@@ -400,7 +290,7 @@ class Sampler:
                     log.exception("closing a sampler service failed")
         for slot in self._slots.values():
             if not slot.worker.busy:
-                _release_state(slot)
+                release_state(slot)
             slot.worker.stop()
             if slot.detached is not None:
                 slot.detached.stop()
@@ -422,16 +312,13 @@ class Sampler:
         self.session.new_cycle()
         if self._system.busy:
             return self._abandon(start_mono, "system phase still stuck from an earlier cycle")
-        try:
-            system = await asyncio.wait_for(
-                self._system.submit(self._system_phase), timeout=self.config.deadline_seconds
-            )
-        except asyncio.TimeoutError:
+        system = await _within(self._system.submit(self._system_phase), deadline - start_mono)
+        if system is None:
             return self._abandon(start_mono, "system phase did not finish before the deadline")
 
         slots = sorted(self._slots.values(), key=lambda s: s.index)
-        to_read: list[_Slot] = []
-        results: dict[str, _GpuResult] = {}
+        to_read: list[GpuSlot] = []
+        results: dict[str, GpuResult] = {}
         hung: list[str] = []
         for slot in slots:
             if slot.detached is not None and not slot.detached.busy:
@@ -440,7 +327,7 @@ class Sampler:
                 slot.detached = None
                 slot.stuck_reader = None
             if slot.handle is None:
-                results[slot.uuid] = _GpuResult(self._down_gpu(slot), {}, set())
+                results[slot.uuid] = GpuResult(self._down_gpu(slot), {}, set())
             elif slot.worker.busy:
                 hung.append(slot.uuid)
             else:
@@ -448,9 +335,12 @@ class Sampler:
         dispatch = self._dispatch_mode(to_read)
         pending = await self._dispatch(to_read, now, deadline, dispatch)
         if pending:
-            done, _ = await asyncio.wait(
-                pending.values(), timeout=max(0.0, deadline - time.monotonic())
-            )
+            if all(fut.done() for fut in pending.values()):  # a serial chain settles them all
+                done = set(pending.values())
+            else:
+                done, _ = await asyncio.wait(
+                    pending.values(), timeout=max(0.0, deadline - time.monotonic())
+                )
             for uuid, fut in pending.items():
                 if fut in done:
                     results[uuid] = fut.result()
@@ -478,9 +368,17 @@ class Sampler:
                 failed |= res.failed
             else:
                 gpus.append(self._hung_gpu(slot))
+        # node_exporter's meaning: success is "ran and succeeded". A collector ran when it read
+        # at least one GPU this cycle; with NVML down, or every GPU down or hung, nothing ran and
+        # success is 0 (VgpumonCollectorFailing must be able to fire). A host without GPUs has
+        # nothing to read: its collectors ran over zero GPUs and succeeded.
+        library_up = system.up and not self._library_down
+        ran = set(timings) | failed
         collectors = tuple(
             CollectorStatus(
-                name=r.name, success=r.name not in failed, duration_seconds=timings.get(r.name, 0.0)
+                name=r.name,
+                success=r.name not in failed and (r.name in ran or (library_up and not slots)),
+                duration_seconds=timings.get(r.name, 0.0),
             )
             for r in self.readers
             if is_active(r, self.config)
@@ -498,6 +396,8 @@ class Sampler:
                 if system.up and not self._library_down
                 else system.error or self._library_error
             ),
+            interval_seconds=self.config.interval_seconds,
+            cadences=self._cadences(),
         )
         return Snapshot(
             timestamp=self.clock(),
@@ -508,86 +408,6 @@ class Sampler:
             health=health,
             source=self.session.source,
         )
-
-    # ------------------------------------------------------------------ GPU dispatch
-
-    def _serial_threshold(self) -> float:
-        """``auto`` reads serially while the GPUs' jobs together take at most this (seconds)."""
-        return min(
-            AUTO_SERIAL_INTERVAL_FRACTION * self.config.interval_seconds,
-            AUTO_SERIAL_DEADLINE_FRACTION * self.config.deadline_seconds,
-        )
-
-    def _dispatch_mode(self, to_read: Sequence[_Slot]) -> str:
-        """ "serial" or "parallel" for this cycle's GPU jobs."""
-        mode = self.config.dispatch
-        if mode != "auto":
-            return mode
-        if len(to_read) <= 1:
-            return "serial"  # one job: the same either way
-        if any(slot.wall is None for slot in to_read):
-            # A GPU never read (the first cycle, a GPU new to the sampler): its cost is unknown,
-            # and the first read of a GPU is its longest (static values), so keep the wait short.
-            return "parallel"
-        if self._serial_costs and self._cycles - self._serial_cost_cycle < AUTO_PROBE_CYCLES:
-            cost = statistics.median(self._serial_costs)
-            return "serial" if cost <= self._serial_threshold() else "parallel"
-        # Not measured serially yet, or long ago: measure afresh (a serial cycle that overruns
-        # the threshold reads its remaining GPUs in parallel, so this costs at most that).
-        self._serial_costs.clear()
-        return "serial"
-
-    def _job_budget(self, slot: _Slot) -> float:
-        """How long a serial job may run before the GPUs after it are read in parallel."""
-        return max(SERIAL_BUDGET_FACTOR * (slot.wall or 0.0), SERIAL_BUDGET_FLOOR_SECONDS)
-
-    async def _dispatch(
-        self, to_read: list[_Slot], now: float, deadline: float, mode: str
-    ) -> dict[str, asyncio.Future[_GpuResult]]:
-        """Start the GPUs' jobs; returns their futures, some maybe still running."""
-        if mode == "parallel" or len(to_read) <= 1:
-            return {s.uuid: s.worker.submit(self._gpu_job(s, now)) for s in to_read}
-        started = time.monotonic()
-        # Besides a suspected hang, the chain ends (the GPUs not yet read go parallel) at half
-        # the deadline, so that those GPUs still have time; in auto, already at the threshold
-        # (the serial cost is then too high: parallel for a while).
-        end = started + SERIAL_DEADLINE_SHARE * (deadline - started)
-        if self.config.dispatch == "auto":
-            end = min(end, started + self._serial_threshold())
-        pending, outcome = await self._serial_chain(to_read, now, deadline, end)
-        # A suspected hang ("slow") says nothing about the cost: not counted.
-        if outcome != "slow":
-            over = outcome == "over"
-            self._serial_costs.append(float("inf") if over else sum(s.wall or 0.0 for s in to_read))
-            self._serial_cost_cycle = self._cycles
-        return pending
-
-    async def _serial_chain(
-        self, to_read: list[_Slot], now: float, deadline: float, end: float
-    ) -> tuple[dict[str, asyncio.Future[_GpuResult]], str]:
-        """Serial by handing each job on from worker to worker: one loop wake-up per chain, where
-        awaiting each job on the loop cost one per GPU (about twice the dispatch CPU,
-        bench/results/gpu-dispatch.md)."""
-        loop = asyncio.get_running_loop()
-        jobs = [(s.worker, self._gpu_job(s, now), loop.create_future()) for s in to_read]
-        pending = {s.uuid: job[2] for s, job in zip(to_read, jobs, strict=True)}
-        chain = _Chain(loop, jobs)
-        chain.start()
-        while not chain.done.done():
-            running, started = chain.position()
-            t = time.monotonic()
-            if running is None:  # the last job finished: its results are on their way
-                slot_end = stop_at = deadline
-            else:
-                slot_end = started + self._job_budget(to_read[running])
-                stop_at = min(slot_end, end)
-            if t >= stop_at:
-                for k in chain.stop():
-                    worker, job, _ = jobs[k]
-                    pending[to_read[k].uuid] = worker.submit(job)
-                return pending, ("over" if end < slot_end else "slow")
-            await asyncio.wait((chain.done,), timeout=stop_at - t)
-        return pending, "done"
 
     def _enrich(self, snap: Snapshot) -> Snapshot:
         """Merge what the enrichers last learned (names of VMs and pods) into the snapshot.
@@ -610,6 +430,14 @@ class Sampler:
         if not statuses:
             return snap
         return dataclasses.replace(snap, collectors=(*snap.collectors, *statuses))
+
+    def _cadences(self) -> tuple[SamplingCadence, ...]:
+        """What a reading's averages cover (validate --url waits for a step's by these)."""
+        interval = self.config.interval_seconds
+        return tuple(
+            SamplingCadence(name, max(interval, self.config.cadences.get(name, 0.0)))
+            for name in sorted(CADENCED)
+        )
 
     def _abandon(self, start_mono: float, why: str) -> Snapshot:
         self._abandoned += 1
@@ -635,15 +463,15 @@ class Sampler:
 
     # ------------------------------------------------------------------ system phase (worker)
 
-    def _system_phase(self) -> _SystemResult:
+    def _system_phase(self) -> SystemResult:
         s = self.session
         now = time.monotonic()
         if self._library_down:
             if now < self._library_retry_at:
-                return _SystemResult(self._driver, up=False, error=self._library_error)
+                return SystemResult(self._driver, up=False, error=self._library_error)
             for slot in self._slots.values():
                 if not slot.worker.busy:
-                    _release_state(slot)
+                    release_state(slot)
             s.shutdown()
             try:
                 s.init()
@@ -657,7 +485,7 @@ class Sampler:
                 )
                 self._library_delay = min(self._library_delay * 2, RETRY_MAX_SECONDS)
                 self._library_error = f"NVML not initialised: {reason}"
-                return _SystemResult(self._driver, up=False, error=self._library_error)
+                return SystemResult(self._driver, up=False, error=self._library_error)
             self._library_down = False
             self._library_delay = RETRY_INITIAL_SECONDS
             s.reset_all()  # a fresh library may support what the old one did not
@@ -684,7 +512,7 @@ class Sampler:
                 # Without a count nothing new can be acquired: never wait for the re-probe.
                 s.forget(SYSTEM, "nvmlDeviceGetCount")
             if count is None:
-                return _SystemResult(self._driver, up=False, error="device count unavailable")
+                return SystemResult(self._driver, up=False, error="device count unavailable")
             for index in range(count):
                 self._acquire(index, now)
         except GpuDown as down:
@@ -692,9 +520,9 @@ class Sampler:
                 self._library_down = True
                 self._library_retry_at = now + self._library_delay
                 self._library_error = f"NVML lost: {down.error}"
-                return _SystemResult(self._driver, up=False, error=self._library_error)
+                return SystemResult(self._driver, up=False, error=self._library_error)
             # A GPU lost while being acquired: its slot is handled in _acquire.
-        return _SystemResult(self._driver, up=True)
+        return SystemResult(self._driver, up=True)
 
     def _acquire(self, index: int, now: float) -> None:
         uuid = self._by_index.get(index)
@@ -717,7 +545,7 @@ class Sampler:
                 self._back_off(slot, now, "handle unavailable")
             return
         if slot is None or slot.uuid != new_uuid:
-            slot = self._slots.get(new_uuid) or _Slot(
+            slot = self._slots.get(new_uuid) or GpuSlot(
                 index=index, uuid=new_uuid, handle=None, worker=Worker(f"gpu{index}")
             )
             slot.index = index
@@ -733,8 +561,8 @@ class Sampler:
             except Exception:
                 log.exception("acquire hook failed for %s", new_uuid)
 
-    def _back_off(self, slot: _Slot, now: float, reason: str) -> None:
-        _release_state(slot)
+    def _back_off(self, slot: GpuSlot, now: float, reason: str) -> None:
+        release_state(slot)
         slot.handle = None
         slot.down_reason = reason
         slot.retry_at = now + slot.retry_delay
@@ -742,18 +570,18 @@ class Sampler:
 
     # ------------------------------------------------------------------ GPU phase (workers)
 
-    def _gpu_job(self, slot: _Slot, now: float) -> Callable[[], _GpuResult]:
+    def _gpu_job(self, slot: GpuSlot, now: float) -> Callable[[], GpuResult]:
         previous = slot.last
 
-        def job() -> _GpuResult:
+        def job() -> GpuResult:
             started = time.perf_counter()
-            progress = slot.progress = _Progress(GpuBuilder(slot.index, slot.uuid), {}, set())
+            progress = slot.progress = JobProgress(GpuBuilder(slot.index, slot.uuid), {}, set())
             result = read(progress)
             if not progress.abandoned:  # an abandoned job's time is its hang, not its cost
                 slot.wall = time.perf_counter() - started
             return result
 
-        def read(progress: _Progress) -> _GpuResult:
+        def read(progress: JobProgress) -> GpuResult:
             slot.state.pop(NEEDS_INTERVAL, None)
             ctx = GpuContext(
                 session=self.session,
@@ -771,7 +599,7 @@ class Sampler:
                 if not is_active(reader, self.config):
                     continue
                 if progress.abandoned:
-                    return _GpuResult(out.build(), timings, failed)  # nobody is waiting
+                    return GpuResult(out.build(), timings, failed)  # nobody is waiting
                 if reader.name == slot.stuck_reader:
                     failed.add(reader.name)  # still hung in the detached worker
                     continue
@@ -781,11 +609,12 @@ class Sampler:
                     reader.read(ctx, out)
                 except GpuDown as down:
                     timings[reader.name] = time.perf_counter() - started
+                    failed.add(reader.name)  # it met the lost GPU or driver: it did not succeed
                     if progress.abandoned:
-                        return _GpuResult(out.build(), timings, failed)
+                        return GpuResult(out.build(), timings, failed)
                     self._back_off(slot, time.monotonic(), down.error)
                     gpu = self._down_gpu(slot)
-                    return _GpuResult(gpu, timings, failed, library_down=down.library)
+                    return GpuResult(gpu, timings, failed, library_down=down.library)
                 except Exception:
                     failed.add(reader.name)
                     log.debug("reader %s failed on %s", reader.name, slot.uuid, exc_info=True)
@@ -798,11 +627,11 @@ class Sampler:
             gpu = out.build()
             if not progress.abandoned:
                 slot.last = gpu
-            return _GpuResult(gpu, timings, failed)
+            return GpuResult(gpu, timings, failed)
 
         return job
 
-    def _abandon_collector(self, slot: _Slot) -> _GpuResult | None:
+    def _abandon_collector(self, slot: GpuSlot) -> GpuResult | None:
         """Go on without the one collector whose call hangs, when the GPU otherwise answers.
 
         A hang in the first collector (identity) means the GPU itself does not answer: None, the
@@ -824,34 +653,32 @@ class Sampler:
         slot.worker = Worker(f"gpu{slot.index}")
         gpu = Gpu(**dict(progress.out.fields))
         slot.last = gpu
-        return _GpuResult(gpu, dict(progress.timings), set(progress.failed) | {stuck})
+        return GpuResult(gpu, dict(progress.timings), set(progress.failed) | {stuck})
 
-    def _down_gpu(self, slot: _Slot) -> Gpu:
-        return _identity_only(slot, slot.down_reason)
+    def _down_gpu(self, slot: GpuSlot) -> Gpu:
+        return identity_only(slot, slot.down_reason)
 
-    def _hung_gpu(self, slot: _Slot) -> Gpu:
-        return _identity_only(slot, "hung")
-
-
-# What a down or hung GPU keeps from when it last answered: its identity. These are the labels of
-# vgpumon_gpu_info; dropping any of them while the GPU is down would make Prometheus see a new
-# series (and lose the old one) exactly when an operator needs to know which board it is.
-IDENTITY_FIELDS = ("name", "pci_bus_id", "serial", "brand", "architecture", "compute_capability")
+    def _hung_gpu(self, slot: GpuSlot) -> Gpu:
+        return identity_only(slot, "hung")
 
 
-def _identity_only(slot: _Slot, reason: str | None) -> Gpu:
-    last = slot.last
-    identity = {f: getattr(last, f) for f in IDENTITY_FIELDS} if last is not None else {}
-    return Gpu(index=slot.index, uuid=slot.uuid, up=False, down_reason=reason, **identity)
+async def _within(fut: asyncio.Future[T], timeout: float) -> T | None:
+    """``fut``'s result, or None when it is not done within ``timeout`` seconds (it is then
+    cancelled: the worker's late result is dropped). Awaited directly, with a timer, so the loop
+    wakes once when the worker settles it (``wait_for`` added a waiter and a callback turn)."""
+    expired = False
 
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        fut.cancel()
 
-def _release_state(slot: _Slot) -> None:
-    """Free what readers keep per GPU (GPM sample buffers): the GPU is gone or being re-acquired."""
-    for value in list(slot.state.values()):
-        close = getattr(value, "close", None)
-        if callable(close):
-            try:
-                close()
-            except Exception:
-                log.exception("releasing reader state of %s failed", slot.uuid)
-    slot.state.clear()
+    timer = asyncio.get_running_loop().call_later(max(0.0, timeout), expire)
+    try:
+        return await fut
+    except asyncio.CancelledError:
+        if not expired:  # the cycle itself is being cancelled
+            raise
+        return None
+    finally:
+        timer.cancel()

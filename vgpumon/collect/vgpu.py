@@ -1,8 +1,8 @@
 """vGPU host: which vGPUs run on each GPU, who owns them, how busy they are, and what still fits.
 
 Only GPUs in ``host_vgpu`` mode are asked (the device reader runs first and sets the mode). Every
-vGPU host call answers NOT_SUPPORTED anywhere else — bare metal, pass-through (measured on a real
-H200), inside a guest, vSGA — so asking there would only fill the error counters. When the mode
+vGPU host call answers NOT_SUPPORTED anywhere else — bare metal, pass-through, inside a guest,
+vSGA (docs/nvml-notes.md §5) — so asking there would only fill the error counters. When the mode
 itself is unknown, one probe (``nvmlDeviceGetActiveVgpus``) decides, and its NOT_SUPPORTED is
 cached.
 
@@ -33,7 +33,7 @@ from vgpumon.collect.vgpu_raw import (
     GUEST_DRIVER_ABSENT,
     as_int,
     newer_then_older,
-    text,
+    nvml_text,
     union_uint,
     vgpu_accounting_pids,
     vgpu_fb_usage,
@@ -289,7 +289,7 @@ def _read_static(ctx: GpuContext, s: _Static, vi: int, gi_hint: int | None) -> N
     if s.type_id is None:
         s.type_id = as_int(call(gpu, "nvmlVgpuInstanceGetType", vi, no_data=GONE))
     if s.uuid is None:
-        s.uuid = text(call(gpu, "nvmlVgpuInstanceGetUUID", vi, no_data=GONE))
+        s.uuid = nvml_text(call(gpu, "nvmlVgpuInstanceGetUUID", vi, no_data=GONE))
     if s.vm_id is None:
         s.vm_id, s.vm_id_type = vm_id(call(gpu, "nvmlVgpuInstanceGetVmID", vi, no_data=GONE))
     if gi_hint is not None:
@@ -297,7 +297,7 @@ def _read_static(ctx: GpuContext, s: _Static, vi: int, gi_hint: int | None) -> N
     if s.asked_once:
         return
     # NOT_SUPPORTED on non-KVM hypervisors: a property of the host, cached once per GPU.
-    s.mdev_uuid = text(call(gpu, "nvmlVgpuInstanceGetMdevUUID", vi, no_data=GONE))
+    s.mdev_uuid = nvml_text(call(gpu, "nvmlVgpuInstanceGetMdevUUID", vi, no_data=GONE))
     if gi_hint is None:
         gi = as_int(call(gpu, "nvmlVgpuInstanceGetGpuInstanceId", vi, no_data=GONE))
         s.gpu_instance_id = nvml_id(gi)
@@ -327,7 +327,7 @@ def _read_instance(
         return None
     call = ctx.session.call
     gpu = ctx.uuid
-    driver = text(
+    driver = nvml_text(
         call(gpu, "nvmlVgpuInstanceGetVmDriverVersion", vi, no_data=(*GONE, GUEST_DRIVER_ABSENT))
     )
     accounting = as_int(
@@ -443,8 +443,8 @@ def _type_info(ctx: GpuContext, st: VgpuHostState, type_id: int) -> _TypeInfo:
         return info
     call = ctx.session.call
     gpu = ctx.uuid
-    name = text(call(gpu, "nvmlVgpuTypeGetName", type_id))
-    type_class = text(call(gpu, "nvmlVgpuTypeGetClass", type_id))
+    name = nvml_text(call(gpu, "nvmlVgpuTypeGetName", type_id))
+    type_class = nvml_text(call(gpu, "nvmlVgpuTypeGetClass", type_id))
     framebuffer = as_int(call(gpu, "nvmlVgpuTypeGetFramebufferSize", type_id))
     max_instances = as_int(call(gpu, "nvmlVgpuTypeGetMaxInstances", ctx.handle, type_id))
     max_per_vm = as_int(call(gpu, "nvmlVgpuTypeGetMaxInstancesPerVm", type_id))
@@ -681,7 +681,7 @@ def _read_processes(ctx: GpuContext, st: VgpuHostState, alive: set[int]) -> tupl
             continue
         newest = max(newest, ts)
         key = (vi, pid)
-        names[key] = text(getattr(s, "processName", None))
+        names[key] = nvml_text(getattr(s, "processName", None))
         for name, attr in UTIL_FIELDS:
             v = union_uint(getattr(s, attr, None))
             if v is not None:

@@ -65,7 +65,7 @@ def as_int(value: Any) -> int | None:
     return None
 
 
-def text(value: Any) -> str | None:
+def nvml_text(value: Any) -> str | None:
     """A string from NVML: ``str`` as pynvml decodes it, or ``bytes`` where it does not."""
     if isinstance(value, (bytes, bytearray)):
         value = bytes(value).split(b"\x00", 1)[0].decode("utf-8", "replace")
@@ -127,7 +127,7 @@ def vm_id(value: Any) -> tuple[str | None, str | None]:
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         return None, None
     kind = as_int(value[1])
-    return text(value[0]), VM_ID_TYPES.get(kind) if kind is not None else None
+    return nvml_text(value[0]), VM_ID_TYPES.get(kind) if kind is not None else None
 
 
 VM_ID_TYPES = {0: "domain_id", 1: "uuid"}

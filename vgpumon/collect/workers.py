@@ -80,7 +80,7 @@ class Worker:
         """Run ``job`` on this worker, then ``done(result, error)`` in this worker's thread.
 
         No event loop involved: the serial dispatch hands the next GPU's job on from here
-        (:class:`vgpumon.collect.sampler._Chain`), so the loop wakes once per chain, not per GPU.
+        (:class:`vgpumon.collect.dispatch.GpuChain`), so the loop wakes once per chain, not per GPU.
         ``done`` must be quick and must not raise.
         """
         self._busy.set()

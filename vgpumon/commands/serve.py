@@ -70,13 +70,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_enrichers(settings: ServeSettings) -> list[Enricher]:
-    """The enrichers the settings ask for (:func:`vgpumon.commands.names.build`)."""
-    return names.build(
+    """The enrichers the settings ask for (:func:`vgpumon.commands.names.build`), then metering.
+
+    Metering runs last, once VM and pod names are merged. It reads the host's /proc (pods of
+    processes, dead holders) only with per-process series on, the setting whose deployment joins
+    the host PID namespace, and never for the simulator, whose PIDs are not the host's.
+    """
+    from vgpumon.collect.metering import MeteringConfig, MeteringStage
+
+    enrichers = names.build(
         libvirt_uri=settings.libvirt_uri,
         kubelet_socket=settings.kubelet_socket,
         resources=settings.kubernetes_resources,
         kubernetes_api=settings.kubernetes_api,
     )
+    if not settings.metering:
+        return enrichers
+    host_processes = settings.process_series and settings.sim is None
+    metering = MeteringConfig(
+        interval_seconds=settings.interval_seconds,
+        idle_ratio=settings.metering_idle_ratio,
+        proc="/proc" if host_processes else None,
+    )
+    enrichers.append(MeteringStage(metering))
+    return enrichers
 
 
 def settings_from_args(
@@ -140,8 +157,9 @@ def serve_arguments(
 
 def run_agentless(settings: ServeSettings, ssh: SshSettings, args: argparse.Namespace) -> int:
     """Export agentless hosts (no NVML in this process)."""
-    from vgpumon.export.hosts import AgentlessExporter
     from vgpumon.export.server import serve
+    from vgpumon.metrics.hosts import HOST_FAMILIES
+    from vgpumon.sources.agentless import AgentlessFeed
     from vgpumon.sources.ssh import SshSource
 
     if settings.fields:
@@ -150,7 +168,8 @@ def run_agentless(settings: ServeSettings, ssh: SshSettings, args: argparse.Name
         )
 
     async def main() -> int:
-        return await serve(AgentlessExporter(SshSource(ssh)), **serve_arguments(settings, args))
+        feed = AgentlessFeed(SshSource(ssh))
+        return await serve(feed, families=HOST_FAMILIES, **serve_arguments(settings, args))
 
     return asyncio.run(main())
 

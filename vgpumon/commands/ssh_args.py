@@ -61,9 +61,14 @@ def ssh_settings_from(values: Any, command: str) -> SshSettings | None:
         value = get(name)
         return default if value is None else value
 
+    identity_files = tuple(get("ssh_identity_files") or ())
+    for path in identity_files:
+        _check_readable(path, "--ssh-identity")
+    if get("ssh_known_hosts") is not None:
+        _check_readable(get("ssh_known_hosts"), "--ssh-known-hosts")
     return SshSettings(
         targets=unique_targets(targets),
-        identity_files=tuple(get("ssh_identity_files") or ()),
+        identity_files=identity_files,
         known_hosts=get("ssh_known_hosts"),
         timeout_seconds=pick("ssh_timeout_seconds", defaults.timeout_seconds),
         max_sessions=pick("ssh_max_sessions", defaults.max_sessions),
@@ -71,6 +76,16 @@ def ssh_settings_from(values: Any, command: str) -> SshSettings | None:
         nvidia_smi=pick("ssh_nvidia_smi", defaults.nvidia_smi),
         default_user=get("ssh_user"),
     )
+
+
+def _check_readable(path: str, flag: str) -> None:
+    """A key or known_hosts file that cannot be read is a mistake to report at start (like
+    ``--config``): otherwise every poll of every host fails without naming the file."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as err:
+        raise ConfigError(f"{flag}: cannot read {path}: {err.strerror or err}") from None
 
 
 def ssh_source_from_args(args: argparse.Namespace, command: str) -> SnapshotSource | None:

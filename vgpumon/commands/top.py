@@ -9,6 +9,7 @@ p pauses, t toggles the tree, 1-5 switch screens, ? shows every key, q quits.
 from __future__ import annotations
 
 import argparse
+import math
 
 from vgpumon.commands.common import add_nvml_arguments
 from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_source_from_args
@@ -52,6 +53,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="time between readings, e.g. 1, 500ms, 2s (default 1)",
     )
     parser.add_argument(
+        "--history",
+        default="10m",
+        metavar="DURATION",
+        help="how far back the graphs reach, e.g. 10m, 1h (default 10m; memory: 16 bytes per "
+        "point of each graphed series, docs/tui.md)",
+    )
+    parser.add_argument(
         "--prometheus",
         metavar="URL",
         help="fill the graphs' recent past from this Prometheus server (range queries)",
@@ -72,6 +80,24 @@ def _interval(value: object) -> float:
     if not seconds > 0:
         raise ConfigError(f"top: --interval must be a positive duration, got {value!r}")
     return seconds
+
+
+MAX_HISTORY_POINTS = 86_400  # a day at 1 s: beyond this the memory is no longer "small"
+
+
+def history_points(value: str, interval: float) -> int:
+    """Points per series that ``--history`` asks for at this refresh interval."""
+    try:
+        seconds = parse_duration(value, lo=1.0)
+    except UnitError as exc:
+        raise ConfigError(f"top: --history: {exc}") from None
+    points = math.ceil(seconds / interval)
+    if points > MAX_HISTORY_POINTS:
+        raise ConfigError(
+            f"top: --history {value} at --interval {interval:g} is {points} points per series; "
+            f"at most {MAX_HISTORY_POINTS}"
+        )
+    return max(2, points)
 
 
 def source_from_args(args: argparse.Namespace) -> SnapshotSource:
@@ -134,7 +160,8 @@ def source_from_args(args: argparse.Namespace) -> SnapshotSource:
 
 
 def run(args: argparse.Namespace) -> int:
-    source = source_from_args(args)
+    source = source_from_args(args)  # also turns --interval into seconds
+    points = history_points(args.history, args.interval)
     from vgpumon.sources.history import History
     from vgpumon.tui.app import create_app
 
@@ -142,9 +169,16 @@ def run(args: argparse.Namespace) -> int:
     if args.prometheus:
         from vgpumon.sources.prometheus import PrometheusBackfill
 
-        backfill = PrometheusBackfill(args.prometheus, step_seconds=args.interval)
+        # The same window as the graphs: --history.
+        backfill = PrometheusBackfill(
+            args.prometheus, window_seconds=points * args.interval, step_seconds=args.interval
+        )
     app = create_app(
-        source, history=History(), interval=args.interval, theme=args.theme, backfill=backfill
+        source,
+        history=History(points),
+        interval=args.interval,
+        theme=args.theme,
+        backfill=backfill,
     )
     app.run()
     return 0

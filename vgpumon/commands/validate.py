@@ -260,11 +260,12 @@ async def _run(args: argparse.Namespace, plan: Any) -> int:
         # unreachable" is what a user without either hears first.
         if args.sim:
             return SimDriver(source.session.module, target)
-        from vgpumon.loadgen.runner import INSTALL_HINT, cuda_core_installed
+        from vgpumon.install_hints import install_hint
+        from vgpumon.loadgen.runner import cuda_core_installed
 
         if not cuda_core_installed():
             raise VgpumonError(
-                f"validate runs CUDA load and cuda-core is not installed: {INSTALL_HINT}"
+                f"validate runs CUDA load and cuda-core is not installed: {install_hint('load')}"
             )
         return RunnerDriver(args.load_device or target.load_device)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from vgpumon.errors import ConfigError
 from vgpumon.export.address import ListenAddress, parse_listen, parse_telemetry_path
-from vgpumon.units import UnitError, parse_duration
+from vgpumon.units import UnitError, parse_duration, parse_ratio
 
 Check = Callable[[Any, str], Any]
 
@@ -74,6 +74,14 @@ def check_bool(value: Any, where: str) -> bool:
     if not isinstance(value, bool):
         raise ConfigError(f"{where}: expected true or false, got {value!r}")
     return value
+
+
+def check_ratio(value: Any, where: str) -> float:
+    """A ratio in [0, 1]: ``0.05`` or ``5%``."""
+    try:
+        return parse_ratio(value)
+    except UnitError as err:
+        raise ConfigError(f"{where}: {err}") from None
 
 
 def check_text(value: Any, where: str) -> str:

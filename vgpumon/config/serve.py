@@ -32,9 +32,9 @@ Example::
       max_requests: 40
       render_ahead: auto     # always: render every snapshot before a scrape asks
       shutdown_timeout: 5
-      max_connections: 128   # one more is closed at once
+      max_connections: 128   # at the cap, an idle or unfinished connection makes room
       header_timeout: 10     # seconds to finish the TLS handshake and send a request head
-      idle_timeout: 330      # a kept-alive connection with no request for this long is closed
+      idle_timeout: 65       # a kept-alive connection with no request for this long is closed
       write_timeout: 30      # a client that stops reading is dropped after this
     log: {level: info, format: logfmt}
     libvirt:
@@ -44,6 +44,9 @@ Example::
       resources: ["nvidia.com/*"]
       pod_series: false      # per-pod value series (opt-in)
       api: false             # KubeVirt VM names from the API server (in a pod only)
+    metering:
+      enabled: true          # usage counters per vGPU, MIG instance, process and pod
+      idle_ratio: 5%         # a licensed, running vGPU under this SM use counts as idle
     fields:                  # NVML fields of your own, exported per GPU (vgpumon.config.fields)
       - {id: 95, name: vgpumon_gpu_pcie_replay_rollovers_total, type: counter, help: Rollovers.}
 """
@@ -89,6 +92,9 @@ class ServeSettings:
     process_series: bool = _default("process_series")
     process_series_max: int = _default("process_series_max")
     pcie_throughput: bool = _default("pcie_throughput")
+    # Usage counters (docs/metering.md) and what counts as an idle vGPU.
+    metering: bool = _default("metering")
+    metering_idle_ratio: float = _default("metering_idle_ratio")
     # Expensive values at their own cadence (seconds; 0 = every cycle). Between reads the
     # exposition keeps the last value read.
     energy_interval_seconds: float = _default("energy_interval_seconds")

@@ -35,6 +35,7 @@ from vgpumon.config.checks import (
     check_log_format,
     check_log_level,
     check_patterns,
+    check_ratio,
     check_render_ahead,
     check_telemetry_path,
     check_text,
@@ -184,8 +185,9 @@ SETTINGS: tuple[Setting, ...] = (
         ("--web.render-ahead",),
         check_render_ahead,
         "auto",
-        "auto: render a new snapshot before a scrape asks only where rendering is slow "
-        "(a small host's cheap render waits for the scrape); always: every snapshot",
+        "auto: render a new snapshot before a scrape asks only where rendering is slow and "
+        "scrapes come at least as often as snapshots (otherwise the first scrape of a snapshot "
+        "renders it); always: every snapshot",
         "web",
         metavar="WHEN",
         more="(auto renders ahead while a render takes 2 ms or more; see [Rendering](#rendering))",
@@ -196,10 +198,12 @@ SETTINGS: tuple[Setting, ...] = (
         ("--web.max-connections",),
         check_count,
         _LIMITS.max_connections,
-        "connections served at once; one more is closed at once",
+        "connections served at once; at the cap an idle or unfinished one makes room, and a "
+        "new one is refused only when all are answering",
         "web",
         metavar="N",
-        more="(a TLS one before its handshake)",
+        more="(TLS handshakes included; at the cap the connection waiting longest without being "
+        "answered, idle first, is closed to make room)",
     ),
     Setting(
         "header_timeout_seconds",
@@ -220,7 +224,9 @@ SETTINGS: tuple[Setting, ...] = (
         "a kept-alive connection with no new request for this long is closed",
         "web",
         metavar="DURATION",
-        more="(longer than a 5 min scrape interval, so scrapers keep their connections)",
+        more="(longer than the common 15 s to 1 min scrape intervals, so those keep their "
+        "connections; at the connection cap idle ones are closed first to make room, "
+        "[reliability.md](reliability.md))",
     ),
     Setting(
         "write_timeout_seconds",
@@ -324,6 +330,29 @@ SETTINGS: tuple[Setting, ...] = (
         "read PCIe throughput (the NVML call blocks about 20 ms per direction and GPU)",
         "sampling",
         kind="switch",
+    ),
+    Setting(
+        "metering",
+        "metering.enabled",
+        ("--metering",),
+        check_bool,
+        True,
+        "usage counters per vGPU, MIG instance, process and pod (off only to compare what they "
+        "cost)",
+        "sampling",
+        kind="switch",
+        more="([metering.md](metering.md))",
+    ),
+    Setting(
+        "metering_idle_ratio",
+        "metering.idle_ratio",
+        ("--metering.idle-ratio",),
+        check_ratio,
+        0.05,
+        "a licensed, running vGPU under this SM utilization counts as idle "
+        "(vgpumon_vgpu_idle_seconds); a ratio such as 0.05 (a percentage is read too)",
+        "sampling",
+        metavar="RATIO",
     ),
     _cadence("energy", "the energy counter", 10.0),
     _cadence("pcie_throughput", "PCIe throughput (when on)", 10.0),
@@ -495,7 +524,8 @@ SETTINGS: tuple[Setting, ...] = (
         ("--ssh-user",),
         check_text,
         None,
-        "user for targets without USER@",
+        "user for targets without USER@ (default, as for ssh: the User of ~/.ssh/config, else "
+        "the local user)",
         "agentless hosts",
         metavar="USER",
     ),

@@ -77,7 +77,6 @@ def json_response(value: Any, status: int = 200) -> Response:
 
 Handler = Callable[[Request], Awaitable[Response]]
 Middleware = Callable[[Request, Handler], Awaitable[Response]]
-Hook = Callable[[], Awaitable[None]]
 
 
 @dataclass
@@ -92,8 +91,6 @@ class App:
     routes: dict[str, Handler] = field(default_factory=dict)
     middlewares: list[Middleware] = field(default_factory=list)
     response_hooks: list[Callable[[Response], None]] = field(default_factory=list)
-    on_startup: list[Hook] = field(default_factory=list)
-    on_cleanup: list[Hook] = field(default_factory=list)
     _chain: tuple[tuple[Middleware, ...], Handler] | None = field(default=None, repr=False)
 
     def add_get(self, path: str, handler: Handler) -> None:
@@ -121,14 +118,6 @@ class App:
         for hook in self.response_hooks:
             hook(response)
         return response
-
-    async def startup(self) -> None:
-        for hook in self.on_startup:
-            await hook()
-
-    async def cleanup(self) -> None:
-        for hook in self.on_cleanup:
-            await hook()
 
 
 def _wrap(middleware: Middleware, inner: Handler) -> Handler:

@@ -8,11 +8,14 @@ second, so:
   must not eat every core);
 * a successful check is remembered, keyed by (user, SHA-256 of the password), with the hash it
   was checked against, so a steady scrape costs one SHA-256 and a changed hash applies at once;
-* an unknown user still costs one bcrypt (against a dummy hash of the configured cost), so timing
-  does not tell which user names exist. Failures are never cached;
-* the bcrypt queue is bounded (``max_pending``): past it a check is refused at once with
-  :class:`AuthRefused` instead of waiting. 200 concurrent wrong passwords used to queue without
-  bound on the one thread and made a fresh valid login wait 10 s (Prometheus' scrape timeout);
+* every wrong password costs the same bcrypt work: an unknown user's is checked against a dummy
+  hash of the highest cost in the file, a cheaper user's is topped up to that cost
+  (:meth:`BasicAuth._verifier`), so timing tells neither which user names exist nor which is
+  cheap. Failures are never cached;
+* the bcrypt queue is bounded (``max_pending``, and a share per client address) and ranked, so a
+  flood of wrong passwords from many addresses neither queues without bound nor pushes a first
+  login out (:class:`BasicAuth` says how); past the bounds a check is refused at once with
+  :class:`AuthRefused` instead of waiting;
 * failed attempts are rate limited per client address (:class:`FailureLimiter`): an address
   that failed ``burst`` times is refused without a bcrypt until its bucket refills. A success
   already cached is never limited, so a scraper keeps working while someone else guesses.
@@ -24,13 +27,16 @@ import asyncio
 import base64
 import binascii
 import hashlib
+import heapq
 import hmac
+import itertools
 import re
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 import bcrypt
 
@@ -41,7 +47,8 @@ _MIN_COST, _MAX_COST = 4, 31
 # htpasswd silently ignore the rest; bcrypt>=5 for Python raises instead, so truncate first.
 BCRYPT_MAX_PASSWORD_BYTES = 72
 CACHE_SIZE = 100
-MAX_PENDING = 8  # bcrypt checks queued or running; at cost 10 (~50 ms) a new one waits <= 0.4 s
+MAX_PENDING = 8  # bcrypt checks queued (not counting the one running)
+PER_ADDRESS_PENDING = 2  # of which one client address may have this many
 FAILURE_BURST = 10  # failed attempts an address may make at once ...
 FAILURES_PER_SECOND = 1.0  # ... and then this many per second
 TRACKED_ADDRESSES = 4096  # addresses whose failures are remembered (oldest forgotten first)
@@ -78,6 +85,10 @@ class FailureLimiter:
 
     def allowed(self, address: str) -> bool:
         return self._tokens(address) >= 1.0
+
+    def has_failed(self, address: str) -> bool:
+        """True while a failed attempt from ``address`` is remembered."""
+        return address in self._buckets
 
     def failed(self, address: str) -> None:
         self._buckets[address] = (self._tokens(address) - 1.0, self._clock())
@@ -141,8 +152,31 @@ class BcryptChecker:
             return False
 
 
+@dataclass(order=True)
+class _Job:
+    """A bcrypt check waiting for the worker: lower ``rank`` first, then first come."""
+
+    rank: tuple[int, int]
+    seq: int
+    address: str = field(compare=False)
+    run: Callable[[], bool] = field(compare=False)
+    done: asyncio.Future[bool] = field(compare=False)
+
+
 class BasicAuth:
-    """The users of one web config (replaceable on reload) plus the cache of verified passwords."""
+    """The users of one web config (replaceable on reload) plus the cache of verified passwords.
+
+    bcrypt checks run one at a time on one worker thread, taken from a queue by rank, so a
+    flood of wrong passwords cannot starve a first login (after a restart or a password change):
+
+    * an address with no failed login on record goes before one with failures, and a known user
+      before an unknown one; so a flood, after each of its addresses failed once, waits behind
+      every first login instead of in front of it;
+    * an address may have at most ``per_address`` checks queued (past that: 429 at once), and
+      the queue holds at most ``max_pending``: when full, a new check of better rank takes the
+      place of the worst one queued (which gets a 503), a worse one is refused with a 503;
+    * failures are rate limited per address (:class:`FailureLimiter`).
+    """
 
     def __init__(
         self,
@@ -150,17 +184,23 @@ class BasicAuth:
         *,
         cache_size: int = CACHE_SIZE,
         max_pending: int = MAX_PENDING,
+        per_address: int = PER_ADDRESS_PENDING,
         limiter: FailureLimiter | None = None,
     ) -> None:
         self.checker = BcryptChecker()
         self.max_pending = max_pending
+        self.per_address = per_address
         self.limiter = limiter or FailureLimiter()
-        self._pending = 0
+        self._queue: list[_Job] = []
+        self._seq = itertools.count()
+        self._by_address: dict[str, int] = {}
+        self._worker: asyncio.Task[None] | None = None
         self._cache_size = cache_size
         self._cache: OrderedDict[tuple[bytes, bytes], bytes] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._users: dict[bytes, bytes] = {}
+        self._max_cost = 10
         self._dummy = _dummy_hash(10)
         self.set_users(users or {})
 
@@ -178,14 +218,16 @@ class BasicAuth:
                 raise ValueError(f"basic_auth_users.{name.decode('utf-8', 'replace')} {error}")
         self._users = table
         # Unknown users pay what the most expensive real user pays, so no user name stands out.
-        self._dummy = _dummy_hash(max((_cost(h) for h in table.values()), default=10))
+        self._max_cost = max((_cost(h) for h in table.values()), default=10)
+        self._dummy = _dummy_hash(self._max_cost)
 
     async def check(self, authorization: str | None, client: str = "") -> bool:
         """True when the ``Authorization`` header names a configured user and their password.
 
-        ``client`` is the peer address the failure limit counts against. Raises
-        :class:`AuthRefused` when a bcrypt would be needed but the address is over its failure
-        limit (429) or the bcrypt queue is full (503).
+        ``client`` is the peer address the failure limit and the queue share count against.
+        Raises :class:`AuthRefused` when a bcrypt would be needed but the address is over its
+        failure limit or its share of the queue (429), or the queue is full of better-ranked
+        checks (503).
         """
         credentials = parse_basic_authorization(authorization)
         if credentials is None:
@@ -202,15 +244,10 @@ class BasicAuth:
                 return True
         if not self.limiter.allowed(client):
             raise AuthRefused(429, "too many failed logins from this address")
-        if self._pending >= self.max_pending:
-            raise AuthRefused(503, "too many logins being checked")
-        target = self._dummy if hashed is None else hashed
-        loop = asyncio.get_running_loop()
-        self._pending += 1
-        try:
-            ok = await loop.run_in_executor(self._pool(), self.checker, password, target)
-        finally:
-            self._pending -= 1
+        if self._by_address.get(client, 0) >= self.per_address:
+            raise AuthRefused(429, "too many logins being checked for this address")
+        rank = (int(self.limiter.has_failed(client)), int(hashed is None))
+        ok = await self._queued(rank, client, self._verifier(password, hashed))
         if not ok or hashed is None:
             self.limiter.failed(client)
             return False
@@ -220,6 +257,75 @@ class BasicAuth:
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
         return True
+
+    def _verifier(self, password: bytes, hashed: bytes | None) -> Callable[[], bool]:
+        """The bcrypt work of one check: the same for every wrong password, whoever the user.
+
+        bcrypt's work doubles with each cost step, so a wrong password for a user of cost c is
+        topped up with dummy checks of costs c .. max-1 (2**c + 2**c + ... + 2**(max-1) is
+        2**max): it costs what an unknown user's check against the max-cost dummy costs, and
+        timing cannot tell a cheap user's name from an unknown one.
+        """
+        checker, top = self.checker, self._max_cost
+        if hashed is None:
+            dummy = self._dummy
+            return lambda: checker(password, dummy) and False
+
+        def verify() -> bool:
+            if checker(password, hashed):
+                return True
+            for cost in range(_cost(hashed), top):
+                checker(password, _dummy_hash(cost))
+            return False
+
+        return verify
+
+    async def _queued(self, rank: tuple[int, int], address: str, run: Callable[[], bool]) -> bool:
+        loop = asyncio.get_running_loop()
+        job = _Job(rank, next(self._seq), address, run, loop.create_future())
+        if len(self._queue) >= self.max_pending:
+            worst = max(self._queue)
+            if worst < job:
+                raise AuthRefused(503, "too many logins being checked")
+            self._queue.remove(worst)
+            heapq.heapify(self._queue)
+            self._forget(worst.address)
+            worst.done.set_exception(AuthRefused(503, "too many logins being checked"))
+        heapq.heappush(self._queue, job)
+        self._by_address[address] = self._by_address.get(address, 0) + 1
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(self._work())
+        try:
+            return await job.done
+        finally:
+            if job in self._queue:  # the request went away before its turn
+                self._queue.remove(job)
+                heapq.heapify(self._queue)
+                self._forget(address)
+
+    def _forget(self, address: str) -> None:
+        left = self._by_address.get(address, 0) - 1
+        if left > 0:
+            self._by_address[address] = left
+        else:
+            self._by_address.pop(address, None)
+
+    async def _work(self) -> None:
+        """Run queued checks one at a time, best rank first, on the worker thread."""
+        loop = asyncio.get_running_loop()
+        while self._queue:
+            job = heapq.heappop(self._queue)
+            self._forget(job.address)
+            if job.done.done():  # refused or given up meanwhile: no bcrypt for nobody
+                continue
+            try:
+                ok = await loop.run_in_executor(self._pool(), job.run)
+            except (RuntimeError, ValueError) as err:  # the pool was shut down meanwhile
+                if not job.done.done():
+                    job.done.set_exception(err)
+                continue
+            if not job.done.done():
+                job.done.set_result(ok)
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._executor is None:

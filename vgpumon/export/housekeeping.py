@@ -1,28 +1,11 @@
 """Periodic memory housekeeping of ``vgpumon serve``: a full collection, then ``malloc_trim``.
 
-Why: a serving exporter makes a new snapshot every interval and renders it to bodies of up to a
-few megabytes (16 GPUs x 48 vGPUs). Reference counting frees almost all of it, but what sits in
-a reference cycle (an exception's traceback, a closed connection's protocol and transport)
-waits for the collector's oldest generation, which runs rarely; and glibc keeps freed heap pages
-resident unless they lie at the top of the heap. Once every :data:`HOUSEKEEPING_SECONDS` the
-exporter collects every generation (``gc.collect()``; the start-up objects are frozen,
-:mod:`vgpumon.export.gc_settings`, so the pass walks only what was made since) and then calls
-``malloc_trim(0)`` (:func:`vgpumon.allocator.trim`, a no-op where glibc is absent), which gives
-every whole free page back to the system. Resident memory then follows what the process holds
-instead of its high-water mark.
-
-Where: right after a new snapshot's bodies are published (:meth:`Housekeeping.after_publish`,
-called by the publisher on the event loop). That is the moment furthest from the next render, and
-the bodies of the previous snapshot have just been let go. The work holds the event loop (and the
-GIL) while it runs. On the simulated 16 GPU x 48 vGPU host (2-core development container,
-bench/results/exporter-cost-memory.md) ``gc.collect()`` took about 5 ms (11,500 tracked objects:
-the start-up ones are frozen) and ``malloc_trim(0)`` 0.5 ms (7 ms at most, when it had much to give
-back); on a 1-GPU host 0.2 ms each. Once a minute, a scrape that arrives meanwhile waits that long
-at most. It also runs once at start-up, right after the freeze. Where renders wait for a scrape to
-ask (a small host, ``--web.render-ahead auto``), the publish it follows is that scrape's render, so
-that scrape waits for the housekeeping too: well under a millisecond on such a host. When the
-sampler publishes nothing (wedged), the housekeeping waits too: the process then makes little to
-clean up.
+Once every :data:`HOUSEKEEPING_SECONDS`, right after a publish (the moment furthest from the next
+render), and once at start-up: ``gc.collect()`` for what waits in reference cycles, then
+``malloc_trim(0)`` (:func:`vgpumon.allocator.trim`) to give free heap pages back, so resident
+memory follows what the process holds instead of its high-water mark. It holds the event loop
+while it runs, so it must stay short (it walks only what was made since the start-up freeze).
+Why and what it saves: docs/exporter.md, "Memory".
 """
 
 from __future__ import annotations

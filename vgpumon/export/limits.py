@@ -1,7 +1,8 @@
 """The HTTP server's connection limits and their defaults, in one place.
 
 A module of its own, free of the HTTP server, so the serve settings (``vgpumon.config.serve``)
-can take their defaults from here without loading the HTTP stack.
+can take their defaults from here without loading the HTTP stack. docs/reliability.md has the
+table of limits and what each attack gets with them.
 """
 
 from __future__ import annotations
@@ -13,7 +14,11 @@ from dataclasses import dataclass
 class ServerLimits:
     """Connection limits; the defaults suit a Prometheus pair scraping every 1 s to 5 min."""
 
+    # At the cap, a connection that is not answering a request is closed to make room (idle
+    # kept-alive ones first, oldest first); only when every one is answering is a new one refused.
     max_connections: int = 128
-    header_timeout_seconds: float = 10.0  # accept -> TLS handshake -> complete request head
-    idle_timeout_seconds: float = 330.0  # longer than a 5 min scrape interval: connections reused
+    header_timeout_seconds: float = 10.0  # accept -> TLS handshake; then -> complete request head
+    # Longer than the common 15 s..1 min scrape intervals, so those reuse their connection; a
+    # longer interval reconnects, which costs a scraper one handshake per scrape.
+    idle_timeout_seconds: float = 65.0
     write_timeout_seconds: float = 30.0  # a client that stops reading is dropped after this

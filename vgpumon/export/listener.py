@@ -12,10 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from vgpumon.errors import ConfigError
-from vgpumon.export.address import ListenAddress
 from vgpumon.export.app import App
 from vgpumon.export.connections import ConnectionGuard
 from vgpumon.export.limits import ServerLimits
@@ -23,9 +22,25 @@ from vgpumon.export.limits import ServerLimits
 BACKLOG = 128
 
 
-def refuse_duplicate_listen(listen: Sequence[ListenAddress]) -> None:
+class ListenAt(Protocol):
+    """An address to listen on (the settings' ``ListenAddress`` is one); prints as it is given."""
+
+    @property
+    def host(self) -> str | None:  # None: every interface, IPv4 and IPv6
+        ...
+
+    @property
+    def port(self) -> int: ...
+
+
+def authority(host: str, port: int) -> str:
+    """``host:port``, an IPv6 host in brackets (a bound socket's address in a URL)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def refuse_duplicate_listen(listen: Sequence[ListenAt]) -> None:
     """One line for an address given twice, instead of the kernel's "address already in use"."""
-    seen: set[ListenAddress] = set()
+    seen: set[ListenAt] = set()
     for address in listen:
         if address in seen:
             raise ConfigError(f"listen address {address} is given twice")
@@ -39,7 +54,6 @@ class Listener:
         self.app = app
         self.guard = guard or ConnectionGuard(ServerLimits())
         self._servers: list[asyncio.Server] = []
-        self._started = False
 
     @property
     def addresses(self) -> list[tuple[str, int]]:
@@ -47,27 +61,21 @@ class Listener:
         port the kernel chose."""
         return [s.getsockname()[:2] for server in self._servers for s in server.sockets]
 
-    async def start(self, listen: Sequence[ListenAddress], ssl_context: Any = None) -> list[str]:
+    async def start(self, listen: Sequence[ListenAt], ssl_context: Any = None) -> list[str]:
         """Bind every address; returns the URLs bound. A failure closes what was bound."""
         refuse_duplicate_listen(listen)
-        if not self._started:
-            self._started = True
-            await self.app.startup()
         loop = asyncio.get_running_loop()
-        factory = self.guard.factory(self.app, tls=ssl_context is not None)
-        extra: dict[str, Any] = {}
-        if ssl_context is not None:
-            extra["ssl_handshake_timeout"] = self.guard.limits.header_timeout_seconds
+        # Always a plain TCP server: TLS runs inside each connection's protocol, which then
+        # sees every connection from its accept to its close (connections.TlsFront says why).
+        factory = self.guard.factory(self.app, ssl_context)
         for i, address in enumerate(listen):
             try:
                 server = await loop.create_server(
                     factory,
                     address.host,
                     address.port,
-                    ssl=ssl_context,
                     backlog=BACKLOG,
                     reuse_address=True,
-                    **extra,
                 )
             except OSError as err:
                 for server in self._servers:
@@ -78,7 +86,7 @@ class Listener:
                 ) from None
             self._servers.append(server)
         scheme = "https" if ssl_context is not None else "http"
-        return [f"{scheme}://{ListenAddress(host, port)}" for host, port in self.addresses]
+        return [f"{scheme}://{authority(host, port)}" for host, port in self.addresses]
 
     async def close(self, timeout: float = 5.0) -> None:
         """Stop accepting; let requests being answered finish within ``timeout``; drop the rest.
@@ -97,12 +105,9 @@ class Listener:
         for server in self._servers:
             await server.wait_closed()
         self._servers.clear()
-        if self._started:
-            self._started = False
-            await self.app.cleanup()
 
 
-def _reason(err: OSError, earlier: Sequence[ListenAddress], address: ListenAddress) -> str:
+def _reason(err: OSError, earlier: Sequence[ListenAt], address: ListenAt) -> str:
     reason = err.strerror or str(err)
     overlap = next(
         (a for a in earlier if a.port == address.port and None in (a.host, address.host)), None

@@ -63,8 +63,10 @@ def _ranges(header: str) -> list[_Range]:
 
 
 def _version_at_least_1(version: str) -> bool:
+    # ASCII digits only, compared without int(): "\xb2" is a digit to str.isdigit() and int()
+    # refuses it, and int() refuses 4,300+ digits; either was a 500 for anyone who sent it.
     head = version.split(".")[0]
-    return head.isdigit() and int(head) >= 1
+    return head.isascii() and head.isdigit() and head.lstrip("0") != ""
 
 
 @functools.lru_cache(maxsize=128)  # a scraper sends the same header every time

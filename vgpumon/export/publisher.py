@@ -1,46 +1,18 @@
-"""Render each snapshot a scrape will get once, and hand out the finished bodies.
+"""Render each snapshot a scrape will read once, and hand scrapes the finished bodies.
 
-Issue: a scrape that arrived while a big host's exposition was being rendered (a 16 GPU x 48 vGPU
-host: 2 MB, 14,000 samples) waited for the render, so the scrape latency tail was the render time.
-Now rendering is off the scrape path: :class:`Publisher` notices a new snapshot, renders text,
-OpenMetrics and both gzip forms, and only then swaps them in as :attr:`Publisher.current`. A scrape
-takes ``current`` as it is, at once: it is always the last *complete* set of bodies (one sampling
-interval old at worst, which Prometheus cannot tell from a slower sampler).
+:class:`Publisher` renders a snapshot in every form (text, OpenMetrics, the gzip forms scrapers
+ask for) and swaps the set in whole as :attr:`Publisher.current`; a scrape gets its bodies from
+:meth:`Publisher.bodies_for`. When a snapshot is rendered is docs/exporter.md, "Rendering": ahead
+of scrapes only while a render is slow *and* scrapes come at least as often as snapshots (then
+every snapshot will be read, and no scrape waits for a render); otherwise by the first scrape
+that asks, so a snapshot nobody scrapes is never rendered. What must stay true:
 
-Ahead of scrapes only where it pays: the sampler publishes every second and Prometheus scrapes
-every 15 s or more, so rendering every snapshot ahead renders about fifteen that nobody reads for
-each one that is. That is the right price where a render is slow (it would otherwise sit in a
-scrape's latency), and the wrong one on the common small host, where the render is cheaper than
-the latency a scrape tolerates: a one-GPU H100 spent most of its exporter's event-loop CPU on
-renders nobody asked for. So each render is timed; while the last one took at least
-:data:`RENDER_AHEAD_SECONDS`, new snapshots are rendered ahead as above; below it, a snapshot is
-rendered by the first scrape that asks for it (concurrent scrapes of that snapshot wait for that
-one render, later ones reuse it), and a scrape pays at most that threshold in latency. The first
-snapshot, and the first after new export options, are always rendered ahead: that render also
-measures the cost.
-
-Where the time goes and why it does not stall scrapes:
-
-* the table walk and formatting run on the event loop in slices of about a millisecond
-  (:meth:`vgpumon.metrics.exposition.Renderer.steps`), so a scrape waits at most one slice; a worker
-  thread would hold the GIL for the whole render and delay the loop by up to the interpreter's
-  switch interval at every turn;
-* gzip of a large body (:data:`EAGER_GZIP_BYTES` and more) runs in a worker thread before the
-  bodies are published: zlib releases the GIL while it compresses, and only for the forms a
-  scraper asked for in the last :data:`WANTED_SECONDS` (Prometheus asks for one form, always
-  the same): compressing a 16 x 48 host's two bodies costs more CPU than rendering them. The
-  first ask for a form nobody asked for lately is compressed for that one answer (in a worker
-  thread); from the next snapshot on it is compressed before it is published.
-* a small body (a host of a few GPUs: tens of kB, well under a millisecond to compress) is
-  compressed only when a scrape asks for it, on the event loop, once per snapshot: the sampler
-  publishes every second and Prometheus scrapes every 15 s or more, so compressing each
-  snapshot ahead (with a thread hand-off each time) cost a one-GPU host more CPU than the
-  compression the scrapes need.
-
-Memory: one set of bodies is alive (the old set is dropped when the new one is swapped in; a
-scrape still sending the old body keeps only that body), the text and OpenMetrics forms share
-their sample lines (:class:`~vgpumon.metrics.exposition.Exposition`), and the snapshot is
-referenced weakly, so a snapshot the sampler has replaced is not kept alive by the exposition.
+* a render runs on the event loop in slices (:data:`SLICE_SECONDS`), so a scrape waits at most
+  one slice behind it; gzip of a large body runs in a worker thread (zlib releases the GIL);
+* concurrent scrapes of one snapshot share one render and one compression;
+* one set of bodies is alive, and the snapshot is referenced weakly: a replaced snapshot is not
+  kept alive by the exposition;
+* a render that fails is logged and not retried in a loop; the previous bodies stay served.
 """
 
 from __future__ import annotations
@@ -55,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vgpumon.metrics.exposition import Body, Exposition, Renderer
-from vgpumon.metrics.table import ExportOptions
-from vgpumon.model import Snapshot
+from vgpumon.metrics.hosts import Exported
+from vgpumon.metrics.table import FAMILIES, ExportOptions, Family
 
 log = logging.getLogger(__name__)
 
@@ -71,17 +43,19 @@ WANTED_SECONDS = 600.0  # a gzip form is kept compressed this long after a scrap
 # Bodies this large are compressed ahead in a thread; smaller ones on first ask, on the loop
 # (64 KiB at level 6: well under a millisecond, so a scrape waiting behind it hardly notices).
 EAGER_GZIP_BYTES = 64 * 1024
-# A render that took at least this long makes the next snapshots render ahead of scrapes; a
-# quicker one makes them wait for the first scrape that asks (2 ms: well inside the 5 ms scrape
-# latency target; a one-GPU host renders in about 1 ms, a 16 x 48 vGPU host in tens of ms).
+# A render that took at least this long may make the next snapshots render ahead of scrapes (when
+# scrapes come often enough to read them); a quicker one waits for the first scrape that asks,
+# which then pays at most this in latency: well inside the scrape latency target.
 RENDER_AHEAD_SECONDS = 0.002
+# Reads this many times as far apart as snapshots still count as reading every snapshot.
+READ_OFTEN_SLACK = 1.5
 
 
 @dataclass(frozen=True)
 class Bodies:
     """Every form of one snapshot's exposition."""
 
-    snapshot: weakref.ReferenceType[Snapshot]
+    snapshot: weakref.ReferenceType[Exported]
     options: ExportOptions
     exposition: Exposition  # both plain forms, sharing their sample lines
     text_gzip: bytes | None  # None: not compressed ahead (small, or nobody asked lately)
@@ -136,12 +110,12 @@ class Bodies:
         self._on_ask[openmetrics] = packed
         return packed
 
-    def of(self, snapshot: Snapshot) -> bool:
+    def of(self, snapshot: Exported) -> bool:
         """True when these bodies were rendered from ``snapshot`` (the very object)."""
         return self.snapshot() is snapshot
 
 
-Latest = Callable[[], Snapshot | None]
+Latest = Callable[[], Exported | None]
 Extra = Callable[[], tuple[str, str]]
 
 
@@ -161,18 +135,20 @@ class Publisher:
         latest: Latest,
         options: ExportOptions | None = None,
         *,
+        families: tuple[Family, ...] = FAMILIES,
         extra: Extra = no_extra,
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
         self._latest = latest
-        self._renderer = Renderer(options)
+        self._families = families
+        self._renderer = Renderer(options, families)
         self._extra = extra
         self._poll = poll_seconds
         self._wake = asyncio.Event()
         self._published = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.current: Bodies | None = None
-        self._failed: weakref.ReferenceType[Snapshot] | None = None  # its render raised
+        self._failed: weakref.ReferenceType[Exported] | None = None  # its render raised
         self.renders = 0  # completed renders (for tests and the benchmark)
         self._gzip_wanted: dict[bool, float] = {}  # openmetrics? -> loop time of the last ask
         # Called on the event loop right after each new bodies are made current (the memory
@@ -181,13 +157,45 @@ class Publisher:
         self.render_ahead_seconds = RENDER_AHEAD_SECONDS
         self.last_render_seconds: float | None = None  # event-loop time of the last render
         self._started = 0  # renders started (Bodies.order)
-        self._asked: tuple[weakref.ReferenceType[Snapshot], asyncio.Task[None]] | None = None
+        self._asked: tuple[weakref.ReferenceType[Exported], asyncio.Task[None]] | None = None
+        # When scrapes asked and snapshots arrived (loop time), and the gaps before the last of
+        # each: rendering ahead pays only where every snapshot is read.
+        self._last_ask: float | None = None  # when a snapshot was first asked for
+        self._read_snapshot: weakref.ReferenceType[Exported] | None = None
+        self._ask_gap: float | None = None
+        self._last_arrival: float | None = None
+        self._arrival_gap: float | None = None
 
     @property
     def renders_ahead(self) -> bool:
-        """True when new snapshots are rendered before a scrape asks (the last render was slow)."""
+        """True when new snapshots are rendered before a scrape asks: always when so configured
+        (``render_ahead_seconds`` 0), the first one (which measures the cost), and otherwise
+        while the last render was slow and scrapes come at least as often as snapshots."""
         spent = self.last_render_seconds
-        return spent is None or spent >= self.render_ahead_seconds
+        if spent is None or self.render_ahead_seconds <= 0.0:
+            return True
+        return spent >= self.render_ahead_seconds and self._read_often()
+
+    def _note_read(self, snapshot: Exported) -> None:
+        """A scrape asked for ``snapshot``: the first ask of each snapshot is one read (a burst of
+        scrapers reads one snapshot once)."""
+        now = asyncio.get_running_loop().time()
+        read = self._read_snapshot
+        if read is not None and read() is snapshot:
+            return
+        self._read_snapshot = weakref.ref(snapshot)
+        if self._last_ask is not None:
+            self._ask_gap = now - self._last_ask
+        self._last_ask = now
+
+    def _read_often(self) -> bool:
+        """Scrapes come at least once per snapshot, and came lately: each snapshot will be read."""
+        last, asks, arrivals = self._last_ask, self._ask_gap, self._arrival_gap
+        if last is None or asks is None or arrivals is None:
+            return False
+        now = asyncio.get_running_loop().time()
+        # Some slack for jitter: a scraper as fast as the sampler reads at about its pace.
+        return asks <= READ_OFTEN_SLACK * arrivals and now - last <= 2 * arrivals
 
     @property
     def options(self) -> ExportOptions:
@@ -197,7 +205,7 @@ class Publisher:
         """Use new export options from the next render on (config reload)."""
         if options != self._renderer.options:
             # The current bodies keep being served until the new options' render is done.
-            self._renderer = Renderer(options)
+            self._renderer = Renderer(options, self._families)
             self._failed = None
             self.kick()
 
@@ -220,7 +228,33 @@ class Publisher:
         self._wake.set()
         self._ensure_running()
 
-    async def wait_current(self) -> Bodies | None:
+    def snapshot_arrived(self, snapshot: Exported) -> None:
+        """The feed's news of a new snapshot (its ``on_snapshot`` listener): rendered now when
+        renders go ahead of scrapes; otherwise nothing wakes until a scrape asks for it."""
+        now = asyncio.get_running_loop().time()
+        if self._last_arrival is not None:
+            self._arrival_gap = now - self._last_arrival
+        self._last_arrival = now
+        if self._ahead():
+            self.kick()
+
+    async def bodies_for(self, snapshot: Exported) -> Bodies | None:
+        """The bodies a scrape of ``snapshot`` (the feed's latest) is answered with; None when no
+        render has succeeded yet.
+
+        Its own when they are rendered; rendered ahead, the last complete bodies at once (the new
+        ones are on their way); rendered on ask, ``snapshot``'s, rendered now by the first scrape
+        that asks (the others wait for that one render); before the first render, that render.
+        """
+        self._note_read(snapshot)
+        current = self.current
+        if current is None:
+            return await self._first_render()
+        if current.of(snapshot):
+            return current
+        return await self._for_scrape(snapshot)
+
+    async def _first_render(self) -> Bodies | None:
         """The current bodies; before the first render is done, wait for it."""
         self._ensure_running()
         if self.current is None and self._latest() is not None:
@@ -228,7 +262,7 @@ class Publisher:
             await self._published.wait()
         return self.current
 
-    async def for_scrape(self, snapshot: Snapshot) -> Bodies | None:
+    async def _for_scrape(self, snapshot: Exported) -> Bodies | None:
         """The bodies a scrape of ``snapshot`` (the source's latest) gets.
 
         Rendered ahead: the current bodies at once (the new ones are on their way). Rendered on
@@ -238,7 +272,7 @@ class Publisher:
         """
         current = self.current
         if current is None:
-            return await self.wait_current()
+            return await self._first_render()
         if not self._due(snapshot):
             return current
         if self._ahead():
@@ -253,7 +287,7 @@ class Publisher:
         await asyncio.shield(asked[1])
         return self.current
 
-    async def until_published(self, snapshot: Snapshot) -> None:
+    async def until_published(self, snapshot: Exported) -> None:
         """Return once ``snapshot`` (or a newer one) is what scrapes get, or its render failed.
 
         For harnesses that drive the sampler by hand on a simulated clock: in their time the
@@ -268,7 +302,7 @@ class Publisher:
             if self._latest() is not snapshot:  # superseded before it was rendered
                 return
             if not self._ahead():
-                await self.for_scrape(snapshot)  # rendered on ask: ask
+                await self._for_scrape(snapshot)  # rendered on ask: ask
                 continue
             self.kick()
             await asyncio.sleep(0.001)
@@ -286,7 +320,7 @@ class Publisher:
                 await self._task
             self._task = None
 
-    def _due(self, snapshot: Snapshot) -> bool:
+    def _due(self, snapshot: Exported) -> bool:
         """A snapshot not rendered yet, and not one whose render already failed."""
         current = self.current
         if current is not None and current.of(snapshot) and current.options == self.options:
@@ -298,7 +332,7 @@ class Publisher:
         current = self.current
         return current is None or current.options != self.options or self.renders_ahead
 
-    async def _publish_logged(self, snapshot: Snapshot) -> None:
+    async def _publish_logged(self, snapshot: Exported) -> None:
         try:
             await self.publish(snapshot)
         except Exception:  # one bad render must not stop every later one
@@ -316,7 +350,7 @@ class Publisher:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._poll)
 
-    async def publish(self, snapshot: Snapshot) -> Bodies:
+    async def publish(self, snapshot: Exported) -> Bodies:
         """Render ``snapshot`` in every form and make it :attr:`current`."""
         renderer = self._renderer
         self._started += 1

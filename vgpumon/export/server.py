@@ -1,21 +1,10 @@
 """The HTTP side of ``vgpumon serve``: its endpoints and its lifecycle.
 
-Endpoints:
-
-* ``/metrics``: the latest snapshot as Prometheus text 0.0.4 or OpenMetrics, chosen from the Accept
-  header (:mod:`vgpumon.export.negotiation`), gzip when the client accepts it;
-* ``/api/v1/snapshot``: the latest snapshot as JSON (``vgpumon.model.to_json``; the path carries
-  the API version and the body its ``schema_version``);
-* ``/-/healthy`` (the process serves) and ``/-/ready`` (first cycle done, sampler not wedged, and
-  NVML up or at least one GPU read);
-* ``/``: a landing page listing the above.
-
-docs/design.md, rule 1: no handler calls NVML, and no scrape renders. The :class:`Publisher`
-renders each new snapshot in every form before it is served; a scrape sends the last complete
-body at once. Bodies go out in chunks under a write timeout
-(:mod:`vgpumon.export.connections`), so a client that stops reading holds one chunk of buffer for
-a bounded time, not a copy of the whole body forever. Requests beyond ``max_requests`` in flight
-get a 503 at once instead of queueing.
+The endpoints (``/metrics``, ``/api/v1/snapshot``, ``/-/healthy``, ``/-/ready``, ``/``) are
+docs/exporter.md's. What must stay true (docs/design.md, rule 1): no handler calls NVML, and a
+scrape gets its bodies from the :class:`~vgpumon.export.publisher.Publisher`; requests beyond
+``max_requests`` in flight get a 503 at once instead of queueing. :func:`serve` owns the start
+and the stop of the feed's loop, the listener, the publisher and the web config.
 """
 
 from __future__ import annotations
@@ -30,11 +19,11 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from vgpumon import __version__
 from vgpumon.errors import ConfigError
-from vgpumon.export.address import DEFAULT_TELEMETRY_PATH, ListenAddress
+from vgpumon.export.address import DEFAULT_TELEMETRY_PATH
 from vgpumon.export.app import (
     App,
     Handler,
@@ -48,11 +37,14 @@ from vgpumon.export.app import (
 from vgpumon.export.connections import ConnectionGuard, ServerLimits
 from vgpumon.export.gc_settings import settle_after_startup
 from vgpumon.export.housekeeping import Housekeeping
-from vgpumon.export.listener import Listener
+from vgpumon.export.listener import ListenAt, Listener
 from vgpumon.export.negotiation import choose, gzip_wanted
-from vgpumon.export.publisher import NOTIFIED_POLL_SECONDS, POLL_SECONDS, Publisher, no_extra
-from vgpumon.metrics.table import ExportOptions
-from vgpumon.model import Snapshot, to_json
+from vgpumon.export.publisher import NOTIFIED_POLL_SECONDS, Publisher, no_extra
+from vgpumon.export.serverstats import joined, server_families
+from vgpumon.feed import SnapshotFeed
+from vgpumon.metrics.hosts import Exported
+from vgpumon.metrics.table import FAMILIES, ExportOptions, Family
+from vgpumon.model import to_json
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +56,8 @@ ENDPOINTS = (
 )
 
 
-class SnapshotSource(Protocol):
-    """What the server needs from the sampler (and what tests can fake)."""
-
-    @property
-    def latest(self) -> Snapshot | None: ...
-
-    @property
-    def ready(self) -> bool: ...
+# What the server reads: the sampler (one host) or the agentless hosts' feed (several).
+Feed = SnapshotFeed[Exported]
 
 
 @dataclass
@@ -85,10 +71,10 @@ class JsonCache:
     is a megabyte held until the next API call, which may be minutes away or never.
     """
 
-    snapshot: weakref.ReferenceType[Snapshot] | None = None
+    snapshot: weakref.ReferenceType[Exported] | None = None
     task: asyncio.Task[bytes] | None = field(default=None, repr=False)
 
-    async def body(self, snapshot: Snapshot) -> bytes:
+    async def body(self, snapshot: Exported) -> bytes:
         cached = self.snapshot() if self.snapshot is not None else None
         task = self.task
         if cached is not snapshot or task is None:
@@ -97,13 +83,13 @@ class JsonCache:
         # shield: a client that disconnects must not cancel the build the others wait for.
         return await asyncio.shield(task)
 
-    def _forget(self, dead: weakref.ReferenceType[Snapshot]) -> None:
+    def _forget(self, dead: weakref.ReferenceType[Exported]) -> None:
         # Runs where the last reference to the snapshot went (any thread): only a plain store.
         if self.snapshot is dead:
             self.task = None
 
 
-def _json_bytes(snapshot: Snapshot) -> bytes:
+def _json_bytes(snapshot: Exported) -> bytes:
     return to_json(snapshot).encode()
 
 
@@ -153,24 +139,23 @@ def process_families() -> Callable[[], tuple[str, str]]:
     return ProcessFamilies()
 
 
-def not_ready_reason(source: SnapshotSource) -> str | None:
+def not_ready_reason(feed: Feed) -> str | None:
     """Why ``/-/ready`` says no, or None when it says yes."""
-    snapshot = source.latest
+    snapshot = feed.latest
     if snapshot is None:
         return "first sampling cycle not done"
-    said = getattr(source, "not_ready_reason", None)  # the sampler's own words (NVML not up, why)
-    if isinstance(said, str):
+    said = feed.not_ready_reason  # the feed's own words (wedged, NVML not up and why)
+    if said is not None:
         return said
-    if not source.ready:
-        return "sampler wedged"
     if not snapshot.health.up and not snapshot.gpus:
         return "NVML is not up and no GPU has been read (vgpumon_up 0)"
     return None
 
 
 def build_app(
-    source: SnapshotSource,
+    source: Feed,
     *,
+    families: tuple[Family, ...] = FAMILIES,
     options: ExportOptions | None = None,
     max_requests: int = 40,
     middlewares: Sequence[Middleware] = (),
@@ -181,43 +166,39 @@ def build_app(
 ) -> ExporterApp:
     """The exporter's app.
 
-    ``web_config`` (a :class:`vgpumon.export.webconfig.WebConfigRuntime`) installs TLS client
-    checks, basic auth and headers outermost, so an unauthenticated request reaches nothing else;
+    ``web_config`` (a :class:`vgpumon.export.webconfig_runtime.WebConfigRuntime`) installs TLS
+    client checks, basic auth and headers outermost, so an unauthenticated request reaches nothing
+    else;
     ``middlewares`` run inside the in-flight limit. ``extra`` adds families from outside the
     metric table to every render (``serve`` passes :func:`process_families`). ``render_ahead``
     renders every snapshot before a scrape asks, however cheap (otherwise only slow renders are).
     ``telemetry_path`` is where the metrics are served (``--web.telemetry-path``).
+    ``families`` is the table the exposition walks (the agentless hosts' feed needs
+    :data:`vgpumon.metrics.hosts.HOST_FAMILIES`).
     """
     endpoints = ((telemetry_path, ENDPOINTS[0][1]), *ENDPOINTS[1:])
     limits = Limits(max_requests)
-    # A source that says when it has a new snapshot (the sampler) wakes the publisher itself; the
-    # publisher then only looks on its own now and then, as a safety net. Others are polled.
-    subscribe = getattr(source, "on_snapshot", None)
-    poll = NOTIFIED_POLL_SECONDS if callable(subscribe) else POLL_SECONDS
+    # The feed says when it has a new snapshot and wakes the publisher; the publisher looks on
+    # its own only now and then, as a safety net.
     publisher = Publisher(
-        lambda: source.latest, options, extra=extra or no_extra, poll_seconds=poll
+        lambda: source.latest,
+        options,
+        families=families,
+        extra=extra or no_extra,
+        poll_seconds=NOTIFIED_POLL_SECONDS,
     )
     if render_ahead:
         publisher.render_ahead_seconds = 0.0
-    if callable(subscribe):
-        subscribe(lambda _snapshot: publisher.kick())
+    source.on_snapshot(publisher.snapshot_arrived)
     json_cache = JsonCache()
 
     async def metrics(request: Request) -> Response:
         snapshot = source.latest
         if snapshot is None:
             return text("no sample yet: the first cycle is running\n", 503)
-        bodies = publisher.current
-        if bodies is None:  # nothing rendered yet: the first render is on its way
-            bodies = await publisher.wait_current()
-            if bodies is None:
-                return text("no exposition rendered yet\n", 503)
-        elif not bodies.of(snapshot):
-            # Rendered ahead: the last complete body now, the new one is on its way. Rendered
-            # on ask (cheap renders): this snapshot's, rendered now (publisher.py says why).
-            bodies = await publisher.for_scrape(snapshot)
-            if bodies is None:
-                return text("no exposition rendered yet\n", 503)
+        bodies = await publisher.bodies_for(snapshot)
+        if bodies is None:
+            return text("no exposition rendered yet\n", 503)
         choice = choose(request.headers.get("accept"))
         gz = gzip_wanted(request.headers.get("accept-encoding"))
         if gz:
@@ -257,12 +238,6 @@ def build_app(
         )
         return html_page(page)
 
-    async def start_publisher() -> None:
-        publisher.kick()  # render the first snapshot as soon as there is one
-
-    async def stop_publisher() -> None:
-        await publisher.close()
-
     app = ExporterApp(
         middlewares=[in_flight_limit(limits), *middlewares], publisher=publisher, limits=limits
     )
@@ -271,8 +246,6 @@ def build_app(
     app.add_get("/api/v1/snapshot", snapshot_json)
     app.add_get("/-/healthy", healthy)
     app.add_get("/-/ready", ready)
-    app.on_startup.append(start_publisher)
-    app.on_cleanup.append(stop_publisher)
     if web_config is not None:
         web_config.setup(app)
     return app
@@ -282,7 +255,7 @@ def _web_config(path: str | None) -> Any:
     """The runtime of a Prometheus web-config file (TLS, basic auth), or None without one."""
     if path is None:
         return None
-    from vgpumon.export.webconfig import WebConfigRuntime
+    from vgpumon.export.webconfig_runtime import WebConfigRuntime
 
     return WebConfigRuntime(path)
 
@@ -345,9 +318,10 @@ async def apply_reload(
 
 
 async def serve(
-    sampler: Any,
+    feed: Feed,
     *,
-    listen: Sequence[ListenAddress],
+    families: tuple[Family, ...] = FAMILIES,
+    listen: Sequence[ListenAt],
     options: ExportOptions,
     max_requests: int,
     web_config_file: str | None,
@@ -365,7 +339,11 @@ async def serve(
     files off the event loop) and applies what it returns (:func:`apply_reload`), comparing with
     ``in_force``.
 
-    The caller owns ``sampler`` and closes it afterwards (``Sampler.close`` is bounded).
+    ``feed`` is the sampler or the agentless hosts' feed (:class:`vgpumon.feed.SnapshotFeed`);
+    ``serve`` runs it (:meth:`~vgpumon.feed.SnapshotFeed.run`) and renders its snapshots with
+    ``families``. The caller owns ``feed`` and closes it afterwards (``Sampler.close`` is
+    bounded). ``serve`` owns the start and the stop of everything else: the listener, the
+    publisher, the web config's worker threads.
 
     Shutdown: stop accepting, let in-flight requests finish, let a running sampling cycle end
     (it is itself bounded by the cycle deadline), then close. A worker thread stuck inside an NVML
@@ -376,18 +354,19 @@ async def serve(
     for warning in startup_warnings(web_config):
         log.warning("%s", warning)
     ssl_context = web_config.ssl_context() if web_config is not None else None
+    guard = ConnectionGuard(limits)
     app = build_app(
-        sampler,
+        feed,
+        families=families,
         options=options,
         max_requests=max_requests,
         web_config=web_config,
-        extra=process_families(),
+        extra=joined(process_families(), server_families(guard, web_config)),
         render_ahead=render_ahead,
         telemetry_path=telemetry_path,
     )
     publisher = app.publisher
     bound = shutdown_timeout_seconds
-    guard = ConnectionGuard(limits)
     listener = Listener(app, guard)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -412,7 +391,8 @@ async def serve(
     sampling: asyncio.Task[None] | None = None
     try:
         urls = await listener.start(listen, ssl_context)
-        sampling = asyncio.create_task(sampler.run(stop), name="vgpumon-sampler")
+        publisher.kick()  # render the first snapshot as soon as there is one
+        sampling = asyncio.create_task(feed.run(stop), name="vgpumon-sampler")
         frozen = settle_after_startup()
         log.debug("%d start-up objects moved out of the collector's full passes", frozen)
         # Now (what start-up freed: argument parsing, a scenario's YAML), then once a minute,
@@ -420,9 +400,7 @@ async def serve(
         housekeeping = Housekeeping()
         housekeeping.run()
         publisher.after_publish.append(housekeeping.after_publish)
-        log.info(
-            "vgpumon %s serving %s on %s", __version__, sampler.session.source, ", ".join(urls)
-        )
+        log.info("vgpumon %s serving %s on %s", __version__, feed.name, ", ".join(urls))
         await stop.wait()
         log.info("shutting down (at most %.1f s)", bound)
     finally:
@@ -432,6 +410,9 @@ async def serve(
             task.cancel()
         deadline = time.monotonic() + bound
         await listener.close(bound)
+        await publisher.close()
+        if web_config is not None:
+            web_config.close()
         if sampling is not None:
             stop.set()
             remaining = max(0.0, deadline - time.monotonic())

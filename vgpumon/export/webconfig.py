@@ -5,47 +5,49 @@ vgpumon reads the same keys with the same defaults and the same validation, and 
 cannot honour instead of silently doing something weaker. Where Go's ``crypto/tls`` and Python's
 ``ssl`` differ, the mapping (and every refusal) is documented in docs/web-config.md.
 
-Two layers:
+Three modules, one concern each:
 
-* :class:`WebConfig` is one parsed, checked file: every referenced certificate, key and CA is
-  loaded into an ``ssl.SSLContext`` while parsing, so a bad file fails at start with a one-line
-  :class:`~vgpumon.errors.ConfigError` naming the key and its line.
-* :class:`WebConfigRuntime` owns the current config and re-reads it (and the cert/key/CA files)
-  when they change, at most once per ``check_interval``. New TLS connections are made by the
-  newest good context, so rotated certificates apply without a restart; a bad file keeps the
-  previous config.
+* this one: :class:`WebConfig` is one parsed, checked file, read through :mod:`vgpumon.yamlfile`
+  (size, encoding, depth, aliases, duplicate and unknown keys, the line of every error); every
+  referenced certificate, key and CA is loaded into an ``ssl.SSLContext`` while parsing, so a bad
+  file fails at start with a one-line :class:`~vgpumon.errors.ConfigError` naming the key and
+  its line;
+* :mod:`vgpumon.export.webconfig_tls`: how ``tls_server_config`` maps onto Python's ``ssl``;
+* :class:`~vgpumon.export.webconfig_runtime.WebConfigRuntime` (a module of its own) owns the
+  current config and re-reads it (and the cert/key/CA files) when they change, at most once per
+  ``check_interval``. New TLS connections are made by the newest good context, so rotated
+  certificates apply without a restart; a bad file keeps the previous config.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ipaddress
 import logging
 import os
-import re
-import socket
 import ssl
-import tempfile
-import threading
-import time
-import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import yaml
 
 from vgpumon import yamlfile
 from vgpumon.errors import ConfigError, one_line
-from vgpumon.export.app import App, Handler, Middleware, Request, Response, text
-from vgpumon.export.auth import AuthRefused, BasicAuth, bcrypt_hash_error
+from vgpumon.export.auth import bcrypt_hash_error
+from vgpumon.export.webconfig_tls import (
+    CLIENT_AUTH_ALIASES,
+    CLIENT_AUTH_TYPES,
+    GO_CURVES,
+    GO_INSECURE_CIPHERS,
+    GO_TLS12_CIPHERS,
+    GO_TLS13_CIPHERS,
+    TLS_VERSIONS,
+    TlsContextBuilder,
+    TLSServerConfig,
+)
 from vgpumon.units import UnitError, parse_go_duration
 
 log = logging.getLogger(__name__)
 
-_TAG = "tag:yaml.org,2002:"
+_TAG = yamlfile.TAG
 
 _TOP_KEYS = ("tls_server_config", "http_server_config", "basic_auth_users", "rate_limit")
 _TLS_KEYS = (
@@ -75,98 +77,7 @@ ALLOWED_HEADERS: Mapping[str, tuple[str, ...]] = {
     "Content-Security-Policy": (),
 }
 
-_CLIENT_AUTH_TYPES = (
-    "NoClientCert",
-    "RequestClientCert",
-    "RequireAnyClientCert",
-    "VerifyClientCertIfGiven",
-    "RequireAndVerifyClientCert",
-)
-_CLIENT_AUTH_ALIASES = {"": "NoClientCert", "RequireClientCert": "RequireAnyClientCert"}
-_NEEDS_CA = ("VerifyClientCertIfGiven", "RequireAndVerifyClientCert")
-# RequestClientCert asks for a certificate and ignores it; Python cannot accept a certificate
-# without verifying it, and vgpumon never reads an unverified one, so it is NoClientCert here.
-_VERIFY_MODES = {
-    "NoClientCert": ssl.CERT_NONE,
-    "RequestClientCert": ssl.CERT_NONE,
-    "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL,
-    "RequireAndVerifyClientCert": ssl.CERT_REQUIRED,
-}
-
-_TLS_VERSIONS = {
-    "TLS10": ssl.TLSVersion.TLSv1,
-    "TLS11": ssl.TLSVersion.TLSv1_1,
-    "TLS12": ssl.TLSVersion.TLSv1_2,
-    "TLS13": ssl.TLSVersion.TLSv1_3,
-}
-
-# Go's tls.CipherSuites() (the names the toolkit accepts) for TLS 1.0-1.2, as OpenSSL names.
-GO_TLS12_CIPHERS: Mapping[str, str] = {
-    "TLS_RSA_WITH_AES_128_CBC_SHA": "AES128-SHA",
-    "TLS_RSA_WITH_AES_256_CBC_SHA": "AES256-SHA",
-    "TLS_RSA_WITH_AES_128_GCM_SHA256": "AES128-GCM-SHA256",
-    "TLS_RSA_WITH_AES_256_GCM_SHA384": "AES256-GCM-SHA384",
-    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA": "ECDHE-ECDSA-AES128-SHA",
-    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA": "ECDHE-ECDSA-AES256-SHA",
-    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA": "ECDHE-RSA-AES128-SHA",
-    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA": "ECDHE-RSA-AES256-SHA",
-    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256": "ECDHE-ECDSA-AES128-GCM-SHA256",
-    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384": "ECDHE-ECDSA-AES256-GCM-SHA384",
-    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256": "ECDHE-RSA-AES128-GCM-SHA256",
-    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384": "ECDHE-RSA-AES256-GCM-SHA384",
-    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-RSA-CHACHA20-POLY1305",
-    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256": "ECDHE-ECDSA-CHACHA20-POLY1305",
-}
-# Go accepts these names but ignores them (TLS 1.3 suites are not configurable there either).
-GO_TLS13_CIPHERS = (
-    "TLS_AES_128_GCM_SHA256",
-    "TLS_AES_256_GCM_SHA384",
-    "TLS_CHACHA20_POLY1305_SHA256",
-)
-# Go's tls.InsecureCipherSuites(): the toolkit rejects them as unknown, and so does vgpumon.
-_GO_INSECURE_CIPHERS = (
-    "TLS_RSA_WITH_RC4_128_SHA",
-    "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
-    "TLS_RSA_WITH_AES_128_CBC_SHA256",
-    "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
-    "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
-    "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
-    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
-    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
-)
-# TLS 1.0/1.1 need SHA-1 and OpenSSL 3 security level 0; only used when the file asks for them.
-_LEGACY_CIPHERS = "@SECLEVEL=0:ECDH+AESGCM:ECDH+CHACHA20:ECDH+AES:!aNULL:!eNULL:!aDSS:!AESCCM"
-
-GO_CURVES: Mapping[str, str] = {
-    "CurveP256": "prime256v1",
-    "CurveP384": "secp384r1",
-    "CurveP521": "secp521r1",
-    "X25519": "X25519",
-}
-
-_PEM_CERT = re.compile(rb"-----BEGIN CERTIFICATE-----")
-_PEM_KEY = re.compile(rb"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")
-
 Stamp = tuple[int, int, int, int, int]
-
-
-@dataclass(frozen=True)
-class TLSServerConfig:
-    """``tls_server_config`` with relative paths resolved against the web config's directory."""
-
-    cert_file: str = ""
-    key_file: str = ""
-    cert: str = field(default="", repr=False)
-    key: str = field(default="", repr=False)
-    client_ca_file: str = ""
-    client_ca: str = field(default="", repr=False)
-    client_auth_type: str = "NoClientCert"
-    client_allowed_sans: tuple[str, ...] = ()
-    min_version: str = "TLS12"
-    max_version: str = "TLS13"
-    cipher_suites: tuple[str, ...] = ()
-    prefer_server_cipher_suites: bool = True
-    curve_preferences: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -233,21 +144,16 @@ class _Loader:
     # -- errors and typed scalars -------------------------------------------------------------
 
     def error(self, node: yaml.Node | None, message: str) -> ConfigError:
-        where = self.path if node is None else f"{self.path} line {node.start_mark.line + 1}"
+        where = self.path if node is None else f"{self.path} line {yamlfile.line(node)}"
         return ConfigError(f"web config {where}: {one_line(message)}")
 
-    @staticmethod
-    def _is_null(node: yaml.Node) -> bool:
-        return isinstance(node, yaml.ScalarNode) and node.tag == _TAG + "null"
+    _is_null = staticmethod(yamlfile.is_null)
 
     def mapping(
         self, node: yaml.Node, where: str, allowed: Sequence[str] | None
     ) -> dict[str, tuple[yaml.Node, yaml.Node]]:
-        """Keys of a mapping node; unknown and duplicate keys are errors (yaml.UnmarshalStrict)."""
-        if self._is_null(node):
-            return {}
-        if not isinstance(node, yaml.MappingNode):
-            raise self.error(node, f"{where} must be a mapping")
+        """Keys of a mapping node (null is empty); unknown and duplicate keys are errors, as
+        yaml.UnmarshalStrict makes them: the shared walker of :mod:`vgpumon.yamlfile`."""
         return yamlfile.mapping(node, f"web config {self.path}", where, allowed)
 
     def string(self, node: yaml.Node, where: str) -> str:
@@ -409,13 +315,13 @@ class _Loader:
         versions: dict[str, str] = {}
         for name, default in (("min_version", "TLS12"), ("max_version", "TLS13")):
             value = text(name) or default
-            if value not in _TLS_VERSIONS:
+            if value not in TLS_VERSIONS:
                 raise self.error(
                     at(name),
-                    f"unknown TLS version: {value} (expected one of {', '.join(_TLS_VERSIONS)})",
+                    f"unknown TLS version: {value} (expected one of {', '.join(TLS_VERSIONS)})",
                 )
             versions[name] = value
-        if _TLS_VERSIONS[versions["min_version"]] > _TLS_VERSIONS[versions["max_version"]]:
+        if TLS_VERSIONS[versions["min_version"]] > TLS_VERSIONS[versions["max_version"]]:
             raise self.error(
                 at("min_version"),
                 f"min_version {versions['min_version']} is above max_version"
@@ -428,7 +334,7 @@ class _Loader:
         )
         for name in ciphers:
             if name not in GO_TLS12_CIPHERS and name not in GO_TLS13_CIPHERS:
-                hint = " (Go lists it as insecure)" if name in _GO_INSECURE_CIPHERS else ""
+                hint = " (Go lists it as insecure)" if name in GO_INSECURE_CIPHERS else ""
                 raise self.error(at("cipher_suites"), f"unknown cipher: {name}{hint}")
         curves: tuple[str, ...] = ()
         if "curve_preferences" in keys:
@@ -440,12 +346,12 @@ class _Loader:
                     f"unknown curve: {name} (expected one of {', '.join(GO_CURVES)})",
                 )
         auth_type = text("client_auth_type")
-        auth_type = _CLIENT_AUTH_ALIASES.get(auth_type, auth_type)
-        if auth_type not in _CLIENT_AUTH_TYPES:
+        auth_type = CLIENT_AUTH_ALIASES.get(auth_type, auth_type)
+        if auth_type not in CLIENT_AUTH_TYPES:
             raise self.error(
                 at("client_auth_type"),
                 f'invalid client_auth_type "{auth_type}"'
-                f" (expected one of {', '.join(_CLIENT_AUTH_TYPES)})",
+                f" (expected one of {', '.join(CLIENT_AUTH_TYPES)})",
             )
         sans: tuple[str, ...] = ()
         if "client_allowed_sans" in keys:
@@ -482,202 +388,7 @@ class _Loader:
             or text("client_auth_type")
         ):
             return None, None
-        return config, self.tls_context(config, at)
-
-    def tls_context(self, c: TLSServerConfig, at: Callable[[str], yaml.Node]) -> ssl.SSLContext:
-        for inline, path in (
-            ("cert", "cert_file"),
-            ("key", "key_file"),
-            ("client_ca", "client_ca_file"),
-        ):
-            if getattr(c, inline) and getattr(c, path):
-                raise self.error(at(inline), f"set only one of {inline} and {path}")
-        if not (c.cert or c.cert_file):
-            raise self.error(at("cert_file"), "tls_server_config: missing one of cert or cert_file")
-        if not (c.key or c.key_file):
-            raise self.error(at("key_file"), "tls_server_config: missing one of key or key_file")
-        has_ca = bool(c.client_ca or c.client_ca_file)
-        if c.client_auth_type == "RequireAnyClientCert":
-            raise self.error(
-                at("client_auth_type"),
-                "client_auth_type RequireAnyClientCert (accept any client certificate without"
-                " verifying it) cannot be done with Python's ssl module; use"
-                " RequireAndVerifyClientCert with client_ca_file",
-            )
-        if has_ca and c.client_auth_type == "NoClientCert":
-            raise self.error(
-                at("client_ca_file" if c.client_ca_file else "client_ca"),
-                "client CA's have been configured without a Client Auth Policy"
-                " (set client_auth_type: RequireAndVerifyClientCert)",
-            )
-        if c.client_auth_type in _NEEDS_CA and not has_ca:
-            raise self.error(
-                at("client_auth_type"),
-                f"client_auth_type {c.client_auth_type} needs client_ca_file (or client_ca)",
-            )
-        if c.client_allowed_sans and c.client_auth_type != "RequireAndVerifyClientCert":
-            raise self.error(
-                at("client_allowed_sans"),
-                "client_allowed_sans requires client_auth_type RequireAndVerifyClientCert",
-            )
-
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        low, high = _TLS_VERSIONS[c.min_version], _TLS_VERSIONS[c.max_version]
-        legacy = low < ssl.TLSVersion.TLSv1_2
-        with warnings.catch_warnings():  # Python deprecates TLS 1.0/1.1; the file asked for them
-            warnings.simplefilter("ignore", DeprecationWarning)
-            ctx.minimum_version = low
-            ctx.maximum_version = high
-        self.ciphers(ctx, c, legacy, at)
-        self.curves(ctx, c, at)
-        if c.prefer_server_cipher_suites:
-            ctx.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
-        else:
-            ctx.options &= ~ssl.OP_CIPHER_SERVER_PREFERENCE
-        ctx.set_alpn_protocols(["http/1.1"])
-        self.cert_chain(ctx, c, at)
-        if has_ca:
-            self.client_ca(ctx, c, at)
-        ctx.verify_mode = _VERIFY_MODES[c.client_auth_type]
-        return ctx
-
-    def ciphers(
-        self, ctx: ssl.SSLContext, c: TLSServerConfig, legacy: bool, at: Callable[[str], yaml.Node]
-    ) -> None:
-        names = [GO_TLS12_CIPHERS[n] for n in c.cipher_suites if n in GO_TLS12_CIPHERS]
-        if c.cipher_suites and not names and c.min_version != "TLS13":
-            raise self.error(
-                at("cipher_suites"),
-                "cipher_suites lists only TLS 1.3 suites, which cannot be configured (Go ignores"
-                " them too), so TLS 1.2 would have no cipher; add a TLS 1.2 suite or set"
-                " min_version: TLS13",
-            )
-        for go_name, name in zip(
-            [n for n in c.cipher_suites if n in GO_TLS12_CIPHERS], names, strict=True
-        ):
-            try:
-                ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).set_ciphers(name)
-            except ssl.SSLError:
-                raise self.error(
-                    at("cipher_suites"), f"cipher {go_name} is not available in this OpenSSL build"
-                ) from None
-        if names:
-            ctx.set_ciphers(":".join(names) + (":@SECLEVEL=0" if legacy else ""))
-        elif legacy:
-            ctx.set_ciphers(_LEGACY_CIPHERS)
-
-    def curves(
-        self, ctx: ssl.SSLContext, c: TLSServerConfig, at: Callable[[str], yaml.Node]
-    ) -> None:
-        if not c.curve_preferences:
-            return
-        names = [GO_CURVES[n] for n in c.curve_preferences]
-        set_groups = getattr(ctx, "set_groups", None)  # Python >= 3.15 can set a whole list
-        try:
-            if set_groups is not None:
-                set_groups(":".join(names))
-                return
-            ctx.set_ecdh_curve(names[0])
-        except (ssl.SSLError, ValueError) as err:
-            raise self.error(
-                at("curve_preferences"), f"curve_preferences: {one_line(str(err))}"
-            ) from None
-        if len(names) > 1:
-            first, *rest = c.curve_preferences
-            self.warnings.append(
-                f"curve_preferences: this Python's ssl module can set only one curve, so only"
-                f" {first} is offered (ignored: {', '.join(rest)})"
-            )
-
-    def cert_chain(
-        self, ctx: ssl.SSLContext, c: TLSServerConfig, at: Callable[[str], yaml.Node]
-    ) -> None:
-        cert_key = "cert_file" if c.cert_file else "cert"
-        key_key = "key_file" if c.key_file else "key"
-        cert_name = c.cert_file or "(inline cert)"
-        key_name = c.key_file or "(inline key)"
-        cert = self.read(at(cert_key), "cert_file", c.cert_file) if c.cert_file else c.cert.encode()
-        key = self.read(at(key_key), "key_file", c.key_file) if c.key_file else c.key.encode()
-        if not _PEM_CERT.search(cert):
-            raise self.error(at(cert_key), f"{cert_key} {cert_name} contains no PEM certificate")
-        if not _PEM_KEY.search(key):
-            raise self.error(at(key_key), f"{key_key} {key_name} contains no PEM private key")
-        with _pem_paths(cert, key) as (cert_path, key_path):
-            try:
-                ctx.load_cert_chain(cert_path, key_path, password=_refuse_password)
-            except _EncryptedKeyError:
-                raise self.error(
-                    at(key_key), f"{key_key} {key_name} is encrypted; the key must be unencrypted"
-                ) from None
-            except ssl.SSLError as err:
-                if err.reason == "KEY_VALUES_MISMATCH":
-                    message = f"{key_key} {key_name} does not match {cert_key} {cert_name}"
-                else:
-                    message = (
-                        f"cannot load {cert_key} {cert_name} with {key_key} {key_name}:"
-                        f" {_ssl_reason(err)}"
-                    )
-                raise self.error(at(key_key), message) from None
-
-    def client_ca(
-        self, ctx: ssl.SSLContext, c: TLSServerConfig, at: Callable[[str], yaml.Node]
-    ) -> None:
-        name = "client_ca_file" if c.client_ca_file else "client_ca"
-        label = c.client_ca_file or "(inline)"
-        data = (
-            self.read(at(name), name, c.client_ca_file)
-            if c.client_ca_file
-            else c.client_ca.encode()
-        )
-        if not _PEM_CERT.search(data):
-            raise self.error(at(name), f"{name} {label} contains no PEM certificate")
-        try:
-            ctx.load_verify_locations(cadata=data.decode("ascii", "replace"))
-        except (ssl.SSLError, ValueError) as err:
-            raise self.error(at(name), f"cannot load {name} {label}: {_ssl_reason(err)}") from None
-
-
-class _EncryptedKeyError(Exception):
-    """Raised from the key password callback so OpenSSL never prompts on the terminal."""
-
-
-def _refuse_password() -> str:
-    raise _EncryptedKeyError
-
-
-def _ssl_reason(err: Exception) -> str:
-    reason = getattr(err, "reason", None)
-    return one_line(str(reason).replace("_", " ").lower() if reason else str(err))
-
-
-@contextlib.contextmanager
-def _pem_paths(*blobs: bytes) -> Iterator[list[str]]:
-    """File names holding ``blobs`` for ``load_cert_chain`` (which only takes paths), gone after.
-
-    On Linux the bytes live in anonymous memory files, so an inline key never touches a disk; and
-    since what is loaded is exactly what was checked, a file replaced mid-load cannot slip in.
-    """
-    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
-        fds: list[int] = []
-        try:
-            for blob in blobs:
-                fd = os.memfd_create("vgpumon-pem")
-                fds.append(fd)
-                with open(fd, "wb", closefd=False) as f:
-                    f.write(blob)
-            yield [f"/proc/self/fd/{fd}" for fd in fds]
-        finally:
-            for fd in fds:
-                os.close(fd)
-        return
-    with tempfile.TemporaryDirectory(prefix="vgpumon-pem-") as tmp:
-        paths = []
-        for i, blob in enumerate(blobs):
-            p = os.path.join(tmp, f"{i}.pem")
-            with open(os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-                f.write(blob)
-            paths.append(p)
-        yield paths
+        return config, TlsContextBuilder(self.error, self.read, self.warnings).build(config, at)
 
 
 def _parse_go_duration(text: str) -> float | None:
@@ -687,283 +398,3 @@ def _parse_go_duration(text: str) -> float | None:
         return parse_go_duration(text)
     except UnitError:
         return None
-
-
-# -- serving -------------------------------------------------------------------------------------
-
-
-class _TokenBucket:
-    """golang.org/x/time/rate.Limiter(Every(interval), burst), as the toolkit uses: starts full."""
-
-    def __init__(self, limit: RateLimit) -> None:
-        self.limit = limit
-        self._tokens = float(limit.burst)
-        self._last = time.monotonic()
-        self._lock = threading.Lock()
-
-    def allow(self) -> bool:
-        with self._lock:
-            now = time.monotonic()
-            refill = (
-                (now - self._last) / self.limit.interval_s
-                if self.limit.interval_s
-                else float("inf")
-            )
-            self._tokens = min(float(self.limit.burst), self._tokens + refill)
-            self._last = now
-            if self._tokens >= 1:
-                self._tokens -= 1
-                return True
-            return False
-
-
-class _ReloadingServerContext(ssl.SSLContext):
-    """The context the server listens with: every connection is made by the newest good context.
-
-    asyncio (and uvloop) create each TLS connection with ``wrap_bio``, blocking servers with
-    ``wrap_socket``; delegating both means every setting of a reloaded file (client auth, versions,
-    ciphers, curves, certificate, CA) applies to new connections, which swapping the context in
-    the SNI callback alone cannot do (OpenSSL copies verify mode, versions and curves into each
-    connection when it is created).
-    """
-
-    _source: Callable[[], ssl.SSLContext]
-
-    def wrap_bio(
-        self,
-        incoming: ssl.MemoryBIO,
-        outgoing: ssl.MemoryBIO,
-        server_side: bool = False,
-        server_hostname: str | bytes | None = None,
-        session: ssl.SSLSession | None = None,
-    ) -> ssl.SSLObject:
-        return self._source().wrap_bio(
-            incoming,
-            outgoing,
-            server_side=server_side,
-            server_hostname=server_hostname,
-            session=session,
-        )
-
-    def wrap_socket(
-        self,
-        sock: socket.socket,
-        server_side: bool = False,
-        do_handshake_on_connect: bool = True,
-        suppress_ragged_eofs: bool = True,
-        server_hostname: str | bytes | None = None,
-        session: ssl.SSLSession | None = None,
-    ) -> ssl.SSLSocket:
-        return self._source().wrap_socket(
-            sock,
-            server_side=server_side,
-            do_handshake_on_connect=do_handshake_on_connect,
-            suppress_ragged_eofs=suppress_ragged_eofs,
-            server_hostname=server_hostname,
-            session=session,
-        )
-
-
-def _client_sans(peercert: Mapping[str, Any]) -> set[str]:
-    """A client certificate's SANs spelled as Go prints them (DNS, IP, e-mail and URI entries)."""
-    out: set[str] = set()
-    for kind, value in peercert.get("subjectAltName", ()):
-        if kind == "IP Address":
-            with contextlib.suppress(ValueError):
-                value = str(ipaddress.ip_address(value.strip()))
-        if kind in ("DNS", "IP Address", "email", "URI"):
-            out.add(value)
-    return out
-
-
-def _set_headers(target: Any, headers: tuple[tuple[str, str], ...]) -> None:
-    for name, value in headers:
-        target[name] = value
-
-
-class WebConfigRuntime:
-    """The web config currently in force for one server; re-reads the files when they change.
-
-    Changes are looked for at most once per ``check_interval`` seconds, when a TLS connection
-    starts or a request arrives. A file that fails to load (or that would switch TLS on or off,
-    which needs a new listener) is logged once as a warning and the previous config stays.
-
-    The look and the reload run in a worker thread, never on the event loop: the loop waits for
-    them at most ``INLINE_WAIT_SECONDS`` (so a rotation applies to the very connection that
-    noticed it), and never again while a reload is stuck (a file on a hung file system); files
-    are read only when they are regular files (:mod:`vgpumon.yamlfile`).
-    """
-
-    INLINE_WAIT_SECONDS = 0.5
-
-    def __init__(self, path: str, *, check_interval: float = 1.0) -> None:
-        self._path = path
-        self._interval = check_interval
-        self._lock = threading.RLock()
-        self._auth = BasicAuth()
-        self._limiter: _TokenBucket | None = None
-        self._rejected: tuple[tuple[str, Stamp | None], ...] | None = None
-        self._config = WebConfig.load(path)
-        self._adopt(self._config)
-        self._next_check = time.monotonic() + check_interval
-        self._reloader: ThreadPoolExecutor | None = None
-        self._pending: Future[bool] | None = None
-        self._outer: _ReloadingServerContext | None = None
-        if self._config.tls_context is not None:
-            outer = _ReloadingServerContext(ssl.PROTOCOL_TLS_SERVER)
-            outer._source = self._connection_context
-            self._outer = outer
-
-    @property
-    def config(self) -> WebConfig:
-        """The config in force now."""
-        return self._config
-
-    @property
-    def bcrypt_checks(self) -> int:
-        """How many bcrypt comparisons ran so far (cache hits cost none; unknown users cost one)."""
-        return self._auth.checker.calls
-
-    def ssl_context(self) -> ssl.SSLContext | None:
-        """The context to listen with (None without TLS); it stays valid across reloads."""
-        return self._outer
-
-    def check_for_changes(self, *, force: bool = False) -> bool:
-        """Reload if the file or a file it names changed; True when a new config took effect."""
-        now = time.monotonic()
-        with self._lock:
-            if not force and now < self._next_check:
-                return False
-            self._next_check = now + self._interval
-            current = tuple((p, file_stamp(p)) for p, _ in self._config.file_stamps)
-            if current == self._config.file_stamps or current == self._rejected:
-                return False
-            try:
-                new = WebConfig.load(self._path)
-                if (new.tls is None) != (self._config.tls is None):
-                    state = "on" if new.tls is not None else "off"
-                    raise ConfigError(
-                        f"web config {self._path}: switching TLS {state} needs a restart"
-                    )
-            except ConfigError as err:
-                self._rejected = current
-                log.warning("%s; keeping the previous web config", err)
-                return False
-            self._rejected = None
-            self._adopt(new)
-            log.info("web config %s reloaded", self._path)
-            return True
-
-    def check_soon(self) -> None:
-        """From the event loop: :meth:`check_for_changes` in the worker thread, briefly awaited."""
-        if time.monotonic() < self._next_check:
-            return
-        pending = self._pending
-        if pending is not None and not pending.done():
-            return  # a reload is stuck in a file read: never wait on it again
-        if self._reloader is None:
-            self._reloader = ThreadPoolExecutor(1, thread_name_prefix="vgpumon-webconfig")
-        self._pending = pending = self._reloader.submit(self.check_for_changes)
-        try:
-            pending.result(timeout=self.INLINE_WAIT_SECONDS)
-        except FutureTimeout:
-            log.warning(
-                "web config %s: reloading takes longer than %.1f s; serving with the current one",
-                self._path,
-                self.INLINE_WAIT_SECONDS,
-            )
-        except Exception:  # a bug in a reload must not break the handshake or the request
-            log.exception("web config %s: reload failed", self._path)
-
-    def _adopt(self, config: WebConfig) -> None:
-        if config.tls_context is not None:
-            config.tls_context.sni_callback = self._on_client_hello
-        self._auth.set_users(config.users)
-        if config.rate_limit is None:
-            self._limiter = None
-        elif self._limiter is None or self._limiter.limit != config.rate_limit:
-            self._limiter = _TokenBucket(config.rate_limit)
-        self._config = config
-        for message in config.warnings:
-            log.warning("web config %s: %s", self._path, message)
-
-    def _connection_context(self) -> ssl.SSLContext:
-        self.check_soon()
-        context = self._config.tls_context
-        if context is None:  # cannot happen: TLS cannot be switched off by a reload
-            raise ssl.SSLError("vgpumon web config has no TLS context")
-        return context
-
-    def _on_client_hello(
-        self, sslobj: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext
-    ) -> int | None:
-        """SNI callback, run for every ClientHello (with or without SNI).
-
-        A connection wrapped just before a reload finishes its handshake with the new certificate,
-        key and client CA (the only parts OpenSSL takes from a context swapped in at this point).
-        """
-        try:
-            self.check_soon()
-            newest = self._config.tls_context
-            if newest is not None and sslobj.context is not newest:
-                sslobj.context = newest
-        except Exception:  # an exception here would abort the handshake with an internal error
-            log.exception("web config: swapping in the reloaded TLS context failed")
-        return None
-
-    # -- HTTP -----------------------------------------------------------------------------------
-
-    def middleware(self) -> Middleware:
-        """Middleware: rate limit, client-certificate SANs, basic auth.
-
-        Like the toolkit it protects every path; the security headers go on every response
-        through :meth:`setup`'s response hook.
-        """
-
-        async def webconfig_middleware(request: Request, handler: Handler) -> Response:
-            self.check_soon()
-            return await self._guarded(request, handler)
-
-        return webconfig_middleware
-
-    async def _guarded(self, request: Request, handler: Handler) -> Response:
-        limiter = self._limiter
-        if limiter is not None and not limiter.allow():
-            return text("Too Many Requests", 429)
-        tls = self._config.tls
-        if tls is not None and tls.client_allowed_sans:
-            peercert = request.peercert()
-            if not peercert or not _client_sans(peercert) & set(tls.client_allowed_sans):
-                return text("client certificate has no allowed SAN", 403)
-        if self._auth.enabled:
-            try:
-                ok = await self._auth.check(request.headers.get("authorization"), request.remote)
-            except AuthRefused as refused:
-                return text(refused.reason, refused.status, {"Retry-After": "1"})
-            if not ok:
-                return text("Unauthorized", 401, {"WWW-Authenticate": "Basic"})
-        return await handler(request)
-
-    def _add_headers(self, response: Response) -> None:
-        _set_headers(response.headers, self._config.http.headers)
-
-    def setup(self, app: App) -> None:
-        """Install on ``app``: the middleware, headers on every response, cleanup on shutdown.
-
-        The middleware goes first (outermost), so nothing else in the app runs for a request that
-        fails authentication.
-        """
-        app.middlewares.insert(0, self.middleware())
-        app.response_hooks.append(self._add_headers)
-
-        async def _close() -> None:
-            self.close()
-
-        app.on_cleanup.append(_close)
-
-    def close(self) -> None:
-        """Stop the bcrypt and reload worker threads."""
-        self._auth.close()
-        if self._reloader is not None:
-            self._reloader.shutdown(wait=False, cancel_futures=True)
-            self._reloader = None

@@ -20,11 +20,11 @@ from types import ModuleType
 from typing import Any
 
 from vgpumon.errors import VgpumonError, one_line
+from vgpumon.install_hints import install_hint
 from vgpumon.loadgen import kernels
 from vgpumon.loadgen.duty import clock_from_timer, cycles_for, plausible_clock
 from vgpumon.loadgen.spec import format_bytes
 
-INSTALL_HINT = "install vgpumon[load] (pip install 'vgpumon[load]')"
 RING_SLOTS = 64
 """Timing slots and events, reused round-robin; the driver keeps far fewer launches in flight."""
 
@@ -67,7 +67,7 @@ def import_cuda_core() -> ModuleType:
     detail = (
         f" ({one_line(problems[-1])})" if problems and "No module named" not in problems[-1] else ""
     )
-    raise VgpumonError(f"cuda-core is not installed or not usable{detail}: {INSTALL_HINT}")
+    raise VgpumonError(f"cuda-core is not installed or not usable{detail}: {install_hint('load')}")
 
 
 def import_driver() -> ModuleType:
@@ -75,7 +75,8 @@ def import_driver() -> ModuleType:
         return importlib.import_module("cuda.bindings.driver")
     except ImportError as exc:
         raise VgpumonError(
-            f"cuda-bindings is not installed or not usable ({one_line(str(exc))}): {INSTALL_HINT}"
+            f"cuda-bindings is not installed or not usable ({one_line(str(exc))}): "
+            f"{install_hint('load')}"
         ) from None
 
 

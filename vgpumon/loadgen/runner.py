@@ -32,10 +32,10 @@ from types import TracebackType
 from typing import IO, Any
 
 from vgpumon.errors import ConfigError, VgpumonError
+from vgpumon.install_hints import install_hint
 from vgpumon.loadgen.driver import CHANGEABLE
 from vgpumon.loadgen.spec import LoadSpec, memory_shares, visible_devices_for
 
-INSTALL_HINT = "install vgpumon[load] (pip install 'vgpumon[load]')"
 EventCallback = Callable[[dict[str, Any]], None]
 
 
@@ -155,7 +155,7 @@ class LoadRunner:
         if self._started:
             raise VgpumonError("this load is already started")
         if not self._custom_worker and not cuda_core_installed():
-            raise VgpumonError(f"cuda-core is not installed: {INSTALL_HINT}")
+            raise VgpumonError(f"cuda-core is not installed: {install_hint('load')}")
         self._started = True
         visible = visible_devices_for(self.spec.device, self._env.get("CUDA_VISIBLE_DEVICES"))
         env = {**self._env, "CUDA_VISIBLE_DEVICES": visible, "PYTHONUNBUFFERED": "1"}

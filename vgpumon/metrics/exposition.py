@@ -4,15 +4,17 @@ docs/design.md, rule 1: formatting never calls NVML. :class:`Renderer` turns one
 :class:`~vgpumon.model.Snapshot` into both exposition formats using the table in
 :mod:`vgpumon.metrics.table`.
 
-Why not prometheus-client's encoders (which this module used to call): on a 16 GPU x 48 vGPU host
-they took 190-264 ms per format and snapshot, most of it building ``Metric``/``Sample`` objects,
-validating names and escaping the same label values again every second. Here:
+Why not prometheus-client's encoders (which this module used to call): most of their time goes
+to building ``Metric``/``Sample`` objects, validating names and escaping the same label values
+again on every render (docs/measurements.md). Here:
 
 * a family's ``# HELP``/``# TYPE``/``# UNIT`` lines are formatted once, when the renderer is built;
 * an entity's label set (``{gpu="0",uuid="GPU-..."} ``) is formatted once and reused while the
   entity exists, by every family with the same label names (the cache is keyed by the label
   values, so a changed identity is a new entry, and entries no longer in the snapshot are dropped
   at the end of the render);
+* each scope of the table (the GPUs, the vGPUs, ...) is walked once per render, however many
+  families it has (:func:`vgpumon.metrics.table.walk_cache`);
 * only values are formatted per snapshot, as prometheus-client formats them (``go_float``);
 * a sample line is the same in both formats, so each family's lines are built once, as bytes, and
   shared: the two formats are sequences of parts holding the same lines objects (memory: one
@@ -33,9 +35,18 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from vgpumon.metrics.gofloat import go_float
-from vgpumon.metrics.table import COUNTER, FAMILIES, ExportOptions, Family, LabelValues
+from vgpumon.metrics.hosts import Exported
+from vgpumon.metrics.table import (
+    COUNTER,
+    FAMILIES,
+    ExportOptions,
+    Family,
+    LabelValues,
+    walk_cache,
+)
 from vgpumon.model import Snapshot
 
 OPENMETRICS_EOF = b"# EOF\n"
@@ -69,9 +80,8 @@ def _help_openmetrics(text: str) -> str:
 class LabelSets:
     """Formatted label sets (``{gpu="0",uuid="GPU-..."} ``) of one tuple of label names.
 
-    Shared by every family with those names: the 16 vGPU families of a 16 x 48 host format each
-    vGPU's label set once, not once per family (7,900 cached strings instead of 17,000, 2.5 MB
-    less on that host). Entries the last render did not use are dropped at the next one, so the
+    Shared by every family with those names: the vGPU families format each vGPU's label set once,
+    not once per family. Entries the last render did not use are dropped at the next one, so the
     cache never outgrows a snapshot.
     """
 
@@ -118,7 +128,7 @@ class FamilyPlan:
             om += f"# UNIT {base} {family.unit}\n"
         self.openmetrics_header = om.encode()
 
-    def lines(self, snapshot: Snapshot, options: ExportOptions, values: dict[float, str]) -> bytes:
+    def lines(self, snapshot: Exported, options: ExportOptions, values: dict[float, str]) -> bytes:
         """This family's sample lines for ``snapshot``, UTF-8 (empty when it has none).
 
         ``values`` memoises formatted values across families (0 and 1 dominate: state sets,
@@ -128,7 +138,9 @@ class FamilyPlan:
         current, previous = sets.current, sets.previous
         name = self.family.name
         out: list[str] = []
-        for labels, value in self.family.samples(snapshot, options):
+        # A family's samples read the snapshot it was made for: the table's a Snapshot, the
+        # agentless hosts' (vgpumon.metrics.hosts) a HostsView; the renderer is built for one.
+        for labels, value in self.family.samples(cast(Snapshot, snapshot), options):
             label_set = current.get(labels)
             if label_set is None:
                 label_set = previous.get(labels)
@@ -159,7 +171,7 @@ class Exposition:
 
     The formats differ only in the families' header lines and the end (``# EOF``): both hold the
     very same bytes object of each family's sample lines, so the two cost about one body's
-    memory, not two (a 16 GPU x 48 vGPU host: 2.2 MB instead of 4.4).
+    memory, not two.
     """
 
     text_parts: Body  # text format 0.0.4
@@ -189,20 +201,9 @@ class Renderer:
         # The table's families, then those the options bring (configured NVML fields).
         self.families = families + self.options.families if self.options.families else families
         self.plans = plans_of(self.families)
-        self._other: tuple[tuple[Family, ...], tuple[FamilyPlan, ...]] | None = None
-
-    def _plans_for(self, snapshot: Snapshot) -> tuple[FamilyPlan, ...]:
-        """The plans for the snapshot's table: a snapshot-like object may bring its own families
-        (several agentless hosts, series labelled ``host``: :mod:`vgpumon.export.hosts`)."""
-        families = getattr(snapshot, "families", None)
-        if families is None or families is self.families:
-            return self.plans
-        if self._other is None or self._other[0] is not families:
-            self._other = (families, plans_of(families))
-        return self._other[1]
 
     def steps(
-        self, snapshot: Snapshot, slice_seconds: float, tail: tuple[str, str] = ("", "")
+        self, snapshot: Exported, slice_seconds: float, tail: tuple[str, str] = ("", "")
     ) -> Iterator[Exposition | None]:
         """Render ``snapshot``, yielding None after about ``slice_seconds`` of work each time.
 
@@ -215,25 +216,26 @@ class Renderer:
         om: list[bytes] = []
         values: dict[float, str] = {}
         started = time.perf_counter()
-        plans = self._plans_for(snapshot)
+        plans = self.plans
         shared = {id(p.label_sets): p.label_sets for p in plans}.values()
         for label_sets in shared:
             label_sets.new_render()
-        for plan in plans:
-            lines = plan.lines(snapshot, self.options, values)
-            if lines:
-                text += (plan.text_header, lines)
-                om += (plan.openmetrics_header, lines)
-            if time.perf_counter() - started >= slice_seconds:
-                yield None
-                started = time.perf_counter()
+        with walk_cache():  # each scope walked once, not once per family
+            for plan in plans:
+                lines = plan.lines(snapshot, self.options, values)
+                if lines:
+                    text += (plan.text_header, lines)
+                    om += (plan.openmetrics_header, lines)
+                if time.perf_counter() - started >= slice_seconds:
+                    yield None
+                    started = time.perf_counter()
         for label_sets in shared:
             label_sets.end_render()
         text.append(tail[0].encode())
         om += (tail[1].encode(), OPENMETRICS_EOF)
         yield Exposition(tuple(text), tuple(om))
 
-    def render(self, snapshot: Snapshot) -> Exposition:
+    def render(self, snapshot: Exported) -> Exposition:
         """Both formats of ``snapshot`` in one go."""
         *_, result = self.steps(snapshot, float("inf"))
         if result is None:  # cannot happen: steps() always ends with the exposition
@@ -242,8 +244,12 @@ class Renderer:
 
 
 def render(
-    snapshot: Snapshot, *, openmetrics: bool = False, options: ExportOptions | None = None
+    snapshot: Exported,
+    *,
+    openmetrics: bool = False,
+    options: ExportOptions | None = None,
+    families: tuple[Family, ...] = FAMILIES,
 ) -> bytes:
     """The exposition of one snapshot: text format 0.0.4, or OpenMetrics 1.0.0."""
-    exposition = Renderer(options).render(snapshot)
+    exposition = Renderer(options, families).render(snapshot)
     return exposition.openmetrics if openmetrics else exposition.text

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from vgpumon.metrics.table import GPU, ExportOptions, Family, Sample, unit_of
 from vgpumon.model import FieldValue, Gpu, Snapshot
 
-COLLECTOR = "fields"  # the reader's name (vgpumon.collect.extra_fields)
+COLLECTOR = "fields"  # the reader's name (vgpumon.collect.fields)
 Key = tuple[int, int | None]  # (field id, scope id or None)
 
 

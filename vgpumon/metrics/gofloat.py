@@ -1,9 +1,9 @@
 """Sample values as the Prometheus exposition writes them (Go's float formatting).
 
-The same function as prometheus-client's ``floatToGoString`` (Apache-2.0, like vgpumon), kept
-here so that ``serve`` never imports prometheus-client: importing any part of that package loads
-all of it (its HTTP and WSGI servers, urllib, the parser), 1.7 MB resident for the life of the
-exporter, for this one function. ``tests/export/test_gofloat.py`` holds it to the original.
+The same function as prometheus-client's ``floatToGoString`` (Apache-2.0, like vgpumon), kept here
+so that ``serve`` never imports prometheus-client: importing any part of that package loads all of
+it (its HTTP and WSGI servers, urllib, the parser), resident for the life of the exporter, for this
+one function (docs/measurements.md). ``tests/export/test_gofloat.py`` holds it to the original.
 """
 
 from __future__ import annotations

@@ -14,7 +14,17 @@ NAMESPACE = "vgpumon"
 GAUGE, COUNTER = "gauge", "counter"
 TYPES = (GAUGE, COUNTER)
 # Unit suffixes, longest first so that "_bytes_per_second" wins over "_second(s)".
-UNITS = ("bytes_per_second", "bytes", "seconds", "celsius", "watts", "hertz", "joules", "ratio")
+UNITS = (
+    "bytes_per_second",
+    "byte_seconds",  # memory held over time (metering): bytes x seconds
+    "bytes",
+    "seconds",
+    "celsius",
+    "watts",
+    "hertz",
+    "joules",
+    "ratio",
+)
 NAME_RE = re.compile(rf"{NAMESPACE}_[a-z0-9]+(_[a-z0-9]+)*")
 # Words that betray a non-base unit or a percentage (rule 2: base units and ratios).
 NON_BASE_UNITS = frozenset(

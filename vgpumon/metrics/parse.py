@@ -31,6 +31,7 @@ from vgpumon.model import (
     MigGpuInstance,
     Process,
     SamplerHealth,
+    SamplingCadence,
     Snapshot,
     Utilization,
 )
@@ -227,10 +228,18 @@ def snapshot_from_metrics(text: str) -> tuple[Snapshot, str]:
     timestamp = next(iter(series[m.LAST_SAMPLE_TIMESTAMP_SECONDS.name]), ({}, 0.0))[1]
     cycles = next(iter(series[m.SAMPLER_CYCLES_TOTAL.name]), ({}, -1.0))[1]
     up = next(iter(series[m.UP.name]), ({}, 0.0))[1]
+    interval = next(iter(series[m.SAMPLER_INTERVAL_SECONDS.name]), ({}, None))[1]
+    cadences = tuple(
+        SamplingCadence(labels["reading"], value)
+        for labels, value in series[m.SAMPLER_CADENCE_SECONDS.name]
+        if labels.get("reading")
+    )
     snapshot = Snapshot(
         timestamp=timestamp,
         gpus=tuple(sorted(gpus, key=lambda g: g.index)),
-        health=SamplerHealth(up=up == 1.0, cycles_total=int(cycles)),
+        health=SamplerHealth(
+            up=up == 1.0, cycles_total=int(cycles), interval_seconds=interval, cadences=cadences
+        ),
         source="exporter",
     )
     return snapshot, process_series

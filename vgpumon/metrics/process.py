@@ -1,12 +1,12 @@
 """The exporter's own ``process_*`` families (CPU, memory, file descriptors, start time).
 
 Every Prometheus client library exports these under the same names, and dashboards and alerts
-(``process_resident_memory_bytes``, ``rate(process_cpu_seconds_total[5m])``) expect them. They
-used to come from prometheus-client's ``ProcessCollector`` on a private registry, rendered with
-its encoders once per snapshot. On a real one-GPU host that cost more CPU than rendering all of
-vgpumon's own families (building ``Metric`` objects, validating names, two encoders, every
-second), so here the same six families are read from ``/proc`` and formatted directly: two small
-file reads and a directory listing, then string formatting.
+(``process_resident_memory_bytes``, ``rate(process_cpu_seconds_total[5m])``) expect them. They used
+to come from prometheus-client's ``ProcessCollector`` on a private registry, rendered with its
+encoders once per snapshot, which built ``Metric`` objects, validated names and ran two encoders for
+six families on every render (on a small host, more than rendering vgpumon's own families:
+docs/measurements.md), so here the same six families are read from ``/proc`` and formatted directly:
+two small file reads and a directory listing, then string formatting.
 
 The output is byte-identical to prometheus-client's text and OpenMetrics output for the same
 ``/proc`` contents (tests/export/test_export_process.py reads a fake ``/proc`` both ways). Like

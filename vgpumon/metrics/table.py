@@ -25,6 +25,7 @@ the data rules:
 
 from __future__ import annotations
 
+import contextlib
 import platform
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -41,14 +42,20 @@ from vgpumon.model import (
     CollectorStatus,
     DeviceAllocation,
     Gpu,
+    GpuMetering,
     GuestLicenseFeature,
     MigComputeInstance,
     MigGpuInstance,
+    MigMeter,
     MigProfileCapacity,
     NvmlErrorCount,
+    PodMeter,
     Process,
+    ProcessMeter,
+    SamplingCadence,
     Snapshot,
     VgpuInstance,
+    VgpuMeter,
     VgpuProcess,
     VgpuScheduler,
     VgpuSchedulerUsage,
@@ -115,6 +122,10 @@ def _up_gpus(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Gpu]]
 
 def _collectors(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, CollectorStatus]]:
     return (((c.name,), c) for c in s.collectors)
+
+
+def _cadences(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, SamplingCadence]]:
+    return (((c.name,), c) for c in s.health.cadences)
 
 
 def _nvml_errors(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, NvmlErrorCount]]:
@@ -285,6 +296,52 @@ def _pod_devices(
             yield labels, (g, a)
 
 
+# Metering (vgpumon.collect.metering): usage counters per tenant, on GPUs the stage metered.
+def _metered(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, GpuMetering]]:
+    return ((_gpu_id(g), g.metering) for g in _up(s) if g.metering is not None)
+
+
+def _metered_kinds(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, float]]:
+    for ids, m in _metered(s, o):
+        for kind, joules in sorted(m.unattributed_energy_joules.items()):
+            yield (*ids, kind), joules
+
+
+def _vgpu_meters(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, VgpuMeter]]:
+    for ids, m in _metered(s, o):
+        for v in m.vgpus:
+            yield (*ids, str(v.vgpu_id)), v
+
+
+def _mig_meters(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, MigMeter]]:
+    for ids, m in _metered(s, o):
+        for gi in m.migs:
+            yield (*ids, str(gi.gpu_instance_id)), gi
+
+
+def _process_meters(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, ProcessMeter]]:
+    # The same processes as the per-process gauges: opt-in, and within processes_max.
+    window = process_window(s, o)
+    kept = {(g.uuid, p.pid, p.gpu_instance_id, p.compute_instance_id) for g, p in window.host}
+    for g in _up(s):
+        for p in g.metering.processes if g.metering else ():
+            if (g.uuid, p.pid, p.gpu_instance_id, p.compute_instance_id) in kept:
+                labels = (
+                    *_gpu_id(g),
+                    str(p.pid),
+                    p.name or "",
+                    _gi_label(p.gpu_instance_id),
+                    _gi_label(p.compute_instance_id),
+                )
+                yield labels, p
+
+
+def _pod_meters(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, PodMeter]]:
+    for ids, m in _metered(s, o):
+        for p in m.pods:
+            yield (*ids, p.namespace, p.pod, p.container), p
+
+
 # Xids the alert rules tell apart (packaging/prometheus/vgpumon.rules.yml), after the resolution
 # buckets of NVIDIA's Xid catalog. Critical: the GPU (or its memory, NVLink or GSP firmware) needs a
 # reset, a drain or service. Informational: the running application is at fault or the hardware
@@ -312,9 +369,27 @@ def _xid_counts(g: Gpu) -> list[tuple[tuple[str], int]]:
     return [((str(x),), n) for x, n in sorted(counts.items())]
 
 
+def _http_server(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Any]]:
+    """The HTTP server's counts: only a snapshot-like object that carries them has any (the
+    server renders these families apart, from its own counts; a snapshot has none)."""
+    stats = getattr(s, "http_server", None)
+    if stats is not None:
+        yield (), stats
+
+
+def _counts(counts: dict[Any, int]) -> Values:
+    return [((str(key),), value) for key, value in sorted(counts.items())]
+
+
+# The HTTP server's families: rendered from the server's counts (vgpumon.export.serverstats),
+# never from a snapshot, which has none.
+HTTP_SERVER_PREFIX = "vgpumon_http_"
+
 GPU_LABELS = ("gpu", "uuid")
 HOST: Scope[Snapshot] = Scope("Exporter health", (), _host)
+HTTP_SERVER: Scope[Any] = Scope("Exporter health", (), _http_server)
 COLLECTOR: Scope[CollectorStatus] = Scope("Exporter health", ("collector",), _collectors)
+CADENCE: Scope[SamplingCadence] = Scope("Exporter health", ("reading",), _cadences)
 NVML_ERROR: Scope[NvmlErrorCount] = Scope("Exporter health", ("function", "error"), _nvml_errors)
 ALL_GPUS: Scope[Gpu] = Scope("Physical GPU", GPU_LABELS, _all_gpus)
 GPU: Scope[Gpu] = Scope("Physical GPU", GPU_LABELS, _up_gpus)
@@ -355,6 +430,19 @@ POD: Scope[tuple[Gpu, DeviceAllocation]] = Scope(
     _pod_devices,
 )
 
+METERED: Scope[GpuMetering] = Scope("Metering", GPU_LABELS, _metered)
+METERED_KIND: Scope[float] = Scope("Metering", (*GPU_LABELS, "kind"), _metered_kinds)
+METER_VGPU: Scope[VgpuMeter] = Scope("Metering", (*GPU_LABELS, "vgpu_id"), _vgpu_meters)
+METER_MIG: Scope[MigMeter] = Scope("Metering", (*GPU_LABELS, "gpu_instance"), _mig_meters)
+METER_PROCESS: Scope[ProcessMeter] = Scope(
+    "Metering",
+    (*GPU_LABELS, "pid", "process_name", "gpu_instance", "compute_instance"),
+    _process_meters,
+)
+METER_POD: Scope[PodMeter] = Scope(
+    "Metering", (*GPU_LABELS, "namespace", "pod", "container"), _pod_meters
+)
+
 SECTIONS = (
     "Exporter health",
     "Physical GPU",
@@ -364,6 +452,7 @@ SECTIONS = (
     "vGPU scheduler",
     "Guest",
     "Kubernetes",
+    "Metering",
 )
 
 
@@ -390,6 +479,38 @@ class Family:
 
 Values = Iterable[tuple[Sequence[str], Any]]
 
+# Within a render (:func:`walk_cache`), the walk of each scope: the families of one scope
+# (sixteen for a vGPU) walk the same items with the same identity labels, so a render walks each
+# scope once. Emptied when the last render in progress ends, so nothing outlives a render.
+_WALKS: dict[int, tuple[Snapshot, ExportOptions, list[tuple[LabelValues, Any]]]] = {}
+_rendering = 0
+
+
+@contextlib.contextmanager
+def walk_cache() -> Iterator[None]:
+    """Walk each scope once per snapshot while this is open (the renderer opens it)."""
+    global _rendering
+    _rendering += 1
+    try:
+        yield
+    finally:
+        _rendering -= 1
+        if not _rendering:
+            _WALKS.clear()
+
+
+def walked(scope: Scope[T], s: Snapshot, o: ExportOptions) -> Iterable[tuple[LabelValues, T]]:
+    """``scope.walk(s, o)``; inside :func:`walk_cache`, walked once per snapshot and options."""
+    if not _rendering:
+        return scope.walk(s, o)
+    key = id(scope)
+    got = _WALKS.get(key)
+    if got is not None and got[0] is s and got[1] is o:
+        return got[2]
+    items = list(scope.walk(s, o))
+    _WALKS[key] = (s, o, items)
+    return items
+
 
 def _number(value: Any) -> float | None:
     if value is None:
@@ -408,7 +529,7 @@ def _family(
     info: bool = False,
 ) -> Family:
     def samples(s: Snapshot, o: ExportOptions) -> Iterator[Sample]:
-        for ids, item in scope.walk(s, o):
+        for ids, item in walked(scope, s, o):
             for labels, value in values(item):
                 number = _number(value)
                 if number is not None:
@@ -427,17 +548,41 @@ def _family(
     )
 
 
+def _single(
+    scope: Scope[T], name: str, type_: str, help_: str, value: Callable[[T], Any], collector: str
+) -> Family:
+    """One sample per scope item, labelled with the item's identity alone (none where ``value``
+    gives None): the commonest row, so its samples skip the extra-label machinery."""
+
+    def samples(s: Snapshot, o: ExportOptions) -> Iterator[Sample]:
+        for ids, item in walked(scope, s, o):
+            got = value(item)
+            if got is not None:
+                yield ids, float(got)  # bool -> 1.0 / 0.0
+
+    return Family(
+        name=name,
+        type=type_,
+        unit=unit_of(name),
+        help=help_,
+        labels=scope.labels,
+        section=scope.section,
+        collector=collector,
+        samples=samples,
+    )
+
+
 def gauge(
     scope: Scope[T], name: str, help_: str, value: Callable[[T], Any], *, collector: str
 ) -> Family:
     """One sample per scope item (none where ``value`` gives None)."""
-    return _family(scope, name, GAUGE, help_, (), lambda it: [((), value(it))], collector)
+    return _single(scope, name, GAUGE, help_, value, collector)
 
 
 def counter(
     scope: Scope[T], name: str, help_: str, value: Callable[[T], Any], *, collector: str
 ) -> Family:
-    return _family(scope, name, COUNTER, help_, (), lambda it: [((), value(it))], collector)
+    return _single(scope, name, COUNTER, help_, value, collector)
 
 
 def labeled(
@@ -631,7 +776,8 @@ FAMILIES: tuple[Family, ...] = (
     gauge(
         COLLECTOR,
         "vgpumon_scrape_collector_success",
-        "1 when the collector read every GPU without an unexpected failure in the last cycle.",
+        "1 when the collector ran in the last cycle and read every GPU without an unexpected "
+        "failure; 0 when it failed or did not run (NVML down, no GPU readable).",
         lambda c: c.success,
         collector=EXPORTER,
     ),
@@ -681,6 +827,26 @@ FAMILIES: tuple[Family, ...] = (
         lambda s: s.health.last_cycle_duration_seconds,
         collector=EXPORTER,
     ),
+    (
+        SAMPLER_INTERVAL_SECONDS := gauge(
+            HOST,
+            "vgpumon_sampler_interval_seconds",
+            "Time between sampling cycles (--interval).",
+            lambda s: s.health.interval_seconds,
+            collector=EXPORTER,
+        )
+    ),
+    (
+        SAMPLER_CADENCE_SECONDS := gauge(
+            CADENCE,
+            "vgpumon_sampler_cadence_seconds",
+            "How often the value is read (--interval.READING, at least --interval); between "
+            "reads the last value stands, and averages (GPM, per-process utilization) cover "
+            "the time since the previous read.",
+            lambda c: c.seconds,
+            collector=EXPORTER,
+        )
+    ),
     state_set(
         HOST,
         "vgpumon_sampler_dispatch",
@@ -696,6 +862,68 @@ FAMILIES: tuple[Family, ...] = (
         "NVML calls that failed, by function and error (unsupported ones count once per GPU).",
         lambda e: e.count,
         collector=EXPORTER,
+    ),
+    # ---- exporter health: the HTTP server (vgpumon.export.serverstats; docs/reliability.md)
+    gauge(
+        HTTP_SERVER,
+        "vgpumon_http_connections",
+        "HTTP connections open now, TLS handshakes under way included.",
+        lambda h: h.open,
+        collector=EXPORTER,
+    ),
+    counter(
+        HTTP_SERVER,
+        "vgpumon_http_connections_accepted_total",
+        "HTTP connections accepted and given a slot.",
+        lambda h: h.accepted,
+        collector=EXPORTER,
+    ),
+    counter(
+        HTTP_SERVER,
+        "vgpumon_http_connections_refused_total",
+        "HTTP connections closed at once: the connection cap was reached and every connection"
+        " was answering a request.",
+        lambda h: h.refused,
+        collector=EXPORTER,
+    ),
+    labeled(
+        HTTP_SERVER,
+        "vgpumon_http_connections_evicted_total",
+        "HTTP connections closed at the cap to make room for a new one, by what they were doing"
+        " (idle: kept alive between requests; head: sending a request head; handshake: in TLS).",
+        ("state",),
+        lambda h: _counts(h.evicted),
+        collector=EXPORTER,
+        type_=COUNTER,
+    ),
+    labeled(
+        HTTP_SERVER,
+        "vgpumon_http_connection_timeouts_total",
+        "HTTP connections closed by a timeout, by timeout (header, tls_handshake, write, idle).",
+        ("timeout",),
+        lambda h: _counts(h.timeouts),
+        collector=EXPORTER,
+        type_=COUNTER,
+    ),
+    labeled(
+        HTTP_SERVER,
+        "vgpumon_http_requests_total",
+        "HTTP answers sent, by status code (malformed requests included).",
+        ("code",),
+        lambda h: _counts(h.requests),
+        collector=EXPORTER,
+        type_=COUNTER,
+    ),
+    labeled(
+        HTTP_SERVER,
+        "vgpumon_http_auth_refusals_total",
+        "Requests refused by basic auth, by reason (unauthorized: 401; throttled: 429, the"
+        " address failed too often or has too many checks queued; busy: 503, the check queue"
+        " is full).",
+        ("reason",),
+        lambda h: _counts(h.auth),
+        collector=EXPORTER,
+        type_=COUNTER,
     ),
     # ---- physical GPU: identity and modes
     (
@@ -1745,5 +1973,145 @@ FAMILIES: tuple[Family, ...] = (
         "instance); opt-in, --kubernetes-pod-series.",
         lambda it: _device_usage(it)[1],
         collector="kubelet",
+    ),
+    # ---- metering (docs/metering.md)
+    counter(
+        METER_VGPU,
+        "vgpumon_vgpu_busy_seconds_total",
+        "Integral of the vGPU's SM utilization over time since vgpumon first saw it.",
+        lambda v: v.usage.busy_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_VGPU,
+        "vgpumon_vgpu_framebuffer_byte_seconds_total",
+        "Integral of the vGPU's used framebuffer over time.",
+        lambda v: v.usage.memory_byte_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_VGPU,
+        "vgpumon_vgpu_energy_joules_total",
+        "The vGPU's share of the GPU's energy: by busy time, idle power by framebuffer reserved.",
+        lambda v: v.usage.energy_joules,
+        collector="metering",
+    ),
+    gauge(
+        METER_VGPU,
+        "vgpumon_vgpu_idle_seconds",
+        "How long the licensed, running vGPU has been under the idle SM utilization ratio "
+        "without a break (0 while in use).",
+        lambda v: v.idle_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_MIG,
+        "vgpumon_mig_sm_active_seconds_total",
+        "GPM SM activity of the GPU instance integrated over time, in units of its own SMs.",
+        lambda m: m.usage.busy_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_MIG,
+        "vgpumon_mig_memory_byte_seconds_total",
+        "Integral of the GPU instance's used memory over time.",
+        lambda m: m.usage.memory_byte_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_MIG,
+        "vgpumon_mig_energy_joules_total",
+        "The GPU instance's share of the GPU's energy: by SM activity weighted by its slices, "
+        "idle power by memory size.",
+        lambda m: m.usage.energy_joules,
+        collector="metering",
+    ),
+    counter(
+        METER_PROCESS,
+        "vgpumon_process_busy_seconds_total",
+        "Integral of the process's SM utilization over time; opt-in, --processes.",
+        lambda p: p.usage.busy_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_PROCESS,
+        "vgpumon_process_memory_byte_seconds_total",
+        "Integral of the process's used GPU memory over time; opt-in, --processes.",
+        lambda p: p.usage.memory_byte_seconds,
+        collector="metering",
+    ),
+    gauge(
+        METER_PROCESS,
+        "vgpumon_process_idle_seconds",
+        "How long the process has held GPU memory with no SM utilization, without a break; "
+        "opt-in, --processes.",
+        lambda p: p.idle_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_POD,
+        "vgpumon_pod_busy_seconds_total",
+        "Integral of the SM utilization of the container's processes on the GPU over time.",
+        lambda p: p.usage.busy_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_POD,
+        "vgpumon_pod_memory_byte_seconds_total",
+        "Integral of the GPU memory the container's processes used over time.",
+        lambda p: p.usage.memory_byte_seconds,
+        collector="metering",
+    ),
+    counter(
+        METER_POD,
+        "vgpumon_pod_energy_joules_total",
+        "The container's share of the GPU's energy: by busy time, idle power by memory used.",
+        lambda p: p.usage.energy_joules,
+        collector="metering",
+    ),
+    counter(
+        METERED_KIND,
+        "vgpumon_gpu_unattributed_energy_joules_total",
+        "GPU energy not given to any tenant of the kind (vgpu, mig, pod): idle with no holder, "
+        "processes outside pods, gaps; tenants plus this add up to the GPU's energy.",
+        lambda joules: joules,
+        collector="metering",
+    ),
+    counter(
+        METERED,
+        "vgpumon_gpu_metered_energy_joules_total",
+        "Increase of the GPU's energy counter since metering began: what the split divides.",
+        lambda m: m.energy_joules_metered,
+        collector="metering",
+    ),
+    counter(
+        METERED,
+        "vgpumon_gpu_unmetered_seconds_total",
+        "Time between samples too long to integrate (sampler wedged, GPU down): no usage counted.",
+        lambda m: m.unmetered_seconds,
+        collector="metering",
+    ),
+    gauge(
+        METERED,
+        "vgpumon_gpu_longest_idle_holder_seconds",
+        "The longest any process on the GPU has held memory with no SM utilization, without a "
+        "break (0: none idle).",
+        lambda m: m.longest_idle_holder_seconds,
+        collector="metering",
+    ),
+    gauge(
+        METERED,
+        "vgpumon_gpu_dead_holder_processes",
+        "Processes NVML lists on the GPU that do not exist on the host (absent where vgpumon "
+        "cannot see the host's processes).",
+        lambda m: m.dead_holders,
+        collector="metering",
+    ),
+    gauge(
+        METERED,
+        "vgpumon_gpu_dead_holder_memory_bytes",
+        "GPU memory held by processes that no longer exist on the host.",
+        lambda m: m.dead_holder_memory_bytes,
+        collector="metering",
     ),
 )

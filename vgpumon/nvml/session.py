@@ -13,9 +13,11 @@ A reader that must tell "nothing new" from "unsupported" from "failed" (to repor
 empty, not unknown) reads :attr:`CallOutcome.status` instead of guessing from the error counters.
 
 **Absence heals.** "Not supported" and "no permission" are sometimes transient (a driver hiccup, a
-GPU being reset), so a cached absence is forgotten after :data:`REPROBE_SECONDS` (checked when a
-cycle starts, :meth:`NvmlSession.new_cycle`), after an NVML re-init (:meth:`NvmlSession.reset_all`)
-and when a GPU is re-acquired: a transient answer never removes a series for good. An absence is
+GPU being reset). A call that has answered on a GPU before is never cached as absent there: it is
+asked again every cycle, so its value is back from the first cycle after the hiccup. A call that
+never answered is cached, and forgotten after :data:`REPROBE_SECONDS` (checked when a cycle starts,
+:meth:`NvmlSession.new_cycle`), after an NVML re-init (:meth:`NvmlSession.reset_all`) and when a
+GPU is re-acquired: a transient answer never removes a series for good. An absence is
 counted in the error counters the first time only, so a permanently unsupported call does not
 count again at every re-probe.
 
@@ -121,6 +123,9 @@ class NvmlSession:
         # when each absence was cached (for re-probing), and every key ever counted as absent
         self._absent_since: dict[tuple[str, str, Hashable], float] = {}
         self._counted_absent: set[tuple[str, str, Hashable]] = set()
+        # Calls that have answered on this GPU: their "not supported" is a passing state (a
+        # driver hiccup, a reset), so it is never cached and the next cycle asks again.
+        self._answered: set[tuple[str, str, Hashable]] = set()
         self._books: list[_Book] = []
         self._local = threading.local()
 
@@ -140,6 +145,7 @@ class NvmlSession:
             for k in [k for k in self._absent if k[0] == gpu]:
                 self._forget(k)
             self._counted_absent = {k for k in self._counted_absent if k[0] != gpu}
+            self._answered = {k for k in self._answered if k[0] != gpu}
 
     def forget(self, gpu: str, function: str, key: Hashable = ()) -> None:
         """Forget one cached absence now (a call too important to wait for the re-probe)."""
@@ -196,11 +202,13 @@ class NvmlSession:
             return self._mark_absent(cache_key, function, "function_not_found").value
         start = time.perf_counter()
         try:
-            return fn(*args, **kwargs)
+            value = fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001
             return self._failed(exc, cache_key, frozenset(no_data)).value
         finally:
             self._time(function, time.perf_counter() - start)
+        self._answered.add(cache_key)  # a set add of a key already there allocates nothing
+        return value
 
     def attempt(
         self,
@@ -290,11 +298,14 @@ class NvmlSession:
             return CallOutcome(status="absent", error=reason)
         start = time.perf_counter()
         try:
-            return invoke()
+            outcome = invoke()
         except Exception as exc:  # noqa: BLE001
             return self._failed(exc, cache_key, frozenset(no_data))
         finally:
             self._time(cache_key[1], time.perf_counter() - start)
+        if outcome.status == "ok":
+            self._answered.add(cache_key)
+        return outcome
 
     def _failed(
         self, exc: Exception, cache_key: tuple[str, str, Hashable], no_data: frozenset[int]
@@ -321,10 +332,17 @@ class NvmlSession:
     def _mark_absent(
         self, cache_key: tuple[str, str, Hashable], function: str, name: str
     ) -> CallOutcome:
-        """Cache the absence (counted once ever per key, by whoever caches it first)."""
+        """Cache the absence (counted once ever per key, by whoever caches it first).
+
+        A call that has answered before on this GPU is not cached: its absence is transient,
+        and its value is read again from the next cycle on, not a re-probe period later.
+        """
         with self._lock:
-            reason = self._absent.setdefault(cache_key, name)
-            self._absent_since.setdefault(cache_key, self._clock())
+            if cache_key in self._answered:
+                reason = name
+            else:
+                reason = self._absent.setdefault(cache_key, name)
+                self._absent_since.setdefault(cache_key, self._clock())
             first = cache_key not in self._counted_absent
             self._counted_absent.add(cache_key)
         if first:

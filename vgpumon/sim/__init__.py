@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from vgpumon.sim.clock import Clock, ManualClock, WallClock
 from vgpumon.sim.core import SimCore, SimNvml
-from vgpumon.sim.scenario import Scenario, builtin_scenarios, load_scenario, parse_scenario
+from vgpumon.sim.scenario import builtin_scenarios, load_scenario, parse_scenario
+from vgpumon.sim.scenario_specs import Scenario
 
 __all__ = [
     "Clock",

@@ -27,7 +27,8 @@ from vgpumon.sim.clock import Clock
 from vgpumon.sim.faults import FaultEngine
 from vgpumon.sim.handles import HandleTable, Key
 from vgpumon.sim.registry import HANDLE_PARAMS, FunctionSpec
-from vgpumon.sim.scenario import VIRTUALIZATION_MODES, Scenario
+from vgpumon.sim.scenario_keys import VIRTUALIZATION_MODES
+from vgpumon.sim.scenario_specs import Scenario
 from vgpumon.sim.state import ComputeInstanceState, GpuInstanceState, GpuState
 
 HOST_VGPU = VIRTUALIZATION_MODES["host_vgpu"]
@@ -60,7 +61,7 @@ _SPIN_BELOW = 100e-6
 
 
 def _latency_override(latency: dict[str, float]) -> dict[str, float]:
-    from vgpumon.sim.scenario import REALISTIC_LATENCY
+    from vgpumon.sim.scenario_keys import REALISTIC_LATENCY
 
     text = os.environ.get(LATENCY_ENV, "").strip()
     if not text:

@@ -18,7 +18,8 @@ the expiry status becomes NOT_AVAILABLE (the lease is gone). A held license with
 reports ``expiry_status`` (default PERMANENT).
 
 The guest side (per-GPU key ``guest``) fills ``nvmlDeviceGetGridLicensableFeatures``; every GPU
-without it answers as the pass-through H200 did: ``isGridLicenseSupported = 0`` and no features.
+without it answers as a real pass-through GPU does (docs/nvml-notes.md §5.3):
+``isGridLicenseSupported = 0`` and no features.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import yaml
 # The core's licensing functions must be registered before this module's overrides, whatever
 # imports this module first (collect_functions lets only a *later* provider replace).
 import vgpumon.sim.api.virtualization  # noqa: F401
+from vgpumon.nvml.enums import LICENSE_EXPIRY_STATUSES, VGPU_LICENSE_STATES, codes
 from vgpumon.sim.registry import Provider, nvml_function, register_provider
 from vgpumon.sim.schema import (
     GPU,
@@ -47,22 +49,9 @@ from vgpumon.sim.schema import (
     Unit,
 )
 
-LICENSE_STATES = {
-    "unknown": 0,
-    "uninitialized": 1,
-    "unlicensed_unrestricted": 2,
-    "unlicensed_restricted": 3,
-    "unlicensed": 4,
-    "licensed": 5,
-}
+LICENSE_STATES = codes(VGPU_LICENSE_STATES)
 LICENSED = LICENSE_STATES["licensed"]
-EXPIRY_STATUSES = {
-    "not_available": 0,
-    "invalid": 1,
-    "valid": 2,
-    "not_applicable": 3,
-    "permanent": 4,
-}
+EXPIRY_STATUSES = codes(LICENSE_EXPIRY_STATUSES)
 EXPIRY_VALID = EXPIRY_STATUSES["valid"]
 FEATURE_CODES = {"unknown": 0, "vgpu": 1, "nvidia_rtx": 2, "gaming": 3, "compute": 4, "vgamedev": 5}
 

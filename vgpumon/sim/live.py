@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from vgpumon.errors import ConfigError
 from vgpumon.sim.core import SimNvml
 from vgpumon.sim.patterns import PatternSpec
-from vgpumon.sim.scenario import ProcessSpec
+from vgpumon.sim.scenario_specs import ProcessSpec
 from vgpumon.sim.state import (
     ComputeInstanceState,
     GpuInstanceState,

@@ -23,7 +23,7 @@ import yaml
 from vgpumon.model import Gpu, MigGpuInstance, Snapshot
 from vgpumon.sim import registry
 from vgpumon.sim.models import FOUR, MODELS, ONE, SEVEN, THREE, TWO
-from vgpumon.sim.scenario import ARCHITECTURES, CI_PROFILE_BY_SLICES
+from vgpumon.sim.scenario_keys import ARCHITECTURES, CI_PROFILE_BY_SLICES
 
 MIB = 2**20
 MHZ = 1e6

@@ -21,7 +21,7 @@ import pynvml
 
 if TYPE_CHECKING:
     from vgpumon.sim.core import SimCore
-    from vgpumon.sim.scenario import Scenario
+    from vgpumon.sim.scenario_specs import Scenario
     from vgpumon.sim.schema import Ctx
     from vgpumon.sim.state import GpuState
 

@@ -142,9 +142,8 @@ class SchedulerSim:
 
     def shares(self, t: float) -> dict[int, Share]:
         """The shares at ``t``: a pure function of the scenario and ``t``, so computed on each
-        ask. (A cache of the last 160 instants held 19 MB on a 16 GPU x 48 vGPU host and saved
-        nothing measurable: a reader asks for each sample instant once, the ones newer than its
-        cursor.)"""
+        ask. (A cache of recent instants held megabytes on a large host and saved nothing: a
+        reader asks for each sample instant once, the ones newer than its cursor.)"""
         return compute_shares(self.host, self.host.active(t), t)
 
     # ---------------------------------------------------------------- log

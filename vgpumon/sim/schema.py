@@ -13,7 +13,7 @@ by whoever builds runtime objects from them, which keeps model presets mergeable
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +70,7 @@ def scalar_value(node: yaml.Node) -> Any:
     try:
         # A constructor per value: a constructor memoises every node it constructs, so one kept
         # for the whole module held every scenario's node tree (and the marks of every token)
-        # for the life of the process: 5 MB for a 16 GPU x 48 vGPU scenario.
+        # for the life of the process (megabytes for a large scenario).
         return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
     except yaml.YAMLError:
         return node.value
@@ -492,8 +492,3 @@ GPU = KeyRegistry("gpus[]")
 TOP_LEVEL.reserve("vgpu_events", "vGPU instance churn (vGPUs created and destroyed over time)")
 GPU.reserve("vgpu", "host vGPU simulation (vGPU types, instances, scheduler)")
 GPU.reserve("guest", "the vGPU guest view and guest license features")
-
-
-def doc_rows(registry: KeyRegistry | dict[str, Key]) -> Iterable[tuple[str, Key]]:
-    keys = registry.keys if isinstance(registry, KeyRegistry) else registry
-    return keys.items()

@@ -16,18 +16,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpumon.sim.patterns import Evaluator, PatternSpec
-from vgpumon.sim.scenario import (
-    LOAD_FIELDS,
-    MIB,
+from vgpumon.sim.scenario_build import ci_name
+from vgpumon.sim.scenario_keys import LOAD_FIELDS
+from vgpumon.sim.scenario_specs import (
     ComputeInstanceSpec,
     GpuInstanceSpec,
     GpuSpec,
     MigProfile,
     ProcessSpec,
-    ci_name,
 )
 
-UTIL_PERIOD = 0.2  # NVML utilization sample cadence seen on the H200 (docs/nvml-notes.md §4.13)
+UTIL_PERIOD = 0.2  # NVML's utilization sample cadence (docs/nvml-notes.md §4.13)
 UTIL_DEPTH = 72
 POWER_PERIOD = 0.02
 POWER_DEPTH = 120
@@ -374,8 +373,8 @@ class GpuState:
         """Ratios a process shows in utilization samples at ``t``.
 
         A process with its own ``utilization`` pattern reports that; the others share what is left
-        of the GPU's utilization equally, so one busy process reads like the GPU itself (as seen on
-        the H200).
+        of the GPU's utilization equally, so one busy process reads like the GPU itself, as on a
+        real driver (docs/nvml-notes.md §4.13).
         """
         a = self.activity(t)
         running = [p for p in self.processes if p.running(t)]
@@ -412,7 +411,3 @@ class GpuState:
 
 def percent(ratio: float) -> int:
     return max(0, min(100, round(ratio * 100)))
-
-
-def bytes_to_mib(value: float) -> float:
-    return value / MIB

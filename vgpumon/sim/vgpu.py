@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING, Any
 from vgpumon.sim import registry
 from vgpumon.sim.licensing import LICENSE, LicenseTimeline
 from vgpumon.sim.patterns import PATTERN_PARAMS, Evaluator, PatternSpec
-from vgpumon.sim.scenario import ARCHITECTURES, VIRTUALIZATION_MODES, Scenario, derived_uuid
+from vgpumon.sim.scenario_build import derived_uuid
+from vgpumon.sim.scenario_keys import ARCHITECTURES, VIRTUALIZATION_MODES
+from vgpumon.sim.scenario_specs import Scenario
 from vgpumon.sim.schema import (
     GPU,
     TOP_LEVEL,

@@ -84,15 +84,15 @@ def _lookup(table: dict[str, str], value: str | None) -> str | None:
 def _first(gpu: ET.Element, *paths: str) -> ET.Element | None:
     for path in paths:
         node = gpu.find(path)
-        if node is not None and v.text(node) is not None:
+        if node is not None and v.element_text(node) is not None:
             return node
     return None
 
 
 def driver_info(root: ET.Element) -> DriverInfo:
     return DriverInfo(
-        driver_version=v.text(root, "driver_version"),
-        cuda_driver_version=v.text(root, "cuda_version"),
+        driver_version=v.element_text(root, "driver_version"),
+        cuda_driver_version=v.element_text(root, "cuda_version"),
     )
 
 
@@ -182,8 +182,8 @@ def _processes(gpu: ET.Element) -> tuple[Process, ...] | None:
         out.append(
             Process(
                 pid=pid,
-                name=v.text(p, "process_name"),
-                kind=PROCESS_KINDS.get(v.text(p, "type") or "C", "compute"),
+                name=v.element_text(p, "process_name"),
+                kind=PROCESS_KINDS.get(v.element_text(p, "type") or "C", "compute"),
                 used_memory_bytes=v.size_bytes(p, "used_memory"),
                 gpu_instance_id=v.integer(p, "gpu_instance_id"),
                 compute_instance_id=v.integer(p, "compute_instance_id"),
@@ -224,8 +224,8 @@ def _guest_licenses(gpu: ET.Element) -> tuple[bool | None, tuple[GuestLicenseFea
     node = gpu.find("vgpu_software_licensed_product")
     if node is None:
         return None, ()
-    product = v.text(node, "licensed_product_name")
-    lic = parse_license(v.text(node, "license_status"))
+    product = v.element_text(node, "licensed_product_name")
+    lic = parse_license(v.element_text(node, "license_status"))
     feature = GuestLicenseFeature(
         feature=GUEST_FEATURES.get((product or "").lower(), "unknown"),
         licensed=lic.licensed,
@@ -259,14 +259,14 @@ def parse_gpu(index: int, gpu: ET.Element) -> Gpu:
     licensing, licenses = _guest_licenses(gpu)
     return Gpu(
         index=index,
-        uuid=v.text(gpu, "uuid") or f"pci:{gpu.get('id', index)}",
-        name=v.text(gpu, "product_name"),
-        pci_bus_id=gpu.get("id") or v.text(gpu, "pci/pci_bus_id"),
-        serial=v.text(gpu, "serial"),
-        brand=_brand(v.text(gpu, "product_brand")),
-        architecture=_architecture(v.text(gpu, "product_architecture")),
-        virtualization_mode=_lookup(VIRTUALIZATION, v.text(virt, "virtualization_mode")),
-        host_vgpu_mode=_lookup(HOST_VGPU_MODES, v.text(virt, "host_vgpu_mode")),
+        uuid=v.element_text(gpu, "uuid") or f"pci:{gpu.get('id', index)}",
+        name=v.element_text(gpu, "product_name"),
+        pci_bus_id=gpu.get("id") or v.element_text(gpu, "pci/pci_bus_id"),
+        serial=v.element_text(gpu, "serial"),
+        brand=_brand(v.element_text(gpu, "product_brand")),
+        architecture=_architecture(v.element_text(gpu, "product_architecture")),
+        virtualization_mode=_lookup(VIRTUALIZATION, v.element_text(virt, "virtualization_mode")),
+        host_vgpu_mode=_lookup(HOST_VGPU_MODES, v.element_text(virt, "host_vgpu_mode")),
         vgpu_heterogeneous_mode=v.enabled(virt, "vgpu_heterogeneous_mode"),
         mig_mode_current=v.enabled(gpu, "mig_mode/current_mig"),
         mig_mode_pending=v.enabled(gpu, "mig_mode/pending_mig"),
@@ -298,7 +298,7 @@ def parse_gpu(index: int, gpu: ET.Element) -> Gpu:
         performance_state=v.pstate(gpu, "performance_state"),
         fan_speed=fan,
         persistence_mode=v.enabled(gpu, "persistence_mode"),
-        compute_mode=_lookup(COMPUTE_MODES, v.text(gpu, "compute_mode")),
+        compute_mode=_lookup(COMPUTE_MODES, v.element_text(gpu, "compute_mode")),
         ecc=_ecc(gpu),
         remapped_rows=RemappedRows(
             correctable=v.integer(gpu, "remapped_rows/remapped_row_corr"),

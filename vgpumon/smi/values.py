@@ -27,7 +27,7 @@ _BYTES = {"b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "kb": 1000, "mb":
 _HERTZ = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 
 
-def text(element: ET.Element | None, path: str | None = None) -> str | None:
+def element_text(element: ET.Element | None, path: str | None = None) -> str | None:
     """The stripped text at ``path`` under ``element``; None when missing or a placeholder."""
     if element is None:
         return None
@@ -50,7 +50,7 @@ def _number(value: str | None) -> tuple[float, str] | None:
 
 
 def number(element: ET.Element | None, path: str | None = None) -> float | None:
-    got = _number(text(element, path))
+    got = _number(element_text(element, path))
     return None if got is None else got[0]
 
 
@@ -60,14 +60,14 @@ def integer(element: ET.Element | None, path: str | None = None) -> int | None:
 
 
 def size_bytes(element: ET.Element | None, path: str | None = None) -> int | None:
-    got = _number(text(element, path))
+    got = _number(element_text(element, path))
     if got is None or got[1] not in _BYTES:
         return None
     return int(got[0] * _BYTES[got[1]])
 
 
 def hertz(element: ET.Element | None, path: str | None = None) -> float | None:
-    got = _number(text(element, path))
+    got = _number(element_text(element, path))
     if got is None or got[1] not in _HERTZ:
         return None
     return got[0] * _HERTZ[got[1]]
@@ -75,19 +75,19 @@ def hertz(element: ET.Element | None, path: str | None = None) -> float | None:
 
 def ratio(element: ET.Element | None, path: str | None = None) -> float | None:
     """``7 %`` -> 0.07."""
-    got = _number(text(element, path))
+    got = _number(element_text(element, path))
     if got is None or got[1] != "%":
         return None
     return got[0] / 100.0
 
 
 def watts(element: ET.Element | None, path: str | None = None) -> float | None:
-    got = _number(text(element, path))
+    got = _number(element_text(element, path))
     return None if got is None or got[1] != "w" else got[0]
 
 
 def celsius(element: ET.Element | None, path: str | None = None) -> float | None:
-    got = _number(text(element, path))
+    got = _number(element_text(element, path))
     return None if got is None or got[1] != "c" else got[0]
 
 
@@ -99,7 +99,7 @@ def seconds_from_us(element: ET.Element | None, path: str | None = None) -> floa
 
 def enabled(element: ET.Element | None, path: str | None = None) -> bool | None:
     """``Enabled``/``Disabled`` (also ``Yes``/``No``, ``Active``/``Not Active``) -> bool."""
-    value = text(element, path)
+    value = element_text(element, path)
     if value is None:
         return None
     lowered = value.lower()
@@ -112,7 +112,7 @@ def enabled(element: ET.Element | None, path: str | None = None) -> bool | None:
 
 def link_width(element: ET.Element | None, path: str | None = None) -> int | None:
     """``16x`` -> 16."""
-    value = text(element, path)
+    value = element_text(element, path)
     if value is None or not value.lower().endswith("x"):
         return None
     digits = value[:-1].strip()
@@ -121,7 +121,7 @@ def link_width(element: ET.Element | None, path: str | None = None) -> int | Non
 
 def pstate(element: ET.Element | None, path: str | None = None) -> int | None:
     """``P8`` -> 8."""
-    value = text(element, path)
+    value = element_text(element, path)
     if value is None or not value.upper().startswith("P") or not value[1:].isdigit():
         return None
     return int(value[1:])

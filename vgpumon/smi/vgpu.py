@@ -60,7 +60,8 @@ def parse_license(value: str | None) -> VgpuLicense:
 
 
 def _frame_rate_limit(node: ET.Element) -> int | None:
-    value = v.text(node, "frame_rate_limit")  # "60 FPS"; "N/A"/"Disabled" when the limiter is off
+    # "60 FPS"; "N/A"/"Disabled" when the limiter is off
+    value = v.element_text(node, "frame_rate_limit")
     if value is None:
         return None
     head = value.split()[0]
@@ -71,8 +72,8 @@ def parse_instance(node: ET.Element) -> VgpuInstance | None:
     vgpu_id = node.get("id")
     if vgpu_id is None or not vgpu_id.strip().isdigit():
         return None
-    vm_uuid = v.text(node, "vm_uuid")
-    vm_id = vm_uuid if vm_uuid is not None else v.text(node, "vm_id")
+    vm_uuid = v.element_text(node, "vm_uuid")
+    vm_id = vm_uuid if vm_uuid is not None else v.element_text(node, "vm_id")
     id_type = "uuid" if vm_uuid is not None else ("domain_id" if vm_id is not None else None)
     enc = node.find("encoder_stats")
     fbc = node.find("fbc_stats")
@@ -80,13 +81,13 @@ def parse_instance(node: ET.Element) -> VgpuInstance | None:
     fbc_n = v.integer(fbc, "session_count")
     return VgpuInstance(
         vgpu_id=int(vgpu_id),
-        uuid=v.text(node, "vgpu_uuid"),
+        uuid=v.element_text(node, "vgpu_uuid"),
         vm_id=vm_id,
         vm_id_type=id_type,
         type_id=v.integer(node, "vgpu_type"),
-        type_name=v.text(node, "vgpu_name"),
-        mdev_uuid=v.text(node, "mdev_uuid"),
-        guest_driver_version=v.text(node, "guest_driver_version"),
+        type_name=v.element_text(node, "vgpu_name"),
+        mdev_uuid=v.element_text(node, "mdev_uuid"),
+        guest_driver_version=v.element_text(node, "guest_driver_version"),
         gpu_instance_id=v.integer(node, "gpu_instance_id"),
         placement_id=v.integer(node, "placement_id"),
         framebuffer_total_bytes=v.size_bytes(node, "fb_memory_usage/total"),
@@ -110,7 +111,7 @@ def parse_instance(node: ET.Element) -> VgpuInstance | None:
             decoder=v.ratio(node, "utilization/decoder_util"),
             samples=1 if node.find("utilization") is not None else 0,
         ),
-        license=parse_license(v.text(node, "license_status")),
+        license=parse_license(v.element_text(node, "license_status")),
     )
 
 

@@ -2,7 +2,8 @@
 
 A snapshot is one instant; graphs need the last minutes and some figures are rates of counters
 (the share of the GPU a vGPU really ran = run-seconds increase / wall time). :class:`History` keeps
-the newest ``maxlen`` points of each series in a :class:`collections.deque`, so memory stays fixed
+the newest ``maxlen`` points of each series in a ring of two preallocated float arrays (16 bytes a
+point, allocated whole when the series first appears), so memory is fixed from the first reading
 however long a UI runs, and is fed from :class:`HostUpdate` objects (a repeated snapshot is
 recorded once). Older points can be merged in later (a Prometheus backfill) without losing order.
 
@@ -14,8 +15,9 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+import math
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from vgpumon.model import Gpm, Gpu, MigGpuInstance, Snapshot, VgpuInstance
@@ -23,6 +25,61 @@ from vgpumon.sources.base import HostUpdate
 
 DEFAULT_POINTS = 600  # ten minutes at a 1 s refresh
 Point = tuple[float, float | None]
+BYTES_PER_POINT = 16  # a time and a value, both float64
+
+
+class Ring:
+    """The newest ``maxlen`` points of one series in two preallocated ``array('d')`` rings; an
+    absent value is stored as NaN and read back as None."""
+
+    __slots__ = ("_len", "_start", "_t", "_v", "maxlen")
+
+    def __init__(self, maxlen: int) -> None:
+        self.maxlen = maxlen
+        self._t = array("d", bytes(8 * maxlen))
+        self._v = array("d", bytes(8 * maxlen))
+        self._start = 0
+        self._len = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def append(self, point: Point) -> None:
+        t, v = point
+        n = self.maxlen
+        if self._len < n:
+            i = (self._start + self._len) % n
+            self._len += 1
+        else:
+            i = self._start
+            self._start = (self._start + 1) % n
+        self._t[i] = t
+        self._v[i] = math.nan if v is None else v
+
+    def _at(self, k: int) -> Point:
+        i = (self._start + k) % self.maxlen
+        v = self._v[i]
+        return self._t[i], None if math.isnan(v) else v
+
+    def __getitem__(self, k: int) -> Point:
+        if k < 0:
+            k += self._len
+        if not 0 <= k < self._len:
+            raise IndexError(k)
+        return self._at(k)
+
+    def __iter__(self) -> Iterator[Point]:
+        return (self._at(k) for k in range(self._len))
+
+    def __reversed__(self) -> Iterator[Point]:
+        return (self._at(k) for k in range(self._len - 1, -1, -1))
+
+    def clear(self) -> None:
+        self._start = self._len = 0
+
+    def extend(self, points: Iterable[Point]) -> None:
+        for p in points:
+            self.append(p)
 
 
 def gpu_entity(uuid: str) -> str:
@@ -80,8 +137,8 @@ class History:
     """Bounded series of recent values, fed from host updates."""
 
     def __init__(self, maxlen: int = DEFAULT_POINTS) -> None:
-        self.maxlen = maxlen
-        self._series: dict[SeriesKey, deque[Point]] = {}
+        self.maxlen = max(2, maxlen)
+        self._series: dict[SeriesKey, Ring] = {}
         self._last: dict[str, float] = {}  # host -> timestamp of the newest recorded snapshot
 
     # ------------------------------------------------------------------ feeding
@@ -120,7 +177,7 @@ class History:
         key = SeriesKey(host, entity, metric)
         series = self._series.get(key)
         if series is None:
-            series = self._series[key] = deque(maxlen=self.maxlen)
+            series = self._series[key] = Ring(self.maxlen)
         if not series or t > series[-1][0]:
             series.append((t, value))
             return
@@ -145,6 +202,10 @@ class History:
     def latest(self, host: str, entity: str, metric: str) -> float | None:
         series = self._series.get(SeriesKey(host, entity, metric))
         return series[-1][1] if series else None
+
+    def bytes_held(self) -> int:
+        """The points' memory (preallocated per series), for docs and benchmarks."""
+        return len(self._series) * self.maxlen * BYTES_PER_POINT
 
     def keys(self) -> Iterable[SeriesKey]:
         return tuple(self._series)

@@ -1,9 +1,9 @@
 """This host's GPUs through a sampler running in this process (``--sim`` or ``--nvml-module`` too).
 
-The sampler cycles every ``interval`` seconds in a background task; each finished cycle is one
-update of the single host ``local``. NVML calls run in the sampler's worker threads, so the event
-loop (and a UI on it) never waits on the driver; a wedged driver shows as a wedged snapshot, not
-as a frozen screen.
+The sampler is a snapshot feed (:class:`vgpumon.feed.SnapshotFeed`): it runs its own loop, as
+under ``serve``, and each snapshot it publishes is one update of the single host ``local``. NVML
+calls run in the sampler's worker threads, so the event loop (and a UI on it) never waits on the
+driver; a wedged driver shows as a wedged snapshot, not as a frozen screen.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from vgpumon.collect import Sampler
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.enrich.base import Enricher
+from vgpumon.model import Snapshot
 from vgpumon.nvml.session import NvmlSession
 from vgpumon.sources.base import HostState, HostUpdate, UpdateHub
 
@@ -43,8 +44,8 @@ class LocalSource:
         self.host = host
         self._hub = UpdateHub([host])
         self._task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
         self._stop = asyncio.Event()
+        self.sampler.on_snapshot(self._publish)
 
     @property
     def name(self) -> str:
@@ -61,35 +62,25 @@ class LocalSource:
 
     async def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"vgpumon-source-{self.host}")
+            self._task = asyncio.create_task(
+                self.sampler.run(self._stop), name=f"vgpumon-source-{self.host}"
+            )
 
     async def refresh(self) -> None:
-        self._wake.set()
+        self.sampler.refresh()
 
     async def cycle_once(self) -> HostUpdate:
         """Run one sampling cycle now and publish it (tests and one-shot consumers)."""
-        snapshot = await self.sampler.cycle()
+        await self.sampler.cycle()  # published by the sampler's listener
+        return self._hub.latest()[self.host]
+
+    def _publish(self, snapshot: Snapshot) -> HostUpdate:
         state = HostState.UP if snapshot.health.up or snapshot.gpus else HostState.UNREACHABLE
         error = None if state is HostState.UP else "NVML is not initialised"
         return self._hub.publish(self.host, state, snapshot=snapshot, error=error)
 
-    async def _run(self) -> None:
-        interval = self.sampler.config.interval_seconds
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                await self.cycle_once()
-            except Exception as exc:  # a failed cycle is a state, not a crash
-                log.exception("sampling cycle failed")
-                self._hub.publish(self.host, HostState.UNREACHABLE, error=str(exc).splitlines()[0])
-            remaining = max(0.0, interval - (time.monotonic() - started))
-            self._wake.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=remaining)
-
     async def close(self) -> None:
         self._stop.set()
-        self._wake.set()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -61,6 +61,19 @@ async def _run(conn: asyncssh.SSHClientConnection, command: str) -> tuple[int | 
         return proc.exit_status, out
 
 
+# POSIX shells' exit statuses for a command they could not start (the remote side runs the
+# command through the login shell).
+_SHELL_CANNOT_RUN = {126: "is not executable", 127: "not found"}
+
+
+def quiet_library_log() -> None:
+    """asyncssh logs every session, channel and command at INFO: several lines per host and poll,
+    which buries the exporter's own lines. The rule: its logger stays at WARNING unless the log
+    level is debug (vgpumon's own warning already says which host failed and why)."""
+    debug = logging.getLogger().getEffectiveLevel() <= logging.DEBUG
+    logging.getLogger("asyncssh").setLevel(logging.NOTSET if debug else logging.WARNING)
+
+
 def _needs_vgpu_report(device_xml: bytes) -> bool:
     # Cheap pre-check; the parser decides for real. Only a vGPU host has a vGPU manager to ask.
     return b"Host VGPU" in device_xml
@@ -84,11 +97,15 @@ class SshTransport:
         s = self.settings
         options: dict[str, object] = {
             "port": target.port,
-            "username": target.user or s.default_user,
             "preferred_auth": "publickey",  # key-based only: never a password prompt
             "connect_timeout": s.timeout_seconds,
             "keepalive_interval": max(s.interval_seconds, 15.0),
         }
+        # Without USER@ and --ssh-user the option stays unset (None would crash asyncssh): then,
+        # like ``ssh HOST``, the User of ~/.ssh/config applies, else the local user.
+        user = target.user or s.default_user
+        if user:
+            options["username"] = user
         if s.identity_files:
             options["client_keys"] = list(s.identity_files)
             options["agent_path"] = None
@@ -115,6 +132,11 @@ class SshTransport:
         try:
             conn = await self._connection(target)
             status, device = await _run(conn, f"{smi} -q -x")
+            if status in _SHELL_CANNOT_RUN:
+                raise SshPollError(
+                    f"{self.settings.nvidia_smi} {_SHELL_CANNOT_RUN[status]} on the host "
+                    f"(exit {status}): check --ssh-nvidia-smi"
+                )
             if status != 0:
                 first = device.decode(errors="replace").strip().splitlines()[:1]
                 said = f": {first[0][:160]}" if first else ""
@@ -183,6 +205,7 @@ class SshSource:
         return self._hub.updates()
 
     async def start(self) -> None:
+        quiet_library_log()  # here, not at import: the command has set the log level by now
         if not self._tasks:
             self._tasks = [
                 asyncio.create_task(self._loop(host), name=f"vgpumon-ssh-{host}")

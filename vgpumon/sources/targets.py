@@ -19,9 +19,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import yaml
 from yarl import URL
 
+from vgpumon import yamlfile
 from vgpumon.errors import ConfigError
 from vgpumon.sources.remote import RemoteTarget
 
@@ -99,23 +99,15 @@ def _structured(text: str) -> bool:
 
 
 def load_targets(path: str) -> list[RemoteTarget]:
-    """The exporters named in ``path`` (plain list or file_sd); a bad file is one ConfigError."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    except OSError as exc:
-        raise ConfigError(f"cannot read targets file {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not UTF-8 text") from None
+    """The exporters named in ``path`` (plain list or file_sd); a bad file is one ConfigError.
+
+    Read through the hardened loader (:mod:`vgpumon.yamlfile`): a regular file only, of bounded
+    size, UTF-8; a file_sd file's YAML within its depth and size limits, duplicate keys refused.
+    """
+    text = yamlfile.read_text(path, "targets file")
     if _structured(text):
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            at = f"line {mark.line + 1}: " if mark is not None else ""
-            problem = getattr(exc, "problem", None) or "not valid JSON/YAML"
-            raise ConfigError(f"{path}: {at}{problem}") from None
-        targets = _file_sd(path, data)
+        node = yamlfile.compose(text, path)
+        targets = _file_sd(path, yamlfile.to_python(node, path) if node is not None else None)
     else:
         targets = _plain(path, text)
     if not targets:

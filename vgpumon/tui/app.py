@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
@@ -24,11 +27,19 @@ from textual.screen import Screen
 from vgpumon.model import Snapshot
 from vgpumon.sources.base import HostState, HostUpdate, SnapshotSource
 from vgpumon.sources.history import History
+from vgpumon.sources.procinfo import ProcInfo, ProcTable
 from vgpumon.tui.cells import COLOUR, MONO, Palette
 from vgpumon.tui.runner import SourceThread
 from vgpumon.tui.themes import MONOCHROME
 from vgpumon.view.events import Event, connection_events, snapshot_events
 from vgpumon.view.filter import Query
+
+
+def local_processes(source: SnapshotSource) -> bool:
+    """The source reads this host's GPUs through the real NVML (not a simulator, not remote)."""
+    from vgpumon.sources.local import LocalSource
+
+    return isinstance(source, LocalSource) and not source.session.source.startswith("sim:")
 
 
 class Backfill(Protocol):
@@ -37,6 +48,9 @@ class Backfill(Protocol):
     async def fill(self, history: History, host: str, snapshot: Snapshot) -> int: ...
 
 
+QUIT_SIGNALS = tuple(
+    s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None
+)
 REDRAW_SECONDS = 0.25  # how soon a new update reaches the screen (coalesces a fleet's updates)
 EVENTS_KEPT = 1000
 SHARE_WINDOW_SECONDS = 30.0
@@ -49,6 +63,8 @@ class VgpumonApp(App[None]):
     TITLE = "vgpumon top"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "quit"),
+        # Textual keeps ctrl+c for copying; in a monitor it means quit, as in top and nvitop.
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
         Binding("p", "toggle_pause", "pause"),
         Binding("slash", "filter", "filter"),
         Binding("t", "toggle_tree", "tree"),
@@ -68,6 +84,7 @@ class VgpumonApp(App[None]):
         start_source: bool = True,
         interval: float = 1.0,
         backfill: Backfill | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         from vgpumon.tui.screens import modes
 
@@ -90,12 +107,18 @@ class VgpumonApp(App[None]):
         self.palette: Palette = COLOUR
         self.register_theme(MONOCHROME)
         self.backfill = backfill
+        self.clock = clock  # event times (a test passes the simulator's clock)
         self._backfilled: set[str] = set()
         self._runner: SourceThread | None = None
+        # /proc facts and signals only for processes of this host read through real NVML: a
+        # remote or simulated host's pids name nothing (or something else) here.
+        self.proc_table: ProcTable | None = ProcTable() if local_processes(source) else None
+        self.send_signal: Callable[[int, int], None] = os.kill  # a test sends elsewhere
 
     # ------------------------------------------------------------------ life cycle
 
     def on_mount(self) -> None:
+        self._quit_on_signals()
         for update in self.source.latest().values():
             self._take(update)
         if self.start_source:
@@ -108,6 +131,14 @@ class VgpumonApp(App[None]):
         self.set_interval(REDRAW_SECONDS, self._tick)
         self.switch_mode("overview")
         self._update_subtitle()
+
+    def _quit_on_signals(self) -> None:
+        """SIGTERM and SIGHUP (a closed terminal, ``kill``) quit the way ``q`` does, so the
+        terminal gets its screen, cursor and mouse back."""
+        loop = asyncio.get_running_loop()
+        for sig in QUIT_SIGNALS:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self.exit)
 
     async def _consume(self) -> None:
         updates = self.source.updates()  # subscribed now: nothing published from here is lost
@@ -136,7 +167,9 @@ class VgpumonApp(App[None]):
             return  # already taken (from the stream or from ``latest()``)
         new_snapshot = self.history.record(update)
         found: list[Event] = []
-        now = update.received_at or (update.snapshot.timestamp if update.snapshot else 0.0)
+        # When it happened is when it reached us: a host that never answered has no snapshot
+        # time, and an unreachable host's snapshot time is that of its last good reading.
+        now = self.clock()
         found += connection_events(
             update.host,
             now,
@@ -144,10 +177,16 @@ class VgpumonApp(App[None]):
             update.state.value,
             update.error,
         )
-        if new_snapshot and update.snapshot is not None:
-            found += snapshot_events(
-                update.host, None if old is None else old.snapshot, update.snapshot
-            )
+        before = None if old is None else old.snapshot
+        # A wedged sampler repeats its last snapshot (same time, so not "new" to the history)
+        # with only its health changed: compare those too.
+        health_changed = (
+            before is not None
+            and update.snapshot is not None
+            and before.health.wedged != update.snapshot.health.wedged
+        )
+        if (new_snapshot or health_changed) and update.snapshot is not None:
+            found += snapshot_events(update.host, before, update.snapshot, now)
         for event in found:
             self.add_event(event)
         self.hosts[update.host] = update
@@ -156,6 +195,15 @@ class VgpumonApp(App[None]):
             self._backfilled.add(update.host)
             assert update.snapshot is not None
             self.run_worker(self._fill(update.host, update.snapshot), group="backfill")
+
+    def local_processes(self, pids: Iterable[int]) -> dict[int, ProcInfo] | None:
+        """User, command, CPU and memory of this host's processes (None: not this host's)."""
+        return None if self.proc_table is None else self.proc_table.read(pids)
+
+    @property
+    def graph_window(self) -> float:
+        """Seconds the graphs span: the history kept (``--history``)."""
+        return self.history.maxlen * self.interval
 
     def add_event(self, event: Event) -> None:
         self._event_seq += 1
@@ -309,10 +357,16 @@ def create_app(
     interval: float = 1.0,
     theme: str | None = None,
     backfill: Backfill | None = None,
+    clock: Callable[[], float] = time.time,
 ) -> VgpumonApp:
     """The app over ``source``; tests pass ``start_source=False`` and drive the source."""
     app = VgpumonApp(
-        source, history=history, start_source=start_source, interval=interval, backfill=backfill
+        source,
+        history=history,
+        start_source=start_source,
+        interval=interval,
+        backfill=backfill,
+        clock=clock,
     )
     if theme is not None:
         if theme not in app.available_themes:

@@ -1,8 +1,10 @@
 """View rows to table cells for the terminal: the view's columns plus gauges and alarm colours.
 
-The text of every cell comes from :mod:`vgpumon.view.columns`; this module only adds what a
-terminal can show and a plain table cannot: gauges for utilization and memory, red and yellow for
-badges (bold and reverse video in the monochrome theme, which has no colours to spend).
+The text, style role, badges and gauge of every cell come from the column
+(:mod:`vgpumon.view.columns`); this module only maps them to what a terminal shows: the palette's
+colours for the roles (bold and reverse video in the monochrome theme, which has no colours to
+spend) and block gauges. Everything is a :class:`rich.text.Text`, never markup, so a VM or process
+named ``[red]`` shows as written.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from rich.text import Text
 
 from vgpumon.view import format as f
 from vgpumon.view.badges import Badge
-from vgpumon.view.columns import WIDE_AT, Column, visible
+from vgpumon.view.columns import DIM, WIDE_AT, Column, visible
 
 R = TypeVar("R")
 COMPACT_BELOW = 80  # below this width gauges are left out
@@ -29,6 +31,10 @@ class Palette:
     good: str = "green"
     dim: str = "dim"
     gauge: str = "cyan"
+
+    def role(self, name: str | None) -> str:
+        """The style of a column's palette role (:data:`vgpumon.view.columns.ERROR` ...)."""
+        return "" if name is None else str(getattr(self, name, ""))
 
 
 COLOUR = Palette()
@@ -50,9 +56,11 @@ class Layout:
     def gauge(self) -> int:
         return 0 if self.compact else (10 if self.wide else 3)
 
-    def gauge_for(self, key: str) -> int:
-        """Utilization always gets a gauge when there is room; memory only in wide layouts."""
-        return self.gauge if key == "util" or self.wide else 0
+    def gauge_for(self, column: Column[Any]) -> int:
+        """Gauges of ``gauge_narrow`` columns whenever there is room; the others only when wide."""
+        if column.gauge is None:
+            return 0
+        return self.gauge if column.gauge_narrow or self.wide else 0
 
 
 def badges_text(badges: Sequence[Badge], palette: Palette) -> Text:
@@ -66,7 +74,7 @@ def badges_text(badges: Sequence[Badge], palette: Palette) -> Text:
 
 def gauge(ratio: float | None, label: str, width: int, palette: Palette) -> RenderableType:
     if width <= 0:
-        return label
+        return Text(label)
     text = Text(f.bar(ratio, width), style=palette.gauge)
     text.append(f" {label}")
     return text
@@ -75,44 +83,37 @@ def gauge(ratio: float | None, label: str, width: int, palette: Palette) -> Rend
 def table_columns(
     columns: Sequence[Column[R]], layout: Layout, has: frozenset[str] = frozenset()
 ) -> list[Column[R]]:
-    """The columns of a table at this layout; ``has`` (:func:`vgpumon.view.columns.present`)
-    turns on the columns of optional data such as pods."""
-    return visible(columns, layout.wide, has)
-
-
-# Column key -> ratio getter for the columns that get a gauge in front of their text.
-GAUGES: dict[str, Callable[[Any], float | None]] = {
-    "util": lambda r: getattr(r, "utilization", None),
-    "memory": lambda r: getattr(r, "memory_ratio", None),
-    "fb": lambda r: getattr(r, "framebuffer_ratio", None),
-}
-
-
-def _has_ratio(row: object, key: str) -> bool:
-    return hasattr(
-        row, {"util": "utilization", "memory": "memory_ratio"}.get(key, "framebuffer_ratio")
-    )
+    """The columns a screen may show (``has``: :func:`vgpumon.view.columns.present` turns on the
+    columns of optional data such as pods); which of them fit is decided when the cells are known
+    (:func:`vgpumon.view.columns.fit`), so every layout keeps the most important ones."""
+    return visible(columns, True, has)
 
 
 class CellCache:
-    """Cells already built for a row model: rows are frozen and hashable, so an unchanged row
-    (most of them, from one refresh to the next) costs a dictionary look-up, not new Text objects,
-    and the keyed table sees the very same cells and skips comparing them."""
+    """Cells already built for a row model, one entry per row key: rows are frozen and hashable,
+    so an unchanged row (most of them, from one refresh to the next) costs a dictionary look-up,
+    not new Text objects, and the keyed table sees the very same cells and skips comparing them.
+    Only a row's newest cells are kept, so memory follows the number of rows, not run time."""
 
-    LIMIT = 50_000  # entries; cleared whole when exceeded (old rows are never asked for again)
+    LIMIT = 50_000  # row keys; cleared whole when exceeded (hosts and GPUs that came and went)
 
     def __init__(self) -> None:
-        self._cells: dict[Any, tuple[RenderableType, ...]] = {}
+        self._cells: dict[str, tuple[Any, tuple[RenderableType, ...]]] = {}
 
     def get(
-        self, key: Any, build: Callable[[], tuple[RenderableType, ...]]
+        self, key: str, signature: Any, build: Callable[[], tuple[RenderableType, ...]]
     ) -> tuple[RenderableType, ...]:
-        cells = self._cells.get(key)
-        if cells is None:
-            if len(self._cells) >= self.LIMIT:
-                self._cells.clear()
-            cells = self._cells[key] = build()
+        held = self._cells.get(key)
+        if held is not None and held[0] == signature:
+            return held[1]
+        if held is None and len(self._cells) >= self.LIMIT:
+            self._cells.clear()
+        cells = build()
+        self._cells[key] = (signature, cells)
         return cells
+
+    def __len__(self) -> int:
+        return len(self._cells)
 
     def clear(self) -> None:
         self._cells.clear()
@@ -120,32 +121,34 @@ class CellCache:
     def row(
         self, row: Any, columns: Sequence[Column[Any]], layout: Layout, palette: Palette
     ) -> tuple[RenderableType, ...]:
-        key = (row, tuple(c.key for c in columns), layout, palette)
-        return self.get(key, lambda: row_cells(row, columns, layout, palette))
+        signature = (row, tuple(c.key for c in columns), layout, palette)
+        return self.get(row.key, signature, lambda: row_cells(row, columns, layout, palette))
+
+
+def cell(row: R, column: Column[R], layout: Layout, palette: Palette) -> Text:
+    """One cell: the column's text with the column's style, badges or gauge."""
+    value = column.cell(row)
+    if column.parts is not None:
+        parts = column.parts(row)
+        if parts:
+            text = Text()
+            for i, (label, role) in enumerate(parts):
+                if i:
+                    text.append(" ")
+                text.append(label, style=palette.role(role))
+            return text
+    width = layout.gauge_for(column)
+    if width and column.gauge is not None and value:
+        bar = Text(f.bar(column.gauge(row), width), style=palette.gauge)
+        bar.append(f" {value}")
+        return bar
+    role = None if column.style is None else column.style(row)
+    if role is None and value == f.DASH:
+        role = DIM
+    return Text(value, style=palette.role(role), justify="right" if column.numeric else "left")
 
 
 def row_cells(
     row: R, columns: Sequence[Column[R]], layout: Layout, palette: Palette
 ) -> tuple[RenderableType, ...]:
-    cells: list[RenderableType] = []
-    for c in columns:
-        value = c.cell(row)
-        if c.key == "badges" or c.key == "note":
-            badges = getattr(row, "badges", ())
-            error = getattr(row, "error", None)
-            cells.append(
-                Text(value, style=palette.error) if error else badges_text(badges, palette)
-            )
-        elif c.key in GAUGES and layout.gauge_for(c.key) and _has_ratio(row, c.key):
-            cells.append(gauge(GAUGES[c.key](row), value, layout.gauge_for(c.key), palette))
-        elif c.key in ("license", "state") and value.startswith("unlicensed"):
-            cells.append(Text(value, style=palette.warning))
-        elif (c.key == "starved" and value) or (
-            c.key == "state" and value.startswith("unreachable")
-        ):
-            cells.append(Text(value, style=palette.error))
-        elif value == f.DASH:
-            cells.append(Text(value, style=palette.dim))
-        else:
-            cells.append(Text(value, justify="right" if c.numeric else "left"))
-    return tuple(cells)
+    return tuple(cell(row, c, layout, palette) for c in columns)

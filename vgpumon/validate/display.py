@@ -136,6 +136,8 @@ class RichProgress(Progress):
         target = report.target.describe() if report.target is not None else "?"
         self.console.print(Text(f"vgpumon validate: {target}", style="bold"))
         self.console.print(Text(f"  readings: {report.source}; load: {report.driver}", style="dim"))
+        for note in report.notes:
+            self.console.print(Text(f"  note: {note}", style="dim"))
 
     def step_started(self, index: int, step: Step) -> None:
         self._index, self._step = index, step

@@ -234,6 +234,7 @@ class Validation:
             await self.source.open()
             report.target = await self.source.resolve(self.plan.device)
             report.source = self.source.name
+            report.notes.extend(self.source.notes())  # before the ladder: the display says them
             made = self._driver_or_factory
             driver = made if isinstance(made, LoadDriver) else made(report.target)
             self.driver = driver

@@ -11,7 +11,11 @@ HTTP client of vgpumon) and :mod:`vgpumon.metrics.parse` turns the exposition ba
 
 An exporter samples on its own schedule; after every change of load this source waits until the
 exporter has published two samples more (the first may straddle the change, the second cannot),
-and it returns each published sample once.
+and it returns each published sample once. GPM metrics and per-process utilization are averages
+since their previous read, which an exporter does every ``--interval.gpm`` /
+``--interval.processes`` (5 s by default), not every cycle: the exporter publishes its cadences
+(``vgpumon_sampler_cadence_seconds``), and after a change of load this source also waits until
+a published average can only cover time after the change (:func:`cover_seconds`).
 """
 
 from __future__ import annotations
@@ -84,6 +88,28 @@ class RealTimer:
         await asyncio.sleep(max(0.0, seconds))
 
 
+# The readings whose values are averages since the previous read, by exporter cadence name.
+AVERAGED_CADENCES = {"gpm": "GPM metrics", "processes": "per-process utilization"}
+
+
+def cover_seconds(snapshot: Snapshot) -> float:
+    """How long after a change of load (measured from the first sample published after it) an
+    exporter's averages cover only time after the change; 0 when they are read every cycle.
+
+    An average published at time T was read at most one gap (cadence + half an interval, by
+    ``GpuContext.due``) plus a cycle before T and spans one gap before that read: it starts
+    after the change once T is past it by 2 x (cadence + interval).
+    """
+    interval = snapshot.health.interval_seconds or 0.0
+    cadence = max(
+        (c.seconds for c in snapshot.health.cadences if c.name in AVERAGED_CADENCES),
+        default=0.0,
+    )
+    if cadence <= interval:
+        return 0.0
+    return 2.0 * (cadence + interval)
+
+
 class SourceError(VgpumonError):
     """The readings could not be had (exporter unreachable or silent): the run cannot go on."""
 
@@ -98,6 +124,10 @@ class ReadingSource(Protocol):
 
     async def start_window(self) -> None:
         """Called once the load has settled: readings from now on describe only this load."""
+        ...
+
+    def notes(self) -> list[str]:
+        """What the run should say about how it reads (after ``open``), for the report."""
         ...
 
     async def read(self, target: Target) -> Reading | None:
@@ -158,6 +188,9 @@ class SamplerSource(_SnapshotSource):
     async def start_window(self) -> None:
         # A cycle now makes the next one's GPM interval and process-sample cursor start here.
         self._latest = await self.sampler.cycle()
+
+    def notes(self) -> list[str]:
+        return []
 
     async def read(self, target: Target) -> Reading:
         snapshot = await self.sampler.cycle()
@@ -240,8 +273,15 @@ class ExporterSource(_SnapshotSource):
         if latest is not None:
             seen.add(_sample_id(latest))
         fresh = 0
+        first_fresh: float | None = None  # the exporter's time of the first sample after now
         deadline = self.timer.now() + self.silence_timeout_s
-        while fresh < self.fresh_samples:
+        while True:
+            if fresh >= self.fresh_samples:
+                assert self._latest is not None and first_fresh is not None
+                # Averages read at a cadence: wait (by the exporter's own clock) until the
+                # published ones began after the change.
+                if self._latest.timestamp >= first_fresh + cover_seconds(self._latest):
+                    break
             if self.timer.now() >= deadline:
                 raise SourceError(
                     f"the exporter at {self.base} published no new sample in "
@@ -257,8 +297,36 @@ class ExporterSource(_SnapshotSource):
                 seen.add(key)
                 fresh += 1
                 self._latest = snapshot
+                if first_fresh is None:
+                    first_fresh = snapshot.timestamp
+                deadline = self.timer.now() + self.silence_timeout_s  # it is not silent
         assert self._latest is not None
         self._last_returned = _sample_id(self._latest)
+
+    def notes(self) -> list[str]:
+        """How the exporter's cadences shape the run (said at start), or what it needs."""
+        if self._latest is None:
+            return []
+        health = self._latest.health
+        if health.interval_seconds is None:
+            return [
+                "the exporter does not publish its sampling cadences (an older vgpumon): if it "
+                "reads GPM or processes less often than every cycle, its averages may straddle "
+                "the steps; run it with --interval.gpm and --interval.processes equal to "
+                "--interval"
+            ]
+        cover = cover_seconds(self._latest)
+        if cover <= 0:
+            return []
+        read = ", ".join(
+            f"{AVERAGED_CADENCES[c.name]} every {c.seconds:g} s"
+            for c in health.cadences
+            if c.name in AVERAGED_CADENCES
+        )
+        return [
+            f"the exporter reads {read} (cycles every {health.interval_seconds:g} s): each step "
+            f"waits {cover:g} s after the load settles, until those averages cover only its load"
+        ]
 
     async def read(self, target: Target) -> Reading | None:
         snapshot = await self._fetch()

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 # A license that runs out within this many seconds is "expiring" (one week: enough time to renew).
 EXPIRING_WITHIN_SECONDS = 7 * 86400
 
-# Badge kinds, most severe first; the order is the display order.
-KINDS = ("lost", "hung", "xid", "unlicensed", "expiring", "starved")
+# Badge kinds, most severe first; the order is the display order. ``stale``: the sampler is wedged
+# and the row shows the last good reading, not a live one.
+KINDS = ("lost", "hung", "xid", "stale", "unlicensed", "expiring", "starved")
 ERROR_KINDS = frozenset({"lost", "hung", "xid"})
 
 

@@ -1,9 +1,21 @@
-"""Table columns over the row models: label, cell text, sort key, and which layouts show them.
+"""Table columns over the row models: label, cell text, sort key, style, priority.
 
 A column is defined once here and used by ``vgpumon snapshot``'s rich tables and by every table of
 the terminal UI, so the two never disagree on what a column means or how a value prints. Sorting
 uses the raw value (``sort``), so ``9 GiB`` sorts below ``10 GiB``; absent values always sort last,
-in either direction.
+in either direction. Load-like columns (``descending``) sort largest first when first chosen.
+
+A column also says how it looks (``style``: a palette role per row; ``parts``: several styled
+pieces, for badges; ``gauge``: the ratio a gauge in front of the text shows) and how much it
+matters (``priority``: 0 is kept longest). When a terminal is too narrow for every column,
+:func:`fit` drops columns in a defined order, least important first and, among equals, the widest
+first, so nothing is ever cut off the right edge.
+
+The host screen's tree mixes GPU, vGPU and MIG rows in one table: its columns
+(:data:`HOST_TREE_COLUMNS`) are shared by meaning (``name/VM``: a GPU's product, a vGPU's VM, a
+MIG instance's pod; ``type``: a GPU's mode, a vGPU's type, a MIG profile) and take each kind's
+text from a registry per row type (:func:`by_kind`), so adding a kind of row is one entry per
+column, not a branch in a screen.
 """
 
 from __future__ import annotations
@@ -14,7 +26,7 @@ from typing import Any, Generic, TypeVar
 
 from vgpumon.model import Snapshot
 from vgpumon.view import format as f
-from vgpumon.view.badges import labels
+from vgpumon.view.badges import Badge, badge, labels
 from vgpumon.view.rows import (
     GpuRow,
     HostRow,
@@ -26,6 +38,8 @@ from vgpumon.view.rows import (
 )
 
 R = TypeVar("R")
+# Palette roles a column's ``style`` may return (the terminal UI maps them to colours).
+ERROR, WARNING, GOOD, DIM = "error", "warning", "good", "dim"
 # Terminal width from which the columns marked ``wide`` are shown (the UI and ``snapshot`` alike).
 WIDE_AT = 120
 
@@ -41,14 +55,57 @@ class Column(Generic[R]):
     # Shown only when the snapshot has this kind of data (:func:`present`): a pod column on a
     # host without the kubelet enricher would be a column of dashes taking width from the rest.
     needs: str | None = None
+    priority: int = 5  # 0 is kept longest; :func:`fit` drops the highest numbers first
+    descending: bool = False  # load-like: the first sort by this column puts the largest first
+    style: Callable[[R], str | None] | None = None  # palette role of the cell (None: plain)
+    parts: Callable[[R], Sequence[tuple[str, str | None]]] | None = None  # styled pieces
+    gauge: Callable[[R], float | None] | None = None  # ratio of a gauge before the text
+    gauge_narrow: bool = False  # the gauge also in the normal (not only the wide) layout
 
 
 PODS = "pods"  # the kubelet enricher gave devices to pods (``Snapshot.allocations``)
+VGPUS = "vgpus"  # the host has vGPU instances (license and share columns mean something)
+MIGS = "migs"  # the host has MIG instances
+LOCAL = "local"  # processes of this host, with what /proc says of them (user, CPU, command)
 
 
 def present(snapshot: Snapshot | None) -> frozenset[str]:
     """The optional kinds of data ``snapshot`` has, for :func:`visible`."""
-    return frozenset({PODS}) if snapshot is not None and snapshot.allocations else frozenset()
+    if snapshot is None:
+        return frozenset()
+    out = set()
+    if snapshot.allocations:
+        out.add(PODS)
+    if any(g.vgpu_instances for g in snapshot.gpus):
+        out.add(VGPUS)
+    if any(g.mig_instances for g in snapshot.gpus):
+        out.add(MIGS)
+    return frozenset(out)
+
+
+def fit(columns: Sequence[Column[R]], widths: Sequence[int], room: int, gap: int = 2) -> list[int]:
+    """Indexes of the columns kept when ``room`` cells must hold them (each takes its width plus
+    ``gap``): columns drop least important first (highest ``priority``) and, among equals, widest
+    first; the first column always stays. The kept columns keep their order."""
+    kept = list(range(len(columns)))
+    total = sum(w + gap for w in widths)
+    order = sorted(kept[1:], key=lambda i: (-columns[i].priority, -widths[i], -i))
+    for i in order:
+        if total <= room:
+            break
+        kept.remove(i)
+        total -= widths[i] + gap
+    return kept
+
+
+def by_kind(table: dict[type, Callable[[Any], Any]], default: Any = "") -> Callable[[Any], Any]:
+    """A cell (or sort key) that depends on the row's type: one entry per kind of row."""
+
+    def cell(row: Any) -> Any:
+        read = table.get(type(row))
+        return default if read is None else read(row)
+
+    return cell
 
 
 def visible(
@@ -65,6 +122,7 @@ def _pod_column() -> Column[Any]:
         lambda r: r.holders.label or f.DASH,
         lambda r: r.holders.label or None,
         needs=PODS,
+        priority=2,
     )
 
 
@@ -82,6 +140,38 @@ def _share(v: VgpuRow) -> str:
     return got if v.entitled is None else f"{got}/{f.pct(v.entitled)}"
 
 
+def _unlicensed_style(state: str | None) -> str | None:
+    return WARNING if (state or "").startswith("unlicensed") else None
+
+
+def _badge_parts(badges: Sequence[Badge]) -> list[tuple[str, str | None]]:
+    return [(x.label, ERROR if x.error else WARNING) for x in badges]
+
+
+def _vgpu_badges(v: VgpuRow) -> list[tuple[str, str | None]]:
+    """A vGPU's alarms beside its license column (which already says unlicensed)."""
+    kinds = (("expiring", v.expiring), ("starved", v.starved))
+    return _badge_parts([badge(k) for k, on in kinds if on])
+
+
+def _vgpu_license(v: VgpuRow) -> str:
+    return f.license_short(v.license_state)
+
+
+def _gpu_licenses(g: GpuRow) -> str:
+    """A GPU's vGPUs without a license, as a count (its badges say which kind of problem)."""
+    return f"{g.unlicensed} unlic" if g.unlicensed else (f.DASH if g.vgpus else "")
+
+
+def _short_vm(v: VgpuRow) -> str:
+    """The VM's name; without one, NVML's VM id shortened (the full id is in the detail)."""
+    if v.vm is None:
+        return f.DASH
+    if v.vm == v.vm_id and len(v.vm) > 12:
+        return v.vm[:8] + "…"
+    return v.vm
+
+
 def _expires(expiry: float | None, expires_in: float | None, status: str | None) -> str:
     if expires_in is None:
         return f.expiry_status(status)
@@ -89,27 +179,65 @@ def _expires(expiry: float | None, expires_in: float | None, status: str | None)
 
 
 GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
-    Column("index", "#", lambda r: str(r.index), lambda r: r.index, numeric=True),
-    Column("mode", "mode", lambda r: r.mode_label, lambda r: r.mode),
-    Column("badges", "badges", lambda r: labels(r.badges), lambda r: len(r.badges)),
-    Column("util", "util", lambda r: f.pct(r.utilization), lambda r: r.utilization, True),
+    Column("index", "#", lambda r: str(r.index), lambda r: r.index, numeric=True, priority=0),
+    Column("mode", "mode", lambda r: r.mode_label, lambda r: r.mode, priority=1),
+    Column(
+        "badges",
+        "badges",
+        lambda r: labels(r.badges),
+        lambda r: len(r.badges),
+        priority=1,
+        descending=True,
+        parts=lambda r: _badge_parts(r.badges),
+    ),
+    Column(
+        "util",
+        "util",
+        lambda r: f.pct(r.utilization),
+        lambda r: r.utilization,
+        priority=3,
+        gauge=lambda r: r.utilization,
+        gauge_narrow=True,
+        numeric=True,
+        descending=True,
+    ),
     Column(
         "memory",
         "memory",
         lambda r: f.used_total(r.memory_used, r.memory_total),
         lambda r: r.memory_ratio,
-        True,
+        priority=3,
+        gauge=lambda r: r.memory_ratio,
+        numeric=True,
+        descending=True,
     ),
     Column(
         "power",
         "power",
         lambda r: f.power_of_limit(r.power, r.power_limit),
         lambda r: r.power,
-        True,
+        priority=5,
+        numeric=True,
+        descending=True,
     ),
-    Column("temp", "temp", lambda r: f.celsius(r.temperature), lambda r: r.temperature, True),
     Column(
-        "clock", "SM clock", lambda r: f.hertz(r.sm_clock), lambda r: r.sm_clock, True, wide=True
+        "temp",
+        "temp",
+        lambda r: f.celsius(r.temperature),
+        lambda r: r.temperature,
+        priority=5,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "clock",
+        "SM clock",
+        lambda r: f.hertz(r.sm_clock),
+        lambda r: r.sm_clock,
+        wide=True,
+        priority=7,
+        numeric=True,
+        descending=True,
     ),
     Column(
         "held",
@@ -117,14 +245,17 @@ GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
         lambda r: ", ".join(r.held_by) or f.DASH,
         lambda r: len(r.held_by),
         wide=True,
+        priority=7,
     ),
     Column(
         "gpm",
         "GPM sm/dram",
         lambda r: f"{f.pct(r.gpm_sm)}/{f.pct(r.gpm_dram)}",
         lambda r: r.gpm_sm,
-        True,
         wide=True,
+        priority=6,
+        numeric=True,
+        descending=True,
     ),
     _pod_column(),
     Column(
@@ -132,35 +263,257 @@ GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
         "inst",
         lambda r: str(r.instances) if r.instances else f.DASH,
         lambda r: r.instances,
-        True,
+        priority=4,
+        numeric=True,
+        descending=True,
     ),
-    Column("name", "name", lambda r: f.text(r.name), lambda r: r.name),
+    Column("name", "name", lambda r: f.or_dash(r.name), lambda r: r.name, priority=4),
+)
+
+# The host screen's table: GPU rows and, expanded under them, their vGPU or MIG instances. Each
+# column holds one meaning for every kind of row (see the module's docstring).
+_ID = by_kind(
+    {
+        GpuRow: lambda r: str(r.index),
+        VgpuRow: lambda r: f"v{r.vgpu_id}",
+        MigRow: lambda r: f"GI{r.gpu_instance_id}",
+    }
+)
+HOST_TREE_COLUMNS: tuple[Column[Any], ...] = (
+    Column("index", "#", _ID, by_kind({GpuRow: lambda r: r.index}, None), priority=0),
+    Column(
+        "name",
+        "name/VM",
+        by_kind(
+            {
+                GpuRow: lambda r: f.or_dash(r.name).removeprefix("NVIDIA "),
+                VgpuRow: _short_vm,
+                MigRow: lambda r: r.holders.label or f.DASH,
+            }
+        ),
+        by_kind({GpuRow: lambda r: r.name}, None),
+        priority=1,
+    ),
+    Column(
+        "type",
+        "mode/type",
+        by_kind(
+            {
+                GpuRow: lambda r: r.mode_label,
+                VgpuRow: lambda r: f.vgpu_type(r.type_name),
+                MigRow: lambda r: f.or_dash(r.profile),
+            }
+        ),
+        by_kind({GpuRow: lambda r: r.mode}, None),
+        priority=1,
+    ),
+    Column(
+        "license",
+        "license",
+        by_kind({GpuRow: _gpu_licenses, VgpuRow: _vgpu_license}),
+        by_kind({GpuRow: lambda r: r.unlicensed}, None),
+        needs=VGPUS,
+        priority=1,
+        descending=True,
+        style=by_kind(
+            {
+                GpuRow: lambda r: WARNING if r.unlicensed else None,
+                VgpuRow: lambda r: _unlicensed_style(r.license_state),
+            },
+            None,
+        ),
+    ),
+    Column(
+        "share",
+        "share/due",
+        by_kind({VgpuRow: _share}),
+        by_kind({GpuRow: lambda r: r.vgpus}, None),
+        needs=VGPUS,
+        priority=1,
+        numeric=True,
+        style=by_kind({VgpuRow: lambda r: ERROR if r.starved else None}, None),
+    ),
+    _pod_column(),
+    Column(
+        "badges",
+        "alarms",
+        by_kind({GpuRow: lambda r: labels(r.badges)}),
+        by_kind({GpuRow: lambda r: len(r.badges)}, None),
+        priority=2,
+        descending=True,
+        parts=by_kind({GpuRow: lambda r: _badge_parts(r.badges), VgpuRow: _vgpu_badges}, ()),
+    ),
+    Column(
+        "util",
+        "util/sm",
+        by_kind(
+            {
+                GpuRow: lambda r: f.pct(r.utilization),
+                VgpuRow: lambda r: f.pct(r.sm),
+                MigRow: lambda r: f.pct(r.sm_active),
+            }
+        ),
+        by_kind({GpuRow: lambda r: r.utilization}, None),
+        priority=3,
+        gauge=by_kind(
+            {
+                GpuRow: lambda r: r.utilization,
+                VgpuRow: lambda r: r.sm,
+                MigRow: lambda r: r.sm_active,
+            },
+            None,
+        ),
+        gauge_narrow=True,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "memory",
+        "memory",
+        by_kind(
+            {
+                GpuRow: lambda r: f.used_total(r.memory_used, r.memory_total),
+                VgpuRow: lambda r: f.used_total(r.framebuffer_used, r.framebuffer_total),
+                MigRow: lambda r: f.used_total(r.memory_used, r.memory_total),
+            }
+        ),
+        by_kind({GpuRow: lambda r: r.memory_ratio}, None),
+        priority=3,
+        gauge=by_kind(
+            {
+                GpuRow: lambda r: r.memory_ratio,
+                VgpuRow: lambda r: r.framebuffer_ratio,
+                MigRow: lambda r: r.memory_ratio,
+            },
+            None,
+        ),
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "inst",
+        "inst",
+        by_kind(
+            {
+                GpuRow: lambda r: str(r.instances) if r.instances else f.DASH,
+                MigRow: lambda r: f"{r.compute_instances} CI",
+            }
+        ),
+        by_kind({GpuRow: lambda r: r.instances}, None),
+        priority=4,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "power",
+        "power",
+        by_kind({GpuRow: lambda r: f.power_of_limit(r.power, r.power_limit)}),
+        by_kind({GpuRow: lambda r: r.power}, None),
+        priority=5,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "temp",
+        "temp",
+        by_kind({GpuRow: lambda r: f.celsius(r.temperature)}),
+        by_kind({GpuRow: lambda r: r.temperature}, None),
+        priority=5,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "gpm",
+        "GPM sm/dram",
+        by_kind(
+            {
+                GpuRow: lambda r: f"{f.pct(r.gpm_sm)}/{f.pct(r.gpm_dram)}",
+                MigRow: lambda r: f"{f.pct(r.sm_active)}/{f.pct(r.dram_active)}",
+            }
+        ),
+        by_kind({GpuRow: lambda r: r.gpm_sm}, None),
+        priority=6,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "clock",
+        "SM clock",
+        by_kind({GpuRow: lambda r: f.hertz(r.sm_clock)}),
+        by_kind({GpuRow: lambda r: r.sm_clock}, None),
+        priority=7,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "held",
+        "held by",
+        by_kind({GpuRow: lambda r: ", ".join(r.held_by) or f.DASH}),
+        by_kind({GpuRow: lambda r: len(r.held_by)}, None),
+        priority=7,
+    ),
+    Column(
+        "uuid",
+        "UUID",
+        by_kind({GpuRow: lambda r: r.uuid, VgpuRow: lambda r: f.or_dash(r.vm_id)}),
+        by_kind({GpuRow: lambda r: r.uuid}, None),
+        priority=9,
+    ),
 )
 
 VGPU_COLUMNS: tuple[Column[VgpuRow], ...] = (
-    Column("vgpu", "vGPU", lambda r: str(r.vgpu_id), lambda r: r.vgpu_id, True),
-    Column("vm", "VM", lambda r: f.text(r.vm), lambda r: r.vm),
+    Column("vgpu", "vGPU", lambda r: str(r.vgpu_id), lambda r: r.vgpu_id, True, priority=0),
+    Column("vm", "VM", _short_vm, lambda r: r.vm, priority=1),
     _pod_column(),
-    Column("type", "type", lambda r: f.vgpu_type(r.type_name), lambda r: r.type_name),
+    Column("type", "type", lambda r: f.vgpu_type(r.type_name), lambda r: r.type_name, priority=1),
     Column(
         "fb",
         "framebuffer",
         lambda r: f.used_total(r.framebuffer_used, r.framebuffer_total),
         lambda r: r.framebuffer_ratio,
-        True,
+        priority=3,
+        gauge=lambda r: r.framebuffer_ratio,
+        numeric=True,
+        descending=True,
     ),
-    Column("sm", "sm", lambda r: f.pct(r.sm), lambda r: r.sm, True),
-    Column("mem", "mem", lambda r: f.pct(r.memory), lambda r: r.memory, True, wide=True),
+    Column(
+        "sm",
+        "sm",
+        lambda r: f.pct(r.sm),
+        lambda r: r.sm,
+        priority=3,
+        gauge=lambda r: r.sm,
+        gauge_narrow=True,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "mem",
+        "mem",
+        lambda r: f.pct(r.memory),
+        lambda r: r.memory,
+        wide=True,
+        priority=6,
+        numeric=True,
+        descending=True,
+    ),
     Column(
         "enc",
         "enc/dec",
         lambda r: f"{f.pct(r.encoder)}/{f.pct(r.decoder)}",
         lambda r: r.encoder,
-        True,
         wide=True,
+        priority=7,
+        numeric=True,
+        descending=True,
     ),
     Column(
-        "license", "license", lambda r: f.license_state(r.license_state), lambda r: r.license_state
+        "license",
+        "license",
+        _vgpu_license,
+        lambda r: r.license_state,
+        priority=1,
+        style=lambda r: _unlicensed_style(r.license_state),
     ),
     Column(
         "expires",
@@ -168,152 +521,431 @@ VGPU_COLUMNS: tuple[Column[VgpuRow], ...] = (
         lambda r: _expires(r.expiry, r.expires_in, r.expiry_status),
         lambda r: r.expires_in,
         wide=True,
+        priority=5,
     ),
     Column(
         "fps",
         "fps cap",
-        lambda r: f.text(r.frame_rate_limit),
+        lambda r: f.or_dash(r.frame_rate_limit),
         lambda r: r.frame_rate_limit,
         True,
         wide=True,
+        priority=8,
     ),
-    Column("share", "share/due", _share, lambda r: r.share, True),
+    Column(
+        "share",
+        "share/due",
+        _share,
+        lambda r: r.share,
+        priority=1,
+        style=lambda r: ERROR if r.starved else None,
+        numeric=True,
+        descending=True,
+    ),
+    Column("vmid", "VM id", lambda r: f.or_dash(r.vm_id), lambda r: r.vm_id, wide=True, priority=9),
 )
 
 MIG_COLUMNS: tuple[Column[MigRow], ...] = (
-    Column("gi", "GI", lambda r: str(r.gpu_instance_id), lambda r: r.gpu_instance_id, True),
-    Column("profile", "profile", lambda r: f.text(r.profile), lambda r: r.profile),
+    Column(
+        "gi", "GI", lambda r: str(r.gpu_instance_id), lambda r: r.gpu_instance_id, True, priority=0
+    ),
+    Column("profile", "profile", lambda r: f.or_dash(r.profile), lambda r: r.profile, priority=1),
     _pod_column(),
-    Column("placement", "slot", lambda r: f.text(r.placement), lambda r: r.placement, wide=True),
+    Column(
+        "placement",
+        "slot",
+        lambda r: f.or_dash(r.placement),
+        lambda r: r.placement,
+        wide=True,
+        priority=7,
+    ),
     Column(
         "memory",
         "memory",
         lambda r: f.used_total(r.memory_used, r.memory_total),
         lambda r: r.memory_ratio,
-        True,
+        priority=2,
+        gauge=lambda r: r.memory_ratio,
+        numeric=True,
+        descending=True,
     ),
-    Column("sm", "sm", lambda r: f.pct(r.sm_active), lambda r: r.sm_active, True),
     Column(
-        "occ", "occ", lambda r: f.pct(r.sm_occupancy), lambda r: r.sm_occupancy, True, wide=True
+        "sm",
+        "sm",
+        lambda r: f.pct(r.sm_active),
+        lambda r: r.sm_active,
+        priority=2,
+        gauge=lambda r: r.sm_active,
+        gauge_narrow=True,
+        numeric=True,
+        descending=True,
     ),
-    Column("tensor", "tensor", lambda r: f.pct(r.tensor_active), lambda r: r.tensor_active, True),
-    Column("dram", "dram", lambda r: f.pct(r.dram_active), lambda r: r.dram_active, True),
-    Column("ci", "CIs", lambda r: str(r.compute_instances), lambda r: r.compute_instances, True),
-    Column("sms", "SMs", lambda r: f.text(r.sm_count), lambda r: r.sm_count, True, wide=True),
-    Column("procs", "procs", lambda r: f.text(r.processes), lambda r: r.processes, True),
+    Column(
+        "occ",
+        "occ",
+        lambda r: f.pct(r.sm_occupancy),
+        lambda r: r.sm_occupancy,
+        wide=True,
+        priority=6,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "tensor",
+        "tensor",
+        lambda r: f.pct(r.tensor_active),
+        lambda r: r.tensor_active,
+        priority=4,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "dram",
+        "dram",
+        lambda r: f.pct(r.dram_active),
+        lambda r: r.dram_active,
+        priority=4,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "ci",
+        "CIs",
+        lambda r: str(r.compute_instances),
+        lambda r: r.compute_instances,
+        True,
+        priority=5,
+    ),
+    Column(
+        "sms",
+        "SMs",
+        lambda r: f.or_dash(r.sm_count),
+        lambda r: r.sm_count,
+        True,
+        wide=True,
+        priority=7,
+    ),
+    Column(
+        "procs",
+        "procs",
+        lambda r: f.or_dash(r.processes),
+        lambda r: r.processes,
+        priority=3,
+        numeric=True,
+        descending=True,
+    ),
 )
 
 PROCESS_COLUMNS: tuple[Column[ProcessRow], ...] = (
-    Column("pid", "pid", lambda r: str(r.pid), lambda r: r.pid, True),
-    Column("name", "process", lambda r: f.text(r.name), lambda r: r.name),
-    Column("kind", "kind", lambda r: r.kind, lambda r: r.kind),
-    Column("where", "on", lambda r: f.text(r.where), lambda r: r.where),
-    Column("memory", "memory", lambda r: f.size(r.memory), lambda r: r.memory, True),
-    Column("sm", "sm", lambda r: f.pct(r.sm), lambda r: r.sm, True),
-    Column("mem", "mem", lambda r: f.pct(r.memory_util), lambda r: r.memory_util, True, wide=True),
+    Column("pid", "pid", lambda r: str(r.pid), lambda r: r.pid, True, priority=0),
+    Column("name", "process", lambda r: f.or_dash(r.name), lambda r: r.name, priority=1),
+    Column("user", "user", lambda r: f.or_dash(r.user), lambda r: r.user, priority=2, needs=LOCAL),
+    Column(
+        "cpu",
+        "CPU",
+        lambda r: f.pct(r.cpu),
+        lambda r: r.cpu,
+        priority=3,
+        needs=LOCAL,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "rss",
+        "host mem",
+        lambda r: f.size(r.host_memory),
+        lambda r: r.host_memory,
+        priority=4,
+        needs=LOCAL,
+        numeric=True,
+        descending=True,
+    ),
+    Column("kind", "kind", lambda r: r.kind, lambda r: r.kind, priority=4),
+    Column("where", "on", lambda r: f.or_dash(r.where), lambda r: r.where, priority=3),
+    Column(
+        "memory",
+        "GPU mem",
+        lambda r: f.size(r.memory),
+        lambda r: r.memory,
+        priority=1,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "sm", "sm", lambda r: f.pct(r.sm), lambda r: r.sm, priority=2, numeric=True, descending=True
+    ),
+    Column(
+        "mem",
+        "mem",
+        lambda r: f.pct(r.memory_util),
+        lambda r: r.memory_util,
+        wide=True,
+        priority=5,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "command",
+        "command line",
+        lambda r: f.or_dash(r.command),
+        lambda r: r.command,
+        priority=8,
+        needs=LOCAL,
+    ),
 )
 
 SCHEDULER_COLUMNS: tuple[Column[SchedulerRow], ...] = (
-    Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True),
-    Column("gi", "GI", lambda r: f.text(r.gpu_instance_id), lambda r: r.gpu_instance_id, True),
-    Column("policy", "policy", lambda r: f.text(r.policy), lambda r: r.policy),
-    Column("arr", "ARR", lambda r: f.flag(r.arr), lambda r: r.arr),
-    Column("slice", "time slice", lambda r: f.duration(r.timeslice), lambda r: r.timeslice, True),
+    Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True, priority=0),
+    Column(
+        "gi",
+        "GI",
+        lambda r: f.or_dash(r.gpu_instance_id),
+        lambda r: r.gpu_instance_id,
+        True,
+        priority=3,
+    ),
+    Column("policy", "policy", lambda r: f.or_dash(r.policy), lambda r: r.policy, priority=1),
+    Column("arr", "ARR", lambda r: f.flag(r.arr), lambda r: r.arr, priority=4),
+    Column(
+        "slice",
+        "time slice",
+        lambda r: f.duration(r.timeslice),
+        lambda r: r.timeslice,
+        True,
+        priority=3,
+    ),
     Column(
         "avg",
         "avg factor",
-        lambda r: f.text(r.average_factor),
+        lambda r: f.or_dash(r.average_factor),
         lambda r: r.average_factor,
         True,
         wide=True,
+        priority=6,
     ),
-    Column("vgpus", "vGPUs", lambda r: str(r.vgpus), lambda r: r.vgpus, True),
+    Column(
+        "vgpus",
+        "vGPUs",
+        lambda r: str(r.vgpus),
+        lambda r: r.vgpus,
+        priority=2,
+        numeric=True,
+        descending=True,
+    ),
     Column(
         "log",
         "log (missed)",
         lambda r: f"{r.log_entries} ({r.log_missed})",
         lambda r: r.log_entries,
-        True,
         wide=True,
+        priority=6,
+        numeric=True,
+        descending=True,
     ),
     Column(
         "starved",
         "starved",
         lambda r: str(r.starved) if r.starved else f.DASH,
         lambda r: r.starved,
-        True,
+        priority=1,
+        style=lambda r: ERROR if r.starved else None,
+        numeric=True,
+        descending=True,
     ),
 )
 
 # The per-vGPU part of the scheduler screen: what each vGPU received against its due.
 SHARE_COLUMNS: tuple[Column[VgpuRow], ...] = (
-    Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True),
-    Column("vgpu", "vGPU", lambda r: str(r.vgpu_id), lambda r: r.vgpu_id, True),
-    Column("vm", "VM", lambda r: f.text(r.vm), lambda r: r.vm),
-    Column("type", "type", lambda r: f.vgpu_type(r.type_name), lambda r: r.type_name),
-    Column("policy", "policy", lambda r: f.text(r.policy), lambda r: r.policy),
-    Column("sm", "sm", lambda r: f.pct(r.sm), lambda r: r.sm, True),
-    Column("got", "received", lambda r: f.pct(r.share), lambda r: r.share, True),
-    Column("due", "due", lambda r: f.pct(r.entitled), lambda r: r.entitled, True),
-    Column("starved", "", lambda r: "STARVED" if r.starved else "", lambda r: r.starved),
+    Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True, priority=0),
+    Column("vgpu", "vGPU", lambda r: str(r.vgpu_id), lambda r: r.vgpu_id, True, priority=0),
+    Column("vm", "VM", _short_vm, lambda r: r.vm, priority=1),
+    Column("type", "type", lambda r: f.vgpu_type(r.type_name), lambda r: r.type_name, priority=3),
+    Column("policy", "policy", lambda r: f.or_dash(r.policy), lambda r: r.policy, priority=5),
+    Column(
+        "sm", "sm", lambda r: f.pct(r.sm), lambda r: r.sm, priority=4, numeric=True, descending=True
+    ),
+    Column(
+        "got",
+        "received",
+        lambda r: f.pct(r.share),
+        lambda r: r.share,
+        priority=1,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "due",
+        "due",
+        lambda r: f.pct(r.entitled),
+        lambda r: r.entitled,
+        priority=1,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "starved",
+        "",
+        lambda r: "STARVED" if r.starved else "",
+        lambda r: r.starved,
+        priority=1,
+        descending=True,
+        style=lambda r: ERROR if r.starved else None,
+    ),
 )
 
 LICENSE_COLUMNS: tuple[Column[LicenseRow], ...] = (
-    Column("host", "host", lambda r: r.host, lambda r: r.host, wide=True),
-    Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True),
-    Column("subject", "vGPU", lambda r: r.subject, lambda r: r.subject, True),
-    Column("vm", "VM", lambda r: f.text(r.vm), lambda r: r.vm),
-    Column("type", "type", lambda r: f.vgpu_type(r.type_name), lambda r: r.type_name, wide=True),
-    Column("state", "state", lambda r: f.license_state(r.state), lambda r: r.urgency),
+    Column("host", "host", lambda r: r.host, lambda r: r.host, wide=True, priority=2),
+    Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True, priority=0),
+    Column("subject", "vGPU", lambda r: r.subject, lambda r: r.subject, True, priority=0),
+    Column("vm", "VM", lambda r: f.or_dash(r.vm), lambda r: r.vm, priority=1),
+    Column(
+        "type",
+        "type",
+        lambda r: f.vgpu_type(r.type_name),
+        lambda r: r.type_name,
+        wide=True,
+        priority=4,
+    ),
+    Column(
+        "state",
+        "state",
+        lambda r: f.license_state(r.state),
+        lambda r: r.urgency,
+        priority=1,
+        style=lambda r: _unlicensed_style(r.state),
+    ),
     Column(
         "expires",
         "expires",
         lambda r: _expires(r.expiry, r.expires_in, r.expiry_status),
         lambda r: r.urgency,
+        priority=1,
     ),
-    Column("product", "product", lambda r: f.text(r.product), lambda r: r.product, wide=True),
+    Column(
+        "product",
+        "product",
+        lambda r: f.or_dash(r.product),
+        lambda r: r.product,
+        wide=True,
+        priority=5,
+    ),
 )
 
+
+def _host_state(r: HostRow) -> str:
+    return r.state + (" (stale)" if r.stale else "")
+
+
 HOST_COLUMNS: tuple[Column[HostRow], ...] = (
-    Column("host", "host", lambda r: r.host, lambda r: r.host),
+    Column("host", "host", lambda r: r.host, lambda r: r.host, priority=0),
     Column(
-        "state", "state", lambda r: r.state + (" (stale)" if r.stale else ""), lambda r: r.state
+        "state",
+        "state",
+        _host_state,
+        lambda r: r.state,
+        priority=1,
+        style=lambda r: ERROR if r.state == "unreachable" else None,
     ),
-    Column("gpus", "GPUs", lambda r: str(r.gpus) if r.gpus else f.DASH, lambda r: r.gpus, True),
-    Column("modes", "modes", lambda r: r.modes_label, lambda r: r.modes_label, wide=True),
-    Column("util", "util", lambda r: f.pct(r.utilization), lambda r: r.utilization, True),
+    Column(
+        "gpus",
+        "GPUs",
+        lambda r: str(r.gpus) if r.gpus else f.DASH,
+        lambda r: r.gpus,
+        priority=3,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "modes", "modes", lambda r: r.modes_label, lambda r: r.modes_label, wide=True, priority=6
+    ),
+    Column(
+        "util",
+        "util",
+        lambda r: f.pct(r.utilization),
+        lambda r: r.utilization,
+        priority=4,
+        gauge=lambda r: r.utilization,
+        gauge_narrow=True,
+        numeric=True,
+        descending=True,
+    ),
     Column(
         "memory",
         "memory",
         lambda r: f.used_total(r.memory_used, r.memory_total),
         lambda r: r.memory_ratio,
-        True,
+        priority=5,
+        gauge=lambda r: r.memory_ratio,
+        numeric=True,
+        descending=True,
     ),
     Column(
         "power",
         "power",
         lambda r: f.power_of_limit(r.power, r.power_limit),
         lambda r: r.power,
-        True,
         wide=True,
+        priority=6,
+        numeric=True,
+        descending=True,
     ),
     Column(
-        "vgpus", "vGPUs", lambda r: str(r.vgpus) if r.vgpus else f.DASH, lambda r: r.vgpus, True
+        "vgpus",
+        "vGPUs",
+        lambda r: str(r.vgpus) if r.vgpus else f.DASH,
+        lambda r: r.vgpus,
+        priority=3,
+        numeric=True,
+        descending=True,
     ),
     Column(
         "lic",
         "lic!",
         lambda r: str(r.license_problems) if r.license_problems else f.DASH,
         lambda r: r.license_problems,
-        True,
+        priority=1,
+        style=lambda r: WARNING if r.license_problems else None,
+        numeric=True,
+        descending=True,
     ),
-    Column("xid", "Xid", lambda r: str(r.xid) if r.xid else f.DASH, lambda r: r.xid, True),
-    Column("lost", "lost", lambda r: str(r.lost) if r.lost else f.DASH, lambda r: r.lost, True),
+    Column(
+        "xid",
+        "Xid",
+        lambda r: str(r.xid) if r.xid else f.DASH,
+        lambda r: r.xid,
+        priority=1,
+        style=lambda r: ERROR if r.xid else None,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "lost",
+        "lost",
+        lambda r: str(r.lost) if r.lost else f.DASH,
+        lambda r: r.lost,
+        priority=1,
+        style=lambda r: ERROR if r.lost else None,
+        numeric=True,
+        descending=True,
+    ),
     Column(
         "note",
         "note",
-        lambda r: f.text(r.error) if r.error else labels(r.badges),
+        lambda r: f.or_dash(r.error) if r.error else labels(r.badges),
         lambda r: r.error or "",
         wide=True,
+        priority=2,
+        parts=lambda r: [(f.or_dash(r.error), ERROR)] if r.error else _badge_parts(r.badges),
     ),
 )
+
+
+def _gpu_index_column() -> Column[Any]:
+    """Which GPU an instance or process is on (tables that list them for a whole host)."""
+    return Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True, priority=0)
+
+
+# What holds a host's GPUs, listed for the whole host under its GPU table.
+HOST_VGPU_COLUMNS: tuple[Column[Any], ...] = (_gpu_index_column(), *VGPU_COLUMNS)
+HOST_MIG_COLUMNS: tuple[Column[Any], ...] = (_gpu_index_column(), *MIG_COLUMNS)
+HOST_PROCESS_COLUMNS: tuple[Column[Any], ...] = (_gpu_index_column(), *PROCESS_COLUMNS)

@@ -38,9 +38,16 @@ def connection_events(
     return []
 
 
-def snapshot_events(host: str, old: Snapshot | None, new: Snapshot) -> list[Event]:
-    """Events between two snapshots of one host; the first snapshot gives only standing alarms."""
+def snapshot_events(
+    host: str, old: Snapshot | None, new: Snapshot, now: float | None = None
+) -> list[Event]:
+    """Events between two snapshots of one host; the first snapshot gives only standing alarms.
+
+    GPU events carry the snapshot's time. The sampler's own state (wedged, recovered) carries
+    ``now`` when given: a wedged sampler repeats its last good snapshot, time included, so that
+    time is not when it wedged."""
     t = new.timestamp
+    health_t = t if now is None else now
     out: list[Event] = []
     before, after = _gpus(old), _gpus(new)
     for uuid, g in after.items():
@@ -84,7 +91,7 @@ def snapshot_events(host: str, old: Snapshot | None, new: Snapshot) -> list[Even
         name = f"GPU {g2.index}" if g2 is not None else uuid
         out.append(Event(t, host, "error", f"{name} hung (NVML calls do not return)"))
     if new.health.wedged and (old is None or not old.health.wedged):
-        out.append(Event(t, host, "error", "sampler wedged: showing the last good data"))
+        out.append(Event(health_t, host, "error", "sampler wedged: showing the last good data"))
     if not new.health.wedged and old is not None and old.health.wedged:
-        out.append(Event(t, host, "info", "sampler recovered"))
+        out.append(Event(health_t, host, "info", "sampler recovered"))
     return out

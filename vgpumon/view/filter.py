@@ -17,7 +17,7 @@ from vgpumon.errors import ConfigError
 
 FIELDS = (
     "host", "gpu", "name", "uuid", "mode", "badge", "vm", "type", "class", "license", "policy",
-    "vgpu", "profile", "gi", "pid", "process", "kind", "state", "pod", "ns",
+    "vgpu", "profile", "gi", "pid", "process", "kind", "state", "pod", "ns", "user",
 )  # fmt: skip
 
 

@@ -22,7 +22,7 @@ def _absent(value: float | None) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def text(value: object) -> str:
+def or_dash(value: object) -> str:
     """Any value as text; None or an empty string is absent."""
     return DASH if value is None or value == "" else str(value)
 
@@ -124,6 +124,17 @@ _EXPIRY = {"not_available": "n/a", "not_applicable": "n/a"}
 def license_state(state: str | None) -> str:
     """NVML's license state in words; filters match the raw name (``unlicensed_restricted``)."""
     return DASH if state is None else _LICENSE.get(state, state)
+
+
+_LICENSE_SHORT = {
+    "unlicensed_restricted": "unlic (restr)",
+    "unlicensed_unrestricted": "unlic (full)",
+}
+
+
+def license_short(state: str | None) -> str:
+    """:func:`license_state` in at most 13 cells, for tables that must fit 80 columns."""
+    return DASH if state is None else _LICENSE_SHORT.get(state, state)
 
 
 def expiry_status(status: str | None) -> str:

@@ -29,8 +29,8 @@ def _header(snapshot: Snapshot) -> Text:
     line = Text()
     line.append(f"{snapshot.source}", style="bold")
     line.append(
-        f"  driver {f.text(d.driver_version)}  NVML {f.text(d.nvml_version)}"
-        f"  CUDA {f.text(d.cuda_driver_version)}\n{when:%Y-%m-%d %H:%M:%S} UTC"
+        f"  driver {f.or_dash(d.driver_version)}  NVML {f.or_dash(d.nvml_version)}"
+        f"  CUDA {f.or_dash(d.cuda_driver_version)}\n{when:%Y-%m-%d %H:%M:%S} UTC"
     )
     h = snapshot.health
     if h.wedged:
@@ -47,8 +47,8 @@ def _identity_table(snapshot: Snapshot) -> Table:
         mig = f.flag(g.mig_mode_current, "enabled", "disabled")
         if g.mig_mode_pending is not None and g.mig_mode_pending != g.mig_mode_current:
             mig += f" (pending {f.flag(g.mig_mode_pending, 'enabled', 'disabled')})"
-        state = mig if g.up else f"down: {f.text(g.down_reason)}"
-        table.add_row(str(g.index), g.uuid, state, f.text(g.name))
+        state = mig if g.up else f"down: {f.or_dash(g.down_reason)}"
+        table.add_row(str(g.index), g.uuid, state, f.or_dash(g.name))
     return table
 
 
@@ -78,7 +78,11 @@ def _mig_tables(snapshot: Snapshot, wide: bool) -> list[Table]:
         for gi in g.mig_instances:
             for ci in gi.compute_instances:
                 devices.add_row(
-                    str(g.index), str(gi.id), str(ci.id), f.text(ci.mig_uuid), f.text(ci.sm_count)
+                    str(g.index),
+                    str(gi.id),
+                    str(ci.id),
+                    f.or_dash(ci.mig_uuid),
+                    f.or_dash(ci.sm_count),
                 )
     if devices.row_count:
         out.append(devices)
@@ -128,11 +132,11 @@ def _vgpu_tables(snapshot: Snapshot, wide: bool) -> list[Table]:
                 str(t.type_id),
                 f.size(t.framebuffer_bytes),
                 str(t.active_instances),
-                f.text(t.creatable_instances) if t.creatable else "no",
-                f.text(t.name),
+                f.or_dash(t.creatable_instances) if t.creatable else "no",
+                f.or_dash(t.name),
             ]
             if wide:
-                cells.append(f.text(t.type_class))
+                cells.append(f.or_dash(t.type_class))
             types.add_row(*cells)
     if types.row_count:
         out.append(types)

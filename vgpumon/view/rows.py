@@ -12,8 +12,10 @@ consumer computes from its history.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from vgpumon.model import DeviceAllocation, Gpu, Snapshot, VgpuInstance, VgpuScheduler
 from vgpumon.view import badges as b
@@ -406,6 +408,7 @@ class GpuRow:
     xid: tuple[tuple[int, int], ...]  # (Xid, count) pairs; rows stay hashable for caching
     badges: tuple[Badge, ...]
     holders: Holders = NO_HOLDERS  # pods given the whole GPU
+    unlicensed: int = 0  # its vGPUs running without a license
 
     @property
     def mode_label(self) -> str:
@@ -414,10 +417,6 @@ class GpuRow:
     @property
     def memory_ratio(self) -> float | None:
         return _ratio(self.memory_used, self.memory_total)
-
-    @property
-    def power_ratio(self) -> float | None:
-        return _ratio(self.power, self.power_limit)
 
     @property
     def instances(self) -> int:
@@ -445,6 +444,8 @@ def _gpu_badges(
         out.append(b.badge("lost", "lost" if gpu.down_reason in (None, "gpu_is_lost") else "down"))
     if hung:
         out.append(b.badge("hung"))
+    if snapshot.health.wedged:
+        out.append(b.badge("stale"))
     if gpu.xid_errors:
         newest = max(gpu.xid_errors)
         out.append(b.badge("xid", f"Xid{newest}"))
@@ -504,6 +505,7 @@ def gpu_row(
         xid=tuple(sorted(gpu.xid_errors.items())),
         badges=_gpu_badges(gpu, hung, vgpus, snapshot),
         holders=_holders(snapshot, "gpu", gpu.uuid, None),
+        unlicensed=sum(1 for v in vgpus if v.unlicensed),
     )
 
 
@@ -526,6 +528,11 @@ class ProcessRow:
     memory: int | None
     sm: float | None
     memory_util: float | None
+    # From the host's /proc, for processes of this host only (None elsewhere).
+    user: str | None = None
+    command: str | None = None
+    cpu: float | None = None
+    host_memory: int | None = None
 
     @property
     def fields(self) -> dict[str, str]:
@@ -533,12 +540,43 @@ class ProcessRow:
             "host": self.host,
             "gpu": str(self.gpu_index),
             "pid": str(self.pid),
-            "process": self.name or "",
+            "process": " ".join(x for x in (self.name, self.command) if x),
             "kind": self.kind,
+            "user": self.user or "",
         }
 
 
-def process_rows(host: str, gpu: Gpu) -> list[ProcessRow]:
+class HostProcess(Protocol):
+    """What the host knows of a process (``vgpumon.sources.procinfo.ProcInfo``)."""
+
+    @property
+    def user(self) -> str | None: ...
+    @property
+    def command(self) -> str | None: ...
+    @property
+    def cpu(self) -> float | None: ...
+    @property
+    def rss_bytes(self) -> int | None: ...
+
+
+def process_rows(
+    host: str, gpu: Gpu, local: Mapping[int, HostProcess] | None = None
+) -> list[ProcessRow]:
+    """The GPU's processes; ``local`` adds user, command line, CPU and memory from this host."""
+    rows = [_with_local(r, local) for r in _process_rows(host, gpu)]
+    return rows
+
+
+def _with_local(row: ProcessRow, local: Mapping[int, HostProcess] | None) -> ProcessRow:
+    info = None if local is None or row.kind == "vgpu" else local.get(row.pid)
+    if info is None:
+        return row
+    return dataclasses.replace(
+        row, user=info.user, command=info.command, cpu=info.cpu, host_memory=info.rss_bytes
+    )
+
+
+def _process_rows(host: str, gpu: Gpu) -> list[ProcessRow]:
     rows = []
     for p in gpu.processes or ():
         where = None

@@ -23,7 +23,7 @@ def _run_time(snapshot: Snapshot) -> Table | None:
             for u in s.usage:
                 table.add_row(
                     str(g.index),
-                    f.text(s.gpu_instance_id),
+                    f.or_dash(s.gpu_instance_id),
                     str(u.vgpu_id),
                     f"{u.run_seconds_total:.2f} s",
                     f"{u.preemption_seconds_total:.2f} s",

@@ -16,7 +16,9 @@ LIBVIRT = "libvirt"
 KUBELET = "kubelet"
 # Collector names of the enrichers' success series, in the order the sampler applies them
 # (libvirt first: the kubelet matches KubeVirt's VF addresses that libvirt found).
-ENRICHER_NAMES = (LIBVIRT, KUBELET)
+# The metering stage (vgpumon.collect.metering) runs last, after the names are merged.
+METERING = "metering"
+ENRICHER_NAMES = (LIBVIRT, KUBELET, METERING)
 
 DEFAULT_LIBVIRT_URI = "qemu:///system"
 DEFAULT_KUBELET_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"

@@ -33,6 +33,7 @@ from vgpumon.collect.enrich.base import Refresher
 from vgpumon.collect.enrich.kubeapi import DOMAIN_ANNOTATION, ApiServer
 from vgpumon.collect.enrich.pods import PodDevice, merge, pod_devices, vm_name_of
 from vgpumon.errors import ConfigError
+from vgpumon.install_hints import install_hint
 from vgpumon.model import Snapshot
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ def binding() -> tuple[Any, Any, Any]:
         pb2_grpc = importlib.import_module("vgpumon.collect.enrich.podresources.api_pb2_grpc")
     except (ImportError, RuntimeError) as exc:  # RuntimeError: grpcio older than the stubs
         raise ConfigError(
-            f"kubelet enrichment needs gRPC: pip install 'vgpumon[kubernetes]' ({exc})"
+            f"kubelet enrichment needs gRPC ({exc}): {install_hint('kubernetes')}"
         ) from exc
     return grpc, pb2, pb2_grpc
 

@@ -40,6 +40,7 @@ from vgpumon.collect.enrich.domains import (
 )
 from vgpumon.collect.threads import daemon_thread
 from vgpumon.errors import ConfigError
+from vgpumon.install_hints import install_hint
 from vgpumon.model import Snapshot
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ def binding() -> Any:
     except ImportError as exc:
         raise ConfigError(
             "libvirt enrichment needs the libvirt Python binding: "
-            "pip install 'vgpumon[libvirt]' (or the distribution's python3-libvirt)"
+            f"{install_hint('libvirt')} (or the distribution's python3-libvirt)"
         ) from exc
 
 

@@ -16,7 +16,8 @@ import pynvml
 
 from vgpumon.sim.core import driver_text, nvml_error
 from vgpumon.sim.registry import Provider, nvml_function, register_provider
-from vgpumon.sim.scenario import ARCHITECTURES, VIRTUALIZATION_MODES, GpuSpec
+from vgpumon.sim.scenario_keys import ARCHITECTURES, VIRTUALIZATION_MODES
+from vgpumon.sim.scenario_specs import GpuSpec
 from vgpumon.sim.state import GpuState, percent
 
 NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
@@ -27,7 +28,7 @@ CLOCK_KINDS = {
     pynvml.NVML_CLOCK_MEM: "memory",
     pynvml.NVML_CLOCK_VIDEO: "video",
 }
-ENGINE_PERIOD_US = 100_000  # sampling period the H200 reported for encoder/decoder utilization
+ENGINE_PERIOD_US = 100_000  # encoder/decoder utilization sampling period, as real drivers report
 GUEST = VIRTUALIZATION_MODES["vgpu"]
 
 
@@ -538,4 +539,4 @@ class DeviceApi(Provider):
     @nvml_function()
     def nvmlDeviceGetAccountingPids(self, handle: Any) -> list[int]:
         self.core.physical(handle)
-        return []  # accounting is off, as measured on a real H200 (so no per-pid stats)
+        return []  # accounting off, as on the real hosts recorded (so no per-pid stats)

@@ -21,7 +21,7 @@ from vgpumon.sim.registry import Provider, nvml_function, register_provider
 NO_INSTANCE = 0xFFFFFFFF
 POLL = 0.02  # wait step while a registered GPU still has Xid events to come
 # Wait step when none has: new registrations and shutdown are still noticed within it, and an
-# idle simulated host does not cost the exporter measured against it 50 wake-ups a second.
+# idle simulated host does not wake the exporter measured against it many times a second.
 IDLE_POLL = 0.25
 
 

@@ -20,7 +20,7 @@ import pynvml
 from vgpumon.sim.core import nvml_error
 from vgpumon.sim.field_values import FieldAnswer
 from vgpumon.sim.registry import Provider, nvml_function, register_provider
-from vgpumon.sim.scenario import ARCHITECTURES
+from vgpumon.sim.scenario_keys import ARCHITECTURES
 from vgpumon.sim.state import GpuState
 
 UINT = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
@@ -88,7 +88,7 @@ def _limit(attr: str) -> Getter:
 
 
 def _margin(value: int) -> Getter:
-    # Thresholds as T.Limit margins in °C, as the H200 reported them (shutdown -8, slowdown -2).
+    # Thresholds as T.Limit margins in °C, as a real driver reports them (docs/nvml-notes.md).
     return lambda gpu, t, scope: value
 
 

@@ -21,7 +21,8 @@ import pynvml
 from vgpumon.sim.core import nvml_error
 from vgpumon.sim.handles import Key
 from vgpumon.sim.registry import Provider, nvml_function, register_provider
-from vgpumon.sim.state import MIB, Activity, GpuState
+from vgpumon.sim.scenario_keys import MIB
+from vgpumon.sim.state import Activity, GpuState
 
 INVALID = pynvml.NVML_ERROR_INVALID_ARGUMENT
 NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED

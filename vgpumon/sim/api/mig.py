@@ -18,13 +18,9 @@ import pynvml
 
 from vgpumon.sim.core import nvml_error
 from vgpumon.sim.registry import Provider, nvml_function, register_provider
-from vgpumon.sim.scenario import (
-    CI_PROFILE_BY_SLICES,
-    MAX_MIG_DEVICES,
-    MigProfile,
-    ci_name,
-    ci_placements,
-)
+from vgpumon.sim.scenario_build import ci_name, ci_placements
+from vgpumon.sim.scenario_keys import CI_PROFILE_BY_SLICES, MAX_MIG_DEVICES
+from vgpumon.sim.scenario_specs import MigProfile
 from vgpumon.sim.state import GpuInstanceState, GpuState
 
 INVALID = pynvml.NVML_ERROR_INVALID_ARGUMENT

@@ -14,7 +14,7 @@ import pynvml
 
 from vgpumon.sim.core import nvml_error
 from vgpumon.sim.registry import Provider, nvml_function, register_provider
-from vgpumon.sim.scenario import VIRTUALIZATION_MODES
+from vgpumon.sim.scenario_keys import VIRTUALIZATION_MODES
 from vgpumon.sim.state import ProcessState
 
 NO_INSTANCE = 0xFFFFFFFF

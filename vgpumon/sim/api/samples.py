@@ -73,7 +73,7 @@ class SampleApi(Provider):
                 return percent(getattr(gpu.activity(s), attr))
 
         elif sampling_type in (pynvml.NVML_PROCESSOR_CLK_SAMPLES, pynvml.NVML_MEMORY_CLK_SAMPLES):
-            raise nvml_error(NOT_FOUND)  # the H200 keeps no clock samples
+            raise nvml_error(NOT_FOUND)  # real drivers keep no clock samples (nvml-notes §4.13)
         else:
             raise nvml_error(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # incl. module power off Grace
         samples = []

@@ -8,7 +8,7 @@ import pynvml
 
 from vgpumon.sim.core import SimCore, driver_text, nvml_error
 from vgpumon.sim.registry import Provider, nvml_function, register_provider
-from vgpumon.sim.scenario import normalized_bus_id
+from vgpumon.sim.scenario_build import normalized_bus_id
 
 # The driver's nvmlErrorString texts (R580), which differ from pynvml's table in a few places.
 DRIVER_ERROR_STRINGS = {

@@ -1,9 +1,9 @@
 """Virtualization mode and the guest-side licensing structure (docs/nvml-notes.md §5.1, §5.3).
 
 Outside a vGPU guest the licensing call still succeeds, with ``isGridLicenseSupported`` 0 and no
-features — exactly what the pass-through H200 returned. The vGPU guest simulation (scenario key
-``guest``) supplies features by replacing :meth:`VirtualizationApi.licensable_features` in a
-subclass registered with ``replaces=True``.
+features, as a real pass-through GPU answers (docs/nvml-notes.md §5.3). The vGPU guest simulation
+(scenario key ``guest``) supplies features by replacing
+:meth:`VirtualizationApi.licensable_features` in a subclass registered with ``replaces=True``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import pynvml
 
 from vgpumon.sim.registry import Provider, nvml_function, register_provider
-from vgpumon.sim.scenario import VIRTUALIZATION_MODES
+from vgpumon.sim.scenario_keys import VIRTUALIZATION_MODES
 from vgpumon.sim.state import GpuState
 
 

@@ -6,25 +6,33 @@ for the active screen, and a screen redraws itself when it is shown again or res
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import signal
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
+from rich.cells import cell_len
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Header, Static
 
 from vgpumon.tui.cells import CellCache, Layout
 from vgpumon.tui.widgets.filter_bar import FilterBar
-from vgpumon.tui.widgets.keyed_table import KeyedTable
-from vgpumon.view.columns import Column, sort_rows
+from vgpumon.tui.widgets.keyed_table import Cells, KeyedTable, cell_width
+from vgpumon.view.columns import Column, fit, sort_rows
 
 if TYPE_CHECKING:
     from vgpumon.tui.app import VgpumonApp
 
 R = TypeVar("R")
+LAZY_MARGIN = 10  # rows beyond the visible ones whose cells stay current (a page key's reach)
+CELL_GAP = 2  # DataTable pads each cell by one on either side
+SCROLLBAR = 2  # a table's vertical scrollbar takes this much of the width when rows overflow
+UP, DOWN = " ▲", " ▼"  # after the sort column's label: smallest first, largest first
+TALL_FROM = 36  # rows from which graphs get taller
 MIN_WIDTH = 40
 MIN_HEIGHT = 10
 TOO_SMALL = f"Terminal too small for vgpumon top: needs at least {MIN_WIDTH}×{MIN_HEIGHT}."
@@ -38,14 +46,16 @@ class LiveScreen(Screen[None]):
         Binding("j", "cursor('down')", show=False),
         Binding("k", "cursor('up')", show=False),
     ]
-    # Columns ``s`` cycles through on this screen's main table (set by subclasses).
-    SORT_COLUMNS: Sequence[Column[Any]] = ()
 
     def __init__(self) -> None:
         super().__init__()
         self.sort_key: str | None = None
         self.sort_reverse = False
         self.cell_cache = CellCache()
+        # The columns of the main table as last drawn: ``s`` cycles through these only.
+        self.sortable: list[Column[Any]] = []
+        self._narrowed: dict[str, tuple[Cells, tuple[int, ...], Cells]] = {}
+        self._full: dict[str, dict[str, Cells]] = {}  # table id -> row key -> newest full cells
         self._composed = False  # set on mount: a pushed screen is active before its children exist
 
     @property
@@ -87,6 +97,7 @@ class LiveScreen(Screen[None]):
     def _apply_size(self) -> None:
         self.set_class(self.too_small, "-too-small")
         self.set_class(self.layout_now.compact, "-compact")
+        self.set_class(self.app.size.height >= TALL_FROM, "-tall")
 
     def refresh_data(self) -> None:
         if self.too_small or not self._composed:
@@ -109,6 +120,93 @@ class LiveScreen(Screen[None]):
         """The row's cells in the current layout and palette (cached while the row is unchanged)."""
         return self.cell_cache.row(row, columns, self.layout_now, self.vapp.palette)
 
+    # ------------------------------------------------------------------ tables
+
+    def fill(
+        self,
+        table: KeyedTable,
+        columns: Sequence[Column[Any]],
+        rows: Sequence[tuple[str, Cells | Callable[[], Cells]]],
+        *,
+        main: bool = False,
+    ) -> list[Column[Any]]:
+        """Show ``rows`` (cells for every one of ``columns``) in ``table``, keeping the columns
+        that fit the screen's width (:func:`vgpumon.view.columns.fit`: least important and widest
+        drop first, never cut at the edge), each as wide as its widest cell now. The main table's
+        header marks the sort column; its shown columns are what ``s`` cycles through.
+
+        A row may come as a function that builds its cells: it is called only when the row is on
+        screen (or new); a row scrolled out of view keeps the cells it last showed until it comes
+        back into view (scrolling redraws), so a host with hundreds of instances costs what one
+        screenful costs."""
+        shown_rows = self._visible_cells(table, rows)
+        labels = [self._label(c, main) for c in columns]
+        widths = [
+            max([cell_len(label), *(cell_width(cells[i]) for _, cells in shown_rows)])
+            for i, label in enumerate(labels)
+        ]
+        # The width the table's container gives it (a scrolling container's scrollbar excluded).
+        parent = table.parent
+        room = (
+            parent.scrollable_content_region.width
+            if isinstance(parent, Widget) and parent.size.width
+            else self.size.width or self.app.size.width
+        )
+        if table.size.height and len(shown_rows) + 1 > table.size.height:
+            room -= SCROLLBAR  # rows overflow: the vertical scrollbar takes its width
+        kept = tuple(fit(columns, widths, room, CELL_GAP))
+        if len(kept) != len(columns):
+            shown_rows = [(key, self._narrow(key, cells, kept)) for key, cells in shown_rows]
+        shown = [columns[i] for i in kept]
+        table.sync(
+            [(columns[i].key, labels[i]) for i in kept], shown_rows, [widths[i] for i in kept]
+        )
+        if main and [c.key for c in shown] != [c.key for c in self.sortable]:
+            had = bool(self.sortable)
+            self.sortable = shown
+            if had != bool(shown):
+                self.refresh_bindings()
+        return shown
+
+    def _visible_cells(
+        self, table: KeyedTable, rows: Sequence[tuple[str, Cells | Callable[[], Cells]]]
+    ) -> list[tuple[str, Cells]]:
+        top = int(table.scroll_y) - LAZY_MARGIN
+        bottom = int(table.scroll_y) + (table.size.height or self.app.size.height) + LAZY_MARGIN
+        full = self._full.setdefault(table.id or "", {})
+        out: list[tuple[str, Cells]] = []
+        for i, (key, cells) in enumerate(rows):
+            if callable(cells):
+                held = full.get(key)
+                cells = held if held is not None and not top <= i <= bottom else cells()
+            full[key] = cells
+            out.append((key, cells))
+        if len(full) > 2 * len(out) + 100:
+            wanted = {k for k, _ in out}
+            for key in [k for k in full if k not in wanted]:
+                del full[key]
+        return out
+
+    def on_keyed_table_scrolled(self) -> None:
+        self.refresh_data()  # rows that came into view get their current cells
+
+    def _narrow(self, key: str, cells: Cells, kept: tuple[int, ...]) -> Cells:
+        """The kept cells of a row, the same tuple while the row is unchanged (the table then
+        skips comparing it)."""
+        held = self._narrowed.get(key)
+        if held is not None and held[0] is cells and held[1] == kept:
+            return held[2]
+        narrowed = tuple(cells[i] for i in kept)
+        if len(self._narrowed) > 4 * len(self.cell_cache) + 1000:
+            self._narrowed.clear()
+        self._narrowed[key] = (cells, kept, narrowed)
+        return narrowed
+
+    def _label(self, column: Column[Any], main: bool) -> str:
+        if main and column.key == self.sort_key:
+            return column.label + (DOWN if self.sort_reverse else UP)
+        return column.label
+
     # ------------------------------------------------------------------ sorting
 
     def sorted_rows(self, rows: Sequence[R], columns: Sequence[Column[R]]) -> list[R]:
@@ -117,13 +215,21 @@ class LiveScreen(Screen[None]):
             return list(rows)
         return sort_rows(rows, column, self.sort_reverse)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``s``/``S`` only where a table can be sorted (hidden from the footer elsewhere)."""
+        if action in ("sort_next", "sort_reverse") and not self.sortable:
+            return None
+        return True
+
     def action_sort_next(self) -> None:
-        keys = [c.key for c in self.SORT_COLUMNS]
-        if not keys:
+        """The next shown column; load-like columns start largest first."""
+        columns = self.sortable
+        if not columns:
             return
+        keys = [c.key for c in columns]
         i = keys.index(self.sort_key) + 1 if self.sort_key in keys else 0
-        self.sort_key = keys[i % len(keys)]
-        self.notify(f"sorted by {self.sort_key}", timeout=1.5)
+        column = columns[i % len(columns)]
+        self.sort_key, self.sort_reverse = column.key, column.descending
         self.refresh_data()
 
     def action_sort_reverse(self) -> None:
@@ -135,8 +241,47 @@ class LiveScreen(Screen[None]):
         if key == self.sort_key:
             self.sort_reverse = not self.sort_reverse
         else:
-            self.sort_key, self.sort_reverse = key, False
+            column = next((c for c in self.sortable if c.key == key), None)
+            self.sort_key = key
+            self.sort_reverse = column is not None and column.descending
         self.refresh_data()
+
+    # ------------------------------------------------------------------ signals
+
+    def signal_process(self, table_id: str) -> None:
+        """Ask, then send a signal to the process under the cursor of ``table_id`` (a table of
+        process rows keyed ``host/uuid/pid/PID/kind``); only for this host's processes."""
+        app = self.vapp
+        try:
+            key = self.query_one(f"#{table_id}", KeyedTable).highlighted_key
+        except NoMatches:
+            key = None
+        parts = [] if key is None else key.split("/")
+        if len(parts) < 4 or parts[2] != "pid":
+            self.notify("Put the cursor on a process first.", timeout=3)
+            return
+        pid = int(parts[3])
+        info = (app.local_processes([pid]) or {}).get(pid)
+        if app.proc_table is None or info is None:
+            self.notify(
+                "Signals go only to processes of this host (not remote or simulated hosts).",
+                severity="warning",
+                timeout=4,
+            )
+            return
+        from vgpumon.tui.screens.signal import ConfirmSignal
+
+        def send(sig: signal.Signals | None) -> None:
+            if sig is None:
+                return
+            try:
+                app.send_signal(pid, sig)
+            except OSError as exc:
+                self.notify(f"{sig.name} to {pid}: {exc.strerror or exc}", severity="error")
+            else:
+                self.notify(f"sent {sig.name} to {pid}", timeout=3)
+
+        self.app.push_screen(ConfirmSignal(pid, info), send)
 
     # ------------------------------------------------------------------ keys
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
@@ -13,8 +14,6 @@ from vgpumon.view.columns import HOST_COLUMNS
 
 
 class FleetScreen(LiveScreen):
-    SORT_COLUMNS = HOST_COLUMNS
-
     def compose_body(self) -> ComposeResult:
         yield Static(id="title", classes="title")
         yield KeyedTable(id="hosts")
@@ -60,13 +59,14 @@ class FleetScreen(LiveScreen):
         rows = self.host_rows()
         up = sum(1 for r in rows if r.state == "up")
         self.query_one("#title", Static).update(
-            f"Fleet: {len(app.source.hosts())} hosts, {up} up shown · Enter opens a host"
+            Text(f"Fleet: {len(app.source.hosts())} hosts, {up} up shown · Enter opens a host")
         )
-        layout = self.layout_now
-        cols = table_columns(HOST_COLUMNS, layout)
-        self.query_one("#hosts", KeyedTable).sync(
-            [(c.key, c.label) for c in cols],
+        cols = table_columns(HOST_COLUMNS, self.layout_now)
+        self.fill(
+            self.query_one("#hosts", KeyedTable),
+            cols,
             [(r.key, self.cells(r, cols)) for r in rows],
+            main=True,
         )
 
     def on_data_table_row_selected(self) -> None:

@@ -8,22 +8,24 @@ moment. The instance graphs follow the highlighted row of the vGPU or MIG table.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
 from textual.containers import Grid, VerticalScroll
 from textual.widgets import DataTable, Static
 
 from vgpumon.model import Gpu
 from vgpumon.sources.history import gpu_entity, mig_entity, vgpu_entity
-from vgpumon.tui.cells import table_columns
+from vgpumon.tui.cells import badges_text, table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.graph import Graph
 from vgpumon.tui.widgets.keyed_table import KeyedTable
 from vgpumon.view import format as f
 from vgpumon.view import rows as vr
-from vgpumon.view.badges import labels
-from vgpumon.view.columns import MIG_COLUMNS, PROCESS_COLUMNS, VGPU_COLUMNS, present
+from vgpumon.view.columns import LOCAL, MIG_COLUMNS, PROCESS_COLUMNS, VGPU_COLUMNS, present
 
-WINDOW_SECONDS = 120.0
 TEMPERATURE_TOP = 100.0  # °C: the top of the temperature axis (GPUs throttle well below)
 
 
@@ -52,7 +54,7 @@ GPU_GRAPHS = (
 
 
 class GpuScreen(LiveScreen):
-    SORT_COLUMNS = VGPU_COLUMNS
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("K", "signal", "signal", show=False)]
 
     def __init__(self, host: str, uuid: str) -> None:
         super().__init__()
@@ -64,15 +66,15 @@ class GpuScreen(LiveScreen):
             yield Static(id="title", classes="title")
             with Grid(id="graphs"):
                 for wid, title, fmt, _metric, top in GPU_GRAPHS:
-                    hi = top if isinstance(top, float) else 1.0
-                    yield Graph(title, fmt, hi=hi, window=WINDOW_SECONDS, id=wid)
+                    hi = top if isinstance(top, float) else None
+                    yield Graph(title, fmt, hi=hi, window=self.vapp.graph_window, id=wid)
             yield Static("vGPU instances", id="vgpu-title", classes="section")
             yield KeyedTable(id="vgpus", classes="inner")
             yield Static("MIG instances", id="mig-title", classes="section")
             yield KeyedTable(id="migs", classes="inner")
             with Grid(id="instance-graphs"):
-                yield Graph("instance sm", f.pct, window=WINDOW_SECONDS, id="i-sm")
-                yield Graph("instance memory", _gib, window=WINDOW_SECONDS, id="i-mem")
+                yield Graph("instance sm", f.pct, window=self.vapp.graph_window, id="i-sm")
+                yield Graph("instance memory", _gib, window=self.vapp.graph_window, id="i-mem")
             yield Static("Processes", classes="section")
             yield KeyedTable(id="procs", classes="inner")
 
@@ -100,10 +102,17 @@ class GpuScreen(LiveScreen):
             return
         shares = app.shares(self.host)
         row = vr.gpu_row(self.host, snap, gpu, shares)
-        title.update(
-            f"GPU {row.index}  {f.text(row.name)}  {row.mode_label}  {row.uuid}"
-            + (f"  [{labels(row.badges)}]" if row.badges else "")
-        )
+        # Text, not markup: "[lost]" and a driver's own strings show as written.
+        # Alarms before the UUID, which is the first thing to wrap on a narrow terminal.
+        head = Text(f"GPU {row.index}  {f.or_dash(row.name)}  {row.mode_label}")
+        if row.badges:
+            head.append("  ")
+            head.append_text(badges_text(row.badges, app.palette))
+        stale = not gpu.up or snap.health.wedged or (update is not None and update.stale)
+        if stale:
+            head.append("  last known values (stale)", style=app.palette.warning)
+        head.append(f"  {row.uuid}", style="dim")
+        title.update(head)
         now = snap.timestamp
         hist = app.history
         for wid, _title, _fmt, metric, top in GPU_GRAPHS:
@@ -111,7 +120,7 @@ class GpuScreen(LiveScreen):
             hi = (
                 top if isinstance(top, float) else hist.latest(self.host, gpu_entity(gpu.uuid), top)
             )
-            graph.show(hist.series(self.host, gpu_entity(gpu.uuid), metric), now, hi)
+            graph.show(hist.series(self.host, gpu_entity(gpu.uuid), metric), now, hi, stale=stale)
             if wid in ("g-sm", "g-dram", "g-tensor"):
                 graph.display = gpu.gpm is not None or any(m.gpm for m in gpu.mig_instances)
         layout = self.layout_now
@@ -121,31 +130,32 @@ class GpuScreen(LiveScreen):
         vgpus = self.sorted_rows(vgpus, VGPU_COLUMNS)
         vcols = table_columns(VGPU_COLUMNS, layout, present(snap))
         vtable = self.query_one("#vgpus", KeyedTable)
-        vtable.sync(
-            [(c.key, c.label) for c in vcols],
-            [(v.key, self.cells(v, vcols)) for v in vgpus],
-        )
         has_vgpus = bool(gpu.vgpu_instances)
+        self.fill(vtable, vcols, [(v.key, self.cells(v, vcols)) for v in vgpus], main=has_vgpus)
         vtable.display = self.query_one("#vgpu-title").display = has_vgpus
 
         migs = [m for m in vr.mig_rows(self.host, gpu, snap) if query.matches(m.fields)]
+        migs = self.sorted_rows(migs, MIG_COLUMNS)
         mcols = table_columns(MIG_COLUMNS, layout, present(snap))
         mtable = self.query_one("#migs", KeyedTable)
-        mtable.sync(
-            [(c.key, c.label) for c in mcols],
-            [(m.key, self.cells(m, mcols)) for m in migs],
-        )
         has_migs = bool(gpu.mig_instances)
+        self.fill(mtable, mcols, [(m.key, self.cells(m, mcols)) for m in migs], main=has_migs)
         mtable.display = self.query_one("#mig-title").display = has_migs
 
         self._focus_instances()
         self._instance_graphs(vtable if has_vgpus else mtable, now)
 
-        procs = vr.process_rows(self.host, gpu)
-        pcols = table_columns(PROCESS_COLUMNS, layout)
-        self.query_one("#procs", KeyedTable).sync(
-            [(c.key, c.label) for c in pcols],
+        local = app.local_processes(p.pid for p in gpu.processes or ())
+        procs = vr.process_rows(self.host, gpu, local)
+        has = frozenset({LOCAL}) if local is not None else frozenset()
+        pcols = table_columns(PROCESS_COLUMNS, layout, has)
+        if not has_vgpus and not has_migs:
+            procs = self.sorted_rows(procs, PROCESS_COLUMNS)
+        self.fill(
+            self.query_one("#procs", KeyedTable),
+            pcols,
             [(p.key, self.cells(p, pcols)) for p in procs],
+            main=not has_vgpus and not has_migs,
         )
 
     def _instance_graphs(self, table: KeyedTable, now: float) -> None:
@@ -164,15 +174,18 @@ class GpuScreen(LiveScreen):
             sm.title, mem.title = f"vGPU {ident} sm", f"vGPU {ident} framebuffer"
             vgpu = next((v for v in gpu.vgpu_instances if v.vgpu_id == ident), None)
             total = None if vgpu is None else vgpu.framebuffer_total_bytes
-            sm.show(hist.series(self.host, entity, "sm"), now)
+            sm.show(hist.series(self.host, entity, "sm"), now, 1.0)
             mem.show(hist.series(self.host, entity, "framebuffer_used"), now, total)
         else:
             entity = mig_entity(self.uuid, ident)
             sm.title, mem.title = f"GI {ident} GPM sm", f"GI {ident} memory"
             gi = next((m for m in gpu.mig_instances if m.id == ident), None)
             total = None if gi is None else gi.memory_total_bytes
-            sm.show(hist.series(self.host, entity, "gpm_sm"), now)
+            sm.show(hist.series(self.host, entity, "gpm_sm"), now, 1.0)
             mem.show(hist.series(self.host, entity, "memory_used"), now, total)
+
+    def action_signal(self) -> None:
+        self.signal_process("procs")
 
     def _gpu(self) -> Gpu | None:
         update = self.vapp.hosts.get(self.host)

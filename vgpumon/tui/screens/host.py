@@ -1,31 +1,44 @@
 """One host: a row per GPU, each expandable in place into its MIG or vGPU instances.
 
 ``l``/→ expands the highlighted GPU, ``h``/← folds it, ``t`` expands all (tree), Enter opens the
-GPU's detail screen. With a filter, a GPU stays when it or one of its instances matches, and an
+GPU's detail screen. GPU and instance rows share one set of columns, each holding one meaning for
+every kind of row (:data:`vgpumon.view.columns.HOST_TREE_COLUMNS`).
+
+With a filter, a GPU stays when it or one of its instances matches, and an
 expanded GPU shows only the matching instances.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
-from typing import ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from rich.console import RenderableType
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Grid
 from textual.widgets import Static
 
 from vgpumon.model import Gpu, Snapshot
 from vgpumon.sources.base import HostUpdate
-from vgpumon.tui.cells import CellCache, Layout, Palette, badges_text, gauge, table_columns
+from vgpumon.sources.history import gpu_entity
+from vgpumon.tui.cells import CellCache, Layout, Palette, row_cells, table_columns
 from vgpumon.tui.screens.base import LiveScreen
+from vgpumon.tui.widgets.graph import Graph
 from vgpumon.tui.widgets.keyed_table import Cells, KeyedTable
 from vgpumon.view import format as f
 from vgpumon.view import rows as vr
-from vgpumon.view.badges import badge
-from vgpumon.view.columns import GPU_COLUMNS, Column, present
+from vgpumon.view.columns import (
+    HOST_MIG_COLUMNS,
+    HOST_PROCESS_COLUMNS,
+    HOST_TREE_COLUMNS,
+    HOST_VGPU_COLUMNS,
+    LOCAL,
+    Column,
+    present,
+)
 from vgpumon.view.filter import Query
 
 
@@ -43,8 +56,8 @@ def host_title(host: str, vapp_hosts: Mapping[str, HostUpdate], multi: bool) -> 
     if snap is not None:
         d = snap.driver
         text.append(
-            f"  {snap.source}  driver {f.text(d.driver_version)}"
-            f"  CUDA {f.text(d.cuda_driver_version)}"
+            f"  {snap.source}  driver {f.or_dash(d.driver_version)}"
+            f"  CUDA {f.or_dash(d.cuda_driver_version)}"
         )
         if snap.health.wedged:
             text.append("  sampler wedged", style="bold red")
@@ -53,63 +66,19 @@ def host_title(host: str, vapp_hosts: Mapping[str, HostUpdate], multi: bool) -> 
     return text
 
 
-def _child_cells(
-    kind: str,
-    row: vr.VgpuRow | vr.MigRow,
-    columns: list[Column[vr.GpuRow]],
-    layout: Layout,
-    palette: Palette,
-    last: bool,
-) -> Cells:
-    branch = "└" if last else "├"
-    cells: list[RenderableType] = []
-    for c in columns:
-        k = c.key
-        value: RenderableType = ""
-        if k == "pod":  # the same in every kind of row: who the kubelet gave the device to
-            value = row.holders.label
-        elif isinstance(row, vr.VgpuRow):
-            if k == "index":
-                value = f"{branch} v{row.vgpu_id}"
-            elif k == "name":
-                value = f.text(row.vm)
-            elif k == "mode":
-                value = f.vgpu_type(row.type_name)
-            elif k == "util":
-                value = gauge(row.sm, f.pct(row.sm), layout.gauge, palette)
-            elif k == "memory":
-                used = f.used_total(row.framebuffer_used, row.framebuffer_total)
-                value = gauge(row.framebuffer_ratio, used, layout.gauge_for(k), palette)
-            elif k == "power":
-                state = f.license_state(row.license_state)
-                value = Text(state, style=palette.warning if row.unlicensed else "")
-            elif k == "inst":
-                value = f.pct(row.share) if row.share is not None else ""
-            elif k == "badges":
-                kinds = [
-                    ("unlicensed", row.unlicensed),
-                    ("expiring", row.expiring),
-                    ("starved", row.starved),
-                ]
-                value = badges_text([badge(n) for n, on in kinds if on], palette)
-        else:
-            if k == "index":
-                value = f"{branch} GI{row.gpu_instance_id}"
-            elif k == "name":
-                value = f.text(row.profile)
-            elif k == "mode":
-                value = "MIG instance"
-            elif k == "util":
-                value = gauge(row.sm_active, f.pct(row.sm_active), layout.gauge, palette)
-            elif k == "memory":
-                used = f.used_total(row.memory_used, row.memory_total)
-                value = gauge(row.memory_ratio, used, layout.gauge_for(k), palette)
-            elif k == "gpm":
-                value = f"{f.pct(row.sm_active)}/{f.pct(row.dram_active)}"
-            elif k == "inst":
-                value = f"{row.compute_instances} CI"
-        cells.append(Text(value, style=palette.dim) if isinstance(value, str) else value)
-    return tuple(cells)
+if TYPE_CHECKING:
+    from vgpumon.tui.app import VgpumonApp
+
+TREE_MID, TREE_LAST = "├ ", "└ "
+
+
+def _tree_cells(cells: Cells, last: bool) -> Cells:
+    """An instance row's cells with the tree's branch in front of its first cell."""
+    first = cells[0]
+    branch = Text(TREE_LAST if last else TREE_MID, style="dim")
+    if isinstance(first, Text):
+        branch.append_text(first)
+    return (branch, *cells[1:])
 
 
 def gpu_table_rows(
@@ -125,12 +94,14 @@ def gpu_table_rows(
     key_prefix: str = "",
     cache: CellCache | None = None,
     vgpus_of: Mapping[str, list[vr.VgpuRow]] | None = None,
-) -> tuple[list[tuple[str, str]], list[tuple[str, Cells]]]:
-    """Columns and rows (GPUs with their expanded instances) of a host's GPU table."""
-    columns = table_columns(GPU_COLUMNS, layout, present(snap))
+) -> tuple[list[Column[Any]], list[tuple[str, Callable[[], Cells]]]]:
+    """Columns and rows (GPUs with their expanded instances) of a host's GPU table; every cell,
+    a GPU's or an instance's, comes from :data:`HOST_TREE_COLUMNS`."""
+    columns = table_columns(HOST_TREE_COLUMNS, layout, present(snap))
     cells_of = cache or CellCache()
+    names = tuple(c.key for c in columns)
     gpus = {g.uuid: g for g in snap.gpus}
-    out: list[tuple[str, Cells]] = []
+    out: list[tuple[str, Callable[[], Cells]]] = []
     for row in order if order is not None else vr.gpu_rows(host, snap, shares):
         gpu: Gpu = gpus[row.uuid]
         vgpus = (
@@ -145,18 +116,78 @@ def gpu_table_rows(
                 continue
             if not own:
                 children = matching
-        out.append((key_prefix + row.key, cells_of.row(row, columns, layout, palette)))
+        out.append(
+            (
+                key_prefix + row.key,
+                functools.partial(cells_of.row, row, columns, layout, palette),
+            )
+        )
         if children and (tree or row.key in expanded):
             for i, child in enumerate(children):
-                kind = "vgpu" if isinstance(child, vr.VgpuRow) else "mig"
                 last = i == len(children) - 1
-                ckey = (child, tuple(c.key for c in columns), layout, palette, last)
-                cells = cells_of.get(
-                    ckey,
-                    functools.partial(_child_cells, kind, child, columns, layout, palette, last),
+                signature = (child, names, layout, palette, last)
+                cells = functools.partial(
+                    cells_of.get,
+                    child.key,
+                    signature,
+                    functools.partial(
+                        lambda c, lst: _tree_cells(row_cells(c, columns, layout, palette), lst),
+                        child,
+                        last,
+                    ),
                 )
                 out.append((key_prefix + child.key, cells))
-    return [(c.key, c.label) for c in columns], out
+    return columns, out
+
+
+class GpuTable(KeyedTable):
+    """The host's GPU table: the arrows expand and fold here (DataTable's own left/right would
+    scroll sideways, and a focused widget's bindings win over the screen's)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("right,l", "screen.expand", "expand", show=False),
+        Binding("left,h", "screen.collapse", "fold", show=False),
+    ]
+
+
+@dataclass(frozen=True)
+class Holders:
+    """One kind of thing that holds a host's GPUs, listed under the GPU table: the first kind the
+    host has is shown (a registry: a new kind is one entry)."""
+
+    title: str
+    has: Callable[[Snapshot], bool]
+    rows: Callable[[VgpumonApp, str, Snapshot, Mapping[str, list[vr.VgpuRow]]], Sequence[Any]]
+    columns: Sequence[Column[Any]]
+
+
+def _processes(app: VgpumonApp, host: str, snap: Snapshot) -> list[vr.ProcessRow]:
+    local = app.local_processes(p.pid for g in snap.gpus for p in g.processes or ())
+    return [p for g in snap.gpus for p in vr.process_rows(host, g, local)]
+
+
+HOLDERS: tuple[Holders, ...] = (
+    Holders(
+        "VMs on the GPUs (vGPU instances)",
+        lambda snap: any(g.vgpu_instances for g in snap.gpus),
+        lambda app, host, snap, vgpus_of: [v for g in snap.gpus for v in vgpus_of[g.uuid]],
+        HOST_VGPU_COLUMNS,
+    ),
+    Holders(
+        "MIG instances",
+        lambda snap: any(g.mig_instances for g in snap.gpus),
+        lambda app, host, snap, _v: [m for g in snap.gpus for m in vr.mig_rows(host, g, snap)],
+        HOST_MIG_COLUMNS,
+    ),
+    Holders(
+        "Processes on the GPUs",
+        lambda snap: True,
+        lambda app, host, snap, _v: _processes(app, host, snap),
+        HOST_PROCESS_COLUMNS,
+    ),
+)
+GRAPHED_GPUS = 4  # live util graphs of the first GPUs, when the terminal has the rows
+GRAPHS_FROM_HEIGHT = 32
 
 
 class HostScreen(LiveScreen):
@@ -164,8 +195,8 @@ class HostScreen(LiveScreen):
         Binding("enter", "open", "open GPU"),
         Binding("l,right", "expand", "expand"),
         Binding("h,left", "collapse", "fold"),
+        Binding("K", "signal", "signal", show=False),
     ]
-    SORT_COLUMNS = GPU_COLUMNS
 
     def __init__(self, host: str) -> None:
         super().__init__()
@@ -174,7 +205,12 @@ class HostScreen(LiveScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static(id="title", classes="title")
-        yield KeyedTable(id="gpus")
+        yield GpuTable(id="gpus")
+        yield Static(id="holders-title", classes="section")
+        yield KeyedTable(id="holders")
+        with Grid(id="host-graphs"):
+            for i in range(GRAPHED_GPUS):
+                yield Graph(f"GPU {i} util", f.pct, window=self.vapp.graph_window, id=f"h-util-{i}")
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -192,7 +228,7 @@ class HostScreen(LiveScreen):
         shares = app.shares(self.host)
         vgpus_of = {g.uuid: vr.vgpu_rows(self.host, snap, g, shares) for g in snap.gpus}
         gpu_rows = [vr.gpu_row(self.host, snap, g, shares, vgpus_of[g.uuid]) for g in snap.gpus]
-        rows = self.sorted_rows(gpu_rows, GPU_COLUMNS)
+        rows = self.sorted_rows(gpu_rows, HOST_TREE_COLUMNS)
         columns, cells = gpu_table_rows(
             self.host,
             snap,
@@ -206,7 +242,40 @@ class HostScreen(LiveScreen):
             cache=self.cell_cache,
             vgpus_of=vgpus_of,
         )
-        table.sync(columns, cells)
+        self.fill(table, columns, cells, main=True)
+        self.set_class(app.tree_mode, "-tree")
+        if not app.tree_mode:
+            self._draw_holders(snap, vgpus_of)
+            self._draw_graphs(snap)
+
+    def _draw_holders(self, snap: Snapshot, vgpus_of: Mapping[str, list[vr.VgpuRow]]) -> None:
+        holders = next(h for h in HOLDERS if h.has(snap))
+        query = self.vapp.filter_query
+        rows = [
+            r for r in holders.rows(self.vapp, self.host, snap, vgpus_of) if query.matches(r.fields)
+        ]
+        has = present(snap) | ({LOCAL} if self.vapp.proc_table is not None else set())
+        columns = table_columns(holders.columns, self.layout_now, frozenset(has))
+        self.query_one("#holders-title", Static).update(Text(holders.title))
+        self.fill(
+            self.query_one("#holders", KeyedTable),
+            columns,
+            [(r.key, self.cells(r, columns)) for r in rows],
+        )
+
+    def _draw_graphs(self, snap: Snapshot) -> None:
+        grid = self.query_one("#host-graphs", Grid)
+        grid.display = self.size.height >= GRAPHS_FROM_HEIGHT and bool(snap.gpus)
+        if not grid.display:
+            return
+        hist = self.vapp.history
+        for i, graph in enumerate(self.query(Graph)):
+            gpu = snap.gpus[i] if i < len(snap.gpus) else None
+            graph.display = gpu is not None
+            if gpu is not None:
+                graph.title = f"GPU {gpu.index} util"
+                series = hist.series(self.host, gpu_entity(gpu.uuid), "util")
+                graph.show(series, snap.timestamp, 1.0, stale=not gpu.up)
 
     def _gpu_key(self) -> str | None:
         """The GPU row key under the cursor (an instance row counts as its GPU)."""
@@ -230,6 +299,9 @@ class HostScreen(LiveScreen):
             table = self.query_one("#gpus", KeyedTable)
             if key in table.held_keys:
                 table.move_cursor(row=table.held_keys.index(key))
+
+    def action_signal(self) -> None:
+        self.signal_process("holders")
 
     def action_open(self) -> None:
         key = self._gpu_key()

@@ -14,8 +14,6 @@ from vgpumon.view.columns import LICENSE_COLUMNS
 
 
 class LicensesScreen(LiveScreen):
-    SORT_COLUMNS = LICENSE_COLUMNS
-
     def compose_body(self) -> ComposeResult:
         yield Static("Licenses, most urgent first", classes="section")
         yield KeyedTable(id="licenses")
@@ -38,7 +36,9 @@ class LicensesScreen(LiveScreen):
         columns = [
             c for c in table_columns(LICENSE_COLUMNS, layout) if c.key != "host" or app.multi_host
         ]
-        self.query_one("#licenses", KeyedTable).sync(
-            [(c.key, c.label) for c in columns],
+        self.fill(
+            self.query_one("#licenses", KeyedTable),
+            columns,
             [(r.key, self.cells(r, columns)) for r in rows],
+            main=True,
         )

@@ -15,8 +15,6 @@ from vgpumon.view.columns import SCHEDULER_COLUMNS, SHARE_COLUMNS
 
 
 class SchedulerScreen(LiveScreen):
-    SORT_COLUMNS = SHARE_COLUMNS
-
     def compose_body(self) -> ComposeResult:
         yield Static("vGPU schedulers", classes="section")
         yield KeyedTable(id="schedulers", classes="inner")
@@ -47,13 +45,16 @@ class SchedulerScreen(LiveScreen):
                         if app.filter_query.matches(v.fields)
                     ]
         scols = table_columns(SCHEDULER_COLUMNS, layout)
-        self.query_one("#schedulers", KeyedTable).sync(
-            [(c.key, c.label) for c in scols],
+        self.fill(
+            self.query_one("#schedulers", KeyedTable),
+            scols,
             [(s.key, self.cells(s, scols)) for s in scheds],
         )
         vcols = table_columns(SHARE_COLUMNS, layout)
         rows = self.sorted_rows(shares, SHARE_COLUMNS)
-        self.query_one("#shares", KeyedTable).sync(
-            [(c.key, c.label) for c in vcols],
+        self.fill(
+            self.query_one("#shares", KeyedTable),
+            vcols,
             [(v.key, self.cells(v, vcols)) for v in rows],
+            main=True,
         )

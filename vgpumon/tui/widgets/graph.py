@@ -4,6 +4,11 @@ Autoscaled sparklines make a flat 40 % look exactly like a flat 95 %. This graph
 is fixed by the caller (0-100 % for ratios, 0 to the power limit for watts, 0 to the memory size
 for bytes) and its horizontal axis is wall time: each column is one slice of the last ``window``
 seconds, so the picture moves left as time passes and a gap in the data stays a gap.
+
+An axis never invents a range: when its top is unknown (no power limit, no memory size, a lost
+GPU) the graph draws no bars and says so, rather than scaling to a made-up 0-1. The title shows
+the newest value; when that is missing it says so and names the last known one, and ``stale``
+(a lost GPU, a wedged sampler, an unreachable host) marks the whole graph as old data.
 """
 
 from __future__ import annotations
@@ -71,7 +76,7 @@ class Graph(Widget):
         fmt: Callable[[float | None], str],
         *,
         lo: float = 0.0,
-        hi: float = 1.0,
+        hi: float | None = 1.0,
         window: float = 120.0,
         id: str | None = None,
         classes: str | None = None,
@@ -83,26 +88,44 @@ class Graph(Widget):
         self.window = window
         self.points: list[Point] = []
         self.now = 0.0
+        self.stale = False
 
-    def show(self, points: Sequence[Point], now: float, hi: float | None = None) -> None:
-        """New data (and, for unit axes, the fixed top: the power limit or memory size)."""
-        new_hi = self.hi if hi is None or hi <= self.lo else hi
+    def show(
+        self, points: Sequence[Point], now: float, hi: float | None, *, stale: bool = False
+    ) -> None:
+        """New data with the axis top (a fixed top, or the power limit or memory size; None when
+        unknown: then no bars are drawn)."""
+        new_hi = None if hi is None or hi <= self.lo else hi
         pts = list(points)
-        if pts == self.points and now == self.now and new_hi == self.hi:
+        if pts == self.points and (now, new_hi, stale) == (self.now, self.hi, self.stale):
             return
-        self.points, self.now, self.hi = pts, now, new_hi
+        self.points, self.now, self.hi, self.stale = pts, now, new_hi, stale
         self.refresh()
+
+    def heading(self) -> tuple[str, str]:
+        """The title (newest value) and the range, as shown on the graph's first line."""
+        newest = self.points[-1][1] if self.points else None
+        head = f"{self.title} {self.fmt(newest)}"
+        if newest is None:
+            last = next((v for _, v in reversed(self.points) if v is not None), None)
+            if last is not None:
+                head += f" (last {self.fmt(last)})"
+        if self.stale:
+            head += " stale"
+        if self.hi is None:
+            return head, "no range: limit unknown"
+        return head, f"{self.fmt(self.lo)}–{self.fmt(self.hi)}"
 
     def render(self) -> Text:
         width, height = self.size.width, max(1, self.size.height - 1)
-        last = next((v for _, v in reversed(self.points) if v is not None), None)
-        head = f"{self.title} {self.fmt(last)}"
-        scale = f"{self.fmt(self.lo)}–{self.fmt(self.hi)}"
+        head, scale = self.heading()
         pad = max(1, width - len(head) - len(scale))
         text = Text(head, style="bold")
         text.append(" " * pad + scale, style="dim")
         values = columns_for(self.points, self.now, self.window, width)
-        for row in plot(values, self.lo, self.hi, height):
+        if self.hi is None:
+            values = [None] * width
+        for row in plot(values, self.lo, self.hi or self.lo, height):
             text.append("\n")
             text.append(row)
         return text

@@ -4,6 +4,10 @@ A live table that is cleared and refilled every refresh loses the cursor, the sc
 costs a full re-layout. :meth:`KeyedTable.sync` compares the new rows with the cells it holds, by
 row key, and touches only what changed; the order is applied as a permutation of existing rows.
 Only a change of columns (the terminal got wider) rebuilds the table.
+
+Column widths are given by the caller, measured from the cells it shows now, so a column shrinks
+again when its widest value goes away (DataTable's own measuring only ever grows a column) and the
+first layout never depends on which rows had arrived when the table was first drawn.
 """
 
 from __future__ import annotations
@@ -14,13 +18,14 @@ from rich.cells import cell_len
 from rich.console import RenderableType
 from rich.text import Text
 from textual._two_way_dict import TwoWayDict
+from textual.message import Message
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
 Cells = tuple[RenderableType, ...]
 
 
-def _width(cell: RenderableType) -> int:
+def cell_width(cell: RenderableType) -> int:
     if isinstance(cell, Text):
         return cell.cell_len
     return cell_len(cell) if isinstance(cell, str) else 0
@@ -47,19 +52,49 @@ class KeyedTable(DataTable[RenderableType]):
         row = self.ordered_rows[min(self.cursor_row, self.row_count - 1)]
         return None if row.key.value is None else str(row.key.value)
 
+    class Scrolled(Message):
+        """The table scrolled vertically: rows that came into view may hold old cells."""
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if int(old) != int(new):
+            self.post_message(self.Scrolled())
+
     def cells(self, key: str) -> Cells | None:
         return self._held.get(key)
 
-    def sync(self, columns: Sequence[tuple[str, str]], rows: Sequence[tuple[str, Cells]]) -> None:
-        """Show ``rows`` (key, cells) in this order under ``columns`` (key, label)."""
+    def sync(
+        self,
+        columns: Sequence[tuple[str, str]],
+        rows: Sequence[tuple[str, Cells]],
+        widths: Sequence[int] | None = None,
+    ) -> None:
+        """Show ``rows`` (key, cells) in this order under ``columns`` (key, label), each column
+        ``widths`` cells wide (default: the widest of its label and cells)."""
         cursor_key = self.highlighted_key
+        if widths is None:
+            widths = [
+                max([cell_len(label), *(cell_width(cells[i]) for _, cells in rows)])
+                for i, (_, label) in enumerate(columns)
+            ]
         signature = tuple(columns)
         if signature != self._columns_sig:
             self.clear(columns=True)
-            for key, label in columns:
-                self.add_column(label, key=key)
+            for (key, label), width in zip(columns, widths, strict=True):
+                self.add_column(label, key=key, width=width)
             self._held = {}
             self._columns_sig = signature
+        else:
+            resized = False
+            for (key, _label), width in zip(columns, widths, strict=True):
+                held = self.columns[ColumnKey(key)]
+                if held.width != width:
+                    held.width = width
+                    resized = True
+            if resized:
+                self._require_update_dimensions = True
+                self._update_count += 1  # cached lines were cut to the old widths
+                self.refresh()
         wanted = dict(rows)
         rows_before = len(self._held)
         for key in [k for k in self._held if k not in wanted]:
@@ -75,9 +110,8 @@ class KeyedTable(DataTable[RenderableType]):
             elif old is not cells and old != cells:
                 for column, before, after in zip(column_keys, old, cells, strict=True):
                     if before != after:
-                        # Re-measuring a column costs a layout pass per cell: only when it grows.
-                        grows = _width(after) > self.columns[ColumnKey(column)].content_width
-                        self.update_cell(key, column, after, update_width=grows)
+                        # Widths are the caller's: no re-measuring per cell.
+                        self.update_cell(key, column, after, update_width=False)
                         self.updates += 1
             self._held[key] = cells
         order = [k for k, _ in rows]

@@ -1,0 +1,179 @@
+"""Usage totals per VM, pod, namespace or tenant over a time range, from Prometheus.
+
+The totals come from the metering rules' hourly series (packaging/prometheus/
+vgpumon-metering.rules.yml): ``vgpumon:<by>_<quantity>:increase1h`` summed over the whole hours
+of the range with a subquery whose steps fall on the clock's hours, so each hour counts once and
+a VM that took over a reused vGPU id mid-range is billed from the hour it did. The tenant mapping
+lives in those rules too, so the command and the dashboards agree on who a tenant is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from vgpumon.errors import ConfigError, VgpumonError
+from vgpumon.model import Snapshot
+
+HOUR = 3600
+GIB = 1 << 30
+JOULES_PER_KWH = 3.6e6
+# By what usage is grouped: the rule's prefix and the labels that name a row.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "vm": ("vm",),
+    "pod": ("namespace", "pod"),
+    "namespace": ("namespace",),
+    "tenant": ("tenant",),
+}
+QUANTITIES = ("gpu_hours", "memory_gib_hours", "energy_kwh")
+
+
+@dataclass(frozen=True)
+class UsageRow:
+    key: tuple[str, ...]  # the GROUPS labels' values, in order
+    values: dict[str, float] = field(default_factory=dict)  # quantity -> total
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    by: str
+    start: float  # Unix seconds, on a whole hour (0: since each counter began)
+    end: float
+    rows: tuple[UsageRow, ...]
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return GROUPS[self.by]
+
+
+def hour_range(start: float, end: float) -> tuple[float, float]:
+    """The whole hours inside [start, end]: start rounded up, end rounded down."""
+    lo = math.ceil(start / HOUR) * HOUR
+    hi = math.floor(end / HOUR) * HOUR
+    if hi - lo < HOUR:
+        raise ConfigError(
+            "the range holds no whole hour: usage is summed by the hour (give at least 1h, "
+            "from a whole hour)"
+        )
+    return float(lo), float(hi)
+
+
+def query(by: str, quantity: str, start: float, end: float) -> str:
+    """The PromQL that totals ``quantity`` per ``by`` over the whole hours (start, end]."""
+    # One second short of the hours: the subquery's hourly steps are then end, end - 1h, ...,
+    # start + 1h, whether the Prometheus counts a range's left end in (2.x) or not (3.x).
+    seconds = round((end - start) / HOUR) * HOUR - 1
+    return f"sum_over_time(vgpumon:{by}_{quantity}:increase1h[{seconds}s:1h])"
+
+
+def report_from_snapshot(snapshot: Snapshot, by: str) -> UsageReport:
+    """Usage since vgpumon started, from one snapshot's counters (no Prometheus needed).
+
+    For the TUI's view of this host, or a fleet's snapshots: the same rows as :class:`UsageClient`
+    gives, over the life of each counter instead of whole hours. Tenants here are the namespaces
+    and VMs themselves: the tenant mapping lives in the Prometheus rules.
+    """
+    if by not in GROUPS:
+        raise ConfigError(f"--by {by!r}: choose one of {', '.join(GROUPS)}")
+    rows: dict[tuple[str, ...], dict[str, float]] = {}
+
+    def add(key: tuple[str, ...], busy: float, memory: float, energy: float | None) -> None:
+        row = rows.setdefault(key, dict.fromkeys(QUANTITIES, 0.0))
+        row["gpu_hours"] += busy / HOUR
+        row["memory_gib_hours"] += memory / (GIB * HOUR)
+        if energy is not None:
+            row["energy_kwh"] += energy / JOULES_PER_KWH
+
+    for g in snapshot.gpus:
+        m = g.metering
+        if m is None:
+            continue
+        if by in ("vm", "tenant"):
+            vms = {v.vgpu_id: v for v in g.vgpu_instances}
+            for meter in m.vgpus:
+                v = vms.get(meter.vgpu_id)
+                name = (v.vm.name if v and v.vm else None) or (v.vm_id if v else None) or ""
+                u = meter.usage
+                add((name,), u.busy_seconds, u.memory_byte_seconds, u.energy_joules)
+        if by != "vm":
+            for pod in m.pods:
+                key = {
+                    "pod": (pod.namespace, pod.pod),
+                    "namespace": (pod.namespace,),
+                    "tenant": (pod.namespace,),
+                }[by]
+                u = pod.usage
+                add(key, u.busy_seconds, u.memory_byte_seconds, u.energy_joules)
+    ordered = sorted(rows.items(), key=lambda kv: (-kv[1]["gpu_hours"], kv[0]))
+    return UsageReport(by, 0.0, snapshot.timestamp, tuple(UsageRow(k, v) for k, v in ordered))
+
+
+class UsageClient:
+    """Instant queries against one Prometheus server (``/api/v1/query``)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_seconds: float = 30.0,
+        session_factory: Callable[[], aiohttp.ClientSession] | None = None,
+    ) -> None:
+        url = url.strip().rstrip("/")
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError(f"bad Prometheus URL {url!r}: give http://HOST:9090 (or https://)")
+        self.url = url
+        self.timeout = timeout_seconds
+        self._session_factory = session_factory
+
+    async def report(self, by: str, start: float, end: float) -> UsageReport:
+        if by not in GROUPS:
+            raise ConfigError(f"--by {by!r}: choose one of {', '.join(GROUPS)}")
+        start, end = hour_range(start, end)
+        labels = GROUPS[by]
+        rows: dict[tuple[str, ...], dict[str, float]] = {}
+        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        session = (
+            self._session_factory()
+            if self._session_factory
+            else aiohttp.ClientSession(timeout=timeout)
+        )
+        async with session:
+            for quantity in QUANTITIES:
+                for item in await self._query(session, query(by, quantity, start, end), end):
+                    metric = item.get("metric") or {}
+                    key = tuple(str(metric.get(label, "")) for label in labels)
+                    rows.setdefault(key, {})[quantity] = float(item["value"][1])
+        ordered = sorted(rows.items(), key=lambda kv: (-kv[1].get("gpu_hours", 0.0), kv[0]))
+        return UsageReport(by, start, end, tuple(UsageRow(k, v) for k, v in ordered))
+
+    async def _query(
+        self, session: aiohttp.ClientSession, promql: str, at: float
+    ) -> list[dict[str, Any]]:
+        params = {"query": promql, "time": f"{at:.3f}"}
+        try:
+            async with session.get(f"{self.url}/api/v1/query", params=params) as response:
+                body = await response.json(content_type=None)
+                status = response.status
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            raise VgpumonError(f"Prometheus at {self.url}: {_reason(exc)}") from None
+        if not isinstance(body, dict) or body.get("status") != "success":
+            error = body.get("error") if isinstance(body, dict) else None
+            raise VgpumonError(
+                f"Prometheus at {self.url} refused {promql} (HTTP {status}): {error or 'no result'}"
+            )
+        result = (body.get("data") or {}).get("result") or []
+        if not isinstance(result, list):
+            raise VgpumonError(f"Prometheus at {self.url}: {promql} is not a vector")
+        return result
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    if isinstance(exc, ValueError):
+        return "the answer is not JSON (is this a Prometheus server?)"
+    return str(exc) or type(exc).__name__
