@@ -74,6 +74,7 @@ class VgpumonApp(App[None]):
         Binding("3", "show('licenses')", "licenses", show=False),
         Binding("4", "show('events')", "events", show=False),
         Binding("5,question_mark,f1", "show('help')", "help"),
+        Binding("6,c", "show('capacity')", "capacity", show=False),
     ]
 
     def __init__(

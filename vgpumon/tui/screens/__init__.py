@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 def modes(app: VgpumonApp) -> dict[str, str | Callable[[], Screen[Any]]]:
     """Overview is the fleet when the source has several hosts, else the one host."""
+    from vgpumon.tui.screens.capacity import CapacityScreen
     from vgpumon.tui.screens.events import EventsScreen
     from vgpumon.tui.screens.fleet import FleetScreen
     from vgpumon.tui.screens.help import HelpScreen
@@ -31,4 +32,5 @@ def modes(app: VgpumonApp) -> dict[str, str | Callable[[], Screen[Any]]]:
         "licenses": LicensesScreen,
         "events": EventsScreen,
         "help": HelpScreen,
+        "capacity": CapacityScreen,
     }
