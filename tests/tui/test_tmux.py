@@ -81,7 +81,9 @@ def test_top_in_tmux(session: str) -> None:
     assert "Traceback" not in overview
     assert "sim:kvm-vgpu-timesliced" in overview and "unlicensed" in overview
     tmux("send-keys", "-t", session, "Enter")
-    detail = wait_for(session, lambda s: "GPU 0" in s and VM_OF_VGPU_1[:8] in s)
+    # The detail's title ("GPU 0  NVIDIA L40S ..."): the host screen also shows "GPU 0" (its
+    # graphs) and the VM ids, so those alone would match before Enter has taken effect.
+    detail = wait_for(session, lambda s: "GPU 0  NVIDIA L40S" in s and VM_OF_VGPU_1[:8] in s)
     assert "vGPU instances" in detail and "L40S-8Q" in detail and "Traceback" not in detail
     tmux("send-keys", "-t", session, "Escape")
     wait_for(session, lambda s: s.count("vGPU host") >= 3)
