@@ -20,7 +20,9 @@ OUT = DASHBOARDS / "grafana"
 UNUSED = DASHBOARDS / "unused.yml"
 RULES = ROOT / "packaging" / "prometheus" / "vgpumon.rules.yml"
 METERING_RULES = RULES.with_name("vgpumon-metering.rules.yml")
-RULE_FILES = (RULES, METERING_RULES)
+CAPACITY_RULES = RULES.with_name("vgpumon-capacity.rules.yml")
+# Every rule file the packaging ships (Prometheus loads them all; the PrometheusRule carries them).
+RULE_FILES = (RULES, METERING_RULES, CAPACITY_RULES)
 
 # Built-in simulator scenario of each scenario kind a dashboard query names.
 SCENARIOS = {
@@ -31,6 +33,9 @@ SCENARIOS = {
     "guest": "vgpu-guest",
     "lost": "fault-gpu-lost",
     "metering": "metering-known-load",
+    "capacity-homogeneous": "capacity-l40s-homogeneous",
+    "capacity-heterogeneous": "capacity-l40s-heterogeneous",
+    "capacity-mig": "capacity-a100-mig",
 }
 
 MATCH_ALL = {
@@ -64,16 +69,17 @@ def generator() -> ModuleType:
     return vgpumon_dashboards
 
 
-def rules() -> list[dict[str, Any]]:
+def rules(*paths: Path) -> list[dict[str, Any]]:
+    """The rules of ``paths`` (default: every rule file)."""
     found = []
-    for path in RULE_FILES:
+    for path in paths or RULE_FILES:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
         found += [rule for group in doc["groups"] for rule in group["rules"]]
     return found
 
 
-def recording_rule_names() -> set[str]:
-    return {rule["record"] for rule in rules() if "record" in rule}
+def recording_rule_names(*paths: Path) -> set[str]:
+    return {rule["record"] for rule in rules(*paths) if "record" in rule}
 
 
 def instantiate(expr: str, **values: str) -> str:

@@ -60,7 +60,22 @@ GUEST = "guest"  # vgpumon inside a VM with vGPUs: guest-side licenses
 LOST = "lost"  # a host with a GPU that stopped answering
 METERING = "metering"  # known load: vGPUs (one idle), processes in two pods, a dead holder, a
 # starved vGPU and its neighbours (usage counters, idle holders, contention)
-KINDS = (VGPU, MIG, BARE, NVLINK, GUEST, LOST, METERING)
+# Capacity: the hand-computed scenarios of docs/capacity.md.
+CAP_HOMOGENEOUS = "capacity-homogeneous"  # two L40S in homogeneous mode, one stranding 16 GiB
+CAP_HETEROGENEOUS = "capacity-heterogeneous"  # an L40S in mixed-size mode with placement gaps
+CAP_MIG = "capacity-mig"  # an A100 with a 3g and a 2g GPU instance, 2 slices free
+KINDS = (
+    VGPU,
+    MIG,
+    BARE,
+    NVLINK,
+    GUEST,
+    LOST,
+    METERING,
+    CAP_HOMOGENEOUS,
+    CAP_HETEROGENEOUS,
+    CAP_MIG,
+)
 ALL = (VGPU, MIG, BARE)
 
 # Selectors. $job and $cluster come from the scrape configuration (the file_sd example sets
@@ -178,6 +193,12 @@ FILLING = ((None, "green"), (0.8, "orange"), (0.95, "red"))
 EXPIRY = ((None, "red"), (86400, "orange"), (7 * 86400, "green"))
 # Seconds since the served sample: the stale alert fires at 120.
 SAMPLE_AGE = ((None, "green"), (30, "orange"), (120, "red"))
+# Room for more (creatable instances, free slices): none left is orange (full: the next VM or
+# MIG instance has nowhere to go), any is green.
+ROOM = ((None, "orange"), (1, "green"))
+# Share of the free vGPU framebuffer that no type can use (stranded / free): from a tenth on the
+# mix wastes room, from a quarter on re-packing (or one size per GPU) wins a VM or more.
+FRAGMENTATION = ((None, "green"), (0.1, "orange"), (0.25, "red"))
 
 
 def value_map(options: dict[str, tuple[str, str]]) -> dm.ValueMap:
@@ -197,6 +218,16 @@ YES_BAD = value_map({"0": ("no", "green"), "1": ("yes", "red")})
 YES_WARN = value_map({"0": ("no", "green"), "1": ("yes", "orange")})
 ON_OFF = value_map({"1": ("on", "blue"), "0": ("off", "text")})
 OK_FAILED = value_map({"1": ("ok", "green"), "0": ("failed", "red")})
+READY = value_map({"1": ("ready", "green"), "0": ("not ready", "red")})
+# vgpumon_vgpu_migration_limit's reasons (what NVML's compatibility check says limits a move).
+MIGRATION_LIMITS = value_map(
+    {
+        "host_driver": ("host driver", "orange"),
+        "guest_driver": ("guest driver", "orange"),
+        "gpu": ("GPU", "red"),
+        "other": ("other", "orange"),
+    }
+)
 # State-set names as they come out of a table's label column.
 LICENSE_STATES = value_map(
     {
@@ -435,16 +466,22 @@ def table_panel(
     columns: Sequence[Column],
     width: int = 12,
     height: int = 8,
+    sort_by: tuple[str, bool] | None = None,
 ) -> Panel:
     """An instant table with exactly ``columns``, in that order: the query rows merged into one
-    table, every other field (Time, __name__, mdev_uuid, job, ...) filtered out."""
+    table, every other field (Time, __name__, mdev_uuid, job, ...) filtered out. ``sort_by`` is
+    (column title, descending) for tables whose order is the answer (best fit first)."""
     names = [c.field for c in columns]
+    builder = table.Panel().unit("none").show_header(True).cell_height(cm.TableCellHeight.SM)
+    if sort_by is not None:
+        sorted_by, descending = sort_by
+        if sorted_by not in {c.title for c in columns}:
+            raise ValueError(f"sort_by {sorted_by!r} is not a column")
+        builder = builder.sort_by(
+            [common_builders.TableSortByFieldState().display_name(sorted_by).desc(descending)]
+        )
     builder = (
-        table.Panel()
-        .unit("none")
-        .show_header(True)
-        .cell_height(cm.TableCellHeight.SM)
-        .with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
+        builder.with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
         .with_transformation(
             dm.DataTransformerConfig(
                 id_val="filterFieldsByName", options={"include": {"names": names}}

@@ -25,7 +25,8 @@ BOARD = Board(
     "vgpumon-exporter",
     "vgpumon / Exporter health",
     "The exporter itself: scrape up, NVML up, wedged sampler, cycle duration and dispatch, "
-    "per-collector success and duration, NVML errors by function, versions.",
+    "per-collector success and duration, NVML errors by function, sampling cadences, the HTTP "
+    "server's connections, refusals and answers, versions.",
     SCOPE_VARIABLES,
     (
         state_panel(
@@ -96,6 +97,64 @@ BOARD = Board(
                 VGPU,
             ),
             thresholds=RED_ABOVE_ZERO,
+        ),
+        table_panel(
+            "Sampling cadences",
+            "The cycle interval and how often each costly reading is taken (between reads the "
+            "last value stands; averages such as GPM cover one cadence).",
+            q(f"vgpumon_sampler_interval_seconds{{{HOST}}}", "interval", instant=True),
+            q(f"vgpumon_sampler_cadence_seconds{{{HOST}}}", "cadence", instant=True),
+            columns=(
+                Column("instance", "Exporter"),
+                Column("host", "Agentless host"),
+                Column("Value #A", "Cycle interval s"),
+                Column("reading", "Reading"),
+                Column("Value #B", "Read every s"),
+            ),
+        ),
+        timeseries_panel(
+            "HTTP connections",
+            "Connections open now (TLS handshakes included) and accepted per second; the cap is "
+            "--web.max-connections (docs/reliability.md, who gets a slot).",
+            q(f"vgpumon_http_connections{{{SCOPE}}}", "{{instance}} open"),
+            q(
+                f"rate(vgpumon_http_connections_accepted_total{{{SCOPE}}}[$__rate_interval])",
+                "{{instance}} accepted/s",
+            ),
+        ),
+        timeseries_panel(
+            "Connections refused, evicted and timed out",
+            "Refused (every slot busy answering: red, the refusing alert fires), closed at the "
+            "cap to make room (by state) and closed by each timeout, per second.",
+            q(
+                f"rate(vgpumon_http_connections_refused_total{{{SCOPE}}}[$__rate_interval])",
+                "{{instance}} refused",
+            ),
+            q(
+                f"rate(vgpumon_http_connections_evicted_total{{{SCOPE}}}[$__rate_interval])",
+                "{{instance}} evicted {{state}}",
+            ),
+            q(
+                f"rate(vgpumon_http_connection_timeouts_total{{{SCOPE}}}[$__rate_interval])",
+                "{{instance}} timeout {{timeout}}",
+            ),
+            thresholds=RED_ABOVE_ZERO,
+        ),
+        timeseries_panel(
+            "HTTP answers and auth refusals",
+            "Answers per second by status code, and requests basic auth refused by reason "
+            "(0 where no basic auth is configured; a flood of wrong passwords shows here).",
+            q(
+                "sum by (instance, code) "
+                f"(rate(vgpumon_http_requests_total{{{SCOPE}}}[$__rate_interval]))",
+                "{{instance}} {{code}}",
+            ),
+            q(
+                "sum by (instance, reason) "
+                f"(rate(vgpumon_http_auth_refusals_total{{{SCOPE}}}[$__rate_interval])) "
+                f"or sum by (instance) (0 * vgpumon_http_connections{{{SCOPE}}})",
+                "{{instance}} auth refused {{reason}}",
+            ),
         ),
         table_panel(
             "Versions",

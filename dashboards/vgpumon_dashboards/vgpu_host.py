@@ -10,6 +10,7 @@ from .common import (
     METERING,
     ON_OFF,
     ORANGE_ABOVE_ZERO,
+    READY,
     SCOPE_VARIABLES,
     SEL,
     VGPU,
@@ -142,14 +143,17 @@ BOARD = Board(
         table_panel(
             "Live migration by VM",
             "Whether each vGPU can be live-migrated with its VM (orange: no; the GPU's own "
-            "support is in the first table).",
+            "support is in the first table), and whether this host's side is ready to move it "
+            "now (red: not; the capacity dashboard says why).",
             q(by_vm(f"vgpumon_vgpu_migration_supported{{{SEL}}}"), VM, VGPU, instant=True),
+            q(by_vm(f"vgpumon_vgpu_migration_ready{{{SEL}}}"), f"{VM} ready", VGPU, instant=True),
             columns=(
                 Column("vm_name", "VM"),
                 Column("vgpu_type", "vGPU type"),
                 Column("gpu", "GPU"),
                 Column("vgpu_id", "vGPU"),
-                Column("Value", "Live migration", mappings=(YES_GOOD,)),
+                Column("Value #A", "Live migration", mappings=(YES_GOOD,)),
+                Column("Value #B", "Ready to move", mappings=(READY,)),
             ),
         ),
         Row("Engines and memory"),

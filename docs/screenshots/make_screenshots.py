@@ -61,6 +61,12 @@ async def main() -> None:
         local("baremetal-8xh100", "train-07"),
     ]
     await shot("fleet", fleet, [])
+    capacity = [
+        local("capacity-l40s-homogeneous", "homog-01"),
+        local("capacity-l40s-heterogeneous", "hetero-01"),
+        local("capacity-a100-mig", "mig-01"),
+    ]
+    await shot("capacity", capacity, ["6"])
 
 
 if __name__ == "__main__":

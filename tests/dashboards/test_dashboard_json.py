@@ -91,7 +91,9 @@ def test_a_panel_that_does_not_decode_is_caught() -> None:
     ]
 
 
-@pytest.mark.parametrize("name", ["fleet", "vgpu-host", "mig", "gpu", "exporter", "usage"])
+@pytest.mark.parametrize(
+    "name", ["fleet", "vgpu-host", "mig", "gpu", "exporter", "usage", "capacity"]
+)
 def test_dashboard_is_importable(name: str) -> None:
     doc = committed()[f"vgpumon-{name}.json"]
     assert doc["uid"] == f"vgpumon-{name}"
@@ -323,3 +325,69 @@ def test_vm_variable_lists_names() -> None:
     variable = next(v for v in doc["templating"]["list"] if v["name"] == "vm")
     assert 'vm_name="([^"]*)"' in variable["regex"]
     assert "label_replace" in variable["query"] and "vm_name" in variable["query"]
+
+
+def override(panel: dict[str, Any], column: str, prop: str) -> Any:
+    """A table column's override property (after the organize rename)."""
+    for o in panel["fieldConfig"].get("overrides", []):
+        if o["matcher"]["options"] == column:
+            return next(p["value"] for p in o["properties"] if p["id"] == prop)
+    raise KeyError(f"{panel['title']}: no {prop} for {column}")
+
+
+def capacity_panel(title: str) -> dict[str, Any]:
+    return next(p for p in panels(committed()["vgpumon-capacity.json"]) if p["title"] == title)
+
+
+def colour_at(steps: list[dict[str, Any]], value: float) -> str:
+    return [s["color"] for s in steps if s["value"] is None or value >= s["value"]][-1]
+
+
+@pytest.mark.parametrize(
+    ("ratio", "colour"),
+    [(0.0, "green"), (0.09, "green"), (0.1, "orange"), (0.2, "orange"), (0.25, "red"), (1, "red")],
+)
+def test_fragmentation_is_green_when_little_is_stranded_and_red_from_a_quarter(
+    ratio: float, colour: str
+) -> None:
+    stat = capacity_panel("Fragmentation")
+    defaults = stat["fieldConfig"]["defaults"]
+    assert defaults["unit"] == "percentunit" and defaults["color"]["mode"] == "thresholds"
+    assert colour_at(defaults["thresholds"]["steps"], ratio) == colour
+    table = capacity_panel("Fragmentation by GPU")
+    assert colour_at(override(table, "Fragmentation", "thresholds")["steps"], ratio) == colour
+
+
+@pytest.mark.parametrize(
+    ("title", "column"),
+    [
+        ("Where one more vGPU fits", "Framebuffer left after one more"),
+        ("Where one more MIG instance fits", "Slices left after one more"),
+    ],
+)
+def test_where_one_more_fits_is_sorted_best_fit_first(title: str, column: str) -> None:
+    """Best fit: the least left over after placing one, as vgpumon.capacity.fits orders it."""
+    panel = capacity_panel(title)
+    assert panel["options"]["sortBy"] == [{"displayName": column, "desc": False}]
+
+
+def test_creatable_counts_are_orange_when_nothing_more_fits() -> None:
+    for title in ("Creatable vGPUs per type", "Creatable MIG instances per profile"):
+        steps = capacity_panel(title)["fieldConfig"]["defaults"]["thresholds"]["steps"]
+        assert (colour_at(steps, 0), colour_at(steps, 1)) == ("orange", "green"), title
+
+
+@pytest.mark.parametrize(
+    ("dashboard", "title", "column"),
+    [
+        ("vgpumon-capacity.json", "Migration readiness by vGPU", "Ready"),
+        ("vgpumon-vgpu-host.json", "Live migration by VM", "Ready to move"),
+    ],
+)
+def test_migration_readiness_maps_ready_and_not_ready(
+    dashboard: str, title: str, column: str
+) -> None:
+    panel = next(p for p in panels(committed()[dashboard]) if p["title"] == title)
+    options = override(panel, column, "mappings")[0]["options"]
+    assert (options["1"]["text"], options["1"]["color"]) == ("ready", "green")
+    assert (options["0"]["text"], options["0"]["color"]) == ("not ready", "red")

@@ -4,16 +4,19 @@ One Prometheus (scrape and rule evaluation every second) loads packaging/prometh
 scrapes one ``vgpumon serve --sim`` per scenario kind the dashboards name (dashboard_helpers.py
 maps kinds to scenarios): the quickstart vGPU host (with libvirt names, a KubeVirt pod, per-process,
 PCIe throughput and pod series), a MIG host, a bare-metal host, an NVLink board with a link down, a
-VM that runs vgpumon itself (guest licenses), a host with a lost GPU, and the metering host (known
+VM that runs vgpumon itself (guest licenses), a host with a lost GPU, the metering host (known
 load, its processes in two Kubernetes pods and one dead, a starved vGPU; tests/e2e/metering_host.py
-gives its metering stage a fake host /proc). Every target carries the ``cluster`` label the file_sd
-example sets. Prometheus loads both rule files, vgpumon.rules.yml and vgpumon-metering.rules.yml.
-Then:
+gives its metering stage a fake host /proc) and the three capacity scenarios with hand-computed
+answers (docs/capacity.md). Every target carries the ``cluster`` label the file_sd example sets.
+Prometheus loads every rule file (vgpumon.rules.yml, vgpumon-metering.rules.yml and
+vgpumon-capacity.rules.yml). Then:
 
 * every query, with the dashboard variables replaced by match-all, parses and evaluates;
 * every query returns data on each scenario kind it names (``$instance`` set to that host);
 * every variable lists values, ``$vm`` the VMs' names;
 * every rule evaluates without error;
+* the capacity dashboard's tables merge their queries into whole rows and show the scenarios'
+  hand-computed answers (where one more fits, best fit first; fragmentation);
 * the first Xid on a GPU fires its alert (the bare-metal host's idle GPUs get Xid 63 and 48 a few
   seconds after start instead of the scenario's 30 s), and nothing else fires a critical alert but
   the lost GPU.
@@ -40,6 +43,7 @@ import pytest
 import yaml
 from dashboard_helpers import (
     RULE_FILES,
+    RULES,
     SCENARIOS,
     generator,
     instantiate,
@@ -353,7 +357,7 @@ def test_every_rule_evaluates_without_error(stack: Stack) -> None:
     assert errors == {}
     # The recording rules the scheduler panels and alerts build on produce data on the vGPU host.
     target = stack.targets["vgpu"]
-    for record in recording_rule_names():
+    for record in recording_rule_names(RULES):
         if record.startswith("vgpumon:vgpu"):
             assert stack.query(f'{record}{{instance="{target}"}}'), record
 
@@ -379,3 +383,104 @@ def test_the_first_xid_on_a_gpu_fires_its_alert(stack: Stack) -> None:
     found = {(a["metric"]["alertname"], a["metric"]["instance"]) for a in critical}
     assert ("VgpumonXidCritical", target) in found
     assert found <= {("VgpumonXidCritical", target), ("VgpumonGpuLost", stack.targets["lost"])}
+
+
+# --------------------------------------------------------------------------- capacity
+
+GIB = 2**30
+
+
+def capacity_panel(title: str) -> Any:
+    board = next(b for b in generator().DASHBOARDS if b.uid == "vgpumon-capacity")
+    return next(p for p in board.panels() if p.title == title)
+
+
+def table_rows(stack: Stack, panel: Any, kind: str) -> list[dict[str, Any]]:
+    """A table panel's rows as Grafana's merge builds them: the series of each query (``Value
+    #A``, ``#B``, ...) joined on their labels. Polled until every query has data."""
+    rows: dict[frozenset[tuple[str, str]], dict[str, Any]] = {}
+    give_up = time.monotonic() + SETTLE_SECONDS
+    while True:
+        results = [
+            stack.query(instantiate(query.expr, instance=stack.targets[kind]))
+            for query in panel.queries
+        ]
+        if all(results) or time.monotonic() > give_up:
+            break
+        time.sleep(0.5)
+    for i, series in enumerate(results):
+        for one in series:
+            labels = one["metric"]
+            # A metric name differs per query and would keep the rows apart.
+            assert "__name__" not in labels or len(panel.queries) == 1, (panel.title, labels)
+            row = rows.setdefault(frozenset(labels.items()), dict(labels))
+            row[f"Value #{chr(ord('A') + i)}"] = float(one["value"][1])
+    return list(rows.values())
+
+
+def test_capacity_tables_merge_their_queries_into_whole_rows(stack: Stack) -> None:
+    """Every series of a later query joins a row of the first: same labels, no metric name."""
+    board = next(b for b in generator().DASHBOARDS if b.uid == "vgpumon-capacity")
+    orphans = []
+    checked = 0
+    for panel in board.panels():
+        if panel.kind != "table" or len(panel.queries) < 2:
+            continue
+        for kind in panel.queries[0].kinds:
+            rows = table_rows(stack, panel, kind)
+            checked += 1
+            orphans += [f"{panel.title} on {kind}: {r}" for r in rows if "Value #A" not in r]
+    assert checked >= 6
+    assert orphans == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        # capacity-l40s-homogeneous: 8Q 3 more on GPU 0 (24 GiB free), 1Q 16 more on GPU 1
+        # (32 GiB free): the half-filled GPU is the tighter fit.
+        (
+            "capacity-homogeneous",
+            [("0", "NVIDIA L40S-8Q", 3, 16 * GIB), ("1", "NVIDIA L40S-1Q", 16, 31 * GIB)],
+        ),
+        # capacity-l40s-heterogeneous: 8Q 2 more (28 GiB free); 4Q at its limit, 16Q blocked.
+        ("capacity-heterogeneous", [("0", "NVIDIA L40S-8Q", 2, 20 * GIB)]),
+    ],
+)
+def test_where_one_more_vgpu_fits_best_fit_first(
+    stack: Stack, kind: str, expected: list[tuple[str, str, int, int]]
+) -> None:
+    panel = capacity_panel("Where one more vGPU fits")
+    rows = table_rows(stack, panel, kind)
+    shown = sorted(
+        ((r["gpu"], r["vgpu_type"], int(r["Value #A"]), int(r["Value #B"])) for r in rows),
+        key=lambda r: r[3],  # the table's sort: framebuffer left after one more, ascending
+    )
+    assert shown == expected
+
+
+def test_where_one_more_mig_instance_fits_best_fit_first(stack: Stack) -> None:
+    """capacity-a100-mig: 2 free slices; 2g.10gb fills them, 1g.5gb (2 more) and 1g.5gb+me (1)
+    leave one; 3g, 4g and 7g do not fit."""
+    rows = table_rows(stack, capacity_panel("Where one more MIG instance fits"), "capacity-mig")
+    shown = sorted(
+        (int(r["Value #B"]), r["gpu_instance_profile"], int(r["Value #A"])) for r in rows
+    )
+    assert shown == [(0, "2g.10gb", 1), (1, "1g.5gb", 2), (1, "1g.5gb+me", 1)]
+
+
+@pytest.mark.parametrize(
+    ("kind", "ratio"),
+    [
+        ("capacity-homogeneous", 16 / (24 + 32)),  # 16 GiB stranded of 56 GiB free
+        ("capacity-heterogeneous", 12 / 28),  # slots 0, 7 and 10 of 28 GiB free
+    ],
+)
+def test_fragmentation_is_stranded_over_free(stack: Stack, kind: str, ratio: float) -> None:
+    (query,) = capacity_panel("Fragmentation").queries
+    expr = instantiate(query.expr, instance=stack.targets[kind])
+    give_up = time.monotonic() + SETTLE_SECONDS
+    while not (result := stack.query(expr)) and time.monotonic() < give_up:
+        time.sleep(0.5)
+    (value,) = result
+    assert float(value["value"][1]) == pytest.approx(ratio)

@@ -1,6 +1,7 @@
-"""SVG snapshots of every screen at 80×24 and 120×40 on a vGPU, a MIG, a bare-metal host and a
-fleet, and of the "too small" message (that VM, license and share are on screen at both sizes is
-asserted in test_first_minute.py; these pictures catch everything else).
+"""SVG snapshots of every screen at 80×24 and 120×40 on a vGPU, a MIG, a bare-metal host, a
+fleet and a fleet of the capacity scenarios, and of the "too small" message (that VM, license and
+share are on screen at both sizes is asserted in test_first_minute.py; these pictures catch
+everything else).
 
 The simulator runs on a manual clock and the app draws only when told (no background sampling),
 so each picture is the same on every run. Update after an intended change with
@@ -19,6 +20,7 @@ from tui_helpers import PodsOf, SimHost, settle
 from vgpumon.collect.metering import MeteringConfig, MeteringStage
 from vgpumon.sources.fleet import FleetSource
 from vgpumon.tui.app import VgpumonApp, create_app
+from vgpumon.view.filter import parse
 
 SIZES = [(80, 24), (120, 40)]
 CONTENTION = str(Path(__file__).parents[1] / "fixtures/scenarios/vgpu-contention.yaml")
@@ -51,25 +53,43 @@ def scenario_app(
     return app, before
 
 
-def fleet_app() -> tuple[VgpumonApp, Steps]:
-    hosts = [
-        SimHost("kvm-vgpu-timesliced", host="kvm-01"),
-        SimHost("a100-mig-mixed", host="mig-01"),
-        SimHost("fault-gpu-lost", host="bare-01"),
-    ]
-    app = create_app(FleetSource([h.source for h in hosts]), start_source=False)
+def fleet_app(
+    hosts: tuple[tuple[str, str], ...] = (
+        ("kvm-01", "kvm-vgpu-timesliced"),
+        ("mig-01", "a100-mig-mixed"),
+        ("bare-01", "fault-gpu-lost"),
+    ),
+    keys: tuple[str, ...] = (),
+    query: str = "",
+) -> tuple[VgpumonApp, Steps]:
+    sims = [SimHost(scenario, host=name) for name, scenario in hosts]
+    app = create_app(FleetSource([h.source for h in sims]), start_source=False)
 
     async def before(pilot: Any) -> None:
         # Paused while the hosts step, so no half-stepped fleet is ever drawn: a table's columns
         # keep the width of the widest cell they have shown, which would depend on timing.
         await pilot.press("p")
         for t in (0, 1, 12):
-            for h in hosts:
+            for h in sims:
                 await h.at(t)
         await pilot.press("p")
         await settle(pilot)
+        for key in keys:
+            await pilot.press(key)
+            await settle(pilot)
+        if query:
+            app.set_query(parse(query))
+            await settle(pilot)
 
     return app, before
+
+
+# The three capacity scenarios with hand-computed answers (docs/capacity.md).
+CAPACITY_FLEET = (
+    ("homog-01", "capacity-l40s-homogeneous"),
+    ("hetero-01", "capacity-l40s-heterogeneous"),
+    ("mig-01", "capacity-a100-mig"),
+)
 
 
 SCREENS: dict[str, Callable[[], tuple[VgpumonApp, Steps]]] = {
@@ -85,7 +105,7 @@ SCREENS: dict[str, Callable[[], tuple[VgpumonApp, Steps]]] = {
     "host-baremetal": lambda: scenario_app("baremetal-8xh100"),
     "gpu-baremetal": lambda: scenario_app("baremetal-8xh100", ("enter",)),
     "host-lost-gpu": lambda: scenario_app("fault-gpu-lost", at=(0, 12, 41)),
-    "fleet": fleet_app,
+    "fleet": lambda: fleet_app(),
     # Pods from the kubelet: the pod column appears (whole GPUs, MIG instances, KubeVirt vGPUs).
     "host-tree-pods": lambda: scenario_app("a100-mig-mixed", ("t",), pods=True),
     "gpu-vgpu-pods": lambda: scenario_app("kvm-vgpu-timesliced", ("enter",), pods=True),
@@ -94,6 +114,9 @@ SCREENS: dict[str, Callable[[], tuple[VgpumonApp, Steps]]] = {
     "scheduler-contention": lambda: scenario_app(
         CONTENTION, ("2",), at=(0, 1, 30, 61), metering=True
     ),
+    # Capacity: types × hosts, and where one more L40S-8Q fits (best fit first).
+    "capacity": lambda: fleet_app(CAPACITY_FLEET, ("6",)),
+    "capacity-fits": lambda: fleet_app(CAPACITY_FLEET, ("6",), "fits:l40s-8q"),
 }
 
 

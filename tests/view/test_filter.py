@@ -37,3 +37,21 @@ def test_bad_query_is_one_config_error(text: str) -> None:
     with pytest.raises(ConfigError) as err:
         parse(text)
     assert "\n" not in str(err.value) and str(err.value).startswith("filter:")
+
+
+def test_fits_names_a_whole_type_not_part_of_one() -> None:
+    """fits:TYPE matches a name in the row's fits list exactly: L40S-8Q is not L40S-48Q."""
+    room_for_48q = {"fits": "nvidia l40s-48q,l40s-48q"}
+    room_for_8q = {"fits": "nvidia l40s-8q,l40s-8q,1g.10gb"}
+    assert not parse("fits:l40s-8q").matches(room_for_48q)
+    assert parse("fits:L40S-8Q").matches(room_for_8q)
+    assert parse('fits:"NVIDIA L40S-8Q"').matches(room_for_8q)
+    assert parse("fits:1g.10gb fits:l40s-8q").matches(room_for_8q)
+    assert not parse("fits:8q").matches(room_for_8q)
+    assert not parse("fits:l40s-8q").matches({"type": "NVIDIA L40S-8Q"})  # no room listed
+
+
+def test_values_and_without_split_off_one_field() -> None:
+    q = parse("fits:l40s-8q host:kvm word")
+    assert q.values("fits") == ("l40s-8q",)
+    assert q.without("fits") == parse("host:kvm word")

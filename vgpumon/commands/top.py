@@ -3,7 +3,8 @@
 vgpumon cannot run on (--ssh HOST: their nvidia-smi over SSH, docs/agentless.md).
 
 Keys: arrows/hjkl move and expand, Enter drills in, Escape goes back, / filters, s/S sort,
-p pauses, t toggles the tree, 1-5 switch screens, ? shows every key, q quits.
+p pauses, t toggles the tree, 1-6 switch screens (6: capacity), ? shows every key,
+q quits.
 """
 
 from __future__ import annotations

@@ -76,6 +76,7 @@ class VgpumonApp(App[None]):
         Binding("4", "show('events')", "events", show=False),
         Binding("5,question_mark,f1", "show('help')", "help"),
         Binding("u", "show('usage')", "usage", show=False),
+        Binding("6,c", "show('capacity')", "capacity", show=False),
     ]
 
     def __init__(

@@ -28,6 +28,7 @@ from vgpumon.model import Snapshot
 from vgpumon.view import format as f
 from vgpumon.view.badges import IDLE_PROCESS_AFTER_SECONDS, Badge, badge, labels
 from vgpumon.view.badges import idle as badge_idle
+from vgpumon.view.capacity import MIG, CapacityRow, FitRow
 from vgpumon.view.metering import ContentionLine, UsageLine
 from vgpumon.view.rows import (
     GpuRow,
@@ -180,6 +181,11 @@ def _short_vm(v: VgpuRow) -> str:
     if v.vm == v.vm_id and len(v.vm) > 12:
         return v.vm[:8] + "…"
     return v.vm
+
+
+def _migration(ready: bool | None) -> str:
+    """Whether this host's side of a live migration is ready (docs/capacity.md)."""
+    return f.DASH if ready is None else ("ready" if ready else "no")
 
 
 def _expires(expiry: float | None, expires_in: float | None, status: str | None) -> str:
@@ -550,6 +556,23 @@ VGPU_COLUMNS: tuple[Column[VgpuRow], ...] = (
         priority=1,
         style=lambda r: ERROR if r.starved else None,
         numeric=True,
+        descending=True,
+    ),
+    Column(
+        "migr",
+        "migr",
+        lambda r: _migration(r.migration_ready),
+        lambda r: r.migration_ready,
+        priority=4,
+        style=lambda r: WARNING if r.migration_ready is False else None,
+    ),
+    Column(
+        "migr_why",
+        "migration",
+        lambda r: "; ".join(r.migration_blockers) or f.DASH,
+        lambda r: len(r.migration_blockers),
+        wide=True,
+        priority=6,
         descending=True,
     ),
     Column("vmid", "VM id", lambda r: f.or_dash(r.vm_id), lambda r: r.vm_id, wide=True, priority=9),
@@ -1051,4 +1074,90 @@ CONTENTION_COLUMNS: tuple[Column[ContentionLine], ...] = (
         priority=1,
         style=lambda r: WARNING if r.above else None,
     ),
+)
+
+
+# --------------------------------------------------------------------------- capacity
+
+# The capacity screen's matrix: one row per vGPU type or MIG profile, a column per host
+# (:func:`capacity_host_column`) after these.
+CAPACITY_COLUMNS: tuple[Column[CapacityRow], ...] = (
+    Column("name", "type/profile", lambda r: r.name, lambda r: (r.kind, r.size_bytes), priority=0),
+    Column("kind", "kind", lambda r: r.kind, lambda r: r.kind, priority=3),
+    Column(
+        "fleet",
+        "fit now",
+        lambda r: str(r.total),
+        lambda r: r.total,
+        priority=0,
+        numeric=True,
+        descending=True,
+        style=lambda r: GOOD if r.total else WARNING,
+    ),
+    Column(
+        "room",
+        "hosts",
+        lambda r: f"{r.hosts_with_room}/{len(r.per_host)}",
+        lambda r: r.hosts_with_room,
+        priority=2,
+        numeric=True,
+        descending=True,
+    ),
+)
+
+
+def _count(n: int | None, offered: bool) -> str:
+    if not offered:
+        return f.DASH
+    return "?" if n is None else str(n)
+
+
+def capacity_host_column(host: str) -> Column[CapacityRow]:
+    """How many more of the row's type fit on ``host`` (— where none of its GPUs offers it, ?
+    where the driver could not count)."""
+    return Column(
+        f"host:{host}",
+        host,
+        lambda r: _count(r.on(host), r.offered_on(host)),
+        lambda r: r.on(host),
+        priority=1,
+        numeric=True,
+        descending=True,
+        style=lambda r: GOOD if r.on(host) else (DIM if r.offered_on(host) else None),
+    )
+
+
+def _left(r: FitRow) -> str:
+    if r.remaining_after is None:
+        return f.DASH
+    if r.kind == MIG:
+        return f"{r.remaining_after} slice" + ("" if r.remaining_after == 1 else "s")
+    return f.size(r.remaining_after)
+
+
+# Where one more of a type fits (``fits:TYPE``), best fit first.
+FIT_COLUMNS: tuple[Column[FitRow], ...] = (
+    Column("rank", "#", lambda r: str(r.rank), lambda r: r.rank, True, priority=0),
+    Column("host", "host", lambda r: r.host, lambda r: r.host, priority=0),
+    Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True, priority=0),
+    Column("name", "type/profile", lambda r: r.name, lambda r: r.name, priority=1),
+    Column(
+        "more",
+        "fit now",
+        lambda r: str(r.creatable),
+        lambda r: r.creatable,
+        priority=1,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "left",
+        "left after one",
+        _left,
+        lambda r: r.remaining_after,
+        priority=1,
+        numeric=True,
+    ),
+    Column("kind", "kind", lambda r: r.kind, lambda r: r.kind, priority=4),
+    Column("uuid", "UUID", lambda r: r.gpu_uuid, lambda r: r.gpu_uuid, wide=True, priority=9),
 )

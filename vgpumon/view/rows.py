@@ -20,6 +20,8 @@ from typing import Protocol
 from vgpumon.model import DeviceAllocation, Gpu, Snapshot, VgpuInstance, VgpuScheduler
 from vgpumon.view import badges as b
 from vgpumon.view.badges import Badge
+from vgpumon.view.capacity import fitting_names, migration_readiness
+from vgpumon.view.filter import FITS_SEPARATOR
 
 Shares = Mapping[tuple[str, int], float]
 
@@ -219,6 +221,10 @@ class VgpuRow:
     # metered), and whether that is long enough for the idle badge.
     idle_seconds: float | None = None
     idle: bool = False
+    # This host's side of a live migration (docs/capacity.md): ready, and what says no.
+    migration_ready: bool | None = None
+    migration_blockers: tuple[str, ...] = ()
+    gpu_fits: frozenset[str] = frozenset()  # its GPU's: a ``fits:`` term selects GPUs
 
     @property
     def framebuffer_ratio(self) -> float | None:
@@ -239,6 +245,7 @@ class VgpuRow:
             "class": self.type_class or "",
             "license": self.license_state or "",
             "policy": self.policy or "",
+            "fits": FITS_SEPARATOR.join(sorted(self.gpu_fits)),
             "badge": " ".join(
                 k
                 for k, on in (
@@ -260,6 +267,7 @@ def vgpu_rows(
     for v in gpu.vgpu_instances:
         peers[v.gpu_instance_id] = peers.get(v.gpu_instance_id, 0) + 1
     idle = {m.vgpu_id: m.idle_seconds for m in gpu.metering.vgpus} if gpu.metering else {}
+    fits = fitting_names(gpu)
     for v in gpu.vgpu_instances:
         sched = _scheduler_for(gpu, v)
         share = None if shares is None else shares.get((gpu.uuid, v.vgpu_id))
@@ -268,6 +276,7 @@ def vgpu_rows(
         lic = v.license
         expiry = lic.expiry_timestamp_seconds or None
         holders = _holders(snapshot, "vgpu", gpu.uuid, v.vgpu_id)
+        ready, blockers = migration_readiness(snapshot.driver.driver_version, gpu, v)
         rows.append(
             VgpuRow(
                 key=f"{host}/{gpu.uuid}/vgpu/{v.vgpu_id}",
@@ -302,6 +311,9 @@ def vgpu_rows(
                 holders=holders,
                 idle_seconds=idle.get(v.vgpu_id),
                 idle=b.idle(idle.get(v.vgpu_id), b.IDLE_VGPU_AFTER_SECONDS),
+                migration_ready=ready,
+                migration_blockers=blockers,
+                gpu_fits=fits,
             )
         )
     return rows
@@ -330,6 +342,7 @@ class MigRow:
     sm_count: int | None  # SMs over all its compute instances
     processes: int | None
     holders: Holders = NO_HOLDERS
+    gpu_fits: frozenset[str] = frozenset()  # its GPU's: a ``fits:`` term selects GPUs
 
     @property
     def memory_ratio(self) -> float | None:
@@ -345,6 +358,7 @@ class MigRow:
             "profile": self.profile or "",
             "type": self.profile or "",
             "gi": str(self.gpu_instance_id),
+            "fits": FITS_SEPARATOR.join(sorted(self.gpu_fits)),
             **self.holders.fields,
         }
 
@@ -352,6 +366,7 @@ class MigRow:
 def mig_rows(host: str, gpu: Gpu, snapshot: Snapshot | None = None) -> list[MigRow]:
     """MIG GPU instances as rows; ``snapshot`` adds who holds each (its kubelet allocations)."""
     rows = []
+    fits = fitting_names(gpu)
     for gi in gpu.mig_instances:
         sms = [ci.sm_count for ci in gi.compute_instances if ci.sm_count is not None]
         procs = None
@@ -381,6 +396,7 @@ def mig_rows(host: str, gpu: Gpu, snapshot: Snapshot | None = None) -> list[MigR
                 sm_count=sum(sms) if sms else None,
                 processes=procs,
                 holders=_holders(snapshot, "mig", gpu.uuid, gi.id),
+                gpu_fits=fits,
             )
         )
     return rows
@@ -417,6 +433,8 @@ class GpuRow:
     badges: tuple[Badge, ...]
     holders: Holders = NO_HOLDERS  # pods given the whole GPU
     unlicensed: int = 0  # its vGPUs running without a license
+    # Names of the vGPU types and MIG profiles of which one more fits now (``fits:`` filters).
+    fits: frozenset[str] = frozenset()
 
     @property
     def mode_label(self) -> str:
@@ -440,6 +458,7 @@ class GpuRow:
             "uuid": self.uuid,
             "mode": self.mode,
             "badge": " ".join(x.kind for x in self.badges),
+            "fits": FITS_SEPARATOR.join(sorted(self.fits)),
             **self.holders.fields,
         }
 
@@ -526,6 +545,7 @@ def gpu_row(
         badges=_gpu_badges(gpu, hung, vgpus, snapshot),
         holders=_holders(snapshot, "gpu", gpu.uuid, None),
         unlicensed=sum(1 for v in vgpus if v.unlicensed),
+        fits=fitting_names(gpu),
     )
 
 

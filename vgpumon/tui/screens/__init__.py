@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 def modes(app: VgpumonApp) -> dict[str, str | Callable[[], Screen[Any]]]:
     """Overview is the fleet when the source has several hosts, else the one host."""
+    from vgpumon.tui.screens.capacity import CapacityScreen
     from vgpumon.tui.screens.events import EventsScreen
     from vgpumon.tui.screens.fleet import FleetScreen
     from vgpumon.tui.screens.help import HelpScreen
@@ -33,4 +34,5 @@ def modes(app: VgpumonApp) -> dict[str, str | Callable[[], Screen[Any]]]:
         "events": EventsScreen,
         "help": HelpScreen,
         "usage": UsageScreen,
+        "capacity": CapacityScreen,
     }

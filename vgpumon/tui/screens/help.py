@@ -20,17 +20,19 @@ HELP = """\
 | t | tree: expand every GPU |
 | Escape | back |
 | / | filter: `vm:NAME license:unlicensed type:L40S mode:mig`, free words; empty clears |
+| / fits:TYPE | GPUs where one more TYPE (`L40S-8Q`, `1g.10gb`) fits now; on 6, best fit first |
 | s / S | sort by the next column on screen / reverse (or click a header); ▼ largest first |
 | p | pause the screen (collection goes on) |
 | K | signal the process under the cursor (TERM, INT or KILL, after asking; this host only) |
 | r | read every host now |
 | 1 2 3 4 5 | overview, scheduler, licenses, events, help |
+| 6 / c | capacity: how many more of each vGPU type and MIG profile fit, per host |
 | u | usage: GPU-hours, GiB-hours, kWh per VM, pod, namespace or tenant (b: by, w: window) |
 | ctrl+p | command palette: every action, themes (try *vgpumon-mono*) |
 | q / ctrl+c | quit |
 
 Filter fields: host gpu name uuid mode badge vm type class license policy vgpu profile gi pid
-process kind state user. Modes: baremetal passthrough vgpu-host vgpu-guest mig.
+process kind state user fits. Modes: baremetal passthrough vgpu-host vgpu-guest mig.
 Badges: lost hung xid stale unlicensed expiring starved idle. A value NVML did not give shows as —.
 """
 

@@ -1,0 +1,104 @@
+"""Capacity: how many more of each vGPU type and MIG profile fit, per host (types × hosts); with a
+``fits:TYPE`` filter, the GPUs where one more TYPE can be created now, best fit first.
+
+Both come from :mod:`vgpumon.view.capacity` (``vgpumon.capacity``'s answers, the ones the exporter
+and the Capacity dashboard give). Other filter terms narrow the rows (``type:``, ``kind:``) and
+``host:`` the host columns; Enter on a GPU of the fit list opens it.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.widgets import Static
+
+from vgpumon.model import Snapshot
+from vgpumon.tui.cells import table_columns
+from vgpumon.tui.screens.base import LiveScreen
+from vgpumon.tui.widgets.keyed_table import KeyedTable
+from vgpumon.view.capacity import CapacityRow, FitRow, capacity_rows, fit_rows
+from vgpumon.view.columns import CAPACITY_COLUMNS, FIT_COLUMNS, Column, capacity_host_column
+from vgpumon.view.filter import Query
+
+
+class CapacityScreen(LiveScreen):
+    def __init__(self) -> None:
+        super().__init__()
+        self._fits: dict[str, FitRow] = {}  # the fit list as last drawn, by row key
+
+    def compose_body(self) -> ComposeResult:
+        yield Static(id="title", classes="title")
+        yield KeyedTable(id="capacity")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one(KeyedTable).focus()
+
+    def snapshots(self) -> list[tuple[str, Snapshot | None]]:
+        app = self.vapp
+        out: list[tuple[str, Snapshot | None]] = []
+        for host in app.source.hosts():
+            update = app.hosts.get(host)
+            out.append((host, None if update is None else update.snapshot))
+        return out
+
+    def draw(self) -> None:
+        query = self.vapp.filter_query
+        wanted = query.values("fits")
+        if wanted:
+            self._draw_fits(query, wanted)
+        else:
+            self._draw_matrix(query)
+
+    def _draw_matrix(self, query: Query) -> None:
+        snaps = self.snapshots()
+        host_terms = Query(tuple(t for t in query.terms if t[0] == "host"))
+        hosts = [h for h, _ in snaps if host_terms.matches({"host": h})]
+        rows = [r for r in capacity_rows(snaps) if query.without("host").matches(r.fields)]
+        columns: list[Column[CapacityRow]] = [
+            *table_columns(CAPACITY_COLUMNS, self.layout_now),
+            *(capacity_host_column(h) for h in hosts),
+        ]
+        rows = self.sorted_rows(rows, columns)
+        title = Text("Capacity: how many more fit now, per host · /fits:TYPE: where one fits")
+        if not rows:
+            title = Text("Capacity: no host offers a vGPU type or MIG profile (or none matches)")
+        self.query_one("#title", Static).update(title)
+        table = self.query_one("#capacity", KeyedTable)
+        self._fits = {}
+        self.fill(table, columns, [(r.key, self.cells(r, columns)) for r in rows], main=True)
+
+    def _draw_fits(self, query: Query, wanted: tuple[str, ...]) -> None:
+        """The first ``fits:`` term orders (best fit first); further ones must hold on the same
+        GPU; the other terms filter the rows."""
+        snaps = self.snapshots()
+        first, *more = wanted
+        also = {
+            (f.host, f.gpu_uuid) for w in more for f in fit_rows(snaps, w)
+        }  # GPUs where the other wanted types fit too
+        rest = query.without("fits")
+        rows = [
+            r
+            for r in fit_rows(snaps, first)
+            if rest.matches(r.fields) and (not more or (r.host, r.gpu_uuid) in also)
+        ]
+        rows = self.sorted_rows(rows, FIT_COLUMNS)
+        self._fits = {r.key: r for r in rows}
+        name = " and ".join(wanted)
+        if rows:
+            title = Text(f"Where one more {name} fits now, best fit first · Enter opens a GPU")
+        else:
+            title = Text(f"One more {name} fits on no GPU now (or the name matches no type)")
+        self.query_one("#title", Static).update(title)
+        columns = table_columns(FIT_COLUMNS, self.layout_now)
+        table = self.query_one("#capacity", KeyedTable)
+        self.fill(table, columns, [(r.key, self.cells(r, columns)) for r in rows], main=True)
+
+    def on_data_table_row_selected(self) -> None:
+        key = self.query_one("#capacity", KeyedTable).highlighted_key
+        fit = self._fits.get(key or "") if self.vapp.filter_query.values("fits") else None
+        if fit is None:
+            return
+        from vgpumon.tui.screens.gpu import GpuScreen
+
+        self.app.push_screen(GpuScreen(fit.host, fit.gpu_uuid))
