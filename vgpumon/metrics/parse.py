@@ -37,9 +37,9 @@ from vgpumon.model import (
 )
 
 # What the exporter's per-process series can tell (``snapshot_from_metrics``).
-PROCESS_SERIES_OFF = "off"  # started without --processes
+PROCESS_SERIES_OFF = "off"  # started without --process-series
 PROCESS_SERIES_COMPLETE = "complete"
-PROCESS_SERIES_TRUNCATED = "truncated"  # --processes-max left some processes out
+PROCESS_SERIES_TRUNCATED = "truncated"  # --process-series-max left some processes out
 
 
 class ExpositionError(VgpumonError):
@@ -113,7 +113,7 @@ def snapshot_from_metrics(text: str) -> tuple[Snapshot, str]:
     """The part of a Snapshot that validate reads, rebuilt from a vgpumon exposition.
 
     Returns the snapshot and the state of the exporter's per-process series, one of the
-    ``PROCESS_SERIES_*`` values: with ``--processes`` the exporter always exports
+    ``PROCESS_SERIES_*`` values: with ``--process-series`` the exporter always exports
     the truncation flag, 1 when its cap left processes out. Only a complete list becomes
     ``Gpu.processes``; otherwise it stays unknown (None), so that a process the cap left out is
     not reported as one NVML does not list.

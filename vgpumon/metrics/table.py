@@ -1385,7 +1385,7 @@ FAMILIES: tuple[Family, ...] = (
         PROCESS_SERIES_TRUNCATED := gauge(
             PROCESS_HOST,
             "vgpumon_process_series_truncated",
-            "1 when some processes got no per-process series because of --processes-max.",
+            "1 when some processes got no per-process series because of --process-series-max.",
             lambda w: w.truncated,
             collector=_PROC,
         )
@@ -2029,14 +2029,14 @@ FAMILIES: tuple[Family, ...] = (
     counter(
         METER_PROCESS,
         "vgpumon_process_busy_seconds_total",
-        "Integral of the process's SM utilization over time; opt-in, --processes.",
+        "Integral of the process's SM utilization over time; opt-in, --process-series.",
         lambda p: p.usage.busy_seconds,
         collector="metering",
     ),
     counter(
         METER_PROCESS,
         "vgpumon_process_memory_byte_seconds_total",
-        "Integral of the process's used GPU memory over time; opt-in, --processes.",
+        "Integral of the process's used GPU memory over time; opt-in, --process-series.",
         lambda p: p.usage.memory_byte_seconds,
         collector="metering",
     ),
@@ -2044,7 +2044,7 @@ FAMILIES: tuple[Family, ...] = (
         METER_PROCESS,
         "vgpumon_process_idle_seconds",
         "How long the process has held GPU memory with no SM utilization, without a break; "
-        "opt-in, --processes.",
+        "opt-in, --process-series.",
         lambda p: p.idle_seconds,
         collector="metering",
     ),
