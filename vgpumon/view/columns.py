@@ -137,6 +137,23 @@ def _pod_column() -> Column[Any]:
     )
 
 
+def _ratio(
+    key: str, label: str, read: Callable[[Any], float | None], *, gauge: bool = False, **more: Any
+) -> Column[Any]:
+    """A load-like ratio shown as a percentage: right-aligned, largest first, optionally with
+    its gauge."""
+    return Column(
+        key,
+        label,
+        lambda r: f.pct(read(r)),
+        read,
+        numeric=True,
+        descending=True,
+        gauge=read if gauge else None,
+        **more,
+    )
+
+
 def sort_rows(rows: Sequence[R], column: Column[R], reverse: bool = False) -> list[R]:
     """Rows ordered by ``column``'s raw value; rows without a value last in both directions."""
     present = [r for r in rows if column.sort(r) is not None]
@@ -206,17 +223,7 @@ GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
         descending=True,
         parts=lambda r: _badge_parts(r.badges),
     ),
-    Column(
-        "util",
-        "util",
-        lambda r: f.pct(r.utilization),
-        lambda r: r.utilization,
-        priority=3,
-        gauge=lambda r: r.utilization,
-        gauge_narrow=True,
-        numeric=True,
-        descending=True,
-    ),
+    _ratio("util", "util", lambda r: r.utilization, gauge=True, priority=3, gauge_narrow=True),
     Column(
         "memory",
         "memory",
@@ -492,27 +499,8 @@ VGPU_COLUMNS: tuple[Column[VgpuRow], ...] = (
         numeric=True,
         descending=True,
     ),
-    Column(
-        "sm",
-        "sm",
-        lambda r: f.pct(r.sm),
-        lambda r: r.sm,
-        priority=3,
-        gauge=lambda r: r.sm,
-        gauge_narrow=True,
-        numeric=True,
-        descending=True,
-    ),
-    Column(
-        "mem",
-        "mem",
-        lambda r: f.pct(r.memory),
-        lambda r: r.memory,
-        wide=True,
-        priority=6,
-        numeric=True,
-        descending=True,
-    ),
+    _ratio("sm", "sm", lambda r: r.sm, gauge=True, priority=3, gauge_narrow=True),
+    _ratio("mem", "mem", lambda r: r.memory, wide=True, priority=6),
     Column(
         "enc",
         "enc/dec",
@@ -602,45 +590,10 @@ MIG_COLUMNS: tuple[Column[MigRow], ...] = (
         numeric=True,
         descending=True,
     ),
-    Column(
-        "sm",
-        "sm",
-        lambda r: f.pct(r.sm_active),
-        lambda r: r.sm_active,
-        priority=2,
-        gauge=lambda r: r.sm_active,
-        gauge_narrow=True,
-        numeric=True,
-        descending=True,
-    ),
-    Column(
-        "occ",
-        "occ",
-        lambda r: f.pct(r.sm_occupancy),
-        lambda r: r.sm_occupancy,
-        wide=True,
-        priority=6,
-        numeric=True,
-        descending=True,
-    ),
-    Column(
-        "tensor",
-        "tensor",
-        lambda r: f.pct(r.tensor_active),
-        lambda r: r.tensor_active,
-        priority=4,
-        numeric=True,
-        descending=True,
-    ),
-    Column(
-        "dram",
-        "dram",
-        lambda r: f.pct(r.dram_active),
-        lambda r: r.dram_active,
-        priority=4,
-        numeric=True,
-        descending=True,
-    ),
+    _ratio("sm", "sm", lambda r: r.sm_active, gauge=True, priority=2, gauge_narrow=True),
+    _ratio("occ", "occ", lambda r: r.sm_occupancy, wide=True, priority=6),
+    _ratio("tensor", "tensor", lambda r: r.tensor_active, priority=4),
+    _ratio("dram", "dram", lambda r: r.dram_active, priority=4),
     Column(
         "ci",
         "CIs",
@@ -673,16 +626,7 @@ PROCESS_COLUMNS: tuple[Column[ProcessRow], ...] = (
     Column("pid", "pid", lambda r: str(r.pid), lambda r: r.pid, True, priority=0),
     Column("name", "process", lambda r: f.or_dash(r.name), lambda r: r.name, priority=1),
     Column("user", "user", lambda r: f.or_dash(r.user), lambda r: r.user, priority=2, needs=LOCAL),
-    Column(
-        "cpu",
-        "CPU",
-        lambda r: f.pct(r.cpu),
-        lambda r: r.cpu,
-        priority=3,
-        needs=LOCAL,
-        numeric=True,
-        descending=True,
-    ),
+    _ratio("cpu", "CPU", lambda r: r.cpu, priority=3, needs=LOCAL),
     Column(
         "rss",
         "host mem",
@@ -707,16 +651,7 @@ PROCESS_COLUMNS: tuple[Column[ProcessRow], ...] = (
     Column(
         "sm", "sm", lambda r: f.pct(r.sm), lambda r: r.sm, priority=2, numeric=True, descending=True
     ),
-    Column(
-        "mem",
-        "mem",
-        lambda r: f.pct(r.memory_util),
-        lambda r: r.memory_util,
-        wide=True,
-        priority=5,
-        numeric=True,
-        descending=True,
-    ),
+    _ratio("mem", "mem", lambda r: r.memory_util, wide=True, priority=5),
     Column(
         "command",
         "command line",
@@ -807,24 +742,8 @@ SHARE_COLUMNS: tuple[Column[VgpuRow], ...] = (
     Column(
         "sm", "sm", lambda r: f.pct(r.sm), lambda r: r.sm, priority=4, numeric=True, descending=True
     ),
-    Column(
-        "got",
-        "received",
-        lambda r: f.pct(r.share),
-        lambda r: r.share,
-        priority=1,
-        numeric=True,
-        descending=True,
-    ),
-    Column(
-        "due",
-        "due",
-        lambda r: f.pct(r.entitled),
-        lambda r: r.entitled,
-        priority=1,
-        numeric=True,
-        descending=True,
-    ),
+    _ratio("got", "received", lambda r: r.share, priority=1),
+    _ratio("due", "due", lambda r: r.entitled, priority=1),
     Column(
         "starved",
         "",
@@ -901,17 +820,7 @@ HOST_COLUMNS: tuple[Column[HostRow], ...] = (
     Column(
         "modes", "modes", lambda r: r.modes_label, lambda r: r.modes_label, wide=True, priority=6
     ),
-    Column(
-        "util",
-        "util",
-        lambda r: f.pct(r.utilization),
-        lambda r: r.utilization,
-        priority=4,
-        gauge=lambda r: r.utilization,
-        gauge_narrow=True,
-        numeric=True,
-        descending=True,
-    ),
+    _ratio("util", "util", lambda r: r.utilization, gauge=True, priority=4, gauge_narrow=True),
     Column(
         "memory",
         "memory",
@@ -1021,16 +930,7 @@ def _usage_column(key: str, label: str, read: Callable[[UsageLine], float | None
 USAGE_COLUMNS: tuple[Column[UsageLine], ...] = (
     Column("name", "who", lambda r: r.name, lambda r: r.name, priority=0),
     _usage_column("gpu_hours", "GPU-hours", lambda r: r.gpu_hours),
-    Column(
-        "share",
-        "share",
-        lambda r: f.pct(r.share),
-        lambda r: r.share,
-        numeric=True,
-        descending=True,
-        priority=3,
-        gauge=lambda r: r.share,
-    ),
+    _ratio("share", "share", lambda r: r.share, gauge=True, priority=3),
     _usage_column("memory", "GiB-hours", lambda r: r.memory_gib_hours),
     _usage_column("energy", "kWh", lambda r: r.energy_kwh),
 )
