@@ -403,7 +403,8 @@ def lines(text: str) -> Iterator[str]:
 @dataclasses.dataclass
 class FixedFeed:
     """A snapshot feed (:class:`vgpumon.feed.SnapshotFeed`) for server tests: ``latest`` is set
-    by hand; ``/-/ready`` says wedged when the snapshot is."""
+    by hand (on the event loop: setting it tells the listeners); ``/-/ready`` says wedged when
+    the snapshot is."""
 
     latest: Snapshot | None = None
     name: str = "test feed"
@@ -414,6 +415,14 @@ class FixedFeed:
         if self.latest is None:
             return "first sampling cycle not done"
         return "sampler wedged" if self.latest.health.wedged else None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # As a real feed does: each new snapshot is told to the listeners (the publisher has no
+        # timer of its own to find it).
+        object.__setattr__(self, name, value)
+        if name == "latest" and isinstance(value, Snapshot):
+            for listener in list(getattr(self, "listeners", ())):
+                listener(value)
 
     def on_snapshot(self, listener: Callable[[Snapshot], object]) -> None:
         self.listeners.append(listener)

@@ -2,19 +2,19 @@
 and how ``auto`` picks between them (docs/exporter.md, "GPU dispatch").
 
 A serial job that overruns its budget does not hold the GPUs after it: those are then read in
-parallel. A serial chain hands each job on from worker to worker, so the loop wakes once per
-chain, not once per GPU.
+parallel. A serial chain hands each job on from worker to worker, so the cycle's thread wakes once
+per chain, not once per GPU. Everything here runs in the sampler's cycle thread, never on the
+event loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import collections
-import contextlib
 import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from vgpumon.collect.base import SamplerConfig
@@ -23,8 +23,8 @@ from vgpumon.collect.workers import Worker, settle
 
 # GPU dispatch (docs/exporter.md, "GPU dispatch"). Reading GPUs in parallel saves wall time only
 # when their jobs are long: parallel workers contend for the GIL around every short ctypes call,
-# and each GPU costs a loop wake-up, so many GPUs of short jobs cost more CPU in parallel than one
-# after another (bench/results/gpu-dispatch.md).
+# and each GPU costs a wake-up of the cycle's thread, so many GPUs of short jobs cost more CPU in
+# parallel than one after another (bench/results/gpu-dispatch.md).
 # ``auto`` reads serially while the GPUs' jobs, one after another, take at most this part of the
 # interval (and of the deadline, so that a serial cycle leaves room to fall back):
 AUTO_SERIAL_INTERVAL_FRACTION = 0.1
@@ -48,26 +48,20 @@ SERIAL_DEADLINE_SHARE = 0.5
 class GpuChain:
     """GPU jobs run one after another, each on its own GPU's worker.
 
-    The worker that finishes a job posts the next GPU's job itself, so the event loop wakes once
-    for the whole chain (when its results are settled together) instead of once per GPU. The loop
-    may :meth:`stop` the chain (a job overran its budget): jobs not started are then the loop's
+    The worker that finishes a job settles its future and posts the next GPU's job itself, so the
+    cycle's thread is woken once for the whole chain (:attr:`done`), not once per GPU. The cycle
+    may :meth:`stop` the chain (a job overran its budget): jobs not started are then the cycle's
     to run, and a job still running settles its own future when it returns.
     """
 
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        jobs: list[tuple[Worker, Callable[[], GpuResult], asyncio.Future[GpuResult]]],
-    ) -> None:
-        self._loop = loop
+    def __init__(self, jobs: list[tuple[Worker, Callable[[], GpuResult], Future[GpuResult]]]):
         self._jobs = jobs
         self._lock = threading.Lock()
         self._next = 0  # the next job to start
         self._running: int | None = None
         self._started = 0.0  # when the running job started (monotonic)
         self._stopped = False
-        self._finished: list[tuple[asyncio.Future[GpuResult], Any, BaseException | None]] = []
-        self.done: asyncio.Future[None] = loop.create_future()
+        self.done = threading.Event()  # set when the last job has finished
 
     def start(self) -> None:
         with self._lock:
@@ -79,13 +73,11 @@ class GpuChain:
             return self._running, self._started
 
     def stop(self) -> list[int]:
-        """On the loop: end the chain; settles the jobs finished so far, returns those not begun."""
+        """End the chain; returns the jobs not begun."""
         with self._lock:
             self._stopped = True
-            finished, self._finished = self._finished, []
             rest = list(range(self._next, len(self._jobs)))
             self._next = len(self._jobs)
-        self._settle(finished, last=False)
         return rest
 
     def _post_next(self) -> None:  # with the lock held
@@ -99,33 +91,17 @@ class GpuChain:
 
         worker.post(job, done)
 
-    def _job_done(
-        self, fut: asyncio.Future[GpuResult], result: Any, exc: BaseException | None
-    ) -> None:
-        """In the worker that ran the job: hand on to the next GPU, or settle on the loop."""
+    def _job_done(self, fut: Future[GpuResult], result: Any, exc: BaseException | None) -> None:
+        """In the worker that ran the job: settle it, then hand on to the next GPU."""
+        settle(fut, result, exc)
         with self._lock:
             self._running = None
             if self._stopped:
-                ready, last = [(fut, result, exc)], False
-            else:
-                self._finished.append((fut, result, exc))
-                if self._next < len(self._jobs):
-                    self._post_next()
-                    return
-                ready, last, self._finished = self._finished, True, []
-        # RuntimeError: the loop closed while a call was stuck; nobody is waiting any more.
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._settle, ready, last)
-
-    def _settle(
-        self,
-        finished: list[tuple[asyncio.Future[GpuResult], Any, BaseException | None]],
-        last: bool,
-    ) -> None:
-        for fut, result, exc in finished:
-            settle(fut, result, exc)
-        if last and not self.done.done():
-            self.done.set_result(None)
+                return
+            if self._next < len(self._jobs):
+                self._post_next()
+                return
+        self.done.set()
 
 
 class GpuDispatch:
@@ -169,9 +145,9 @@ class GpuDispatch:
         """How long a serial job may run before the GPUs after it are read in parallel."""
         return max(SERIAL_BUDGET_FACTOR * (slot.wall or 0.0), SERIAL_BUDGET_FLOOR_SECONDS)
 
-    async def _dispatch(
+    def _dispatch(
         self, to_read: list[GpuSlot], now: float, deadline: float, mode: str
-    ) -> dict[str, asyncio.Future[GpuResult]]:
+    ) -> dict[str, Future[GpuResult]]:
         """Start the GPUs' jobs; returns their futures, some maybe still running."""
         if mode == "parallel" or len(to_read) <= 1:
             return {s.uuid: s.worker.submit(self._gpu_job(s, now)) for s in to_read}
@@ -182,7 +158,7 @@ class GpuDispatch:
         end = started + SERIAL_DEADLINE_SHARE * (deadline - started)
         if self.config.dispatch == "auto":
             end = min(end, started + self._serial_threshold())
-        pending, outcome = await self._serial_chain(to_read, now, deadline, end)
+        pending, outcome = self._serial_chain(to_read, now, deadline, end)
         # A suspected hang ("slow") says nothing about the cost: not counted.
         if outcome != "slow":
             over = outcome == "over"
@@ -190,18 +166,18 @@ class GpuDispatch:
             self._serial_cost_cycle = self._cycles
         return pending
 
-    async def _serial_chain(
+    def _serial_chain(
         self, to_read: list[GpuSlot], now: float, deadline: float, end: float
-    ) -> tuple[dict[str, asyncio.Future[GpuResult]], str]:
-        """Serial by handing each job on from worker to worker: one loop wake-up per chain, where
-        awaiting each job on the loop cost one per GPU (about twice the dispatch CPU,
-        bench/results/gpu-dispatch.md)."""
-        loop = asyncio.get_running_loop()
-        jobs = [(s.worker, self._gpu_job(s, now), loop.create_future()) for s in to_read]
+    ) -> tuple[dict[str, Future[GpuResult]], str]:
+        """Serial by handing each job on from worker to worker: the cycle's thread wakes once per
+        chain (or when a job overruns its budget), not once per GPU."""
+        jobs: list[tuple[Worker, Callable[[], GpuResult], Future[GpuResult]]] = [
+            (s.worker, self._gpu_job(s, now), Future()) for s in to_read
+        ]
         pending = {s.uuid: job[2] for s, job in zip(to_read, jobs, strict=True)}
-        chain = GpuChain(loop, jobs)
+        chain = GpuChain(jobs)
         chain.start()
-        while not chain.done.done():
+        while not chain.done.is_set():
             running, started = chain.position()
             t = time.monotonic()
             if running is None:  # the last job finished: its results are on their way
@@ -214,5 +190,5 @@ class GpuDispatch:
                     worker, job, _ = jobs[k]
                     pending[to_read[k].uuid] = worker.submit(job)
                 return pending, ("over" if end < slot_end else "slow")
-            await asyncio.wait((chain.done,), timeout=stop_at - t)
+            chain.done.wait(stop_at - t)
         return pending, "done"

@@ -15,12 +15,20 @@ marked wedged and the last good GPU data stays in place, so that what was being 
 The sampler is the only code that drives NVML. It is a snapshot feed
 (:class:`vgpumon.feed.SnapshotFeed`): ``serve`` and ``top`` run its loop (:meth:`Sampler.run`),
 hear of each snapshot (:meth:`Sampler.on_snapshot`) and read :attr:`Sampler.latest`.
+
+**The event loop wakes once per cycle.** The cycles are timed and run by a thread of their own
+(``vgpumon-cycle``), which never calls NVML itself: it hands the phases to the workers and waits
+on them with its deadline. Only the finished snapshot crosses to the event loop, in one
+``call_soon_threadsafe``, so the HTTP server sharing the loop is woken once per cycle, however
+many GPUs and phases the cycle had (``bench/loop_wakeups.py`` counts it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
+import contextlib
 import dataclasses
 import logging
 import threading
@@ -49,6 +57,7 @@ from vgpumon.collect.slots import (
     identity_only,
     release_state,
 )
+from vgpumon.collect.threads import daemon_thread
 from vgpumon.collect.workers import Worker
 from vgpumon.model import (
     CollectorStatus,
@@ -115,8 +124,11 @@ class Sampler(GpuDispatch):
         self._acquire_hooks: list[Callable[[str, Any], None]] = []
         self._reinit_hooks: list[Callable[[], None]] = []
         self._listeners: list[Callable[[Snapshot], object]] = []
-        self._wake = asyncio.Event()  # set by refresh() and by run()'s stop
-        self._lock = asyncio.Lock()
+        # The cycle thread waits on this between cycles; refresh() and run()'s stop set it.
+        self._wake = threading.Event()
+        self._halt = threading.Event()  # the cycle thread ends after its cycle in flight
+        self._cycle_lock = threading.Lock()  # one cycle at a time, never queued behind a stuck one
+        self._cycle_thread: threading.Thread | None = None
         self._close_lock = threading.Lock()
         self._closer: threading.Thread | None = None
         for reader in self.readers:
@@ -184,25 +196,42 @@ class Sampler(GpuDispatch):
         return None
 
     async def cycle(self) -> Snapshot:
-        """Run one sampling cycle and return (and publish) its snapshot."""
-        async with self._lock:  # one cycle at a time, never queued behind a stuck one
+        """Run one sampling cycle now and return (and publish) its snapshot.
+
+        The cycle runs in a thread (:meth:`cycle_now`), so the loop waits without being woken
+        by its phases; a cycle of :meth:`run` in flight is waited for, never overlapped.
+        """
+        snap = await asyncio.to_thread(self.cycle_now)
+        self._notify(snap)
+        return snap
+
+    def cycle_now(self) -> Snapshot:
+        """One sampling cycle in the calling thread; its snapshot becomes :attr:`latest`.
+
+        Listeners are not called here (they belong to the event loop). Never call it on the
+        event loop: it waits up to the cycle's deadline for the workers.
+        """
+        with self._cycle_lock:
             for enricher in self.enrichers:
                 enricher.start()
-            snap = await self._cycle()
+            snap = self._cycle()
             if not snap.health.wedged and self.enrichers:
-                # Off the event loop: merging names into a large host takes milliseconds, which
-                # the HTTP server sharing the loop should not wait for.
-                snap = await asyncio.to_thread(self._enrich, snap)
+                # Here, off the event loop: merging names into a large host takes milliseconds,
+                # which the HTTP server sharing the loop does not wait for.
+                snap = self._enrich(snap)
             if snap.health.wedged and self.latest is not None:
                 # Keep serving the last good data, flagged as wedged.
                 snap = dataclasses.replace(self.latest, health=snap.health)
             self.latest = snap
-            for listener in self._listeners:
-                try:
-                    listener(snap)
-                except Exception:  # a consumer's bug must not stop sampling
-                    log.exception("a snapshot listener failed")
             return snap
+
+    def _notify(self, snap: Snapshot) -> None:
+        """On the event loop: tell the listeners of a new snapshot."""
+        for listener in self._listeners:
+            try:
+                listener(snap)
+            except Exception:  # a consumer's bug must not stop sampling
+                log.exception("a snapshot listener failed")
 
     def on_snapshot(self, listener: Callable[[Snapshot], object]) -> None:
         """Call ``listener(snapshot)`` on the event loop each time a snapshot is published.
@@ -225,33 +254,52 @@ class Sampler(GpuDispatch):
     async def run(self, stop: asyncio.Event) -> None:
         """Cycle every ``interval_seconds`` until ``stop`` is set (a cycle in flight completes).
 
-        Between cycles the loop waits on one event, which ``stop`` and :meth:`refresh` both set.
+        The cycles run in the ``vgpumon-cycle`` thread, which sleeps between them on one event
+        (set by :meth:`refresh` and by the stop); each snapshot reaches the listeners on this
+        loop with a single wake-up.
         """
-
-        async def relay_stop() -> None:
-            await stop.wait()
-            self._wake.set()
-
         loop = asyncio.get_running_loop()
-        relay = loop.create_task(relay_stop(), name="vgpumon-sampler-stop")
+        ended: asyncio.Future[None] = loop.create_future()
+
+        def publish(snap: Snapshot) -> None:
+            if not stop.is_set():
+                self._notify(snap)
+
+        def drive() -> None:
+            try:
+                self._drive(loop, publish)
+            finally:
+                # RuntimeError: the loop is already closed; nobody waits for the end any more.
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(_set_done, ended)
+
+        self._halt.clear()
+        thread = self._cycle_thread = daemon_thread(drive, "vgpumon-cycle")
+        thread.start()
         try:
-            while not stop.is_set():
-                started = time.monotonic()
-                self._wake.clear()
-                try:
-                    await self.cycle()
-                except Exception:
-                    log.exception("sampling cycle failed")
-                remaining = self.config.interval_seconds - (time.monotonic() - started)
-                # A timer that sets the same event: the loop wakes once for the next cycle,
-                # where a wait_for would start and cancel a task around the wait.
-                timer = loop.call_later(max(0.0, remaining), self._wake.set)
-                try:
-                    await self._wake.wait()
-                finally:
-                    timer.cancel()
+            await stop.wait()
         finally:
-            relay.cancel()
+            self._halt.set()
+            self._wake.set()
+        await ended  # the cycle in flight (bounded by its deadline) completes
+
+    def _drive(self, loop: asyncio.AbstractEventLoop, publish: Callable[[Snapshot], None]) -> None:
+        """The cycle thread: a cycle every interval (or at once on :meth:`refresh`) until halted."""
+        while not self._halt.is_set():
+            started = time.monotonic()
+            self._wake.clear()
+            try:
+                snap = self.cycle_now()
+            except Exception:
+                log.exception("sampling cycle failed")
+            else:
+                try:
+                    loop.call_soon_threadsafe(publish, snap)
+                except RuntimeError:  # the loop closed under us: nobody to tell
+                    return
+            remaining = self.config.interval_seconds - (time.monotonic() - started)
+            if remaining > 0:
+                self._wake.wait(remaining)
 
     def close(self, timeout: float = CLOSE_TIMEOUT_SECONDS) -> bool:
         """Stop services and worker threads, free reader state and shut NVML down, or give up.
@@ -261,6 +309,8 @@ class Sampler(GpuDispatch):
         goes on without them (a process that then exits leaves the driver to free what it held).
         True when closing finished. Closing again waits for the same close, it never repeats it.
         """
+        self._halt.set()  # a cycle thread still running makes no new cycle
+        self._wake.set()
         with self._close_lock:
             if self._closer is None:
                 self._closer = threading.Thread(
@@ -276,6 +326,10 @@ class Sampler(GpuDispatch):
 
     def _close_now(self) -> None:
         """The NVML-touching part of :meth:`close`; stuck workers are skipped, left as daemons."""
+        cycling = self._cycle_thread
+        if cycling is not None and cycling is not threading.current_thread():
+            # its cycle in flight ends by its deadline; NVML is not shut down under it
+            cycling.join(self.config.deadline_seconds)
         for enricher in self.enrichers:
             try:
                 enricher.close()
@@ -304,7 +358,7 @@ class Sampler(GpuDispatch):
 
     # ------------------------------------------------------------------ the cycle
 
-    async def _cycle(self) -> Snapshot:
+    def _cycle(self) -> Snapshot:
         start_mono = time.monotonic()
         deadline = start_mono + self.config.deadline_seconds
         now = self.clock()
@@ -312,7 +366,7 @@ class Sampler(GpuDispatch):
         self.session.new_cycle()
         if self._system.busy:
             return self._abandon(start_mono, "system phase still stuck from an earlier cycle")
-        system = await _within(self._system.submit(self._system_phase), deadline - start_mono)
+        system = _within(self._system.submit(self._system_phase), deadline - start_mono)
         if system is None:
             return self._abandon(start_mono, "system phase did not finish before the deadline")
 
@@ -333,19 +387,15 @@ class Sampler(GpuDispatch):
             else:
                 to_read.append(slot)
         dispatch = self._dispatch_mode(to_read)
-        pending = await self._dispatch(to_read, now, deadline, dispatch)
+        pending = self._dispatch(to_read, now, deadline, dispatch)
         if pending:
-            if all(fut.done() for fut in pending.values()):  # a serial chain settles them all
-                done = set(pending.values())
-            else:
-                done, _ = await asyncio.wait(
-                    pending.values(), timeout=max(0.0, deadline - time.monotonic())
-                )
+            done, _ = concurrent.futures.wait(
+                pending.values(), timeout=max(0.0, deadline - time.monotonic())
+            )
             for uuid, fut in pending.items():
                 if fut in done:
                     results[uuid] = fut.result()
-                else:
-                    fut.cancel()
+                else:  # given up on: its late result is dropped with the future
                     partial = self._abandon_collector(self._slots[uuid])
                     if partial is not None:
                         results[uuid] = partial
@@ -662,23 +712,15 @@ class Sampler(GpuDispatch):
         return identity_only(slot, "hung")
 
 
-async def _within(fut: asyncio.Future[T], timeout: float) -> T | None:
-    """``fut``'s result, or None when it is not done within ``timeout`` seconds (it is then
-    cancelled: the worker's late result is dropped). Awaited directly, with a timer, so the loop
-    wakes once when the worker settles it (``wait_for`` added a waiter and a callback turn)."""
-    expired = False
-
-    def expire() -> None:
-        nonlocal expired
-        expired = True
-        fut.cancel()
-
-    timer = asyncio.get_running_loop().call_later(max(0.0, timeout), expire)
+def _within(fut: concurrent.futures.Future[T], timeout: float) -> T | None:
+    """``fut``'s result, or None when it is not done within ``timeout`` seconds (the worker's
+    late result is then dropped with the future)."""
     try:
-        return await fut
-    except asyncio.CancelledError:
-        if not expired:  # the cycle itself is being cancelled
-            raise
+        return fut.result(timeout=max(0.0, timeout))
+    except concurrent.futures.TimeoutError:
         return None
-    finally:
-        timer.cancel()
+
+
+def _set_done(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)

@@ -1,6 +1,6 @@
-"""Daemon worker threads that run NVML calls on behalf of the asyncio sampler.
+"""Daemon worker threads that run NVML calls on behalf of the sampler's cycle.
 
-Why not ``loop.run_in_executor``: NVML calls can hang forever (a GPU fallen off the bus, a driver
+Why not a ``ThreadPoolExecutor``: NVML calls can hang forever (a GPU fallen off the bus, a driver
 stuck in the kernel). A ``ThreadPoolExecutor`` thread that never returns is joined at interpreter
 exit, so the exporter could never stop, and its pool would silently fill with stuck threads. Here
 each GPU has one daemon thread; while it is stuck the sampler sees it as busy, reports the GPU as
@@ -9,11 +9,10 @@ hung and does not pile up more work behind it.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import queue
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
 from typing import Any, TypeVar
 
 from vgpumon.collect.threads import daemon_thread
@@ -21,15 +20,17 @@ from vgpumon.collect.threads import daemon_thread
 T = TypeVar("T")
 
 
-def settle(fut: asyncio.Future[Any], result: Any, exc: BaseException | None) -> None:
-    """Give ``fut`` a job's outcome, on the loop's thread."""
-    # A future abandoned after its deadline is already done (cancelled): it stays as it is.
-    if fut.done():
-        return
-    if exc is not None:
-        fut.set_exception(exc)
-    else:
-        fut.set_result(result)
+def settle(fut: Future[Any], result: Any, exc: BaseException | None) -> None:
+    """Give ``fut`` a job's outcome (from any thread)."""
+    # A future given up on is simply no longer waited for; it is never cancelled, but stay safe
+    # if it was: a late outcome is dropped.
+    try:
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(result)
+    except InvalidStateError:
+        pass
 
 
 class Worker:
@@ -63,15 +64,16 @@ class Worker:
                 self._busy.clear()
                 done(result, None)
 
-    def submit(self, job: Callable[[], T]) -> asyncio.Future[T]:
-        """Run ``job`` on this worker; the returned future resolves on the calling loop."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[T] = loop.create_future()
+    def submit(self, job: Callable[[], T]) -> Future[T]:
+        """Run ``job`` on this worker; the returned future is settled from the worker's thread.
+
+        A thread future, not an event loop's: the sampler's cycle waits on it in its own thread
+        (:mod:`vgpumon.collect.sampler`), so no job wakes the event loop.
+        """
+        fut: Future[T] = Future()
 
         def done(result: Any, exc: BaseException | None) -> None:
-            # RuntimeError: the loop closed while the call was stuck; nobody is waiting any more.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(settle, fut, result, exc)
+            settle(fut, result, exc)
 
         self.post(job, done)
         return fut
@@ -79,9 +81,8 @@ class Worker:
     def post(self, job: Callable[[], T], done: Callable[[Any, BaseException | None], None]) -> None:
         """Run ``job`` on this worker, then ``done(result, error)`` in this worker's thread.
 
-        No event loop involved: the serial dispatch hands the next GPU's job on from here
-        (:class:`vgpumon.collect.dispatch.GpuChain`), so the loop wakes once per chain, not per GPU.
-        ``done`` must be quick and must not raise.
+        The serial dispatch hands the next GPU's job on from here
+        (:class:`vgpumon.collect.dispatch.GpuChain`). ``done`` must be quick and must not raise.
         """
         self._busy.set()
         self._jobs.put((job, done))

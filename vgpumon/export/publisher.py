@@ -36,9 +36,6 @@ GZIP_LEVEL = 6  # prometheus-client's level
 GZIP_WBITS = 16 + 15  # zlib: a gzip header and trailer (mtime 0) around a 32 KiB-window deflate
 SLICE_SECONDS = 0.001  # the longest a render step keeps the event loop
 POLL_SECONDS = 0.05  # how often the publisher looks for a new snapshot of a source that never says
-# A source that calls :meth:`Publisher.kick` for each new snapshot (the sampler does) is looked at
-# on the publisher's own only this often: a safety net, not the way news arrives.
-NOTIFIED_POLL_SECONDS = 5.0
 WANTED_SECONDS = 600.0  # a gzip form is kept compressed this long after a scrape asked for it
 # Bodies this large are compressed ahead in a thread; smaller ones on first ask, on the loop
 # (small enough that a scrape waiting behind the compression hardly notices).
@@ -126,6 +123,9 @@ def no_extra() -> tuple[str, str]:
 class Publisher:
     """Watches ``latest()`` and keeps :attr:`current` rendered from the newest snapshot.
 
+    ``poll_seconds`` None: ``latest`` is only looked at when woken (:meth:`kick`,
+    :meth:`snapshot_arrived`, a scrape), so an idle exporter's publisher costs no wake-up at all.
+
     ``extra()`` gives text appended to both formats of every render (the ``process_*`` families,
     text and OpenMetrics forms), read when the render starts.
     """
@@ -137,7 +137,7 @@ class Publisher:
         *,
         families: tuple[Family, ...] = FAMILIES,
         extra: Extra = no_extra,
-        poll_seconds: float = POLL_SECONDS,
+        poll_seconds: float | None = POLL_SECONDS,
     ) -> None:
         self._latest = latest
         self._families = families
@@ -347,6 +347,9 @@ class Publisher:
                 await self._publish_logged(snapshot)
                 continue  # a newer snapshot may have arrived meanwhile
             self._wake.clear()
+            if self._poll is None:  # a feed that says when it has news: no timer at all
+                await self._wake.wait()
+                continue
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._poll)
 

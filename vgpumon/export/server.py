@@ -39,7 +39,7 @@ from vgpumon.export.gc_settings import settle_after_startup
 from vgpumon.export.housekeeping import Housekeeping
 from vgpumon.export.listener import ListenAt, Listener
 from vgpumon.export.negotiation import choose, gzip_wanted
-from vgpumon.export.publisher import NOTIFIED_POLL_SECONDS, Publisher, no_extra
+from vgpumon.export.publisher import Publisher, no_extra
 from vgpumon.export.serverstats import joined, server_families
 from vgpumon.feed import SnapshotFeed
 from vgpumon.metrics.hosts import Exported
@@ -178,14 +178,14 @@ def build_app(
     """
     endpoints = ((telemetry_path, ENDPOINTS[0][1]), *ENDPOINTS[1:])
     limits = Limits(max_requests)
-    # The feed says when it has a new snapshot and wakes the publisher; the publisher looks on
-    # its own only now and then, as a safety net.
+    # The feed says when it has a new snapshot (snapshot_arrived) and scrapes ask: those are the
+    # only times the publisher looks, so between them it costs the event loop nothing.
     publisher = Publisher(
         lambda: source.latest,
         options,
         families=families,
         extra=extra or no_extra,
-        poll_seconds=NOTIFIED_POLL_SECONDS,
+        poll_seconds=None,
     )
     if render_ahead:
         publisher.render_ahead_seconds = 0.0
