@@ -103,7 +103,7 @@ async def test_the_remote_feed_on_its_own_tells_news_failures_and_recovery() -> 
     answer = Answer()
     async with exporter(answer) as url:
         feed = fast_feed(url)
-        typed: FallibleFeed[Snapshot] = feed  # mypy checks the shape
+        typed: FallibleFeed[Snapshot] = feed  # the shape, for mypy run on this file
         assert isinstance(typed, FallibleFeed)
         heard: list[tuple[str, object]] = []
         feed.on_snapshot(lambda s: heard.append(("snapshot", s.timestamp)))
