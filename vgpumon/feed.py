@@ -24,10 +24,14 @@ error), and a fleet (``vgpumon.sources.fleet``) joins such hosts. No source runs
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterable
 from typing import Protocol, TypeVar, runtime_checkable
 
+log = logging.getLogger(__name__)
+
 S = TypeVar("S", covariant=True)
+N = TypeVar("N")
 
 
 class SnapshotFeed(Protocol[S]):
@@ -73,3 +77,13 @@ class FallibleFeed(SnapshotFeed[S], Protocol[S]):
     def on_failure(self, listener: Callable[[str], object]) -> None:
         """Call ``listener`` on the event loop with a one-line reason when an attempt failed."""
         ...
+
+
+def tell(listeners: Iterable[Callable[[N], object]], news: N) -> None:
+    """Call every listener with ``news`` (a snapshot, a failure's reason); a listener that raises
+    is logged and the others still hear it: a consumer's bug must not stop a feed."""
+    for listener in listeners:
+        try:
+            listener(news)
+        except Exception:
+            log.exception("a listener of a snapshot feed failed")

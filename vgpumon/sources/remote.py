@@ -26,23 +26,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import logging
 import random
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 from yarl import URL
 
 from vgpumon.errors import ConfigError, VgpumonError, one_line
+from vgpumon.feed import tell
 from vgpumon.model import SchemaError, Snapshot, from_json
 from vgpumon.sources.base import HostUpdate
 from vgpumon.sources.feed_source import FeedSource
-
-log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 SNAPSHOT_PATH = "/api/v1/snapshot"
 METRICS_PATH = "/metrics"
@@ -354,7 +351,7 @@ class RemoteFeed:
             self._up = False
             if self._error != exc.reason:
                 self._error = exc.reason
-                _tell(self._failure_listeners, exc.reason)
+                tell(self._failure_listeners, exc.reason)
             return None
         self._failures = 0
         self._error = None
@@ -362,7 +359,7 @@ class RemoteFeed:
         self._up = True
         if news:
             self._latest = snapshot
-            _tell(self._snapshot_listeners, snapshot)
+            tell(self._snapshot_listeners, snapshot)
         return snapshot
 
     def next_delay(self) -> float:
@@ -398,14 +395,6 @@ class RemoteFeed:
     async def close(self) -> None:
         """Close the HTTP session (after :meth:`run` has returned)."""
         await self.client.close()
-
-
-def _tell(listeners: Sequence[Callable[[T], object]], news: T) -> None:
-    for listener in listeners:
-        try:
-            listener(news)
-        except Exception:  # a consumer's bug must not stop the polling
-            log.exception("a listener of a remote feed failed")
 
 
 class RemoteSource(FeedSource):

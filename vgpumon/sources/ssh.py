@@ -21,11 +21,11 @@ import dataclasses
 import logging
 import shlex
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from collections.abc import Awaitable, Callable
 
 import asyncssh
 
+from vgpumon.feed import tell
 from vgpumon.model import CollectorStatus, Snapshot
 from vgpumon.smi import SmiParseError, parse_reports
 from vgpumon.smi.xmlsafe import MAX_REPORT_BYTES
@@ -35,7 +35,6 @@ from vgpumon.sources.fleet import FleetSource
 from vgpumon.sources.ssh_targets import SshSettings, SshTarget
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 SSH_COLLECTOR = "ssh"  # the collector label of the transport's own success and duration
 CHUNK = 65536
@@ -256,13 +255,13 @@ class SshHostFeed:
             snapshot, collectors=(ssh, *snapshot.collectors)
         )
         self._error = None
-        _tell(self._snapshot_listeners, snapshot)
+        tell(self._snapshot_listeners, snapshot)
         return snapshot
 
     def _failed(self, reason: str) -> None:
         log.warning("agentless host %s: %s", self.target.name, reason)
         self._error = reason
-        _tell(self._failure_listeners, reason)
+        tell(self._failure_listeners, reason)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Poll every ``interval_seconds`` (counted from each poll's start) until ``stop``."""
@@ -287,14 +286,6 @@ class SshHostFeed:
                     await asyncio.wait_for(self._wake.wait(), timeout=remaining)
         finally:
             relay.cancel()
-
-
-def _tell(listeners: Sequence[Callable[[T], object]], news: T) -> None:
-    for listener in listeners:
-        try:
-            listener(news)
-        except Exception:  # a consumer's bug must not stop the polling
-            log.exception("a listener of an agentless host failed")
 
 
 class SshSource(FleetSource):
