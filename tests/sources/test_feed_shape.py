@@ -1,5 +1,6 @@
 """One snapshot-source shape: ``serve`` and ``top`` drive the sampler and the agentless hosts
-through :class:`vgpumon.feed.SnapshotFeed`, and ``top``'s local source runs the sampler's loop."""
+through :class:`vgpumon.feed.SnapshotFeed`, and ``top``'s local source runs the sampler's loop
+(the remote and SSH feeds and the one wrapper of feeds: test_feed_source.py)."""
 
 from __future__ import annotations
 

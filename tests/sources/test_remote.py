@@ -19,6 +19,7 @@ from vgpumon.sources.remote import (
     Connection,
     ExporterClient,
     NotReady,
+    RemoteFeed,
     RemoteSource,
     RemoteTarget,
 )
@@ -112,17 +113,17 @@ def test_connection_settings_are_checked_up_front(tmp_path: Path):
 
 
 def test_backoff_doubles_from_the_interval_up_to_the_cap_with_jitter():
-    source = RemoteSource(
+    feed = RemoteFeed(
         RemoteTarget("http://gpu1:9400"),
         interval_seconds=1.0,
         backoff_cap_seconds=10.0,
         rng=random.Random(7),
     )
-    assert source.next_delay() == 1.0
+    assert feed.next_delay() == 1.0
     ceilings = [1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0]
     for failures, ceiling in enumerate(ceilings, start=1):
-        source._failures = failures
-        delays = {source.next_delay() for _ in range(50)}
+        feed._failures = failures
+        delays = {feed.next_delay() for _ in range(50)}
         assert all(ceiling / 2 <= d <= ceiling for d in delays), (failures, delays)
         assert len(delays) > 1  # jittered: clients that lost one exporter spread out
 

@@ -1,4 +1,5 @@
-"""Where consumers get snapshots: one protocol, local / remote / fleet sources, and history.
+"""Where consumers get snapshots: one protocol, any snapshot feed as one host (``feed_source``:
+the local sampler, a remote exporter, an agentless host), fleets of hosts, and history.
 
 Consumers (``top``, ``validate --url``) import from here and never from ``collect`` or ``sim``.
 """

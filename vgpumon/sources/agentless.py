@@ -9,15 +9,13 @@ with the per-host families (:mod:`vgpumon.metrics.hosts`). It has the shape of e
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
 
+from vgpumon.feed import tell
 from vgpumon.metrics.hosts import HostSnapshot, HostsView
 from vgpumon.sources.base import HostState
 from vgpumon.sources.ssh import SshSource, down_snapshot
-
-log = logging.getLogger(__name__)
 
 
 def view_of(source: SshSource, now: float | None = None) -> HostsView:
@@ -74,12 +72,8 @@ class AgentlessFeed:
                     break
                 if step.exception() is not None:
                     break  # the source closed
-                self._view = view = view_of(self.source)
-                for listener in self._listeners:
-                    try:
-                        listener(view)
-                    except Exception:  # a consumer's bug must not stop the feed
-                        log.exception("a snapshot listener failed")
+                self._view = view_of(self.source)
+                tell(self._listeners, self._view)
         finally:
             waiter.cancel()
             await self.source.close()

@@ -10,11 +10,15 @@ Two layers, so there is one HTTP client in vgpumon:
   basic auth, a total time limit, and every failure turned into :class:`FetchError` with a
   one-line reason a screen can print (connection refused, TLS error, HTTP 401, timeout, bad JSON,
   schema mismatch). ``validate --url`` uses it for ``/metrics`` as well.
-* :class:`RemoteSource` polls with it in a background task: every ``interval_seconds`` while the
-  exporter answers, with capped, jittered exponential backoff while it does not (a dead host is
-  not hammered, and many clients that lost the same exporter do not come back in lock step).
-  It publishes only when the snapshot's timestamp or the connection state changed, so a screen
-  redraws on news, not on every poll.
+* :class:`RemoteFeed` polls with it, a snapshot feed (:class:`vgpumon.feed.FallibleFeed`) like
+  the sampler: every ``interval_seconds`` while the exporter answers, with capped, jittered
+  exponential backoff while it does not (a dead host is not hammered, and many clients that lost
+  the same exporter do not come back in lock step). It tells its listeners only when the
+  snapshot's timestamp or the connection state changed, so a screen redraws on news, not on
+  every poll.
+
+:class:`RemoteSource` is that feed as one host of ``top``
+(:class:`~vgpumon.sources.feed_source.FeedSource`, the wrapper of every feed).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import base64
 import contextlib
 import random
 import ssl
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,8 +36,10 @@ import aiohttp
 from yarl import URL
 
 from vgpumon.errors import ConfigError, VgpumonError, one_line
+from vgpumon.feed import tell
 from vgpumon.model import SchemaError, Snapshot, from_json
-from vgpumon.sources.base import HostState, HostUpdate, UpdateHub
+from vgpumon.sources.base import HostUpdate
+from vgpumon.sources.feed_source import FeedSource
 
 SNAPSHOT_PATH = "/api/v1/snapshot"
 METRICS_PATH = "/metrics"
@@ -276,8 +282,15 @@ class ExporterClient:
             self._http = None
 
 
-class RemoteSource:
-    """One exporter's snapshots, polled from ``/api/v1/snapshot`` in a background task."""
+class RemoteFeed:
+    """One exporter's snapshots, polled from ``/api/v1/snapshot``: a :class:`FallibleFeed`.
+
+    A snapshot is news (:meth:`on_snapshot`) when its timestamp differs from the last one's, or
+    when it is the first answer after a failure (the host is back, maybe with the same snapshot);
+    a failed poll is news (:meth:`on_failure`) when the poll before it succeeded or failed for
+    another reason. A poll in flight when ``stop`` is set completes (bounded by the connection's
+    time limit).
+    """
 
     def __init__(
         self,
@@ -291,55 +304,63 @@ class RemoteSource:
         if interval_seconds <= 0:
             raise ConfigError(f"interval must be positive, got {interval_seconds:g}")
         self.target = target
-        self.host = target.host
         self.interval_seconds = interval_seconds
         self.backoff_cap_seconds = backoff_cap_seconds
         self.client = ExporterClient(target, connection)
         self._rng = rng or random.Random()
-        self._hub = UpdateHub([self.host])
-        self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
-        self._failures = 0
+        self._failures = 0  # polls failed in a row
+        self._latest: Snapshot | None = None
+        self._up = False  # the newest poll returned a snapshot
+        self._error: str | None = None  # the newest poll's failure, None after a success
+        self._snapshot_listeners: list[Callable[[Snapshot], object]] = []
+        self._failure_listeners: list[Callable[[str], object]] = []
 
     @property
     def name(self) -> str:
         base = self.target.base_url
         return base if self.target.name is None else f"{self.target.name} ({base})"
 
-    def hosts(self) -> Sequence[str]:
-        return self._hub.hosts()
+    @property
+    def latest(self) -> Snapshot | None:
+        """The newest snapshot received, kept while the exporter does not answer."""
+        return self._latest
 
-    def latest(self) -> Mapping[str, HostUpdate]:
-        return self._hub.latest()
+    @property
+    def not_ready_reason(self) -> str | None:
+        if self._up:
+            return None
+        return self._error or "no answer from the exporter yet"
 
-    def updates(self) -> AsyncIterator[HostUpdate]:
-        return self._hub.updates()
+    def on_snapshot(self, listener: Callable[[Snapshot], object]) -> None:
+        self._snapshot_listeners.append(listener)
 
-    async def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"vgpumon-remote-{self.host}")
+    def on_failure(self, listener: Callable[[str], object]) -> None:
+        self._failure_listeners.append(listener)
 
-    async def refresh(self) -> None:
+    def refresh(self) -> None:
         self._wake.set()
 
-    async def poll_once(self) -> HostUpdate:
-        """One request now; publishes if something changed and returns the host's newest state."""
-        old = self._hub.latest()[self.host]
+    async def poll_once(self) -> Snapshot | None:
+        """One request now; tells the listeners if something changed. The snapshot, or None
+        when the poll failed (:attr:`not_ready_reason` says why)."""
         try:
             snapshot = await self.client.snapshot()
         except FetchError as exc:
             self._failures += 1
-            if old.state is not HostState.UNREACHABLE or old.error != exc.reason:
-                return self._hub.publish(self.host, HostState.UNREACHABLE, error=exc.reason)
-            return old
+            self._up = False
+            if self._error != exc.reason:
+                self._error = exc.reason
+                tell(self._failure_listeners, exc.reason)
+            return None
         self._failures = 0
-        if (
-            old.state is not HostState.UP
-            or old.snapshot is None
-            or old.snapshot.timestamp != snapshot.timestamp
-        ):
-            return self._hub.publish(self.host, HostState.UP, snapshot=snapshot)
-        return old
+        self._error = None
+        news = not self._up or self._latest is None or self._latest.timestamp != snapshot.timestamp
+        self._up = True
+        if news:
+            self._latest = snapshot
+            tell(self._snapshot_listeners, snapshot)
+        return snapshot
 
     def next_delay(self) -> float:
         """Seconds until the next poll: the interval while up, jittered backoff while failing."""
@@ -349,23 +370,59 @@ class RemoteSource:
         ceiling = min(self.backoff_cap_seconds, first * 2 ** min(self._failures - 1, 32))
         return self._rng.uniform(ceiling / 2, ceiling)
 
-    async def _run(self) -> None:
+    async def run(self, stop: asyncio.Event) -> None:
+        """Poll until ``stop`` is set; :meth:`refresh` (and ``stop``) cut the wait short."""
         loop = asyncio.get_running_loop()
-        while True:
-            started = loop.time()
-            self._wake.clear()
-            await self.poll_once()
-            delay = self.next_delay()
-            if self._failures == 0:  # the interval counts from the start of the poll
-                delay = max(0.0, delay - (loop.time() - started))
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=delay)
+
+        async def relay_stop() -> None:
+            await stop.wait()
+            self._wake.set()
+
+        relay = asyncio.create_task(relay_stop())
+        try:
+            while not stop.is_set():
+                started = loop.time()
+                self._wake.clear()
+                await self.poll_once()
+                delay = self.next_delay()
+                if self._failures == 0:  # the interval counts from the start of the poll
+                    delay = max(0.0, delay - (loop.time() - started))
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=delay)
+        finally:
+            relay.cancel()
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        self._hub.close()
+        """Close the HTTP session (after :meth:`run` has returned)."""
         await self.client.close()
+
+
+class RemoteSource(FeedSource):
+    """One exporter as the host ``target.host``: a FeedSource over a :class:`RemoteFeed`."""
+
+    def __init__(
+        self,
+        target: RemoteTarget,
+        connection: Connection = Connection(),
+        *,
+        interval_seconds: float = 1.0,
+        backoff_cap_seconds: float = BACKOFF_CAP_SECONDS,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.remote = RemoteFeed(
+            target,
+            connection,
+            interval_seconds=interval_seconds,
+            backoff_cap_seconds=backoff_cap_seconds,
+            rng=rng,
+        )
+        self.target = target
+        super().__init__(self.remote, target.host)
+
+    async def poll_once(self) -> HostUpdate:
+        """One request now; publishes if something changed and returns the host's newest state."""
+        await self.remote.poll_once()
+        return self.latest()[self.host]
+
+    async def close_feed(self) -> None:
+        await self.remote.close()

@@ -4,8 +4,10 @@ For hosts vgpumon cannot be installed on (VMware ESXi, appliances, locked-down h
 Each poll opens one SSH session (key auth, known_hosts checked), runs ``nvidia-smi -q -x`` and,
 where a GPU is in host vGPU mode, ``nvidia-smi vgpu -q -x``, and parses both with
 :mod:`vgpumon.smi`. A host that times out, refuses the key or answers with garbage is published as
-UNREACHABLE with a one-line reason; it never delays or stops the other hosts: each host has its own
-loop, a per-host timeout bounds every poll, and a semaphore bounds the sessions open at once.
+UNREACHABLE with a one-line reason; it never delays or stops the other hosts: each host is its own
+snapshot feed (:class:`SshHostFeed`, polled in its own loop) wrapped as one host of the source like
+every feed (:class:`~vgpumon.sources.feed_source.FeedSource`), a per-host timeout bounds every
+poll, and a semaphore bounds the sessions open at once.
 
 The client is asyncssh (a maintained pure-Python SSHv2 implementation): no ``ssh`` binary, no
 shell quoting of user input beyond the nvidia-smi path, and output read in bounded chunks.
@@ -19,14 +21,17 @@ import dataclasses
 import logging
 import shlex
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 
 import asyncssh
 
+from vgpumon.feed import tell
 from vgpumon.model import CollectorStatus, Snapshot
 from vgpumon.smi import SmiParseError, parse_reports
 from vgpumon.smi.xmlsafe import MAX_REPORT_BYTES
-from vgpumon.sources.base import HostState, HostUpdate, UpdateHub
+from vgpumon.sources.base import HostUpdate
+from vgpumon.sources.feed_source import FeedSource
+from vgpumon.sources.fleet import FleetSource
 from vgpumon.sources.ssh_targets import SshSettings, SshTarget
 
 log = logging.getLogger(__name__)
@@ -169,8 +174,123 @@ class SshTransport:
             conn.abort()
 
 
-class SshSource:
-    """Snapshots of agentless hosts: one polling loop per host, shared session limit."""
+class SshHostFeed:
+    """One agentless host's snapshots, one poll per interval: a :class:`FallibleFeed`.
+
+    Every poll is news: a snapshot (:meth:`on_snapshot`), or a failure with its one-line reason
+    (:meth:`on_failure`, also logged). ``sessions`` is shared by the hosts of one source, so it
+    bounds the SSH sessions open at once.
+    """
+
+    def __init__(
+        self,
+        target: SshTarget,
+        settings: SshSettings,
+        fetch: Fetch,
+        sessions: asyncio.Semaphore,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.target = target
+        self.settings = settings
+        self._fetch = fetch
+        self._sessions = sessions
+        self._clock = clock
+        self._wake = asyncio.Event()
+        self._latest: Snapshot | None = None
+        self._error: str | None = "no answer from the host yet"
+        self._snapshot_listeners: list[Callable[[Snapshot], object]] = []
+        self._failure_listeners: list[Callable[[str], object]] = []
+        self.polls = 0
+
+    @property
+    def name(self) -> str:
+        return f"nvidia-smi over SSH ({self.target.name})"
+
+    @property
+    def latest(self) -> Snapshot | None:
+        """The newest snapshot, kept while the host does not answer."""
+        return self._latest
+
+    @property
+    def not_ready_reason(self) -> str | None:
+        return self._error
+
+    def on_snapshot(self, listener: Callable[[Snapshot], object]) -> None:
+        self._snapshot_listeners.append(listener)
+
+    def on_failure(self, listener: Callable[[str], object]) -> None:
+        self._failure_listeners.append(listener)
+
+    def refresh(self) -> None:
+        self._wake.set()
+
+    async def poll(self) -> Snapshot | None:
+        """Poll the host now and tell the listeners; the snapshot, or None when it failed."""
+        host = self.target.name
+        started = time.monotonic()
+        try:
+            async with self._sessions:
+                device, vgpu = await asyncio.wait_for(
+                    self._fetch(self.target), timeout=self.settings.timeout_seconds
+                )
+            fetched = time.monotonic() - started
+            # A large host's reports take a good fraction of a second to parse: off the loop, so
+            # the exporter keeps answering scrapes meanwhile.
+            snapshot = await asyncio.to_thread(
+                parse_reports, device, vgpu, timestamp=self._clock(), source=f"nvidia-smi@{host}"
+            )
+        except asyncio.TimeoutError:
+            self._failed(f"no answer within {self.settings.timeout_seconds:g} s")
+            return None
+        except (SshPollError, SmiParseError) as err:
+            self._failed(str(err))
+            return None
+        except (asyncssh.Error, ValueError) as err:  # anything else the SSH layer raises
+            self._failed(f"{type(err).__name__}: {err}".splitlines()[0])
+            return None
+        finally:
+            self.polls += 1
+        ssh = CollectorStatus(SSH_COLLECTOR, True, fetched)
+        self._latest = snapshot = dataclasses.replace(
+            snapshot, collectors=(ssh, *snapshot.collectors)
+        )
+        self._error = None
+        tell(self._snapshot_listeners, snapshot)
+        return snapshot
+
+    def _failed(self, reason: str) -> None:
+        log.warning("agentless host %s: %s", self.target.name, reason)
+        self._error = reason
+        tell(self._failure_listeners, reason)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Poll every ``interval_seconds`` (counted from each poll's start) until ``stop``."""
+        interval = self.settings.interval_seconds
+
+        async def relay_stop() -> None:
+            await stop.wait()
+            self._wake.set()
+
+        relay = asyncio.create_task(relay_stop())
+        try:
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    await self.poll()
+                except Exception as exc:  # a bug in one host's poll must not end its loop silently
+                    log.exception("agentless host %s: poll failed", self.target.name)
+                    self._failed(f"internal error: {type(exc).__name__}")
+                self._wake.clear()
+                remaining = max(0.0, interval - (time.monotonic() - started))
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=remaining)
+        finally:
+            relay.cancel()
+
+
+class SshSource(FleetSource):
+    """Agentless hosts, each a :class:`FeedSource` over its :class:`SshHostFeed`; one SSH
+    transport (sessions kept between polls) and one session limit for all of them."""
 
     def __init__(
         self,
@@ -181,97 +301,34 @@ class SshSource:
     ) -> None:
         self.settings = settings
         self.transport = SshTransport(settings)
-        self._fetch: Fetch = fetch or self.transport.fetch
-        self._clock = clock
-        self._targets = {t.name: t for t in settings.targets}
-        self._hub = UpdateHub(list(self._targets))
-        self._sessions = asyncio.Semaphore(max(1, settings.max_sessions))
-        self._tasks: list[asyncio.Task[None]] = []
-        self._wake: dict[str, asyncio.Event] = {h: asyncio.Event() for h in self._targets}
-        self._stop = asyncio.Event()
-        self.polls = 0
+        sessions = asyncio.Semaphore(max(1, settings.max_sessions))
+        self.feeds = {
+            t.name: SshHostFeed(t, settings, fetch or self.transport.fetch, sessions, clock)
+            for t in settings.targets
+        }
+        super().__init__([FeedSource(feed, host) for host, feed in self.feeds.items()])
 
     @property
     def name(self) -> str:
-        return f"nvidia-smi over SSH ({len(self._targets)} hosts)"
+        return f"nvidia-smi over SSH ({len(self.feeds)} hosts)"
 
-    def hosts(self) -> Sequence[str]:
-        return self._hub.hosts()
-
-    def latest(self) -> Mapping[str, HostUpdate]:
-        return self._hub.latest()
-
-    def updates(self) -> AsyncIterator[HostUpdate]:
-        return self._hub.updates()
+    @property
+    def polls(self) -> int:
+        """Polls done, every host's together (for tests and the benchmark)."""
+        return sum(feed.polls for feed in self.feeds.values())
 
     async def start(self) -> None:
         quiet_library_log()  # here, not at import: the command has set the log level by now
-        if not self._tasks:
-            self._tasks = [
-                asyncio.create_task(self._loop(host), name=f"vgpumon-ssh-{host}")
-                for host in self._targets
-            ]
-
-    async def refresh(self) -> None:
-        for event in self._wake.values():
-            event.set()
+        await super().start()
 
     async def poll(self, host: str) -> HostUpdate:
-        """Poll one host now and publish the outcome (the loop's step; also for tests)."""
-        target = self._targets[host]
-        started = time.monotonic()
-        try:
-            async with self._sessions:
-                device, vgpu = await asyncio.wait_for(
-                    self._fetch(target), timeout=self.settings.timeout_seconds
-                )
-            fetched = time.monotonic() - started
-            # A large host's reports take a good fraction of a second to parse: off the loop, so
-            # the exporter keeps answering scrapes meanwhile.
-            snapshot = await asyncio.to_thread(
-                parse_reports, device, vgpu, timestamp=self._clock(), source=f"nvidia-smi@{host}"
-            )
-        except asyncio.TimeoutError:
-            return self._failed(host, f"no answer within {self.settings.timeout_seconds:g} s")
-        except (SshPollError, SmiParseError) as err:
-            return self._failed(host, str(err))
-        except (asyncssh.Error, ValueError) as err:  # anything else the SSH layer raises
-            return self._failed(host, f"{type(err).__name__}: {err}".splitlines()[0])
-        finally:
-            self.polls += 1
-        ssh = CollectorStatus(SSH_COLLECTOR, True, fetched)
-        snapshot = dataclasses.replace(snapshot, collectors=(ssh, *snapshot.collectors))
-        return self._hub.publish(host, HostState.UP, snapshot=snapshot)
-
-    def _failed(self, host: str, reason: str) -> HostUpdate:
-        log.warning("agentless host %s: %s", host, reason)
-        return self._hub.publish(host, HostState.UNREACHABLE, error=reason)
-
-    async def _loop(self, host: str) -> None:
-        interval = self.settings.interval_seconds
-        wake = self._wake[host]
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                await self.poll(host)
-            except Exception as exc:  # a bug in one host's poll must not end its loop silently
-                log.exception("agentless host %s: poll failed", host)
-                self._failed(host, f"internal error: {type(exc).__name__}")
-            wake.clear()
-            remaining = max(0.0, interval - (time.monotonic() - started))
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(wake.wait(), timeout=remaining)
+        """Poll one host now and publish the outcome (tests and the benchmark)."""
+        await self.feeds[host].poll()
+        return self.latest()[host]
 
     async def close(self) -> None:
-        self._stop.set()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks = []
+        await super().close()
         self.transport.close()
-        self._hub.close()
 
 
 def down_snapshot(update: HostUpdate, timestamp: float) -> Snapshot:

@@ -1,0 +1,396 @@
+"""Every host of ``top`` is one wrapper (:class:`FeedSource`) over a snapshot feed: the sampler,
+an exporter over HTTP (:class:`RemoteFeed`), an agentless host over SSH (:class:`SshHostFeed`).
+
+The remote feed is driven by a loopback exporter stand-in whose answer the test sets, both on its
+own (its listeners, its readiness, its stop) and wrapped as a source (the host's updates); a
+hand-made feed shows the wrapper needs nothing but the feed shape; and no class of
+``vgpumon.sources`` that has the source shape starts background work of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import asyncio
+import importlib
+import inspect
+import pkgutil
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+import vgpumon.sources
+from vgpumon.collect.sampler import Sampler
+from vgpumon.feed import FallibleFeed, SnapshotFeed
+from vgpumon.model import SamplerHealth, Snapshot, to_json
+from vgpumon.sources.base import HostState, HostUpdate
+from vgpumon.sources.feed_source import FeedSource
+from vgpumon.sources.fleet import FleetSource
+from vgpumon.sources.local import LocalSource
+from vgpumon.sources.remote import Connection, RemoteFeed, RemoteSource, RemoteTarget
+from vgpumon.sources.ssh import SshHostFeed, SshSource
+
+SOURCE_SHAPE = ("hosts", "latest", "updates", "start", "refresh", "close")
+FEED_SHAPE = ("name", "latest", "not_ready_reason", "on_snapshot", "refresh", "run")
+BOUND = 30.0  # seconds: a generous bound against a loaded machine, not a timing assertion
+
+
+@dataclass
+class Answer:
+    """What the stand-in exporter's ``/api/v1/snapshot`` answers now."""
+
+    status: int = 200
+    timestamp: float = 1.0
+    hits: int = 0
+    polled: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@asynccontextmanager
+async def exporter(answer: Answer) -> AsyncIterator[str]:
+    async def snapshot(request: web.Request) -> web.Response:
+        answer.hits += 1
+        answer.polled.set()
+        if answer.status != 200:
+            return web.Response(status=answer.status, text="{}", content_type="application/json")
+        body = to_json(Snapshot(timestamp=answer.timestamp, health=SamplerHealth(up=True)))
+        return web.Response(text=body, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_get("/api/v1/snapshot", snapshot)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
+
+
+async def polls(answer: Answer, count: int) -> None:
+    """Return after the stand-in has answered ``count`` more polls."""
+    for _ in range(count):
+        answer.polled.clear()
+        await asyncio.wait_for(answer.polled.wait(), BOUND)
+    await asyncio.sleep(0.05)  # the last answer reaches the feed
+
+
+async def until(check: Callable[[], bool]) -> None:
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + BOUND
+    while not check():
+        if loop.time() > give_up:
+            pytest.fail("the expected state never came")
+        await asyncio.sleep(0.01)
+
+
+def fast_feed(url: str) -> RemoteFeed:
+    return RemoteFeed(
+        RemoteTarget(url), Connection(timeout_seconds=2.0), interval_seconds=0.02,
+        backoff_cap_seconds=0.05,
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------ the remote feed alone
+
+
+async def test_the_remote_feed_on_its_own_tells_news_failures_and_recovery() -> None:
+    answer = Answer()
+    async with exporter(answer) as url:
+        feed = fast_feed(url)
+        typed: FallibleFeed[Snapshot] = feed  # the shape, for mypy run on this file
+        assert isinstance(typed, FallibleFeed)
+        heard: list[tuple[str, object]] = []
+        feed.on_snapshot(lambda s: heard.append(("snapshot", s.timestamp)))
+        feed.on_failure(lambda reason: heard.append(("failure", reason)))
+        assert feed.latest is None and feed.not_ready_reason == "no answer from the exporter yet"
+        stop = asyncio.Event()
+        running = asyncio.create_task(feed.run(stop))
+        try:
+            await until(lambda: bool(heard))
+            await polls(answer, 3)  # the same snapshot again: no news
+            assert heard == [("snapshot", 1.0)] and feed.not_ready_reason is None
+            answer.status = 500
+            await until(lambda: len(heard) == 2)
+            await polls(answer, 3)  # failing the same way: one failure told
+            assert heard[1] == ("failure", "HTTP 500")
+            assert feed.not_ready_reason == "HTTP 500"
+            assert feed.latest is not None and feed.latest.timestamp == 1.0  # kept
+            answer.status = 200  # back, with the very snapshot it had: news (the host is up)
+            await until(lambda: len(heard) == 3)
+            answer.timestamp = 2.0
+            await until(lambda: len(heard) == 4)
+            assert heard[2:] == [("snapshot", 1.0), ("snapshot", 2.0)]
+            assert feed.not_ready_reason is None
+        finally:
+            stop.set()
+            await asyncio.wait_for(running, BOUND)  # stop ends the loop by itself
+            await feed.close()
+        hits = answer.hits
+        await asyncio.sleep(0.1)
+        assert answer.hits == hits  # nothing polls after run returned
+
+
+async def test_refresh_wakes_the_remote_feed_at_once() -> None:
+    answer = Answer()
+    async with exporter(answer) as url:
+        feed = RemoteFeed(RemoteTarget(url), interval_seconds=3600)
+        stop = asyncio.Event()
+        running = asyncio.create_task(feed.run(stop))
+        try:
+            await until(lambda: answer.hits == 1)
+            feed.refresh()  # an hour before the next poll is due
+            await until(lambda: answer.hits == 2)
+        finally:
+            stop.set()
+            await asyncio.wait_for(running, BOUND)
+            await feed.close()
+
+
+# ------------------------------------------------- one exporter, as a feed and as a source
+
+
+async def test_one_exporter_read_as_a_feed_and_through_the_source_wrapper() -> None:
+    answer = Answer()
+    async with exporter(answer) as url:
+        feed = fast_feed(url)
+        source = RemoteSource(
+            RemoteTarget(url), Connection(timeout_seconds=2.0), interval_seconds=0.02,
+            backoff_cap_seconds=0.05,
+        )  # fmt: skip
+        assert isinstance(source, FeedSource) and isinstance(source.feed, RemoteFeed)
+        host = source.host
+        told: list[float | str] = []
+        feed.on_snapshot(lambda s: told.append(s.timestamp))
+        feed.on_failure(told.append)
+        seen: list[HostUpdate] = []
+
+        async def collect() -> None:
+            async for update in source.updates():
+                seen.append(update)
+
+        collecting = asyncio.create_task(collect())
+        stop = asyncio.Event()
+        direct = asyncio.create_task(feed.run(stop))
+        assert source.latest()[host].state is HostState.CONNECTING
+        await source.start()
+        try:
+            await until(lambda: source.latest()[host].state is HostState.UP and bool(told))
+            answer.status = 401  # until both readers have seen it
+            await until(lambda: source.latest()[host].state is HostState.UNREACHABLE)
+            await until(lambda: len(told) == 2)
+            down = source.latest()[host]
+            assert down.error == "HTTP 401: the exporter wants credentials"
+            assert down.stale and down.snapshot is not None and down.snapshot.timestamp == 1.0
+            answer.status = 200
+            await until(lambda: source.latest()[host].state is HostState.UP)
+            await until(lambda: len(told) == 3)
+            answer.timestamp = 2.0
+            await until(lambda: 2.0 in told and _stamp(source.latest()[host]) == 2.0)
+        finally:
+            stop.set()
+            await source.close()
+            await asyncio.wait_for(direct, BOUND)
+            await feed.close()
+        await asyncio.wait_for(collecting, BOUND)  # the stream ends when the source closes
+    states = [(u.state, u.error, _stamp(u)) for u in seen]
+    wanted = [
+        (HostState.UP, None, 1.0),
+        (HostState.UNREACHABLE, "HTTP 401: the exporter wants credentials", 1.0),
+        (HostState.UP, None, 1.0),
+        (HostState.UP, None, 2.0),
+    ]
+    assert states == wanted  # one update per piece of news, none for a repeated poll
+    assert [u.sequence for u in seen] == [1, 2, 3, 4]
+    assert source.latest()[host].state is HostState.CLOSED
+    # The feed read on its own heard the same news the source published.
+    assert told == [1.0, "HTTP 401: the exporter wants credentials", 1.0, 2.0]
+
+
+def _stamp(update: HostUpdate) -> float | None:
+    return update.snapshot.timestamp if update.snapshot is not None else None
+
+
+# ----------------------------------------------------------------- any feed is one host
+
+
+class HandFeed:
+    """A feed the test drives by hand: the wrapper needs only the feed shape. This one never
+    fails to make a snapshot (like the sampler)."""
+
+    name = "by hand"
+    latest: Snapshot | None = None
+    not_ready_reason: str | None = None
+
+    def __init__(self) -> None:
+        self.snapshot_listeners: list[Callable[[Snapshot], object]] = []
+        self.refreshed = 0
+        self.running = False
+
+    def on_snapshot(self, listener: Callable[[Snapshot], object]) -> None:
+        self.snapshot_listeners.append(listener)
+
+    def refresh(self) -> None:
+        self.refreshed += 1
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self.running = True
+        try:
+            await stop.wait()
+        finally:
+            self.running = False
+
+    def make(self, snapshot: Snapshot) -> None:
+        for listener in self.snapshot_listeners:
+            listener(snapshot)
+
+
+class FallibleHandFeed(HandFeed):
+    """A hand-driven feed whose attempts can fail (like an exporter over HTTP)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failure_listeners: list[Callable[[str], object]] = []
+
+    def on_failure(self, listener: Callable[[str], object]) -> None:
+        self.failure_listeners.append(listener)
+
+    def fail(self, reason: str) -> None:
+        for listener in self.failure_listeners:
+            listener(reason)
+
+
+async def test_any_feed_is_one_host_with_its_state_and_reason() -> None:
+    feed = FallibleHandFeed()
+    down = Snapshot(timestamp=3.0)  # no sampler up, no GPU
+
+    def judge(snapshot: Snapshot) -> str | None:
+        return "down by its own account" if snapshot is down else None
+
+    source = FeedSource(feed, "hand", judge=judge)
+    assert source.name == "by hand" and source.hosts() == ("hand",)
+    await source.start()
+    await until(lambda: feed.running)  # the feed's own loop, started by the wrapper
+    await source.refresh()
+    assert feed.refreshed == 1
+    feed.make(Snapshot(timestamp=1.0))
+    feed.fail("cable cut")
+    failed = source.latest()["hand"]
+    assert (failed.state, failed.error, _stamp(failed), failed.stale) == (
+        HostState.UNREACHABLE, "cable cut", 1.0, True,
+    )  # fmt: skip
+    feed.make(down)
+    judged = source.latest()["hand"]
+    assert (judged.state, judged.error, judged.snapshot) == (
+        HostState.UNREACHABLE, "down by its own account", down,
+    )  # fmt: skip
+    feed.make(Snapshot(timestamp=4.0))
+    assert source.latest()["hand"].state is HostState.UP
+    assert source.latest()["hand"].sequence == 4
+    await source.close()
+    assert not feed.running and source.latest()["hand"].state is HostState.CLOSED
+
+
+async def test_a_feed_that_cannot_fail_is_a_host_too() -> None:
+    feed = HandFeed()
+    assert not isinstance(feed, FallibleFeed)
+    source = FeedSource(feed, "steady")
+    feed.make(Snapshot(timestamp=1.0))
+    assert source.latest()["steady"].state is HostState.UP
+    await source.close()
+
+
+# ------------------------------------------------------------- no source has its own loop
+
+
+def _source_classes() -> list[type]:
+    found = []
+    for info in pkgutil.iter_modules(vgpumon.sources.__path__):
+        module = importlib.import_module(f"vgpumon.sources.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ != module.__name__ or getattr(cls, "_is_protocol", False):
+                continue
+            if all(callable(getattr(cls, member, None)) for member in SOURCE_SHAPE):
+                found.append(cls)
+    return found
+
+
+def _starts_tasks(cls: type) -> list[str]:
+    """The methods of ``cls`` itself that start background work (a task or a future)."""
+    tree = ast.parse(Path(inspect.getfile(cls)).read_text())
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
+    return sorted(
+        {
+            f"{cls.__name__}.{method.name}"
+            for method in node.body
+            if isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef)
+            for call in ast.walk(method)
+            if isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute | ast.Name)
+            and (call.func.attr if isinstance(call.func, ast.Attribute) else call.func.id)
+            in ("create_task", "ensure_future", "run_in_executor", "Thread")
+        }
+    )
+
+
+def test_no_source_runs_a_loop_of_its_own() -> None:
+    """A source is the wrapper of a feed, or a fleet of such sources; only those two start
+    background work (the feed's own loop, the fleet's forwarding)."""
+    classes = _source_classes()
+    names = {cls.__name__ for cls in classes}
+    assert {"FeedSource", "FleetSource", "LocalSource", "RemoteSource", "SshSource"} <= names
+    for cls in classes:
+        assert issubclass(cls, FeedSource | FleetSource), f"{cls.__name__} is its own source"
+        if cls not in (FeedSource, FleetSource):
+            assert _starts_tasks(cls) == [], f"{cls.__name__} starts work of its own"
+
+
+def test_the_planted_loop_is_caught() -> None:
+    """The check above fails on a source with a loop of its own (as the remote one had)."""
+
+    class Looping:
+        async def start(self) -> None:
+            self.task = asyncio.create_task(asyncio.sleep(0))
+
+    assert _starts_tasks(Looping) == ["Looping.start"]
+
+
+def test_the_feeds_have_the_feed_shape() -> None:
+    """(The sampler's shape is checked in test_feed_shape.py.)"""
+    feeds: list[type[SnapshotFeed[Snapshot]]] = [RemoteFeed, SshHostFeed]
+    for feed in feeds:
+        for member in FEED_SHAPE:
+            assert hasattr(feed, member), (feed.__name__, member)
+    fallible: list[type[FallibleFeed[Snapshot]]] = [RemoteFeed, SshHostFeed]
+    assert all(callable(getattr(f, "on_failure", None)) for f in fallible)
+
+
+async def test_top_builds_every_host_from_a_feed(tmp_path: Path) -> None:
+    """``top`` on this host, on exporters and on agentless hosts: each host a FeedSource."""
+    from vgpumon.commands import top
+
+    parser = argparse.ArgumentParser()
+    top.add_arguments(parser)
+
+    def leaves(argv: list[str]) -> list[Any]:
+        source = top.source_from_args(parser.parse_args(argv))
+        children = source.sources if isinstance(source, FleetSource) else [source]
+        for child in children:
+            assert isinstance(child, FeedSource), type(child)
+        return [child.feed for child in children if isinstance(child, FeedSource)]
+
+    local = leaves(["--sim", "passthrough-guest"])
+    assert [type(f) for f in local] == [Sampler]
+    local[0].close()
+    assert [type(f) for f in leaves(["--url", "http://gpu1:9400"])] == [RemoteFeed]
+    two = leaves(["--url", "http://gpu1:9400", "--url", "http://gpu2:9400"])
+    assert [type(f) for f in two] == [RemoteFeed, RemoteFeed]
+    ssh = leaves(["--ssh", "root@esxi-1", "--ssh", "esxi-2"])
+    assert [type(f) for f in ssh] == [SshHostFeed, SshHostFeed]
+    assert isinstance(top.source_from_args(parser.parse_args(["--ssh", "esxi-1"])), SshSource)
+    assert LocalSource.__mro__[1] is FeedSource and RemoteSource.__mro__[1] is FeedSource
