@@ -46,6 +46,7 @@ class Answer:
 
     status: int = 200
     timestamp: float = 1.0
+    health: SamplerHealth = field(default_factory=lambda: SamplerHealth(up=True))
     hits: int = 0
     polled: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -57,7 +58,7 @@ async def exporter(answer: Answer) -> AsyncIterator[str]:
         answer.polled.set()
         if answer.status != 200:
             return web.Response(status=answer.status, text="{}", content_type="application/json")
-        body = to_json(Snapshot(timestamp=answer.timestamp, health=SamplerHealth(up=True)))
+        body = to_json(Snapshot(timestamp=answer.timestamp, health=answer.health))
         return web.Response(text=body, content_type="application/json")
 
     app = web.Application()
@@ -394,3 +395,46 @@ async def test_top_builds_every_host_from_a_feed(tmp_path: Path) -> None:
     assert [type(f) for f in ssh] == [SshHostFeed, SshHostFeed]
     assert isinstance(top.source_from_args(parser.parse_args(["--ssh", "esxi-1"])), SshSource)
     assert LocalSource.__mro__[1] is FeedSource and RemoteSource.__mro__[1] is FeedSource
+
+
+# ------------------------------------------------------------------ what a remote snapshot says
+
+
+async def test_a_remote_exporter_that_wedges_reaches_the_screen() -> None:
+    """A wedged exporter keeps serving its last good snapshot (same timestamp) with the health
+    saying wedged: that is news, not a repeat, or ``top --url`` would never show it."""
+    answer = Answer(health=SamplerHealth(up=True, cycles_total=5))
+    async with exporter(answer) as url:
+        source = RemoteSource(
+            RemoteTarget(url), Connection(timeout_seconds=2.0), interval_seconds=0.02
+        )
+        await source.start()
+        try:
+            await until(lambda: source.latest()[source.host].snapshot is not None)
+            answer.health = SamplerHealth(
+                up=False, wedged=True, cycles_total=6, cycles_abandoned_total=1
+            )
+
+            def wedged() -> bool:
+                snap = source.latest()[source.host].snapshot
+                return snap is not None and snap.health.wedged
+
+            await until(wedged)
+        finally:
+            await source.close()
+
+
+async def test_a_remote_exporter_without_nvml_shows_its_host_down_as_a_local_one_does() -> None:
+    answer = Answer(health=SamplerHealth(up=False, down_reason="NVML not initialised: x"))
+    async with exporter(answer) as url:
+        source = RemoteSource(
+            RemoteTarget(url), Connection(timeout_seconds=2.0), interval_seconds=0.02
+        )
+        await source.start()
+        try:
+            await until(lambda: source.latest()[source.host].snapshot is not None)
+            update = source.latest()[source.host]
+            assert update.state is HostState.UNREACHABLE
+            assert update.error == "NVML is not initialised"
+        finally:
+            await source.close()

@@ -33,6 +33,12 @@ log = logging.getLogger(__name__)
 Judge = Callable[[Snapshot], str | None]
 
 
+def nvml_down(snapshot: Snapshot) -> str | None:
+    """A sampler's snapshot whose NVML is not up and that read no GPU shows its host down (this
+    host's sampler and a remote exporter's alike)."""
+    return None if snapshot.health.up or snapshot.gpus else "NVML is not initialised"
+
+
 class FeedSource:
     """The host ``host`` whose snapshots come from ``feed``."""
 

@@ -16,17 +16,11 @@ from collections.abc import Callable, Sequence
 from vgpumon.collect import Sampler
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.enrich.base import Enricher
-from vgpumon.model import Snapshot
 from vgpumon.nvml.session import NvmlSession
 from vgpumon.sources.base import HostUpdate
-from vgpumon.sources.feed_source import FeedSource
+from vgpumon.sources.feed_source import FeedSource, nvml_down
 
 LOCAL_HOST = "local"
-
-
-def nvml_down(snapshot: Snapshot) -> str | None:
-    """A snapshot of a sampler whose NVML is not up and that read no GPU shows the host down."""
-    return None if snapshot.health.up or snapshot.gpus else "NVML is not initialised"
 
 
 class LocalSource(FeedSource):

@@ -39,7 +39,7 @@ from vgpumon.errors import ConfigError, VgpumonError, one_line
 from vgpumon.feed import tell
 from vgpumon.model import SchemaError, Snapshot, from_json
 from vgpumon.sources.base import HostUpdate
-from vgpumon.sources.feed_source import FeedSource
+from vgpumon.sources.feed_source import FeedSource, nvml_down
 
 SNAPSHOT_PATH = "/api/v1/snapshot"
 METRICS_PATH = "/metrics"
@@ -285,7 +285,8 @@ class ExporterClient:
 class RemoteFeed:
     """One exporter's snapshots, polled from ``/api/v1/snapshot``: a :class:`FallibleFeed`.
 
-    A snapshot is news (:meth:`on_snapshot`) when its timestamp differs from the last one's, or
+    A snapshot is news (:meth:`on_snapshot`) when its timestamp or health differs from the last
+    one's (a wedged exporter repeats its last good snapshot, flagged wedged), or
     when it is the first answer after a failure (the host is back, maybe with the same snapshot);
     a failed poll is news (:meth:`on_failure`) when the poll before it succeeded or failed for
     another reason. A poll in flight when ``stop`` is set completes (bounded by the connection's
@@ -355,7 +356,15 @@ class RemoteFeed:
             return None
         self._failures = 0
         self._error = None
-        news = not self._up or self._latest is None or self._latest.timestamp != snapshot.timestamp
+        last = self._latest
+        # A wedged exporter serves its last good snapshot again (same timestamp) with the health
+        # saying so: a changed health is news too, or the wedge would never be shown.
+        news = (
+            not self._up
+            or last is None
+            or last.timestamp != snapshot.timestamp
+            or last.health != snapshot.health
+        )
         self._up = True
         if news:
             self._latest = snapshot
@@ -417,7 +426,7 @@ class RemoteSource(FeedSource):
             rng=rng,
         )
         self.target = target
-        super().__init__(self.remote, target.host)
+        super().__init__(self.remote, target.host, judge=nvml_down)
 
     async def poll_once(self) -> HostUpdate:
         """One request now; publishes if something changed and returns the host's newest state."""
