@@ -71,9 +71,14 @@ def root_logger(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     monkeypatch.setattr(logs, "_configured", False)
+    # An SSH source made by an earlier test quiets asyncssh's logger (a process-wide level).
+    quiet = logging.getLogger("asyncssh")
+    quiet_level = quiet.level
+    quiet.setLevel(logging.NOTSET)
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+    quiet.setLevel(quiet_level)
 
 
 def test_after_start_a_deprecation_is_a_log_record(root_logger: None) -> None:

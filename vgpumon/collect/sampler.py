@@ -128,7 +128,8 @@ class Sampler(GpuDispatch):
         self._wake = threading.Event()
         self._halt = threading.Event()  # the cycle thread ends after its cycle in flight
         self._cycle_lock = threading.Lock()  # one cycle at a time, never queued behind a stuck one
-        self._cycle_thread: threading.Thread | None = None
+        self._cycle_thread: threading.Thread | None = None  # run()'s
+        self._cycle_worker: Worker | None = None  # cycle()'s, made on first use
         self._close_lock = threading.Lock()
         self._closer: threading.Thread | None = None
         for reader in self.readers:
@@ -201,7 +202,11 @@ class Sampler(GpuDispatch):
         The cycle runs in a thread (:meth:`cycle_now`), so the loop waits without being woken
         by its phases; a cycle of :meth:`run` in flight is waited for, never overlapped.
         """
-        snap = await asyncio.to_thread(self.cycle_now)
+        if self._cycle_worker is None:
+            # One thread of its own, not the loop's default executor: that one may start a new
+            # thread when asked again before its last one is idle.
+            self._cycle_worker = Worker("cycle")
+        snap = await asyncio.wrap_future(self._cycle_worker.submit(self.cycle_now))
         self._notify(snap)
         return snap
 
@@ -349,6 +354,8 @@ class Sampler(GpuDispatch):
             if slot.detached is not None:
                 slot.detached.stop()
         self._system.stop()
+        if self._cycle_worker is not None:
+            self._cycle_worker.stop()
         stuck = any(
             s.worker.busy or (s.detached is not None and s.detached.busy)
             for s in self._slots.values()
