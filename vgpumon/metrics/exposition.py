@@ -33,24 +33,33 @@ whole scrape would fail.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import cast
+from itertools import chain, compress, repeat
+from operator import is_not, itemgetter, ne
+from typing import Any, cast
 
-from vgpumon.metrics.gofloat import go_float
+from vgpumon.metrics.gofloat import go_float, go_floats
 from vgpumon.metrics.hosts import Exported
 from vgpumon.metrics.table import (
     COUNTER,
     FAMILIES,
     ExportOptions,
     Family,
+    InfoValues,
+    LabeledValues,
     LabelValues,
+    OneValue,
+    Scope,
+    StateValues,
     walk_cache,
+    walked,
 )
 from vgpumon.model import Snapshot
 
 OPENMETRICS_EOF = b"# EOF\n"
-VALUE_MEMO_SIZE = 4096  # distinct formatted values remembered per render
+CHANGED_FEW = 4  # at most one value in this many changed: those are formatted one by one
 
 
 def _valid_text(value: str) -> str:
@@ -69,6 +78,18 @@ def _label_value(value: str) -> str:
     return _valid_text(value).replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
 
 
+def _clean(values: Iterable[str]) -> bool:
+    """None of ``values`` has anything to escape (plain ASCII without backslash, quote or
+    newline, as most label values are): one look at them all together, not one per value."""
+    joined = "".join(values)
+    return joined.isascii() and "\\" not in joined and '"' not in joined and "\n" not in joined
+
+
+def _escaped(values: Sequence[str]) -> Sequence[str]:
+    """Label values escaped; ``values`` itself where none has anything to escape."""
+    return values if _clean(values) else [_label_value(v) for v in values]
+
+
 def _help_text(text: str) -> str:
     return _valid_text(text).replace("\\", r"\\").replace("\n", r"\n")
 
@@ -77,20 +98,365 @@ def _help_openmetrics(text: str) -> str:
     return _help_text(text).replace('"', r"\"")
 
 
-class LabelSets:
-    """Formatted label sets (``{gpu="0",uuid="GPU-..."} ``) of one tuple of label names.
+def _literal(text: str) -> str:
+    """``text`` inside a %-format, where it must stay as it is."""
+    return text.replace("%", "%%")
 
-    Shared by every family with those names: the vGPU families format each vGPU's label set once,
-    not once per family. Entries the last render did not use are dropped at the next one, so the
-    cache never outgrows a snapshot.
+
+class LabelTemplate:
+    """A label set (``{gpu="%s",uuid="%s"} ``) as a %-format in prometheus-client's label order
+    (sorted by name, whatever order the table gives), some values possibly fixed in advance.
+
+    :meth:`pick` takes the label values (escaped, in the table's order) that fill the ``%s``.
     """
 
-    __slots__ = ("_names", "_order", "current", "previous")
+    __slots__ = ("pick", "text")
+
+    def __init__(self, names: tuple[str, ...], fixed: dict[int, str] | None = None) -> None:
+        fixed = fixed or {}
+        by_name = sorted(range(len(names)), key=lambda i: names[i])
+        inner = ",".join(
+            f'{_literal(names[i])}="{_literal(fixed[i]) if i in fixed else "%s"}"' for i in by_name
+        )
+        self.text = f"{{{inner}}} " if names else " "
+        self.pick = _picker(tuple(i for i in by_name if i not in fixed))
+
+    def format(self, escaped: Sequence[str]) -> str:
+        return self.text % self.pick(escaped)
+
+
+def _picker(order: tuple[int, ...]) -> Callable[[Sequence[str]], tuple[str, ...]]:
+    """A function that takes the items at ``order`` out of a sequence, as a tuple, in C."""
+    if not order:
+        return lambda _: ()
+    if len(order) == 1:
+        return lambda values: (values[order[0]],)
+    return cast(Callable[[Sequence[str]], tuple[str, ...]], itemgetter(*order))
+
+
+class ScopeRows:
+    """One scope of the table in the current render: its items, walked once, and their identity
+    label values, escaped, kept while the scope's entities stay the same.
+
+    ``generation`` changes whenever the entities (their identity labels, in walk order) differ
+    from the previous render's: what a plan formatted per entity stays valid while it does not.
+    Nothing here outlives one snapshot's entities: the items are dropped at the end of a render,
+    the labels replaced as soon as the entities change.
+    """
+
+    __slots__ = ("_escaped", "_label_sets", "generation", "items", "keys", "scope", "template")
+
+    def __init__(self, scope: Scope[Any]) -> None:
+        self.scope = scope
+        self.template = LabelTemplate(scope.labels)
+        self.keys: list[LabelValues] = []
+        self.items: list[Any] | None = None  # None: not walked in this render
+        self.generation = 0
+        self._escaped: list[Sequence[str]] | None = None
+        self._label_sets: list[str] | None = None
+
+    def walk(self, snapshot: Snapshot, options: ExportOptions) -> list[Any]:
+        """The scope's items in this render (walked at the first family that asks)."""
+        if self.items is None:
+            walk = list(walked(self.scope, snapshot, options))  # an iterator outside a render
+            keys = [ids for ids, _ in walk]
+            self.items = [item for _, item in walk]
+            if keys != self.keys:
+                self.keys = keys
+                self.generation += 1
+                self._escaped = self._label_sets = None
+        return self.items
+
+    def escaped(self) -> list[Sequence[str]]:
+        """Each entity's identity label values, escaped (made once per generation)."""
+        if self._escaped is None:
+            keys = self.keys
+            clean = _clean(chain.from_iterable(keys))
+            self._escaped = list(keys) if clean else [_escaped(ids) for ids in keys]
+        return self._escaped
+
+    def label_sets(self) -> list[str]:
+        """Each entity's label set of the identity labels alone, shared by the scope's families."""
+        if self._label_sets is None:
+            template = self.template
+            self._label_sets = [template.format(e) for e in self.escaped()]
+        return self._label_sets
+
+
+class RenderPass:
+    """What one render's families share: the snapshot and the options."""
+
+    __slots__ = ("options", "snapshot")
+
+    def __init__(self, snapshot: Exported, options: ExportOptions) -> None:
+        self.snapshot = snapshot
+        self.options = options
+
+
+class Plan:
+    """One family's fixed parts (headers); subclasses say how its sample lines are made."""
+
+    __slots__ = ("family", "openmetrics_header", "text_header")
+
+    def __init__(self, family: Family) -> None:
+        self.family = family
+        text_name = family.name if family.type == COUNTER else family.base_name
+        self.text_header = (
+            f"# HELP {text_name} {_help_text(family.help)}\n# TYPE {text_name} {family.type}\n"
+        ).encode()
+        base = family.base_name
+        om = f"# HELP {base} {_help_openmetrics(family.help)}\n# TYPE {base} {family.type}\n"
+        if family.unit:
+            om += f"# UNIT {base} {family.unit}\n"
+        self.openmetrics_header = om.encode()
+
+    def lines(self, render: RenderPass) -> bytes:
+        """This family's sample lines, UTF-8 (empty when it has none)."""
+        raise NotImplementedError
+
+    def end_render(self) -> None:
+        """The render is over (or abandoned)."""
+
+
+class ScopePlan(Plan):
+    """A family whose rows the table describes (``Family.rows``): what it formats per entity of
+    its scope is kept while the scope's entities stay the same (one generation of
+    :class:`ScopeRows`), and forgotten when they change."""
+
+    __slots__ = ("_generation", "_lines", "rows")
+
+    def __init__(self, family: Family, rows: ScopeRows) -> None:
+        super().__init__(family)
+        self.rows = rows
+        self._generation = -1
+        self._lines = b""  # the last render's lines, reused when nothing in them changed
+
+    def items(self, render: RenderPass) -> list[Any]:
+        """The scope's items; on a new generation, what was kept per entity is dropped."""
+        items = self.rows.walk(cast(Snapshot, render.snapshot), render.options)
+        if self._generation != self.rows.generation:
+            self._generation = self.rows.generation
+            self.forget(len(items))
+        return items
+
+    def forget(self, entities: int) -> None:
+        """Drop what was kept of the previous entities; make room for ``entities`` new ones."""
+        self._lines = b""
+
+    def end_render(self) -> None:
+        if self._generation != self.rows.generation:  # the entities changed without this family
+            self._generation = -1
+            self.forget(0)
+
+
+class ValuePlan(ScopePlan):
+    """A family of one sample per entity (gauges, counters): its lines are the family's name,
+    the scope's label sets (made once per generation, shared by the scope's families) and the
+    values. A render formats only the values that changed since the last render (compared bit
+    for bit: -0.0 is not 0.0); when none did, the family's lines are the last render's.
+    """
+
+    __slots__ = ("_bits", "_present", "_texts", "value")
+
+    def __init__(self, family: Family, rows: ScopeRows, source: OneValue[Any]) -> None:
+        super().__init__(family, rows)
+        self.value = source.value
+        self._present = b""  # which entities had a value in the last render (b"": all)
+        self._bits = b""  # their values as doubles
+        self._texts: list[str] = []  # and as written
+
+    def forget(self, entities: int) -> None:
+        super().forget(entities)
+        self._present, self._bits, self._texts = b"", b"", []
+
+    def lines(self, render: RenderPass) -> bytes:
+        got = list(map(self.value, self.items(render)))
+        absent = got.count(None)
+        if absent == len(got):
+            self.forget(0)
+            return b""
+        label_sets = self.rows.label_sets()
+        present = b""
+        if absent:  # only the entities with a value have a line
+            mask = list(map(is_not, got, repeat(None)))
+            label_sets = list(compress(label_sets, mask))
+            got = list(compress(got, mask))
+            present = array("b", mask).tobytes()
+        bits = array("d", got).tobytes()
+        if present == self._present and bits == self._bits:
+            return self._lines
+        texts: list[str] | None = None
+        if present == self._present and len(bits) == len(self._bits):
+            # The same entities: where few values changed, format only those (one by one);
+            # where many did, all of them at once is cheaper.
+            old, new = array("q", self._bits), array("q", bits)
+            if sum(map(ne, new, old)) * CHANGED_FEW <= len(got):
+                texts = self._texts.copy()
+                for i in compress(range(len(got)), map(ne, new, old)):
+                    texts[i] = go_float(got[i])
+        if texts is None:
+            texts = go_floats(got)
+        n = len(got)
+        parts = [self.family.name] * (4 * n)  # name, label set, value, newline: by slicing
+        parts[1::4] = label_sets
+        parts[2::4] = texts
+        parts[3::4] = ["\n"] * n
+        self._lines = "".join(parts).encode()
+        self._present, self._bits, self._texts = present, bits, texts
+        return self._lines
+
+
+class BlockPlan(ScopePlan):
+    """A family whose lines per entity rarely change (state sets, info families): each entity's
+    lines are kept with what they were made from (``key``) and made again only when that
+    changes; when no entity's did, the family's lines are the last render's."""
+
+    __slots__ = ("_blocks",)
+
+    def __init__(self, family: Family, rows: ScopeRows) -> None:
+        super().__init__(family, rows)
+        self._blocks: list[tuple[Any, str] | None] = []
+
+    def forget(self, entities: int) -> None:
+        super().forget(entities)
+        self._blocks = [None] * entities
+
+    def key(self, item: Any) -> Any:
+        """What the entity's lines are made from (None: it has none)."""
+        raise NotImplementedError
+
+    def block(self, escaped: Sequence[str], key: Any) -> str:
+        """The entity's lines, made from its escaped identity label values and its ``key``."""
+        raise NotImplementedError
+
+    def lines(self, render: RenderPass) -> bytes:
+        keys = list(map(self.key, self.items(render)))
+        blocks = self._blocks
+        changed = False
+        for i, key in enumerate(keys):
+            kept = blocks[i]
+            if kept is None:
+                if key is None:
+                    continue
+            elif kept[0] == key:
+                continue
+            changed = True
+            blocks[i] = None if key is None else (key, self.block(self.rows.escaped()[i], key))
+        if changed:
+            self._lines = "".join([b[1] for b in blocks if b is not None]).encode()
+        return self._lines
+
+
+class StatePlan(BlockPlan):
+    """A state set: an entity's lines depend only on its current state. A template of all its
+    lines per state, the state labels and values already in place, leaves only the identity
+    labels to fill in."""
+
+    __slots__ = ("_templates", "_unknown", "current", "states")
+
+    def __init__(self, family: Family, rows: ScopeRows, source: StateValues[Any]) -> None:
+        super().__init__(family, rows)
+        self.current = source.current
+        self.states = source.states
+        self._templates = {now: self._template(now) for now in self.states}
+        self._unknown = self._template(None)  # a state outside the list: every state 0
+
+    def _template(self, now: str | None) -> str:
+        at = len(self.rows.scope.labels)  # the state label comes after the identity labels
+        name = _literal(self.family.name)
+        labels = self.family.labels
+        return "".join(
+            f"{name}{LabelTemplate(labels, {at: _label_value(st)}).text}"
+            f"{'1.0' if st == now else '0.0'}\n"
+            for st in self.states
+        )
+
+    def key(self, item: Any) -> Any:
+        return self.current(item)
+
+    def block(self, escaped: Sequence[str], key: Any) -> str:
+        ids = self.rows.template.pick(escaped)
+        return self._templates.get(key, self._unknown) % (ids * len(self.states))
+
+
+class InfoPlan(BlockPlan):
+    """An info family: one line of value 1 per entity, made again only when its labels change."""
+
+    __slots__ = ("template", "values")
+
+    def __init__(self, family: Family, rows: ScopeRows, source: InfoValues[Any]) -> None:
+        super().__init__(family, rows)
+        self.values = source.values
+        self.template = LabelTemplate(family.labels)
+
+    def key(self, item: Any) -> Any:
+        # The raw values (str, int or None, never bool): equal ones print the same.
+        return self.values(item)
+
+    def block(self, escaped: Sequence[str], key: Any) -> str:
+        values = ["" if v is None else str(v) for v in key] if None in key else [*map(str, key)]
+        labels = (*escaped, *_escaped(values))
+        return f"{self.family.name}{self.template.format(labels)}1.0\n"
+
+
+class LabeledPlan(ScopePlan):
+    """A family of several samples per entity told apart by extra labels (sensor, clock, ...):
+    each entity's lines up to their values are kept while its extra label values stay the same.
+    """
+
+    __slots__ = ("_prefixes", "template", "values")
+
+    def __init__(self, family: Family, rows: ScopeRows, source: LabeledValues[Any]) -> None:
+        super().__init__(family, rows)
+        self.values = source.values
+        self.template = LabelTemplate(family.labels)
+        self._prefixes: list[tuple[list[Sequence[str]], list[str]] | None] = []
+
+    def forget(self, entities: int) -> None:
+        super().forget(entities)
+        self._prefixes = [None] * entities
+
+    def lines(self, render: RenderPass) -> bytes:
+        items = self.items(render)  # first: a new generation replaces the kept prefixes
+        kept_prefixes = self._prefixes
+        prefixes: list[str] = []
+        values: list[Any] = []
+        for i, item in enumerate(items):
+            got = [(labels, value) for labels, value in self.values(item) if value is not None]
+            if not got:
+                continue
+            labels = [labels for labels, _ in got]
+            kept = kept_prefixes[i]
+            if kept is None or kept[0] != labels:
+                kept = kept_prefixes[i] = (labels, self._prefixes_of(i, labels))
+            prefixes += kept[1]
+            values += [value for _, value in got]
+        if not values:
+            return b""
+        parts = [""] * (3 * len(values))
+        parts[::3] = prefixes
+        parts[1::3] = go_floats(values)
+        parts[2::3] = ["\n"] * len(values)
+        return "".join(parts).encode()
+
+    def _prefixes_of(self, entity: int, extra: list[Sequence[str]]) -> list[str]:
+        name, template, escaped = self.family.name, self.template, self.rows.escaped()[entity]
+        return [name + template.format((*escaped, *_escaped(labels))) for labels in extra]
+
+
+class LabelSets:
+    """Formatted label sets (``{gpu="0",uuid="GPU-..."} ``) of one tuple of label names, for
+    families that only say their samples through ``Family.samples`` (configured extra fields,
+    the agentless hosts' families).
+
+    Shared by every such family with those names. Entries the last render did not use are
+    dropped at the next one, so the cache never outgrows a snapshot.
+    """
+
+    __slots__ = ("current", "previous", "template")
 
     def __init__(self, names: tuple[str, ...]) -> None:
-        self._names = names
-        # prometheus-client writes labels sorted by name, whatever order the table gives.
-        self._order = tuple(sorted(range(len(names)), key=lambda i: names[i]))
+        self.template = LabelTemplate(names)
         self.current: dict[LabelValues, str] = {}
         self.previous: dict[LabelValues, str] = {}
 
@@ -103,63 +469,66 @@ class LabelSets:
         self.previous = {}
 
     def format(self, labels: LabelValues) -> str:
-        if not labels:
-            return " "
-        names = self._names
-        inner = ",".join(f'{names[i]}="{_label_value(labels[i])}"' for i in self._order)
-        return f"{{{inner}}} "
+        return self.template.format(_escaped(labels))
 
 
-class FamilyPlan:
-    """One family's fixed parts (headers) and the shared cache of its label sets."""
+class SamplesPlan(Plan):
+    """A family known only by its ``samples`` function: label sets cached by label values."""
 
-    __slots__ = ("family", "label_sets", "openmetrics_header", "text_header")
+    __slots__ = ("label_sets",)
 
-    def __init__(self, family: Family, label_sets: LabelSets | None = None) -> None:
-        self.family = family
-        self.label_sets = label_sets if label_sets is not None else LabelSets(family.labels)
-        text_name = family.name if family.type == COUNTER else family.base_name
-        self.text_header = (
-            f"# HELP {text_name} {_help_text(family.help)}\n# TYPE {text_name} {family.type}\n"
-        ).encode()
-        base = family.base_name
-        om = f"# HELP {base} {_help_openmetrics(family.help)}\n# TYPE {base} {family.type}\n"
-        if family.unit:
-            om += f"# UNIT {base} {family.unit}\n"
-        self.openmetrics_header = om.encode()
+    def __init__(self, family: Family, label_sets: LabelSets) -> None:
+        super().__init__(family)
+        self.label_sets = label_sets
 
-    def lines(self, snapshot: Exported, options: ExportOptions, values: dict[float, str]) -> bytes:
-        """This family's sample lines for ``snapshot``, UTF-8 (empty when it has none).
-
-        ``values`` memoises formatted values across families (0 and 1 dominate: state sets,
-        flags, info families).
-        """
+    def lines(self, render: RenderPass) -> bytes:
         sets = self.label_sets
         current, previous = sets.current, sets.previous
         name = self.family.name
-        out: list[str] = []
+        prefixes: list[str] = []
+        values: list[float] = []
         # A family's samples read the snapshot it was made for: the table's a Snapshot, the
         # agentless hosts' (vgpumon.metrics.hosts) a HostsView; the renderer is built for one.
-        for labels, value in self.family.samples(cast(Snapshot, snapshot), options):
+        for labels, value in self.family.samples(cast(Snapshot, render.snapshot), render.options):
             label_set = current.get(labels)
             if label_set is None:
                 label_set = previous.get(labels)
                 if label_set is None:
                     label_set = sets.format(labels)
                 current[labels] = label_set
-            formatted = values.get(value)
-            if formatted is None or value == 0.0:  # 0.0 == -0.0, but they print differently
-                formatted = go_float(value)
-                if len(values) < VALUE_MEMO_SIZE:
-                    values[value] = formatted
-            out += (name, label_set, formatted, "\n")  # no string per line: one join below
-        return "".join(out).encode()
+            prefixes.append(label_set)
+            values.append(value)
+        if not values:
+            return b""
+        parts = [name] * (4 * len(values))
+        parts[1::4] = prefixes
+        parts[2::4] = go_floats(values)
+        parts[3::4] = ["\n"] * len(values)
+        return "".join(parts).encode()
 
 
-def plans_of(families: tuple[Family, ...]) -> tuple[FamilyPlan, ...]:
-    """A plan per family, families with the same label names sharing one :class:`LabelSets`."""
-    shared: dict[tuple[str, ...], LabelSets] = {}
-    return tuple(FamilyPlan(f, shared.setdefault(f.labels, LabelSets(f.labels))) for f in families)
+def plans_of(families: tuple[Family, ...]) -> tuple[Plan, ...]:
+    """A plan per family: those of one scope share its walk and escaped labels, those known
+    only by their samples share one :class:`LabelSets` per tuple of label names."""
+    scopes: dict[int, ScopeRows] = {}
+    label_sets: dict[tuple[str, ...], LabelSets] = {}
+    plans: list[Plan] = []
+    for family in families:
+        source = family.rows
+        if source is None:
+            shared = label_sets.setdefault(family.labels, LabelSets(family.labels))
+            plans.append(SamplesPlan(family, shared))
+            continue
+        rows = scopes.setdefault(id(source.scope), ScopeRows(source.scope))
+        if isinstance(source, OneValue):
+            plans.append(ValuePlan(family, rows, source))
+        elif isinstance(source, StateValues):
+            plans.append(StatePlan(family, rows, source))
+        elif isinstance(source, InfoValues):
+            plans.append(InfoPlan(family, rows, source))
+        else:
+            plans.append(LabeledPlan(family, rows, source))
+    return tuple(plans)
 
 
 Body = tuple[bytes, ...]  # a body as the byte strings to send one after the other
@@ -201,6 +570,10 @@ class Renderer:
         # The table's families, then those the options bring (configured NVML fields).
         self.families = families + self.options.families if self.options.families else families
         self.plans = plans_of(self.families)
+        scoped = [p for p in self.plans if isinstance(p, ScopePlan)]
+        self._scopes = tuple({id(p.rows): p.rows for p in scoped}.values())
+        known_by_samples = [p for p in self.plans if isinstance(p, SamplesPlan)]
+        self._label_sets = tuple({id(p.label_sets): p.label_sets for p in known_by_samples}.values())
 
     def steps(
         self, snapshot: Exported, slice_seconds: float, tail: tuple[str, str] = ("", "")
@@ -214,23 +587,27 @@ class Renderer:
         # differ, and those are the plans' own, made once.
         text: list[bytes] = []
         om: list[bytes] = []
-        values: dict[float, str] = {}
+        render = RenderPass(snapshot, self.options)
         started = time.perf_counter()
-        plans = self.plans
-        shared = {id(p.label_sets): p.label_sets for p in plans}.values()
-        for label_sets in shared:
+        for label_sets in self._label_sets:
             label_sets.new_render()
-        with walk_cache():  # each scope walked once, not once per family
-            for plan in plans:
-                lines = plan.lines(snapshot, self.options, values)
-                if lines:
-                    text += (plan.text_header, lines)
-                    om += (plan.openmetrics_header, lines)
-                if time.perf_counter() - started >= slice_seconds:
-                    yield None
-                    started = time.perf_counter()
-        for label_sets in shared:
-            label_sets.end_render()
+        try:
+            with walk_cache():  # each scope walked once, not once per family
+                for plan in self.plans:
+                    lines = plan.lines(render)
+                    if lines:
+                        text += (plan.text_header, lines)
+                        om += (plan.openmetrics_header, lines)
+                    if time.perf_counter() - started >= slice_seconds:
+                        yield None
+                        started = time.perf_counter()
+        finally:  # also when the render is abandoned: nothing of this snapshot is kept
+            for rows in self._scopes:
+                rows.items = None
+            for plan in self.plans:
+                plan.end_render()
+            for label_sets in self._label_sets:
+                label_sets.end_render()
         text.append(tail[0].encode())
         om += (tail[1].encode(), OPENMETRICS_EOF)
         yield Exposition(tuple(text), tuple(om))
