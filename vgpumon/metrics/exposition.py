@@ -249,25 +249,59 @@ class ScopePlan(Plan):
             self.forget(0)
 
 
+class ValueTexts:
+    """A family's values in the last render, as doubles (compared bit for bit: -0.0 is not 0.0)
+    and as written, so that a render formats only the values that changed."""
+
+    __slots__ = ("_bits", "_texts")
+
+    def __init__(self) -> None:
+        self._bits = b""
+        self._texts: list[str] = []
+
+    def forget(self) -> None:
+        self._bits, self._texts = b"", []
+
+    def update(self, values: list[Any], same_lines: bool) -> list[str] | None:
+        """``values`` as written; None when they are the last render's, in the same lines
+        (``same_lines``: the i-th value belongs to the same line as the last render's i-th)."""
+        bits = array("d", values).tobytes()
+        if same_lines and bits == self._bits:
+            return None
+        texts: list[str] | None = None
+        if same_lines and len(bits) == len(self._bits):
+            # Where few values changed, format only those (one by one); where many did, all of
+            # them at once is cheaper.
+            old, new = array("q", self._bits), array("q", bits)
+            if sum(map(ne, new, old)) * CHANGED_FEW <= len(values):
+                texts = self._texts.copy()
+                for i in compress(range(len(values)), map(ne, new, old)):
+                    texts[i] = go_float(values[i])
+        if texts is None:
+            texts = go_floats(values)
+        self._bits, self._texts = bits, texts
+        return texts
+
+
 class ValuePlan(ScopePlan):
     """A family of one sample per entity (gauges, counters): its lines are the family's name,
     the scope's label sets (made once per generation, shared by the scope's families) and the
-    values. A render formats only the values that changed since the last render (compared bit
-    for bit: -0.0 is not 0.0); when none did, the family's lines are the last render's.
+    values, of which a render formats only those that changed; when none did, the family's
+    lines are the last render's.
     """
 
-    __slots__ = ("_bits", "_present", "_texts", "value")
+    __slots__ = ("_present", "_values", "value")
 
     def __init__(self, family: Family, rows: ScopeRows, source: OneValue[Any]) -> None:
         super().__init__(family, rows)
         self.value = source.value
         self._present = b""  # which entities had a value in the last render (b"": all)
-        self._bits = b""  # their values as doubles
-        self._texts: list[str] = []  # and as written
+        self._values = ValueTexts()
 
     def forget(self, entities: int) -> None:
         super().forget(entities)
-        self._present, self._bits, self._texts = b"", b"", []
+        self._present = b""
+        self._values.forget()
 
     def lines(self, render: RenderPass) -> bytes:
         got = list(map(self.value, self.items(render)))
@@ -282,27 +316,15 @@ class ValuePlan(ScopePlan):
             label_sets = list(compress(label_sets, mask))
             got = list(compress(got, mask))
             present = array("b", mask).tobytes()
-        bits = array("d", got).tobytes()
-        if present == self._present and bits == self._bits:
-            return self._lines
-        texts: list[str] | None = None
-        if present == self._present and len(bits) == len(self._bits):
-            # The same entities: where few values changed, format only those (one by one);
-            # where many did, all of them at once is cheaper.
-            old, new = array("q", self._bits), array("q", bits)
-            if sum(map(ne, new, old)) * CHANGED_FEW <= len(got):
-                texts = self._texts.copy()
-                for i in compress(range(len(got)), map(ne, new, old)):
-                    texts[i] = go_float(got[i])
+        texts = self._values.update(got, present == self._present)
         if texts is None:
-            texts = go_floats(got)
+            return self._lines
         n = len(got)
         parts = [self.family.name] * (4 * n)  # name, label set, value, newline: by slicing
         parts[1::4] = label_sets
         parts[2::4] = texts
         parts[3::4] = ["\n"] * n
-        self._lines = "".join(parts).encode()
-        self._present, self._bits, self._texts = present, bits, texts
+        self._lines, self._present = "".join(parts).encode(), present
         return self._lines
 
 
@@ -401,20 +423,25 @@ class InfoPlan(BlockPlan):
 
 class LabeledPlan(ScopePlan):
     """A family of several samples per entity told apart by extra labels (sensor, clock, ...):
-    each entity's lines up to their values are kept while its extra label values stay the same.
+    each entity's lines up to their values are kept while its extra label values stay the same,
+    and a render formats only the values that changed.
     """
 
-    __slots__ = ("_prefixes", "template", "values")
+    __slots__ = ("_line_prefixes", "_prefixes", "_values", "template", "values")
 
     def __init__(self, family: Family, rows: ScopeRows, source: LabeledValues[Any]) -> None:
         super().__init__(family, rows)
         self.values = source.values
         self.template = LabelTemplate(family.labels)
-        self._prefixes: list[tuple[list[Sequence[str]], list[str]] | None] = []
+        self._prefixes: list[tuple[list[Sequence[str]], list[str]] | None] = []  # per entity
+        self._line_prefixes: list[str] = []  # of the last render's lines
+        self._values = ValueTexts()
 
     def forget(self, entities: int) -> None:
         super().forget(entities)
         self._prefixes = [None] * entities
+        self._line_prefixes = []
+        self._values.forget()
 
     def lines(self, render: RenderPass) -> bytes:
         items = self.items(render)  # first: a new generation replaces the kept prefixes
@@ -432,12 +459,18 @@ class LabeledPlan(ScopePlan):
             prefixes += kept[1]
             values += [value for _, value in got]
         if not values:
+            self._lines, self._line_prefixes = b"", []
+            self._values.forget()
             return b""
-        parts = [""] * (3 * len(values))
+        texts = self._values.update(values, prefixes == self._line_prefixes)
+        if texts is None:
+            return self._lines
+        parts = [""] * (3 * len(values))  # prefix, value, newline: by slicing
         parts[::3] = prefixes
-        parts[1::3] = go_floats(values)
+        parts[1::3] = texts
         parts[2::3] = ["\n"] * len(values)
-        return "".join(parts).encode()
+        self._lines, self._line_prefixes = "".join(parts).encode(), prefixes
+        return self._lines
 
     def _prefixes_of(self, entity: int, extra: list[Sequence[str]]) -> list[str]:
         name, template, escaped = self.family.name, self.template, self.rows.escaped()[entity]
