@@ -31,7 +31,7 @@ from vgpumon.metrics import exposition, gofloat
 from vgpumon.metrics.exposition import Exposition, Renderer, ScopePlan, render
 from vgpumon.metrics.gofloat import go_float
 from vgpumon.metrics.table import FAMILIES, VGPU, ExportOptions
-from vgpumon.model import Snapshot
+from vgpumon.model import Snapshot, Temperatures
 from vgpumon.nvml.loader import open_session
 
 SCENARIOS = tuple(sorted(sim.builtin_scenarios()))
@@ -138,14 +138,22 @@ def snapshots_in_turn(base: Snapshot) -> list[Snapshot]:
     steps.append(with_gpu(steps[-1], 0, power_watts=-0.0))
     steps.append(with_gpu(steps[-1], 0, power_watts=0.0))  # equal to -0.0, written otherwise
     steps.append(with_gpu(steps[-1], 0, power_watts=None))  # absent now
+    steps.append(with_gpu(with_gpu(steps[-1], 1, power_watts=7.0), 2, power_watts=None))
+    steps.append(with_gpu(with_gpu(steps[-1], 1, power_watts=None), 2, power_watts=7.0))
+    # As many samples with the same values as before, in other lines (labelled families):
+    steps.append(with_gpu(steps[-1], 0, temperatures=Temperatures(50.0, None)))
+    steps.append(with_gpu(steps[-1], 0, temperatures=Temperatures(None, 50.0)))
     many = steps[-1]
     for i, g in enumerate(many.gpus):
         many = with_gpu(many, i, power_watts=100.5 + i, energy_joules=2.5e9 + i)
     steps.append(many)
     steps.append(with_vgpu(steps[-1], 0, 0, license=dataclasses.replace(vgpu.license, state="x")))
     steps.append(with_vgpu(steps[-1], 0, 0, vm_id='vm "quoted"\nand \\ more'))  # info labels
+    steps.append(with_gpu(steps[-1], 0, xid_errors={**gpu.xid_errors, 999: 2}))  # a new label
+    steps.append(with_vgpu(steps[-1], 0, 1, vgpu_id=4242))  # another vGPU, as many as before
     steps.append(with_gpu(steps[-1], 0, vgpu_instances=gpu.vgpu_instances[1:]))  # one gone
     steps.append(with_gpu(steps[-1], 0, name="new\nname", power_watts=float("inf")))
+    steps.append(with_gpu(steps[-1], 1, uuid='GPU-"odd\\uuid\n'))  # in every scope's labels
     steps.append(with_gpu(steps[-1], 0, power_watts=float("nan")))
     steps.append(with_gpu(steps[-1], 0, power_watts=float("-inf")))
     steps.append(base)  # everything back
