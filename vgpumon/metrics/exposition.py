@@ -140,11 +140,22 @@ class ScopeRows:
 
     ``generation`` changes whenever the entities (their identity labels, in walk order) differ
     from the previous render's: what a plan formatted per entity stays valid while it does not.
+    ``moved`` then says where each entity was in the previous generation (-1: it is new), so
+    that what was made for the entities that stayed is carried over, not made again.
     Nothing here outlives one snapshot's entities: the items are dropped at the end of a render,
-    the labels replaced as soon as the entities change.
+    what was kept of entities that left is dropped as soon as they leave.
     """
 
-    __slots__ = ("_escaped", "_label_sets", "generation", "items", "keys", "scope", "template")
+    __slots__ = (
+        "_escaped",
+        "_label_sets",
+        "generation",
+        "items",
+        "keys",
+        "moved",
+        "scope",
+        "template",
+    )
 
     def __init__(self, scope: Scope[Any]) -> None:
         self.scope = scope
@@ -152,6 +163,7 @@ class ScopeRows:
         self.keys: list[LabelValues] = []
         self.items: list[Any] | None = None  # None: not walked in this render
         self.generation = 0
+        self.moved: list[int] = []
         self._escaped: list[Sequence[str]] | None = None
         self._label_sets: list[str] | None = None
 
@@ -162,10 +174,27 @@ class ScopeRows:
             keys = [ids for ids, _ in walk]
             self.items = [item for _, item in walk]
             if keys != self.keys:
+                where = {ids: i for i, ids in enumerate(self.keys)}
+                self.moved = [where.get(ids, -1) for ids in keys]
                 self.keys = keys
                 self.generation += 1
-                self._escaped = self._label_sets = None
+                self._carry()
         return self.items
+
+    def _carry(self) -> None:
+        """The escaped labels and label sets of the entities that stayed, in their new places."""
+        moved, escaped, label_sets = self.moved, self._escaped, self._label_sets
+        self._escaped = self._label_sets = None
+        if escaped is not None:
+            self._escaped = [
+                escaped[j] if j >= 0 else _escaped(ids) for j, ids in zip(moved, self.keys)
+            ]
+        if label_sets is not None:
+            made = self.escaped()
+            self._label_sets = [
+                label_sets[j] if j >= 0 else self.template.format(made[i])
+                for i, j in enumerate(moved)
+            ]
 
     def escaped(self) -> list[Sequence[str]]:
         """Each entity's identity label values, escaped (made once per generation)."""
@@ -232,16 +261,25 @@ class ScopePlan(Plan):
         self._lines = b""  # the last render's lines, reused when nothing in them changed
 
     def items(self, render: RenderPass) -> list[Any]:
-        """The scope's items; on a new generation, what was kept per entity is dropped."""
-        items = self.rows.walk(cast(Snapshot, render.snapshot), render.options)
-        if self._generation != self.rows.generation:
-            self._generation = self.rows.generation
-            self.forget(len(items))
+        """The scope's items; on a new generation, what was kept per entity is carried over to
+        the entities that stayed (or, where this family missed a generation, dropped)."""
+        rows = self.rows
+        items = rows.walk(cast(Snapshot, render.snapshot), render.options)
+        if self._generation != rows.generation:
+            if self._generation == rows.generation - 1:
+                self.carry(rows.moved)
+            else:
+                self.forget(len(items))
+            self._generation = rows.generation
         return items
 
     def forget(self, entities: int) -> None:
         """Drop what was kept of the previous entities; make room for ``entities`` new ones."""
         self._lines = b""
+
+    def carry(self, moved: list[int]) -> None:
+        """Keep what was kept of the entities that stayed (``ScopeRows.moved``)."""
+        self.forget(len(moved))
 
     def end_render(self) -> None:
         if self._generation != self.rows.generation:  # the entities changed without this family
@@ -330,18 +368,28 @@ class ValuePlan(ScopePlan):
 
 class BlockPlan(ScopePlan):
     """A family whose lines per entity rarely change (state sets, info families): each entity's
-    lines are kept with what they were made from (``key``) and made again only when that
+    lines are kept with what they were made from (its ``key``) and made again only when that
     changes; when no entity's did, the family's lines are the last render's."""
 
-    __slots__ = ("_blocks",)
+    __slots__ = ("_blocks", "_keys", "_whole")
 
     def __init__(self, family: Family, rows: ScopeRows) -> None:
         super().__init__(family, rows)
-        self._blocks: list[tuple[Any, str] | None] = []
+        self._keys: list[Any] = []  # per entity, what its lines were made from (None: none)
+        self._blocks: list[str | None] = []  # and those lines
+        self._whole = True  # the family's lines are the blocks of these keys, in this order
 
     def forget(self, entities: int) -> None:
         super().forget(entities)
+        self._keys = [None] * entities
         self._blocks = [None] * entities
+        self._whole = True
+
+    def carry(self, moved: list[int]) -> None:
+        keys, blocks = self._keys, self._blocks
+        self._keys = [keys[j] if j >= 0 else None for j in moved]
+        self._blocks = [blocks[j] if j >= 0 else None for j in moved]
+        self._whole = False  # entities left or moved: the lines are made again from the blocks
 
     def key(self, item: Any) -> Any:
         """What the entity's lines are made from (None: it has none)."""
@@ -353,19 +401,15 @@ class BlockPlan(ScopePlan):
 
     def lines(self, render: RenderPass) -> bytes:
         keys = list(map(self.key, self.items(render)))
+        if keys == self._keys and self._whole:  # compared in C, entity by entity
+            return self._lines
         blocks = self._blocks
-        changed = False
-        for i, key in enumerate(keys):
-            kept = blocks[i]
-            if kept is None:
-                if key is None:
-                    continue
-            elif kept[0] == key:
-                continue
-            changed = True
-            blocks[i] = None if key is None else (key, self.block(self.rows.escaped()[i], key))
-        if changed:
-            self._lines = "".join([b[1] for b in blocks if b is not None]).encode()
+        escaped = self.rows.escaped()
+        for i in compress(range(len(keys)), map(ne, keys, self._keys)):
+            key = keys[i]
+            blocks[i] = None if key is None else self.block(escaped[i], key)
+        self._keys, self._whole = keys, True
+        self._lines = "".join(filter(None, blocks)).encode()
         return self._lines
 
 
@@ -442,6 +486,12 @@ class LabeledPlan(ScopePlan):
         self._prefixes = [None] * entities
         self._line_prefixes = []
         self._values.forget()
+
+    def carry(self, moved: list[int]) -> None:
+        # The lines and values stay too: they are reused only where the new lines' prefixes
+        # and values are all the same as theirs.
+        prefixes = self._prefixes
+        self._prefixes = [prefixes[j] if j >= 0 else None for j in moved]
 
     def lines(self, render: RenderPass) -> bytes:
         items = self.items(render)  # first: a new generation replaces the kept prefixes
