@@ -152,8 +152,11 @@ def snapshots_in_turn(base: Snapshot) -> list[Snapshot]:
     steps.append(with_gpu(steps[-1], 0, xid_errors={**gpu.xid_errors, 999: 2}))  # a new label
     steps.append(with_vgpu(steps[-1], 0, 1, vgpu_id=4242))  # another vGPU, as many as before
     steps.append(with_gpu(steps[-1], 0, vgpu_instances=gpu.vgpu_instances[1:]))  # one gone
+    steps.append(with_vgpu(steps[-1], 0, 1, vm_id="moved, then changed"))
+    steps.append(with_gpu(steps[-1], 2, vgpu_instances=base.gpus[2].vgpu_instances[:-1]))
     steps.append(with_gpu(steps[-1], 0, name="new\nname", power_watts=float("inf")))
     steps.append(with_gpu(steps[-1], 1, uuid='GPU-"odd\\uuid\n'))  # in every scope's labels
+    steps.append(with_gpu(steps[-1], 2, name="renamed after the others moved"))
     steps.append(with_gpu(steps[-1], 0, power_watts=float("nan")))
     steps.append(with_gpu(steps[-1], 0, power_watts=float("-inf")))
     steps.append(base)  # everything back
