@@ -6,7 +6,9 @@ milliwatts, scheduler times in microseconds), while the entities stay the same:
 
 - **first**: a new :class:`~vgpumon.metrics.exposition.Renderer` (nothing cached: the first
   snapshot after start or after a reload of the export options);
-- **next**: the same renderer again (what every later snapshot costs).
+- **next**: the same renderer again (what every later snapshot costs);
+- **next, one vGPU replaced**: the same, but in each snapshot one vGPU is another one (a VM
+  stopped and another started: the vGPU scope's entities change).
 
 CPU is ``time.process_time()`` around ``Renderer.render`` (the render holds the GIL all along, so
 its CPU is what it takes from the event loop); wall is ``time.perf_counter()``. Medians over
@@ -78,6 +80,18 @@ def varied(base: Snapshot, seed: int) -> Snapshot:
     return dataclasses.replace(base, gpus=tuple(gpus), timestamp=time.time())
 
 
+def replaced(snapshot: Snapshot, seed: int) -> Snapshot:
+    """``snapshot`` with one vGPU (a different one each time) given a new identity."""
+    gpus = list(snapshot.gpus)
+    g = seed % len(gpus)
+    instances = list(gpus[g].vgpu_instances)
+    if instances:
+        v = seed % len(instances)
+        instances[v] = dataclasses.replace(instances[v], vgpu_id=1_000_000 + seed)
+        gpus[g] = dataclasses.replace(gpus[g], vgpu_instances=tuple(instances))
+    return dataclasses.replace(snapshot, gpus=tuple(gpus))
+
+
 def timed(renderer: Renderer, snapshot: Snapshot) -> tuple[float, float]:
     """(CPU ms, wall ms) of one render of both formats."""
     cpu, wall = time.process_time(), time.perf_counter()
@@ -100,10 +114,12 @@ def main() -> int:
     body = renderer.render(snapshots[0]).text
     first = [timed(Renderer(), s) for s in snapshots[1:]]
     following = [timed(renderer, s) for s in snapshots[1:]]
+    churn = [timed(renderer, replaced(s, seed)) for seed, s in enumerate(snapshots[1:])]
     load = os.getloadavg()
     print(f"## Render of one {args.gpus} GPU x {args.vgpus} vGPU snapshot\n")
     print(f"- date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC")
-    print(f"- machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
+    python = platform.python_version()
+    print(f"- machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {python}")
     print(f"- load average before the renders: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print(f"- command: python bench/render_cpu.py {' '.join(sys.argv[1:])}".rstrip())
     lines = body.count(b"\n")
@@ -111,7 +127,11 @@ def main() -> int:
     print(f"- medians of {args.repeat} renders, each of a snapshot with new values\n")
     print("| render | CPU ms | wall ms |")
     print("|---|---|---|")
-    for name, rows in (("first snapshot (new renderer)", first), ("next snapshots", following)):
+    for name, rows in (
+        ("first snapshot (new renderer)", first),
+        ("next snapshots", following),
+        ("next snapshots, one vGPU replaced in each", churn),
+    ):
         cpu = statistics.median(r[0] for r in rows)
         wall = statistics.median(r[1] for r in rows)
         print(f"| {name} | {cpu:.2f} | {wall:.2f} |")

@@ -144,7 +144,7 @@ def snapshots_in_turn(base: Snapshot) -> list[Snapshot]:
     steps.append(with_gpu(steps[-1], 0, temperatures=Temperatures(50.0, None)))
     steps.append(with_gpu(steps[-1], 0, temperatures=Temperatures(None, 50.0)))
     many = steps[-1]
-    for i, g in enumerate(many.gpus):
+    for i in range(len(many.gpus)):
         many = with_gpu(many, i, power_watts=100.5 + i, energy_joules=2.5e9 + i)
     steps.append(many)
     steps.append(with_vgpu(steps[-1], 0, 0, license=dataclasses.replace(vgpu.license, state="x")))

@@ -6,28 +6,35 @@ docs/design.md, rule 1: formatting never calls NVML. :class:`Renderer` turns one
 
 Why not prometheus-client's encoders (which this module used to call): most of their time goes
 to building ``Metric``/``Sample`` objects, validating names and escaping the same label values
-again on every render (docs/measurements.md). Here:
+again on every render (docs/measurements.md). Here a render formats only what changed since the
+last one:
 
 * a family's ``# HELP``/``# TYPE``/``# UNIT`` lines are formatted once, when the renderer is built;
-* an entity's label set (``{gpu="0",uuid="GPU-..."} ``) is formatted once and reused while the
-  entity exists, by every family with the same label names (the cache is keyed by the label
-  values, so a changed identity is a new entry, and entries no longer in the snapshot are dropped
-  at the end of the render);
 * each scope of the table (the GPUs, the vGPUs, ...) is walked once per render, however many
-  families it has (:func:`vgpumon.metrics.table.walk_cache`);
-* only values are formatted per snapshot, as prometheus-client formats them (``go_float``);
+  families it has (:class:`ScopeRows`); its entities' label sets (``{gpu="0",uuid="GPU-..."} ``)
+  are made once and shared by the scope's families while the entities stay the same; when they
+  change, what was made for those that stayed moves with them, and nothing is kept of one that
+  left;
+* the table says how a family's samples come out of its scope (``Family.rows``), so each kind has
+  its plan: one value per entity (:class:`ValuePlan`), state sets and info families whose lines
+  per entity are kept until the state or the labels change (:class:`StatePlan`,
+  :class:`InfoPlan`), labelled samples (:class:`LabeledPlan`); families known only by their
+  ``samples`` function (configured fields, the agentless hosts' view) by :class:`SamplesPlan`;
+* values are formatted as prometheus-client formats them (``go_float``), only those that changed
+  (compared bit for bit), all of a family's at once where many did (``go_floats``); a family
+  with no change reuses the last render's bytes;
 * a sample line is the same in both formats, so each family's lines are built once, as bytes, and
   shared: the two formats are sequences of parts holding the same lines objects (memory: one
   body, not two).
 
 The output is byte-identical to prometheus-client's ``generate_latest`` and OpenMetrics
-``generate_latest`` for every valid input (tests/export/test_export_renderer.py proves it for every
-built-in scenario and for hostile label values): labels in name order, ``\\``, ``"`` and newline
-escaped in label values, ``\\`` and newline in text-format HELP (plus ``"`` in OpenMetrics), other
-control characters passed through as prometheus-client does. One deliberate difference: a string
-that is not valid Unicode (a lone surrogate, as ``surrogateescape`` decoding of bad NVML bytes
-leaves) is written with U+FFFD replacement characters, where prometheus-client raises and the
-whole scrape would fail.
+``generate_latest`` for every valid input (tests/metrics/test_renderer.py proves it for every
+built-in scenario, for hostile label values and for one renderer fed snapshot after snapshot):
+labels in name order, ``\\``, ``"`` and newline escaped in label values, ``\\`` and newline in
+text-format HELP (plus ``"`` in OpenMetrics), other control characters passed through as
+prometheus-client does. One deliberate difference: a string that is not valid Unicode (a lone
+surrogate, as ``surrogateescape`` decoding of bad NVML bytes leaves) is written with U+FFFD
+replacement characters, where prometheus-client raises and the whole scrape would fail.
 """
 
 from __future__ import annotations
@@ -187,7 +194,8 @@ class ScopeRows:
         self._escaped = self._label_sets = None
         if escaped is not None:
             self._escaped = [
-                escaped[j] if j >= 0 else _escaped(ids) for j, ids in zip(moved, self.keys)
+                escaped[j] if j >= 0 else _escaped(ids)
+                for j, ids in zip(moved, self.keys, strict=True)
             ]
         if label_sets is not None:
             made = self.escaped()
@@ -656,7 +664,9 @@ class Renderer:
         scoped = [p for p in self.plans if isinstance(p, ScopePlan)]
         self._scopes = tuple({id(p.rows): p.rows for p in scoped}.values())
         known_by_samples = [p for p in self.plans if isinstance(p, SamplesPlan)]
-        self._label_sets = tuple({id(p.label_sets): p.label_sets for p in known_by_samples}.values())
+        self._label_sets = tuple(
+            {id(p.label_sets): p.label_sets for p in known_by_samples}.values()
+        )
 
     def steps(
         self, snapshot: Exported, slice_seconds: float, tail: tuple[str, str] = ("", "")
