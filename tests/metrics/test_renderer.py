@@ -254,6 +254,23 @@ def test_families_of_one_scope_share_its_label_sets() -> None:
         assert len({line.split("{")[0] for line in lines}) > 1, "shared by several families"
 
 
+def test_renders_under_way_at_once_each_write_their_own_snapshot() -> None:
+    renderer = Renderer()
+    first, second = snapshots_in_turn(scenario_snapshot("kvm-vgpu-timesliced"))[8:10]
+    renderer.render(first)  # something kept from an earlier render
+    one, other = renderer.steps(first, 0.0), renderer.steps(second, 0.0)
+    done: dict[int, Exposition] = {}
+    while len(done) < 2:  # in turn, a slice each, as the event loop runs them
+        for i, steps in enumerate((one, other)):
+            if i not in done:
+                got = next(steps)
+                if got is not None:
+                    done[i] = got
+    assert done[0].text == reference(first, ExportOptions())[0]
+    assert done[1].text == reference(second, ExportOptions())[0]
+    assert renderer.render(second).text == done[1].text
+
+
 def test_an_abandoned_render_keeps_nothing_of_its_snapshot() -> None:
     renderer = Renderer()
     steps = renderer.steps(rich_snapshot(), 0.0)

@@ -647,16 +647,20 @@ class Exposition:
 
 
 class Renderer:
-    """Renders snapshots for one set of export options, reusing label sets between snapshots.
+    """Renders snapshots for one set of export options, keeping between snapshots what did not
+    change.
 
     Not thread-safe: one renderer belongs to one publisher (the server has exactly one).
     :meth:`steps` lets an event loop interleave other work between families; :meth:`render` runs
-    it to the end.
+    it to the end. A render that starts while another is under way (the publisher may render on
+    ask while it renders ahead) gets a renderer of its own: what this one keeps is one render's.
     """
 
     def __init__(
         self, options: ExportOptions | None = None, families: tuple[Family, ...] = FAMILIES
     ) -> None:
+        self._table = families
+        self._rendering = False
         self.options = options or ExportOptions()
         # The table's families, then those the options bring (configured NVML fields).
         self.families = families + self.options.families if self.options.families else families
@@ -676,6 +680,10 @@ class Renderer:
         The last item is the :class:`Exposition`. ``tail`` (text, OpenMetrics) is appended after
         the table's families: families from outside the table, such as ``process_*``.
         """
+        if self._rendering:
+            yield from Renderer(self.options, self._table).steps(snapshot, slice_seconds, tail)
+            return
+        self._rendering = True
         # Both formats share every family's lines (the same bytes object); only the headers
         # differ, and those are the plans' own, made once.
         text: list[bytes] = []
@@ -701,6 +709,7 @@ class Renderer:
                 plan.end_render()
             for label_sets in self._label_sets:
                 label_sets.end_render()
+            self._rendering = False
         text.append(tail[0].encode())
         om += (tail[1].encode(), OPENMETRICS_EOF)
         yield Exposition(tuple(text), tuple(om))
