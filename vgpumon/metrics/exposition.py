@@ -403,8 +403,9 @@ class BlockPlan(ScopePlan):
         """What the entity's lines are made from (None: it has none)."""
         raise NotImplementedError
 
-    def block(self, escaped: Sequence[str], key: Any) -> str:
-        """The entity's lines, made from its escaped identity label values and its ``key``."""
+    def made(self, escaped: list[Sequence[str]], keys: list[Any]) -> list[str]:
+        """The lines of entities (their escaped identity label values) from their keys (not
+        None), all at once: on a first render, every entity's."""
         raise NotImplementedError
 
     def lines(self, render: RenderPass) -> bytes:
@@ -412,10 +413,15 @@ class BlockPlan(ScopePlan):
         if keys == self._keys and self._whole:  # compared in C, entity by entity
             return self._lines
         blocks = self._blocks
-        escaped = self.rows.escaped()
-        for i in compress(range(len(keys)), map(ne, keys, self._keys)):
-            key = keys[i]
-            blocks[i] = None if key is None else self.block(escaped[i], key)
+        changed = list(compress(range(len(keys)), map(ne, keys, self._keys)))
+        for i in changed:
+            blocks[i] = None
+        changed = [i for i in changed if keys[i] is not None]
+        if changed:
+            escaped = self.rows.escaped()
+            made = self.made([escaped[i] for i in changed], [keys[i] for i in changed])
+            for i, block in zip(changed, made, strict=True):
+                blocks[i] = block
         self._keys, self._whole = keys, True
         self._lines = "".join(filter(None, blocks)).encode()
         return self._lines
@@ -448,9 +454,16 @@ class StatePlan(BlockPlan):
     def key(self, item: Any) -> Any:
         return self.current(item)
 
-    def block(self, escaped: Sequence[str], key: Any) -> str:
-        ids = self.rows.template.pick(escaped)
-        return self._templates.get(key, self._unknown) % (ids * len(self.states))
+    def made(self, escaped: list[Sequence[str]], keys: list[Any]) -> list[str]:
+        pick, templates, unknown, n = (
+            self.rows.template.pick,
+            self._templates,
+            self._unknown,
+            len(self.states),
+        )
+        return [
+            templates.get(k, unknown) % (pick(e) * n) for e, k in zip(escaped, keys, strict=True)
+        ]
 
 
 class InfoPlan(BlockPlan):
@@ -467,10 +480,17 @@ class InfoPlan(BlockPlan):
         # The raw values (str, int or None, never bool): equal ones print the same.
         return self.values(item)
 
-    def block(self, escaped: Sequence[str], key: Any) -> str:
-        values = ["" if v is None else str(v) for v in key] if None in key else [*map(str, key)]
-        labels = (*escaped, *_escaped(values))
-        return f"{self.family.name}{self.template.format(labels)}1.0\n"
+    def made(self, escaped: list[Sequence[str]], keys: list[Any]) -> list[str]:
+        texts = [
+            ["" if v is None else str(v) for v in key] if None in key else [*map(str, key)]
+            for key in keys
+        ]
+        if _clean(chain.from_iterable(texts)):  # one look at all of them
+            labels = [(*e, *t) for e, t in zip(escaped, texts, strict=True)]
+        else:
+            labels = [(*e, *_escaped(t)) for e, t in zip(escaped, texts, strict=True)]
+        name, text, pick = self.family.name, self.template.text, self.template.pick
+        return [f"{name}{text % pick(label)}1.0\n" for label in labels]
 
 
 class LabeledPlan(ScopePlan):
