@@ -66,6 +66,9 @@ def test_many_random_doubles() -> None:
         [],
         [0.0, -0.0, 0.0, 1.0],
         [1.5e9] * 8 + [7.0, 2.0**60],  # large values, repeated
+        [5e9] * 4,  # one value throughout
+        [-0.0] * 3,
+        [1, 1.0, True],  # equal, written alike
         [float(i) * 1e5 for i in range(50)],  # crossing EXPONENT_FROM
         [1.0, float("inf"), 2.0, float("nan"), float("-inf")],
         [True, False, 7, 0, -3, 1e308, 1e308],  # bools and ints; a sum past the largest double

@@ -49,6 +49,8 @@ def go_floats(values: Iterable[float]) -> list[str]:
     floats = list(map(float, values))
     if not math.isfinite(sum(floats)):  # an Inf or a NaN (or a sum past the largest double)
         return list(map(go_float, floats))
+    if floats and floats[0] and floats.count(floats[0]) == len(floats):  # one value (not ±0.0)
+        return [go_float(floats[0])] * len(floats)
     texts = list(map(repr, floats))
     exponents: dict[float, str] = {}  # large values repeat (sizes, timestamps): each made once
     for i in compress(range(len(floats)), map(ge, floats, repeat(EXPONENT_FROM))):
