@@ -215,8 +215,8 @@ class ScopeRows:
     def label_sets(self) -> list[str]:
         """Each entity's label set of the identity labels alone, shared by the scope's families."""
         if self._label_sets is None:
-            template = self.template
-            self._label_sets = [template.format(e) for e in self.escaped()]
+            text, pick = self.template.text, self.template.pick
+            self._label_sets = [text % pick(e) for e in self.escaped()]
         return self._label_sets
 
 
