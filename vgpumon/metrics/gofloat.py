@@ -9,6 +9,7 @@ one function (docs/measurements.md). ``tests/export/test_gofloat.py`` holds it t
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Iterable
 from itertools import compress, repeat
 from operator import ge
@@ -49,8 +50,9 @@ def go_floats(values: Iterable[float]) -> list[str]:
     floats = list(map(float, values))
     if not math.isfinite(sum(floats)):  # an Inf or a NaN (or a sum past the largest double)
         return list(map(go_float, floats))
-    if floats and floats[0] and floats.count(floats[0]) == len(floats):  # one value (not ±0.0)
-        return [go_float(floats[0])] * len(floats)
+    packed = array("d", floats).tobytes()
+    if packed == packed[:8] * len(floats):  # one value throughout, to the bit (flags, sizes)
+        return [go_float(floats[0])] * len(floats) if floats else []
     texts = list(map(repr, floats))
     exponents: dict[float, str] = {}  # large values repeat (sizes, timestamps): each made once
     for i in compress(range(len(floats)), map(ge, floats, repeat(EXPONENT_FROM))):
