@@ -384,7 +384,7 @@ class BlockPlan(ScopePlan):
     def __init__(self, family: Family, rows: ScopeRows) -> None:
         super().__init__(family, rows)
         self._keys: list[Any] = []  # per entity, what its lines were made from (None: none)
-        self._blocks: list[str | None] = []  # and those lines
+        self._blocks: list[bytes | None] = []  # and those lines, UTF-8
         self._whole = True  # the family's lines are the blocks of these keys, in this order
 
     def forget(self, entities: int) -> None:
@@ -421,9 +421,10 @@ class BlockPlan(ScopePlan):
             escaped = self.rows.escaped()
             made = self.made([escaped[i] for i in changed], [keys[i] for i in changed])
             for i, block in zip(changed, made, strict=True):
-                blocks[i] = block
+                blocks[i] = block.encode()
         self._keys, self._whole = keys, True
-        self._lines = "".join(filter(None, blocks)).encode()
+        # Bytes joined at once: one allocation of the family's lines, not a str and its copy.
+        self._lines = b"".join(filter(None, blocks))
         return self._lines
 
 
