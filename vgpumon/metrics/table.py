@@ -494,7 +494,9 @@ class StateValues(Generic[T]):
 @dataclass(frozen=True)
 class InfoValues(Generic[T]):
     """One sample of value 1 per item, its descriptive labels from ``values(item)`` (str() of
-    each, None empty); none where ``values`` gives None."""
+    each, None empty); none where ``values`` gives None. The values are str, int or None, never
+    bool or float: the renderer keeps an entity's line while its values compare equal, and
+    True == 1 == 1.0 would print otherwise."""
 
     scope: Scope[T]
     values: Callable[[T], Sequence[str | int | None] | None]
