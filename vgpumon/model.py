@@ -697,9 +697,11 @@ def vgpu_migration_ready(host_driver: str | None, gpu: Gpu, vgpu: VgpuInstance) 
         guest_driver_matches_host(host_driver, vgpu),
         vgpu.live_migration_compatible,
     )
-    if any(p is False for p in parts):
+    # Each part is True, False or None, so ``in`` (equality) finds exactly these; it runs once
+    # per vGPU on every render.
+    if False in parts:
         return False
-    if any(p is None for p in parts):
+    if None in parts:
         return None
     return True
 

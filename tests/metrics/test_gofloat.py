@@ -9,7 +9,7 @@ import struct
 import pytest
 from prometheus_client.utils import floatToGoString
 
-from vgpumon.metrics.gofloat import go_float
+from vgpumon.metrics.gofloat import go_float, go_floats
 
 EDGES = [
     0.0,
@@ -58,3 +58,34 @@ def test_many_random_doubles() -> None:
     for _ in range(20_000):
         value = round(rng.uniform(0, 10 ** rng.randint(0, 15)), rng.randint(0, 6))
         assert go_float(value) == floatToGoString(value), value
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        [],
+        [0.0, -0.0, 0.0, 1.0],
+        [1.5e9] * 8 + [7.0, 2.0**60],  # large values, repeated
+        [5e9] * 4,  # one value throughout
+        [-0.0] * 3,
+        [1, 1.0, True],  # equal, written alike
+        [float(i) * 1e5 for i in range(50)],  # crossing EXPONENT_FROM
+        [1.0, float("inf"), 2.0, float("nan"), float("-inf")],
+        [True, False, 7, 0, -3, 1e308, 1e308],  # bools and ints; a sum past the largest double
+    ],
+    ids=repr,
+)
+def test_many_at_once_as_one_by_one(values: list[float]) -> None:
+    assert go_floats(values) == [floatToGoString(v) for v in values]
+
+
+def test_many_random_values_at_once() -> None:
+    rng = random.Random(12)
+    for _ in range(200):
+        pool = [
+            round(rng.uniform(-1e8, 1e8), rng.randint(0, 6)),
+            float(rng.randrange(1 << 40)),
+            rng.choice([0.0, -0.0, 1.0, 0.5, 999_999.9, 1e6]),
+        ]
+        values = [rng.choice(pool) for _ in range(rng.randint(1, 40))]
+        assert go_floats(values) == [floatToGoString(v) for v in values], values

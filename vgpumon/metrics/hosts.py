@@ -36,7 +36,11 @@ def _per_host(family: Family) -> Family:
             for labels, value in family.samples(entry.snapshot, options):
                 yield (entry.host, *labels), value
 
-    return dataclasses.replace(family, labels=(HOST_LABEL, *family.labels), samples=samples)
+    # Its rows no longer describe these samples (host label, every host's snapshot): only
+    # ``samples`` does, so the renderer formats them from the samples.
+    return dataclasses.replace(
+        family, labels=(HOST_LABEL, *family.labels), samples=samples, rows=None
+    )
 
 
 HOST_FAMILIES: tuple[Family, ...] = tuple(_per_host(f) for f in FAMILIES)

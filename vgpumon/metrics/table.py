@@ -71,6 +71,7 @@ EXPORTER = "exporter"  # the "collector" of the exporter's own health families
 
 LabelValues = tuple[str, ...]
 Sample = tuple[LabelValues, float]
+Values = Iterable[tuple[Sequence[str], Any]]  # (extra label values, value) of one item
 T = TypeVar("T")
 
 
@@ -134,17 +135,19 @@ def _nvml_errors(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, N
 
 def _mig_gis(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, MigGpuInstance]]:
     for g in _up(s):
+        gpu, uuid = _gpu_id(g)
         for gi in g.mig_instances:
-            yield (*_gpu_id(g), str(gi.id)), gi
+            yield (gpu, uuid, str(gi.id)), gi
 
 
 def _mig_cis(
     s: Snapshot, o: ExportOptions
 ) -> Iterator[tuple[LabelValues, tuple[MigGpuInstance, MigComputeInstance]]]:
     for g in _up(s):
+        gpu, uuid = _gpu_id(g)
         for gi in g.mig_instances:
             for ci in gi.compute_instances:
-                yield (*_gpu_id(g), str(gi.id), str(ci.id)), (gi, ci)
+                yield (gpu, uuid, str(gi.id), str(ci.id)), (gi, ci)
 
 
 def _vgpu_hosts(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Gpu]]:
@@ -158,14 +161,16 @@ def _vgpu_hosts(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Gp
 
 def _vgpus(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, VgpuInstance]]:
     for g in _up(s):
+        gpu, uuid = _gpu_id(g)  # once per GPU: the largest scope, walked on every render
         for v in g.vgpu_instances:
-            yield (*_gpu_id(g), str(v.vgpu_id)), v
+            yield (gpu, uuid, str(v.vgpu_id)), v
 
 
 def _vgpu_types(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, VgpuType]]:
     for g in _up(s):
+        gpu, uuid = _gpu_id(g)
         for t in g.vgpu_types:
-            yield (*_gpu_id(g), str(t.type_id)), t
+            yield (gpu, uuid, str(t.type_id)), t
 
 
 def _mig_profiles(
@@ -182,9 +187,11 @@ def _mig_profiles(
 def _vgpu_migration(
     s: Snapshot, o: ExportOptions
 ) -> Iterator[tuple[LabelValues, tuple[str | None, Gpu, VgpuInstance]]]:
+    driver = s.driver.driver_version
     for g in _up(s):
+        gpu, uuid = _gpu_id(g)
         for v in g.vgpu_instances:
-            yield (*_gpu_id(g), str(v.vgpu_id)), (s.driver.driver_version, g, v)
+            yield (gpu, uuid, str(v.vgpu_id)), (driver, g, v)
 
 
 def _gi_label(gpu_instance_id: int | None) -> str:
@@ -202,9 +209,11 @@ def _scheduler_usage(
     s: Snapshot, o: ExportOptions
 ) -> Iterator[tuple[LabelValues, VgpuSchedulerUsage]]:
     for g in _up(s):
+        gpu, uuid = _gpu_id(g)
         for sch in g.vgpu_schedulers:
+            gi = _gi_label(sch.gpu_instance_id)
             for u in sch.usage:
-                yield (*_gpu_id(g), _gi_label(sch.gpu_instance_id), str(u.vgpu_id)), u
+                yield (gpu, uuid, gi, str(u.vgpu_id)), u
 
 
 def _guest_features(
@@ -459,6 +468,51 @@ SECTIONS = (
 # --------------------------------------------------------------------------- the family row
 
 
+# How a row's samples come out of its scope, said as data rather than only as the ``samples``
+# function, so that the renderer can keep each entity's formatted lines between snapshots and
+# format only what changed (vgpumon.metrics.exposition). Each describes exactly what the row's
+# ``samples`` yields; the renderer's tests hold the two to the same bytes.
+
+
+@dataclass(frozen=True)
+class OneValue(Generic[T]):
+    """One sample per scope item, labelled with the item's identity alone (none where None)."""
+
+    scope: Scope[T]
+    value: Callable[[T], Any]
+
+
+@dataclass(frozen=True)
+class StateValues(Generic[T]):
+    """A state set: one sample per state, 1 for ``current(item)``; none while that is None."""
+
+    scope: Scope[T]
+    states: tuple[str, ...]
+    current: Callable[[T], str | None]
+
+
+@dataclass(frozen=True)
+class InfoValues(Generic[T]):
+    """One sample of value 1 per item, its descriptive labels from ``values(item)`` (str() of
+    each, None empty); none where ``values`` gives None. The values are str, int or None, never
+    bool or float: the renderer keeps an entity's line while its values compare equal, and
+    True == 1 == 1.0 would print otherwise."""
+
+    scope: Scope[T]
+    values: Callable[[T], Sequence[str | int | None] | None]
+
+
+@dataclass(frozen=True)
+class LabeledValues(Generic[T]):
+    """Several samples per item: ``values(item)`` gives (extra label values, value) pairs."""
+
+    scope: Scope[T]
+    values: Callable[[T], Values]
+
+
+Rows = OneValue[Any] | StateValues[Any] | InfoValues[Any] | LabeledValues[Any]
+
+
 @dataclass(frozen=True)
 class Family:
     name: str  # as queried: counters include "_total"
@@ -470,14 +524,15 @@ class Family:
     collector: str  # the reader (``--collector.NAME``) whose data this is, or "exporter"
     samples: Callable[[Snapshot, ExportOptions], Iterable[Sample]] = field(repr=False)
     info: bool = False  # descriptive labels, value always 1
+    # What ``samples`` yields, as data (None: only ``samples`` knows, as for families made
+    # outside the table); must say the same as ``samples`` wherever it is set.
+    rows: Rows | None = field(default=None, repr=False, compare=False)
 
     @property
     def base_name(self) -> str:
         """The name without the counter suffix, as prometheus-client wants it."""
         return self.name[: -len("_total")] if self.type == COUNTER else self.name
 
-
-Values = Iterable[tuple[Sequence[str], Any]]
 
 # Within a render (:func:`walk_cache`), the walk of each scope: the families of one scope
 # (sixteen for a vGPU) walk the same items with the same identity labels, so a render walks each
@@ -526,6 +581,7 @@ def _family(
     extra: tuple[str, ...],
     values: Callable[[T], Values],
     collector: str,
+    rows: Rows,
     info: bool = False,
 ) -> Family:
     def samples(s: Snapshot, o: ExportOptions) -> Iterator[Sample]:
@@ -545,6 +601,7 @@ def _family(
         collector=collector,
         samples=samples,
         info=info,
+        rows=rows,
     )
 
 
@@ -569,6 +626,7 @@ def _single(
         section=scope.section,
         collector=collector,
         samples=samples,
+        rows=OneValue(scope, value),
     )
 
 
@@ -596,7 +654,9 @@ def labeled(
     type_: str = GAUGE,
 ) -> Family:
     """Several samples per item, told apart by ``labels`` (sensor, clock, direction, ...)."""
-    return _family(scope, name, type_, help_, labels, values, collector)
+    return _family(
+        scope, name, type_, help_, labels, values, collector, LabeledValues(scope, values)
+    )
 
 
 def state_set(
@@ -617,7 +677,8 @@ def state_set(
             return []
         return [((st,), 1.0 if st == now else 0.0) for st in states]
 
-    return _family(scope, name, GAUGE, help_, (label,), values, collector)
+    rows = StateValues(scope, tuple(states), current)
+    return _family(scope, name, GAUGE, help_, (label,), values, collector, rows)
 
 
 def info(
@@ -637,7 +698,8 @@ def info(
             return []
         return [(tuple("" if v is None else str(v) for v in got), 1.0)]
 
-    return _family(scope, name, GAUGE, help_, labels, one, collector, info=True)
+    rows = InfoValues(scope, values)
+    return _family(scope, name, GAUGE, help_, labels, one, collector, rows, info=True)
 
 
 def _pairs(**values: Any) -> Values:
