@@ -359,8 +359,19 @@ async def fetch_text(url: str) -> str:
         return await r.text()
 
 
+def task_seconds(pid: int, tid: int) -> float | None:
+    """Seconds thread ``tid`` has run on a CPU, to the nanosecond (``/proc/.../schedstat``);
+    None where the kernel does not keep it. The user and system times of ``/proc/.../stat``
+    count in clock ticks (10 ms): a one-GPU exporter spends only a few ticks in a 30 s window."""
+    try:
+        return int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def thread_times(proc: Any) -> dict[int, tuple[str, float]]:
-    """Thread id -> (kernel name with digits folded to #, user+system seconds)."""
+    """Thread id -> (kernel name with digits folded to #, seconds on a CPU: schedstat's
+    nanoseconds where the kernel keeps them, else user+system ticks)."""
     out: dict[int, tuple[str, float]] = {}
     try:
         threads = proc.threads()
@@ -373,8 +384,24 @@ def thread_times(proc: Any) -> dict[int, tuple[str, float]]:
             name = "?"
         if t.id == proc.pid:
             name = "main"
-        out[t.id] = (re.sub(r"\d+", "#", name), t.user_time + t.system_time)
+        precise = task_seconds(proc.pid, t.id)
+        used = precise if precise is not None else t.user_time + t.system_time
+        out[t.id] = (re.sub(r"\d+", "#", name), used)
     return out
+
+
+def process_seconds(proc: Any, before: dict[int, tuple[str, float]],
+                    after: dict[int, tuple[str, float]], ticks: float) -> float:  # fmt: skip
+    """CPU seconds of the process between two :func:`thread_times` readings: the threads'
+    precise times, plus what the tick count says threads that ended meanwhile spent (a thread
+    that ended is in the process's ticks but no longer in its task list)."""
+    alive = sum(cpu - before[tid][1] for tid, (_, cpu) in after.items() if tid in before)
+    born = sum(cpu for tid, (_, cpu) in after.items() if tid not in before)
+    gone_ticks = max(0.0, ticks - alive - born)
+    # Ticks over-count by up to one tick per thread; only a clear excess is what ended threads
+    # spent.
+    slack = 0.01 * (len(after) + 1)
+    return alive + born + (gone_ticks if gone_ticks > slack else 0.0)
 
 
 def thread_split(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]],
@@ -421,7 +448,8 @@ async def measure(
     await prometheus_like(run.port, window, scrape_every)
     t1, c1, th1 = time.monotonic(), proc.cpu_times(), thread_times(proc)
     floor1 = json.loads(run.status.read_text()) if run.status is not None else None
-    cpu = (c1.user + c1.system) - (c0.user + c0.system)
+    ticks = (c1.user + c1.system) - (c0.user + c0.system)
+    cpu = process_seconds(proc, th0, th1, ticks)
     m = Measure(run.name, cpu_share=cpu / (t1 - t0), rss_mb=proc.memory_info().rss / 2**20)
     m.threads = thread_split(th0, th1, t1 - t0)
     cycles_in_window = (t1 - t0) / interval
@@ -591,8 +619,11 @@ def markdown(report: dict[str, Any]) -> str:
                 lines.append(f"- {host} {runner}: {parts}")
     lines += [
         "",
-        "CPU % is user+system time of the exporter's process over the window (scraped every "
-        f"{report.get('scrape_every', 0):g} s, 0: never) divided by the window; cycle CPU ms "
+        "CPU % is the time the exporter's process ran on a CPU over the window (scraped every "
+        f"{report.get('scrape_every', 0):g} s, 0: never) divided by the window, summed over its "
+        "threads to the nanosecond from /proc/PID/task/TID/schedstat (the user and system "
+        "ticks of /proc/PID/stat count in 10 ms steps, too coarse for a one-GPU exporter); "
+        "cycle CPU ms "
         "is that CPU time per sampling cycle (everything the "
         "process did, server and background pollers included). The floor makes vgpumon's NVML "
         "calls of a cycle serially with nothing else; its cycle figures are its own replays' "
