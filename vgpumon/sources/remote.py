@@ -25,10 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import random
 import ssl
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,10 +34,10 @@ import aiohttp
 from yarl import URL
 
 from vgpumon.errors import ConfigError, VgpumonError, one_line
-from vgpumon.feed import tell
 from vgpumon.model import SchemaError, Snapshot, from_json
 from vgpumon.sources.base import HostUpdate
 from vgpumon.sources.feed_source import FeedSource, nvml_down
+from vgpumon.sources.polled import PolledFeed
 
 SNAPSHOT_PATH = "/api/v1/snapshot"
 METRICS_PATH = "/metrics"
@@ -282,15 +280,14 @@ class ExporterClient:
             self._http = None
 
 
-class RemoteFeed:
+class RemoteFeed(PolledFeed):
     """One exporter's snapshots, polled from ``/api/v1/snapshot``: a :class:`FallibleFeed`.
 
     A snapshot is news (:meth:`on_snapshot`) when its timestamp or health differs from the last
-    one's (a wedged exporter repeats its last good snapshot, flagged wedged), or
-    when it is the first answer after a failure (the host is back, maybe with the same snapshot);
-    a failed poll is news (:meth:`on_failure`) when the poll before it succeeded or failed for
-    another reason. A poll in flight when ``stop`` is set completes (bounded by the connection's
-    time limit).
+    one's (a wedged exporter repeats its last good snapshot, flagged wedged), or when it is the
+    first answer after a failure (the host is back, maybe with the same snapshot); a failed poll
+    is news (:meth:`on_failure`) when the poll before it succeeded or failed for another reason.
+    While failing, polls back off (:meth:`next_delay`).
     """
 
     def __init__(
@@ -304,45 +301,20 @@ class RemoteFeed:
     ) -> None:
         if interval_seconds <= 0:
             raise ConfigError(f"interval must be positive, got {interval_seconds:g}")
+        super().__init__(interval_seconds, "no answer from the exporter yet")
         self.target = target
-        self.interval_seconds = interval_seconds
         self.backoff_cap_seconds = backoff_cap_seconds
         self.client = ExporterClient(target, connection)
         self._rng = rng or random.Random()
-        self._wake = asyncio.Event()
         self._failures = 0  # polls failed in a row
-        self._latest: Snapshot | None = None
         self._up = False  # the newest poll returned a snapshot
-        self._error: str | None = None  # the newest poll's failure, None after a success
-        self._snapshot_listeners: list[Callable[[Snapshot], object]] = []
-        self._failure_listeners: list[Callable[[str], object]] = []
 
     @property
     def name(self) -> str:
         base = self.target.base_url
         return base if self.target.name is None else f"{self.target.name} ({base})"
 
-    @property
-    def latest(self) -> Snapshot | None:
-        """The newest snapshot received, kept while the exporter does not answer."""
-        return self._latest
-
-    @property
-    def not_ready_reason(self) -> str | None:
-        if self._up:
-            return None
-        return self._error or "no answer from the exporter yet"
-
-    def on_snapshot(self, listener: Callable[[Snapshot], object]) -> None:
-        self._snapshot_listeners.append(listener)
-
-    def on_failure(self, listener: Callable[[str], object]) -> None:
-        self._failure_listeners.append(listener)
-
-    def refresh(self) -> None:
-        self._wake.set()
-
-    async def poll_once(self) -> Snapshot | None:
+    async def poll(self) -> Snapshot | None:
         """One request now; tells the listeners if something changed. The snapshot, or None
         when the poll failed (:attr:`not_ready_reason` says why)."""
         try:
@@ -351,11 +323,9 @@ class RemoteFeed:
             self._failures += 1
             self._up = False
             if self._error != exc.reason:
-                self._error = exc.reason
-                tell(self._failure_listeners, exc.reason)
+                self._tell_failure(exc.reason)
             return None
         self._failures = 0
-        self._error = None
         last = self._latest
         # A wedged exporter serves its last good snapshot again (same timestamp) with the health
         # saying so: a changed health is news too, or the wedge would never be shown.
@@ -367,39 +337,19 @@ class RemoteFeed:
         )
         self._up = True
         if news:
-            self._latest = snapshot
-            tell(self._snapshot_listeners, snapshot)
+            self._tell_snapshot(snapshot)
+        else:
+            self._error = None
         return snapshot
 
-    def next_delay(self) -> float:
-        """Seconds until the next poll: the interval while up, jittered backoff while failing."""
+    def next_delay(self, elapsed: float = 0.0) -> float:
+        """Seconds until the next poll: the rest of the interval while up, a jittered backoff
+        (from now) while failing."""
         if self._failures == 0:
-            return self.interval_seconds
+            return max(0.0, self.interval_seconds - elapsed)
         first = min(self.interval_seconds, BACKOFF_FIRST_SECONDS)
         ceiling = min(self.backoff_cap_seconds, first * 2 ** min(self._failures - 1, 32))
         return self._rng.uniform(ceiling / 2, ceiling)
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Poll until ``stop`` is set; :meth:`refresh` (and ``stop``) cut the wait short."""
-        loop = asyncio.get_running_loop()
-
-        async def relay_stop() -> None:
-            await stop.wait()
-            self._wake.set()
-
-        relay = asyncio.create_task(relay_stop())
-        try:
-            while not stop.is_set():
-                started = loop.time()
-                self._wake.clear()
-                await self.poll_once()
-                delay = self.next_delay()
-                if self._failures == 0:  # the interval counts from the start of the poll
-                    delay = max(0.0, delay - (loop.time() - started))
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=delay)
-        finally:
-            relay.cancel()
 
     async def close(self) -> None:
         """Close the HTTP session (after :meth:`run` has returned)."""
@@ -430,7 +380,7 @@ class RemoteSource(FeedSource):
 
     async def poll_once(self) -> HostUpdate:
         """One request now; publishes if something changed and returns the host's newest state."""
-        await self.remote.poll_once()
+        await self.remote.poll()
         return self.latest()[self.host]
 
     async def close_feed(self) -> None:

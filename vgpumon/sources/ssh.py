@@ -16,7 +16,6 @@ shell quoting of user input beyond the nvidia-smi path, and output read in bound
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import shlex
@@ -25,13 +24,13 @@ from collections.abc import Awaitable, Callable
 
 import asyncssh
 
-from vgpumon.feed import tell
 from vgpumon.model import CollectorStatus, Snapshot
 from vgpumon.smi import SmiParseError, parse_reports
 from vgpumon.smi.xmlsafe import MAX_REPORT_BYTES
 from vgpumon.sources.base import HostUpdate
 from vgpumon.sources.feed_source import FeedSource
 from vgpumon.sources.fleet import FleetSource
+from vgpumon.sources.polled import PolledFeed
 from vgpumon.sources.ssh_targets import SshSettings, SshTarget
 
 log = logging.getLogger(__name__)
@@ -174,7 +173,7 @@ class SshTransport:
             conn.abort()
 
 
-class SshHostFeed:
+class SshHostFeed(PolledFeed):
     """One agentless host's snapshots, one poll per interval: a :class:`FallibleFeed`.
 
     Every poll is news: a snapshot (:meth:`on_snapshot`), or a failure with its one-line reason
@@ -190,39 +189,17 @@ class SshHostFeed:
         sessions: asyncio.Semaphore,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        super().__init__(settings.interval_seconds, "no answer from the host yet")
         self.target = target
         self.settings = settings
         self._fetch = fetch
         self._sessions = sessions
         self._clock = clock
-        self._wake = asyncio.Event()
-        self._latest: Snapshot | None = None
-        self._error: str | None = "no answer from the host yet"
-        self._snapshot_listeners: list[Callable[[Snapshot], object]] = []
-        self._failure_listeners: list[Callable[[str], object]] = []
         self.polls = 0
 
     @property
     def name(self) -> str:
         return f"nvidia-smi over SSH ({self.target.name})"
-
-    @property
-    def latest(self) -> Snapshot | None:
-        """The newest snapshot, kept while the host does not answer."""
-        return self._latest
-
-    @property
-    def not_ready_reason(self) -> str | None:
-        return self._error
-
-    def on_snapshot(self, listener: Callable[[Snapshot], object]) -> None:
-        self._snapshot_listeners.append(listener)
-
-    def on_failure(self, listener: Callable[[str], object]) -> None:
-        self._failure_listeners.append(listener)
-
-    def refresh(self) -> None:
-        self._wake.set()
 
     async def poll(self) -> Snapshot | None:
         """Poll the host now and tell the listeners; the snapshot, or None when it failed."""
@@ -251,41 +228,13 @@ class SshHostFeed:
         finally:
             self.polls += 1
         ssh = CollectorStatus(SSH_COLLECTOR, True, fetched)
-        self._latest = snapshot = dataclasses.replace(
-            snapshot, collectors=(ssh, *snapshot.collectors)
-        )
-        self._error = None
-        tell(self._snapshot_listeners, snapshot)
+        snapshot = dataclasses.replace(snapshot, collectors=(ssh, *snapshot.collectors))
+        self._tell_snapshot(snapshot)
         return snapshot
 
     def _failed(self, reason: str) -> None:
         log.warning("agentless host %s: %s", self.target.name, reason)
-        self._error = reason
-        tell(self._failure_listeners, reason)
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Poll every ``interval_seconds`` (counted from each poll's start) until ``stop``."""
-        interval = self.settings.interval_seconds
-
-        async def relay_stop() -> None:
-            await stop.wait()
-            self._wake.set()
-
-        relay = asyncio.create_task(relay_stop())
-        try:
-            while not stop.is_set():
-                started = time.monotonic()
-                try:
-                    await self.poll()
-                except Exception as exc:  # a bug in one host's poll must not end its loop silently
-                    log.exception("agentless host %s: poll failed", self.target.name)
-                    self._failed(f"internal error: {type(exc).__name__}")
-                self._wake.clear()
-                remaining = max(0.0, interval - (time.monotonic() - started))
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=remaining)
-        finally:
-            relay.cancel()
+        self._tell_failure(reason)
 
 
 class SshSource(FleetSource):
