@@ -400,41 +400,40 @@ async def test_top_builds_every_host_from_a_feed(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ what a remote snapshot says
 
 
+@asynccontextmanager
+async def remote_host(answer: Answer) -> AsyncIterator[RemoteSource]:
+    """A started RemoteSource over the stand-in, once it holds a first snapshot."""
+    async with exporter(answer) as url:
+        source = RemoteSource(
+            RemoteTarget(url), Connection(timeout_seconds=2.0), interval_seconds=0.02
+        )
+        await source.start()
+        try:
+            await until(lambda: source.latest()[source.host].snapshot is not None)
+            yield source
+        finally:
+            await source.close()
+
+
 async def test_a_remote_exporter_that_wedges_reaches_the_screen() -> None:
     """A wedged exporter keeps serving its last good snapshot (same timestamp) with the health
     saying wedged: that is news, not a repeat, or ``top --url`` would never show it."""
     answer = Answer(health=SamplerHealth(up=True, cycles_total=5))
-    async with exporter(answer) as url:
-        source = RemoteSource(
-            RemoteTarget(url), Connection(timeout_seconds=2.0), interval_seconds=0.02
+    async with remote_host(answer) as source:
+        answer.health = SamplerHealth(
+            up=False, wedged=True, cycles_total=6, cycles_abandoned_total=1
         )
-        await source.start()
-        try:
-            await until(lambda: source.latest()[source.host].snapshot is not None)
-            answer.health = SamplerHealth(
-                up=False, wedged=True, cycles_total=6, cycles_abandoned_total=1
-            )
 
-            def wedged() -> bool:
-                snap = source.latest()[source.host].snapshot
-                return snap is not None and snap.health.wedged
+        def wedged() -> bool:
+            snap = source.latest()[source.host].snapshot
+            return snap is not None and snap.health.wedged
 
-            await until(wedged)
-        finally:
-            await source.close()
+        await until(wedged)
 
 
 async def test_a_remote_exporter_without_nvml_shows_its_host_down_as_a_local_one_does() -> None:
     answer = Answer(health=SamplerHealth(up=False, down_reason="NVML not initialised: x"))
-    async with exporter(answer) as url:
-        source = RemoteSource(
-            RemoteTarget(url), Connection(timeout_seconds=2.0), interval_seconds=0.02
-        )
-        await source.start()
-        try:
-            await until(lambda: source.latest()[source.host].snapshot is not None)
-            update = source.latest()[source.host]
-            assert update.state is HostState.UNREACHABLE
-            assert update.error == "NVML is not initialised"
-        finally:
-            await source.close()
+    async with remote_host(answer) as source:
+        update = source.latest()[source.host]
+        assert update.state is HostState.UNREACHABLE
+        assert update.error == "NVML is not initialised"
