@@ -8,6 +8,7 @@ failed once does not pin ``up`` at 0.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -117,13 +118,17 @@ async def test_a_ten_second_window_on_every_call_loses_nothing_after_it(host: An
 
 
 async def test_device_count_not_supported_for_a_moment_does_not_pin_up_at_0(host: Any) -> None:
+    # While every GPU answers the count is asked every SYSTEM_EVERY_SECONDS (10 s): the window
+    # covers the second time it is asked; then it is asked every cycle until it answers.
     h = host(
         ONE_H100 + "  - {kind: error, function: nvmlDeviceGetCount, code: not_supported,"
-        " from: 2s, until: 4s}\n"
+        " from: 10s, until: 12s}\n"
     )
     assert (await h.at(0)).health.up
-    assert not (await h.at(3)).health.up
-    assert (await h.at(5)).health.up
+    assert (await h.at(5)).health.up  # not asked: the window has not begun anyway
+    assert not (await h.at(10.5)).health.up
+    assert not (await h.at(11.5)).health.up
+    assert (await h.at(12.5)).health.up
 
 
 async def test_a_lost_gpu_keeps_its_identity_labels(host: Any) -> None:
@@ -162,3 +167,33 @@ async def test_a_failed_vgpu_list_is_not_zero_instances(host: Any) -> None:
     assert [v.vgpu_id for v in during.gpus[0].vgpu_instances] == [1, 2]
     assert any(e.function == "nvmlDeviceGetActiveVgpus" for e in during.nvml_errors)
     assert len((await h.at(5)).gpus[0].vgpu_instances) == 2
+
+
+async def test_the_gpus_are_counted_every_cycle_only_while_something_is_amiss(host: Any) -> None:
+    """While every GPU answers, the system phase (the GPU count) runs every SYSTEM_EVERY_SECONDS,
+    not every cycle; a lost GPU brings it back to every cycle, until the GPU is re-acquired."""
+    from vgpumon.collect.sampler import SYSTEM_EVERY_SECONDS
+
+    h = host(ONE_H100 + "  - {kind: gpu_lost, gpus: [0], from: 15s, until: 18s}\n")
+    counted: list[float] = []
+    real = h.session.module.nvmlDeviceGetCount
+
+    def count() -> int:
+        counted.append(h.clock.now() - h.start)
+        return int(real())
+
+    h.session.module.nvmlDeviceGetCount = count
+    for t in range(0, 15):
+        assert (await h.at(float(t))).gpus[0].up
+    assert counted == [0.0, SYSTEM_EVERY_SECONDS]  # the first cycle, then every 10 s
+    counted.clear()
+    for t in (15.5, 16.5, 17.5):
+        assert not (await h.at(t)).gpus[0].up
+    # lost at 15.5, found by its readers; from the next cycle on, counted every cycle
+    assert counted == [16.5, 17.5]
+    counted.clear()
+    await asyncio.sleep(1.1)  # the re-acquire's back-off runs on the real clock
+    for t in range(0, 15):
+        snap = await h.at(18.5 + t)
+        assert snap.gpus[0].up
+    assert counted == [18.5, 28.5]  # re-acquired, then every 10 s again

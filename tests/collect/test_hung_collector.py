@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from vgpumon.collect import Sampler, SamplerConfig
+from vgpumon.collect.base import FunctionReader
+from vgpumon.collect.registry import enabled_readers
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock
 
@@ -68,4 +70,44 @@ async def test_a_hung_call_takes_down_its_collector_not_the_gpu(
         assert all(c.success for c in healed.collectors)
     finally:
         module.release_hangs()
+        sampler.close()
+
+
+GPU_STOPS = """
+name: gpu-stops-answering
+description: GPU 0 stops answering any call; the system calls still answer
+seed: 4
+gpus:
+  - model: h100-sxm-80gb
+    count: 2
+    load: {duty: 0.5}
+faults:
+  - {kind: hang, function: '*', gpus: [0], from: 2s}
+"""
+
+
+async def test_a_gpu_whose_calls_all_hang_is_hung_not_half_read(tmp_path: Path) -> None:
+    """Collectors that call no NVML in a cycle (static values read once) may finish before the
+    first call that hangs: the GPU is still one that does not answer, reported hung with its last
+    data, not a GPU "up" with half its values missing."""
+    path = tmp_path / "gpu-stops.yaml"
+    path.write_text(GPU_STOPS)
+    clock = ManualClock()
+    session = open_session(sim=str(path), clock=clock)
+    config = SamplerConfig(deadline_seconds=0.5)
+    # First a collector that makes no NVML call this cycle (as one whose values are all cached).
+    quiet = FunctionReader("quiet", lambda ctx, out: None)
+    readers = [quiet, *enabled_readers(config)]
+    sampler = Sampler(session, config, readers, clock=clock.now)
+    try:
+        first = await sampler.cycle()
+        assert first.gpus[0].up and first.gpus[0].power_watts is not None
+        clock.advance(3.0)
+        stuck = await sampler.cycle()
+        gpu = stuck.gpus[0]
+        assert (gpu.up, gpu.down_reason) == (False, "hung")
+        assert stuck.health.hung_gpus == (gpu.uuid,)
+        assert stuck.gpus[1].up and stuck.gpus[1].power_watts is not None
+    finally:
+        session.module.release_hangs()
         sampler.close()

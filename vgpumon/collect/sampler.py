@@ -74,6 +74,10 @@ T = TypeVar("T")
 
 # How long :meth:`Sampler.close` waits for NVML to free reader state and shut down.
 CLOSE_TIMEOUT_SECONDS = 2.0
+# While every GPU answers, the system phase (driver versions, the GPU count, new GPUs' handles)
+# runs this often instead of every cycle: a GPU that appears is found within this time. Anything
+# amiss (NVML down, a GPU lost or not yet acquired) brings it back to every cycle.
+SYSTEM_EVERY_SECONDS = 10.0
 
 
 def decode_cuda_version(value: Any) -> str | None:
@@ -117,6 +121,9 @@ class Sampler(GpuDispatch):
         self._library_error = "NVML down"
         self._cycles = 0
         self._abandoned = 0
+        # The last system phase's result and when (snapshot clock) it ran (_system_due).
+        self._system_result: SystemResult | None = None
+        self._system_at = 0.0
         # The GPUs' jobs one after another, in seconds, as measured in the last serial cycles
         # (inf: over the auto threshold), and the cycle of the latest: ``auto`` decides from them.
         self._serial_costs: collections.deque[float] = collections.deque(maxlen=AUTO_SERIAL_HISTORY)
@@ -371,11 +378,16 @@ class Sampler(GpuDispatch):
         now = self.clock()
         self._cycles += 1
         self.session.new_cycle()
-        if self._system.busy:
-            return self._abandon(start_mono, "system phase still stuck from an earlier cycle")
-        system = _within(self._system.submit(self._system_phase), deadline - start_mono)
-        if system is None:
-            return self._abandon(start_mono, "system phase did not finish before the deadline")
+        if self._system_due(now):
+            self._system_result = None  # until this one is in: due again if it never comes
+            if self._system.busy:
+                return self._abandon(start_mono, "system phase still stuck from an earlier cycle")
+            system = _within(self._system.submit(self._system_phase), deadline - start_mono)
+            if system is None:
+                return self._abandon(start_mono, "system phase did not finish before the deadline")
+            self._system_result, self._system_at = system, now
+        else:
+            system = self._system_result or SystemResult(self._driver, up=True)
 
         slots = sorted(self._slots.values(), key=lambda s: s.index)
         to_read: list[GpuSlot] = []
@@ -520,6 +532,19 @@ class Sampler(GpuDispatch):
 
     # ------------------------------------------------------------------ system phase (worker)
 
+    def _system_due(self, now: float) -> bool:
+        """Whether this cycle runs the system phase. Every cycle while anything is amiss (NVML
+        down or never read, the last phase failed, a GPU without a handle, which includes a GPU
+        waiting to be re-acquired); while every GPU answers, only every
+        :data:`SYSTEM_EVERY_SECONDS` (it then only counts the GPUs, for one that appeared), so
+        the cycle's usual path hands work to one worker per GPU and no other."""
+        last = self._system_result
+        if last is None or not last.up or self._library_down:
+            return True
+        if any(slot.handle is None for slot in self._slots.values()):
+            return True
+        return not 0.0 <= now - self._system_at < SYSTEM_EVERY_SECONDS
+
     def _system_phase(self) -> SystemResult:
         s = self.session
         now = time.monotonic()
@@ -633,6 +658,8 @@ class Sampler(GpuDispatch):
         def job() -> GpuResult:
             started = time.perf_counter()
             progress = slot.progress = JobProgress(GpuBuilder(slot.index, slot.uuid), {}, set())
+            progress.returned = returned = self.session.returned_calls()
+            progress.returned_at_start = returned()
             result = read(progress)
             if not progress.abandoned:  # an abandoned job's time is its hang, not its cost
                 slot.wall = time.perf_counter() - started
@@ -691,15 +718,15 @@ class Sampler(GpuDispatch):
     def _abandon_collector(self, slot: GpuSlot) -> GpuResult | None:
         """Go on without the one collector whose call hangs, when the GPU otherwise answers.
 
-        A hang in the first collector (identity) means the GPU itself does not answer: None, the
-        GPU is reported hung. So is a second hang while a worker is already left behind, which
-        bounds the threads a wedged GPU can hold to two. Otherwise the GPU keeps what the
-        collectors before the hung one read this cycle (the hung one is reported failed), a
-        fresh worker reads it from the next cycle on without that collector, and the collector
-        is read again once its call returns.
+        A hang before any NVML call of the job came back (in the first collector to call NVML)
+        means the GPU itself does not answer: None, the GPU is reported hung. So is a second hang
+        while a worker is already left behind, which bounds the threads a wedged GPU can hold to
+        two. Otherwise the GPU keeps what the collectors before the hung one read this cycle (the
+        hung one is reported failed), a fresh worker reads it from the next cycle on without
+        that collector, and the collector is read again once its call returns.
         """
         progress = slot.progress
-        if progress is None or progress.reader is None or progress.completed == 0:
+        if progress is None or progress.reader is None or not progress.answered():
             return None
         if slot.detached is not None:
             return None

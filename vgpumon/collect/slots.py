@@ -4,6 +4,7 @@ system phase hand back, and what a down or hung GPU keeps of its identity."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,13 @@ class JobProgress:
     reader: str | None = None  # the collector running now
     completed: int = 0  # collectors finished
     abandoned: bool = False  # the cycle went on without this job
+    # The worker's count of NVML calls that came back, and its value when the job began.
+    returned: Callable[[], int] = lambda: 0
+    returned_at_start: int = 0
+
+    def answered(self) -> bool:
+        """Some NVML call of this job came back: the GPU answers (a hang is one collector's)."""
+        return self.returned() > self.returned_at_start
 
 
 @dataclass

@@ -94,9 +94,11 @@ REPROBE_SECONDS = 60.0
 class _Book:
     """One thread's call statistics and error counts; only that thread writes it."""
 
-    __slots__ = ("errors", "stats")
+    __slots__ = ("errors", "returned", "stats")
 
     def __init__(self) -> None:
+        # calls that came back (returned or raised); a hung call never does
+        self.returned = 0
         # function -> [calls, seconds, max_seconds]
         self.stats: dict[str, list[float]] = {}
         self.errors: dict[tuple[str, str], int] = {}
@@ -365,6 +367,7 @@ class NvmlSession:
         book: _Book | None = getattr(self._local, "book", None)
         if book is None:
             book = self._book()
+        book.returned += 1
         st = book.stats.get(function)
         if st is None:
             book.stats[function] = [1, seconds, seconds]
@@ -373,6 +376,13 @@ class NvmlSession:
             st[1] += seconds
             if seconds > st[2]:
                 st[2] = seconds
+
+    def returned_calls(self) -> Callable[[], int]:
+        """How many of the calling thread's NVML calls have come back so far, as a function
+        another thread may call: the sampler tells a GPU that stopped answering (no call of its
+        job came back) from one collector hung after others answered."""
+        book = self._book()
+        return lambda: book.returned
 
     def error_counts(self) -> tuple[NvmlErrorCount, ...]:
         """Error counts of every thread, merged (a snapshot: threads may be counting meanwhile)."""
