@@ -33,7 +33,8 @@ METRICS_ALLOWED = ("model", "errors", "units", "metrics", "__version__")
 @dataclass(frozen=True)
 class Rule:
     name: str
-    packages: tuple[str, ...]  # first part below vgpumon (a package or a module such as model)
+    # parts below vgpumon: a package, a module such as model, or a sub-package such as tui.screens
+    packages: tuple[str, ...]
     banned: tuple[str, ...]  # dotted prefixes: vgpumon.export, textual, pynvml
     allowed_vgpumon: tuple[str, ...] | None = None  # when set: only these vgpumon parts
 
@@ -75,6 +76,12 @@ RULES = (
         ("pynvml",),
         allowed_vgpumon=TUI_ALLOWED,
     ),
+    # The app imports its screens; they read it through vgpumon.tui.state, never back.
+    Rule(
+        "the screens and widgets never import the app",
+        ("tui.screens", "tui.widgets"),
+        ("vgpumon.tui.app",),
+    ),
 )
 
 
@@ -111,9 +118,9 @@ def violations(root: Path) -> list[str]:
     found = []
     for path in sorted((root / "vgpumon").rglob("*.py")):
         parts = path.relative_to(root / "vgpumon").with_suffix("").parts
-        first = parts[0]
+        dotted = ".".join(p for p in parts if p != "__init__")
         for rule in RULES:
-            if first not in rule.packages:
+            if not any(dotted == p or dotted.startswith(p + ".") for p in rule.packages):
                 continue
             for line, imported in imports_of(path, root):
                 if rule.broken_by(imported):
@@ -146,6 +153,8 @@ PLANTED = [
     ("vgpumon/tui/planted.py", "from vgpumon.nvml.session import NvmlSession\n", 6),
     ("vgpumon/tui/planted.py", "from vgpumon.sim import create\n", 6),
     ("vgpumon/tui/planted.py", "import pynvml\n", 6),
+    ("vgpumon/tui/screens/planted.py", "from vgpumon.tui.app import VgpumonApp\n", 7),
+    ("vgpumon/tui/widgets/planted.py", "def later():\n    from ..app import VgpumonApp\n", 7),
 ]
 
 
@@ -154,6 +163,9 @@ def test_each_rule_fails_on_a_planted_violation(
     tmp_path: Path, path: str, source: str, rule: int
 ) -> None:
     for package in ("collect", "export", "metrics", "nvml", "sim", "smi", "tui", "view"):
+        (tmp_path / "vgpumon" / package).mkdir(parents=True)
+        (tmp_path / "vgpumon" / package / "__init__.py").write_text("")
+    for package in ("tui/screens", "tui/widgets"):
         (tmp_path / "vgpumon" / package).mkdir(parents=True)
         (tmp_path / "vgpumon" / package / "__init__.py").write_text("")
     (tmp_path / "vgpumon" / "__init__.py").write_text("")

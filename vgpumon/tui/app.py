@@ -18,7 +18,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
@@ -31,6 +31,7 @@ from vgpumon.sources.procinfo import ProcInfo, ProcTable
 from vgpumon.sources.usage import UsageClient
 from vgpumon.tui.cells import COLOUR, MONO, Palette
 from vgpumon.tui.runner import SourceThread
+from vgpumon.tui.state import TopState
 from vgpumon.tui.themes import MONOCHROME
 from vgpumon.view.events import Event, connection_events, snapshot_events
 from vgpumon.view.filter import Query
@@ -385,3 +386,10 @@ def create_app(
             raise ConfigError(f"unknown theme {theme!r}; themes: {known}")
         app.theme = theme
     return app
+
+
+if TYPE_CHECKING:
+
+    def _conforms(app: VgpumonApp) -> TopState:
+        """mypy checks here that the app is what its screens read (:mod:`vgpumon.tui.state`)."""
+        return app

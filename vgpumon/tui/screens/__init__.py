@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from textual.screen import Screen
 
-if TYPE_CHECKING:
-    from vgpumon.tui.app import VgpumonApp
+from vgpumon.tui.state import TopState
 
 
-def modes(app: VgpumonApp) -> dict[str, str | Callable[[], Screen[Any]]]:
+def modes(app: TopState) -> dict[str, str | Callable[[], Screen[Any]]]:
     """Overview is the fleet when the source has several hosts, else the one host."""
     from vgpumon.tui.screens.capacity import CapacityScreen
     from vgpumon.tui.screens.events import EventsScreen

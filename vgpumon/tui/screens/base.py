@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
+from typing import Any, ClassVar, TypeVar, cast
 
 from rich.cells import cell_len
 from textual.app import ComposeResult
@@ -20,12 +20,10 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Header, Static
 
 from vgpumon.tui.cells import CellCache, Layout
+from vgpumon.tui.state import TopState
 from vgpumon.tui.widgets.filter_bar import FilterBar
 from vgpumon.tui.widgets.keyed_table import Cells, KeyedTable, cell_width
 from vgpumon.view.columns import Column, fit, sort_rows
-
-if TYPE_CHECKING:
-    from vgpumon.tui.app import VgpumonApp
 
 R = TypeVar("R")
 LAZY_MARGIN = 10  # rows beyond the visible ones whose cells stay current (a page key's reach)
@@ -59,8 +57,9 @@ class LiveScreen(Screen[None]):
         self._composed = False  # set on mount: a pushed screen is active before its children exist
 
     @property
-    def vapp(self) -> VgpumonApp:
-        return cast("VgpumonApp", self.app)
+    def vapp(self) -> TopState:
+        """The running app, as the screens read it (:mod:`vgpumon.tui.state`)."""
+        return cast("TopState", self.app)
 
     def compose(self) -> ComposeResult:
         yield Header()

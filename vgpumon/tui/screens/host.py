@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -26,6 +26,7 @@ from vgpumon.sources.base import HostUpdate
 from vgpumon.sources.history import gpu_entity
 from vgpumon.tui.cells import CellCache, Layout, Palette, row_cells, table_columns
 from vgpumon.tui.screens.base import LiveScreen
+from vgpumon.tui.state import TopState
 from vgpumon.tui.widgets.graph import Graph
 from vgpumon.tui.widgets.keyed_table import Cells, KeyedTable
 from vgpumon.view import format as f
@@ -65,9 +66,6 @@ def host_title(host: str, vapp_hosts: Mapping[str, HostUpdate], multi: bool) -> 
             text.append("  (last known data)", style="yellow")
     return text
 
-
-if TYPE_CHECKING:
-    from vgpumon.tui.app import VgpumonApp
 
 TREE_MID, TREE_LAST = "├ ", "└ "
 
@@ -157,11 +155,11 @@ class Holders:
 
     title: str
     has: Callable[[Snapshot], bool]
-    rows: Callable[[VgpumonApp, str, Snapshot, Mapping[str, list[vr.VgpuRow]]], Sequence[Any]]
+    rows: Callable[[TopState, str, Snapshot, Mapping[str, list[vr.VgpuRow]]], Sequence[Any]]
     columns: Sequence[Column[Any]]
 
 
-def _processes(app: VgpumonApp, host: str, snap: Snapshot) -> list[vr.ProcessRow]:
+def _processes(app: TopState, host: str, snap: Snapshot) -> list[vr.ProcessRow]:
     local = app.local_processes(p.pid for g in snap.gpus for p in g.processes or ())
     return [p for g in snap.gpus for p in vr.process_rows(host, g, local)]
 
