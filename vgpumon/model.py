@@ -70,14 +70,14 @@ CLOCK_EVENT_REASONS = (
 # --------------------------------------------------------------------------- physical GPU parts
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DriverInfo:
     driver_version: str | None = None
     nvml_version: str | None = None
     cuda_driver_version: str | None = None  # "13.0", decoded from NVML's 13000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Utilization:
     """NVML's classic utilization ratios for a whole GPU."""
 
@@ -87,7 +87,7 @@ class Utilization:
     decoder: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Memory:
     total_bytes: int | None = None
     used_bytes: int | None = None
@@ -95,13 +95,13 @@ class Memory:
     reserved_bytes: int | None = None  # only with nvmlDeviceGetMemoryInfo v2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Temperatures:
     gpu_celsius: float | None = None
     memory_celsius: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Clocks:
     graphics_hertz: float | None = None
     sm_hertz: float | None = None
@@ -109,7 +109,7 @@ class Clocks:
     video_hertz: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ClockEvents:
     """Clock event (throttle) reasons by name, see :data:`CLOCK_EVENT_REASONS`."""
 
@@ -117,7 +117,7 @@ class ClockEvents:
     active: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Ecc:
     mode_current: bool | None = None
     mode_pending: bool | None = None
@@ -127,7 +127,7 @@ class Ecc:
     uncorrected_aggregate: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RemappedRows:
     correctable: int | None = None
     uncorrectable: int | None = None
@@ -135,7 +135,7 @@ class RemappedRows:
     failed: bool | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Gpm:
     """GPM (Hopper+) activity ratios over the interval between two samples."""
 
@@ -152,7 +152,7 @@ class Gpm:
     pcie_rx_bytes_per_second: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Process:
     pid: int
     name: str | None = None
@@ -166,7 +166,7 @@ class Process:
     decoder_utilization: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Pcie:
     link_generation: int | None = None
     link_width: int | None = None
@@ -175,7 +175,7 @@ class Pcie:
     replay_errors: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NvLink:
     """One NVLink link of a GPU (HGX boards); None where the driver gave nothing."""
 
@@ -188,7 +188,7 @@ class NvLink:
     recovery_errors: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FieldValue:
     """One NVML field value an operator asked for (the serve config's ``fields``), as NVML gave it.
 
@@ -205,7 +205,7 @@ class FieldValue:
 # --------------------------------------------------------------------------- MIG
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MigComputeInstance:
     id: int
     mig_uuid: str | None = None
@@ -217,7 +217,7 @@ class MigComputeInstance:
     sm_count: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MigGpuInstance:
     id: int
     profile_id: int | None = None
@@ -230,7 +230,7 @@ class MigGpuInstance:
     compute_instances: tuple[MigComputeInstance, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MigProfileCapacity:
     """One GPU instance profile of a MIG GPU and how many more instances of it fit now.
 
@@ -250,7 +250,7 @@ class MigProfileCapacity:
 # --------------------------------------------------------------------------- vGPU host
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VgpuUtilization:
     """Per-vGPU engine ratios, averaged over the samples NVML gave since the last cycle."""
 
@@ -261,7 +261,7 @@ class VgpuUtilization:
     samples: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VgpuLicense:
     licensed: bool | None = None
     state: str | None = None  # VGPU_LICENSE_STATES
@@ -269,7 +269,7 @@ class VgpuLicense:
     expiry_timestamp_seconds: float | None = None  # absent when no expiry applies
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VgpuProcess:
     vgpu_id: int
     pid: int  # guest PID
@@ -280,7 +280,7 @@ class VgpuProcess:
     decoder_utilization: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VirtualMachine:
     """The hypervisor's record of the VM that holds a vGPU (from libvirt, not NVML).
 
@@ -294,7 +294,7 @@ class VirtualMachine:
     description: str | None = None  # libvirt's free-text description metadata, when set
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VgpuInstance:
     vgpu_id: int
     uuid: str | None = None
@@ -336,7 +336,7 @@ class VgpuInstance:
     migration_limits: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VgpuType:
     """A vGPU type the GPU supports, for capacity planning."""
 
@@ -353,7 +353,7 @@ class VgpuType:
     creatable_instances: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VgpuSchedulerUsage:
     """Cumulative scheduler-log totals for one vGPU (counters)."""
 
@@ -362,7 +362,7 @@ class VgpuSchedulerUsage:
     preemption_seconds_total: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VgpuScheduler:
     gpu_instance_id: int | None = None  # set for per-GPU-instance (MIG-backed) scheduling
     policy: str | None = None  # SCHEDULER_POLICIES
@@ -381,7 +381,7 @@ class VgpuScheduler:
 # --------------------------------------------------------------------------- guest licensing
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GuestLicenseFeature:
     feature: str  # vgpu | nvidia_rtx | gaming | compute | vgamedev | unknown
     licensed: bool | None = None
@@ -395,7 +395,7 @@ class GuestLicenseFeature:
 # --------------------------------------------------------------------------- metering
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Usage:
     """What one tenant used since vgpumon first saw it (counters; docs/metering.md).
 
@@ -410,7 +410,7 @@ class Usage:
     energy_joules: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class VgpuMeter:
     vgpu_id: int
     usage: Usage = field(default_factory=Usage)
@@ -419,13 +419,13 @@ class VgpuMeter:
     idle_seconds: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MigMeter:
     gpu_instance_id: int
     usage: Usage = field(default_factory=Usage)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ProcessMeter:
     pid: int
     name: str | None = None
@@ -443,7 +443,7 @@ class ProcessMeter:
     container: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodMeter:
     namespace: str
     pod: str
@@ -451,14 +451,14 @@ class PodMeter:
     usage: Usage = field(default_factory=Usage)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ContentionNeighbour:
     vgpu_id: int
     run_seconds: float  # scheduler run time in the window
     due_seconds: float  # what its share entitled it to in the window
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Contention:
     """A starved vGPU: it waited for the GPU while neighbours ran above their due (one window).
 
@@ -474,7 +474,7 @@ class Contention:
     neighbours: tuple[ContentionNeighbour, ...] = ()  # those above their due, most excess first
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GpuMetering:
     """A GPU's usage counters, per tenant, and the idle and contention findings of the cycle.
 
@@ -501,7 +501,7 @@ class GpuMetering:
 # --------------------------------------------------------------------------- whole GPU
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Gpu:
     index: int
     uuid: str
@@ -566,7 +566,7 @@ class Gpu:
 # --------------------------------------------------------------------------- Kubernetes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeviceAllocation:
     """One device the kubelet hands out, and the container it is given to (if any).
 
@@ -596,7 +596,7 @@ class DeviceAllocation:
 # --------------------------------------------------------------------------- exporter health
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CollectorStatus:
     """One reader's outcome in the cycle (``vgpumon_scrape_collector_*``)."""
 
@@ -605,14 +605,14 @@ class CollectorStatus:
     duration_seconds: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NvmlErrorCount:
     function: str
     error: str  # NVML error name in lower case, e.g. "not_supported", "timeout"
     count: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SamplingCadence:
     """How often one expensive value is read (``vgpumon_sampler_cadence_seconds``).
 
@@ -625,7 +625,7 @@ class SamplingCadence:
     seconds: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SamplerHealth:
     up: bool = False  # NVML initialised and the last cycle finished
     wedged: bool = False  # a cycle overran its deadline and was abandoned
@@ -644,6 +644,7 @@ class SamplerHealth:
     cadences: tuple[SamplingCadence, ...] = ()
 
 
+# Not slotted: one per cycle, and referenced weakly (a weak-reference slot needs Python 3.11).
 @dataclass(frozen=True)
 class Snapshot:
     timestamp: float  # Unix seconds at the end of the cycle

@@ -9,6 +9,7 @@ failed once does not pin ``up`` at 0.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -67,14 +68,19 @@ def host(tmp_path: Path) -> Any:
         h.close()
 
 
+def _values(obj: Any) -> dict[str, Any]:
+    """A model object's fields by name (the model's classes have slots, no ``__dict__``)."""
+    return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
 def _known(gpu: Gpu) -> set[str]:
     """Names of the Gpu fields that hold a value (None and empty collections are no value)."""
     out = set()
-    for name, value in vars(gpu).items():
+    for name, value in _values(gpu).items():
         if value is None or value == () or value == {}:
             continue
         if hasattr(value, "__dataclass_fields__"):
-            out |= {f"{name}.{k}" for k, v in vars(value).items() if v is not None and v != ()}
+            out |= {f"{name}.{k}" for k, v in _values(value).items() if v is not None and v != ()}
         else:
             out.add(name)
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import math
+import types
 
 import yaml
 
@@ -48,3 +49,31 @@ def test_shares_are_the_same_each_time_they_are_asked() -> None:
     first = sched.shares(t)
     assert first, "the scenario has time-sliced vGPUs"
     assert sched.shares(t) == first
+
+
+def reachable(root: object) -> list[object]:
+    """Every object ``root`` holds, directly or not (classes and modules not followed)."""
+    seen = {id(root)}
+    out = [root]
+    stack = [root]
+    while stack:
+        for ref in gc.get_referents(stack.pop()):
+            if id(ref) in seen or isinstance(ref, (type, types.ModuleType, types.FunctionType)):
+                continue
+            seen.add(id(ref))
+            out.append(ref)
+            stack.append(ref)
+    return out
+
+
+def test_a_parsed_scenario_keeps_no_line_of_each_key() -> None:
+    """The loader notes the line of every key path to cite it in errors; once the scenario is
+    built, nothing reads that map, and on a host of many vGPUs it was thousands of strings held
+    by the serving process for its whole life (docs/exporter.md, "Memory")."""
+    scenario = sim.create("kvm-vgpu-timesliced").scenario
+    line_maps = [
+        o
+        for o in reachable(scenario)
+        if isinstance(o, dict) and "gpus[0]" in o and isinstance(o["gpus[0]"], int)
+    ]
+    assert line_maps == []

@@ -611,7 +611,6 @@ def build_scenario(
         source=source,
         text=text,
         extra={k: v for k, v in doc.items() if k not in CORE_TOP_KEYS},
-        lines=dict(ctx.lines),
     )
     for check in registry.SCENARIO_CHECKS:
         check(scenario, ctx)

@@ -175,4 +175,3 @@ class Scenario:
     source: str  # "builtin:NAME" or a file path
     text: str  # the YAML as written
     extra: dict[str, Any] = field(default_factory=dict)
-    lines: dict[str, int] = field(default_factory=dict)
