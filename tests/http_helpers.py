@@ -7,15 +7,20 @@ requests cross a real socket into :class:`vgpumon.export.listener.Listener`.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 
 from vgpumon.export.address import ListenAddress
 from vgpumon.export.app import App
 from vgpumon.export.connections import ConnectionGuard
 from vgpumon.export.limits import ServerLimits
 from vgpumon.export.listener import Listener
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class LiveClient:
@@ -72,3 +77,19 @@ class LiveClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+@contextlib.asynccontextmanager
+async def loopback_get(path: str, handler: Handler) -> AsyncIterator[str]:
+    """An aiohttp app on a free loopback port answering GET ``path`` with ``handler``; yields
+    its base URL (``http://127.0.0.1:PORT``) and stops it afterwards."""
+    app = web.Application()
+    app.router.add_get(path, handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()

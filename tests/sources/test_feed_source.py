@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from http_helpers import loopback_get
 
 import vgpumon.sources
 from vgpumon.collect.sampler import Sampler
@@ -61,16 +62,8 @@ async def exporter(answer: Answer) -> AsyncIterator[str]:
         body = to_json(Snapshot(timestamp=answer.timestamp, health=answer.health))
         return web.Response(text=body, content_type="application/json")
 
-    app = web.Application()
-    app.router.add_get("/api/v1/snapshot", snapshot)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
+    async with loopback_get("/api/v1/snapshot", snapshot) as url:
+        yield url
 
 
 async def polls(answer: Answer, count: int) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from http_helpers import loopback_get
 
 from vgpumon.errors import ConfigError
 from vgpumon.model import SCHEMA_VERSION
@@ -56,16 +57,8 @@ async def answering(body: str, status: int = 200) -> AsyncIterator[str]:
     async def handler(request: web.Request) -> web.Response:
         return web.Response(status=status, text=body, content_type="application/json")
 
-    app = web.Application()
-    app.router.add_get("/api/v1/snapshot", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
+    async with loopback_get("/api/v1/snapshot", handler) as url:
+        yield url
 
 
 # ------------------------------------------------------------------------------- targets
