@@ -121,7 +121,7 @@ class Sampler(GpuDispatch):
         self._library_error = "NVML down"
         self._cycles = 0
         self._abandoned = 0
-        # The last system phase's result and when (snapshot clock) it ran (_system_due).
+        # The last system phase's result and when (snapshot clock) it ran (_reusable_system).
         self._system_result: SystemResult | None = None
         self._system_at = 0.0
         # The GPUs' jobs one after another, in seconds, as measured in the last serial cycles
@@ -378,7 +378,8 @@ class Sampler(GpuDispatch):
         now = self.clock()
         self._cycles += 1
         self.session.new_cycle()
-        if self._system_due(now):
+        system = self._reusable_system(now)
+        if system is None:
             self._system_result = None  # until this one is in: due again if it never comes
             if self._system.busy:
                 return self._abandon(start_mono, "system phase still stuck from an earlier cycle")
@@ -386,8 +387,6 @@ class Sampler(GpuDispatch):
             if system is None:
                 return self._abandon(start_mono, "system phase did not finish before the deadline")
             self._system_result, self._system_at = system, now
-        else:
-            system = self._system_result or SystemResult(self._driver, up=True)
 
         slots = sorted(self._slots.values(), key=lambda s: s.index)
         to_read: list[GpuSlot] = []
@@ -532,18 +531,19 @@ class Sampler(GpuDispatch):
 
     # ------------------------------------------------------------------ system phase (worker)
 
-    def _system_due(self, now: float) -> bool:
-        """Whether this cycle runs the system phase. Every cycle while anything is amiss (NVML
-        down or never read, the last phase failed, a GPU without a handle, which includes a GPU
-        waiting to be re-acquired); while every GPU answers, only every
-        :data:`SYSTEM_EVERY_SECONDS` (it then only counts the GPUs, for one that appeared), so
-        the cycle's usual path hands work to one worker per GPU and no other."""
+    def _reusable_system(self, now: float) -> SystemResult | None:
+        """The last system phase's result when this cycle may go on it, else None: the cycle
+        runs the system phase. It runs every cycle while anything is amiss (NVML down or never
+        read, the last phase failed, a GPU without a handle, which includes a GPU waiting to be
+        re-acquired); while every GPU answers, only every :data:`SYSTEM_EVERY_SECONDS` (it then
+        only counts the GPUs, for one that appeared), so the cycle's usual path hands work to one
+        worker per GPU and no other."""
         last = self._system_result
         if last is None or not last.up or self._library_down:
-            return True
+            return None
         if any(slot.handle is None for slot in self._slots.values()):
-            return True
-        return not 0.0 <= now - self._system_at < SYSTEM_EVERY_SECONDS
+            return None
+        return last if 0.0 <= now - self._system_at < SYSTEM_EVERY_SECONDS else None
 
     def _system_phase(self) -> SystemResult:
         s = self.session
@@ -706,7 +706,6 @@ class Sampler(GpuDispatch):
                         slot.state["_logged_failures"].add(reader.name)
                         log.exception("reader %s failed on GPU %s", reader.name, slot.uuid)
                 timings[reader.name] = time.perf_counter() - started
-                progress.completed += 1
             progress.reader = None
             gpu = out.build()
             if not progress.abandoned:

@@ -47,7 +47,6 @@ class JobProgress:
     timings: dict[str, float]
     failed: set[str]
     reader: str | None = None  # the collector running now
-    completed: int = 0  # collectors finished
     abandoned: bool = False  # the cycle went on without this job
     # The worker's count of NVML calls that came back, and its value when the job began.
     returned: Callable[[], int] = lambda: 0
