@@ -59,6 +59,7 @@ from vgpumon.collect.slots import (
 )
 from vgpumon.collect.threads import daemon_thread
 from vgpumon.collect.workers import Worker
+from vgpumon.feed import tell
 from vgpumon.model import (
     CollectorStatus,
     DriverInfo,
@@ -238,12 +239,9 @@ class Sampler(GpuDispatch):
             return snap
 
     def _notify(self, snap: Snapshot) -> None:
-        """On the event loop: tell the listeners of a new snapshot."""
-        for listener in self._listeners:
-            try:
-                listener(snap)
-            except Exception:  # a consumer's bug must not stop sampling
-                log.exception("a snapshot listener failed")
+        """On the event loop: tell the listeners of a new snapshot (one that raises is logged,
+        the others still hear it)."""
+        tell(self._listeners, snap)
 
     def on_snapshot(self, listener: Callable[[Snapshot], object]) -> None:
         """Call ``listener(snapshot)`` on the event loop each time a snapshot is published.
