@@ -25,7 +25,6 @@ from vgpumon.sources.base import HostUpdate
 
 DEFAULT_POINTS = 600  # ten minutes at a 1 s refresh
 Point = tuple[float, float | None]
-BYTES_PER_POINT = 16  # a time and a value, both float64
 
 
 class Ring:
@@ -202,10 +201,6 @@ class History:
     def latest(self, host: str, entity: str, metric: str) -> float | None:
         series = self._series.get(SeriesKey(host, entity, metric))
         return series[-1][1] if series else None
-
-    def bytes_held(self) -> int:
-        """The points' memory (preallocated per series), for docs and benchmarks."""
-        return len(self._series) * self.maxlen * BYTES_PER_POINT
 
     def keys(self) -> Iterable[SeriesKey]:
         return tuple(self._series)
