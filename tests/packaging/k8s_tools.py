@@ -7,6 +7,7 @@ CI=true, where a missing tool is a failure: CI installs them, so their absence i
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -67,3 +68,13 @@ def overlay(tmp_path: Path, components: tuple[str, ...]) -> Path:
     }
     (out / "kustomization.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
     return out
+
+
+def load_script(path: Path) -> Any:
+    """A packaging script (not a package) imported by its path, e.g. packaging/helm/render.py."""
+    spec = importlib.util.spec_from_file_location(f"vgpumon_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -8,7 +8,6 @@ chart's default rendering (packaging/helm/render.py) and the components agree wi
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import socket
 import subprocess
@@ -18,7 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from k8s_tools import CHART, K8S, PROFILES, ROOT, documents, kustomize, overlay, run, tool
+from k8s_tools import (
+    CHART,
+    K8S,
+    PROFILES,
+    ROOT,
+    documents,
+    kustomize,
+    load_script,
+    overlay,
+    run,
+    tool,
+)
 
 from vgpumon.cli import build_parser
 
@@ -31,17 +41,7 @@ PROFILE_NAMES = sorted(p.stem for p in PROFILES.glob("*.yaml"))
 DOCUMENTED = ["default", *PROFILE_NAMES]
 
 
-def load_render() -> Any:
-    path = ROOT / "packaging" / "helm" / "render.py"
-    spec = importlib.util.spec_from_file_location("vgpumon_helm_render", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-render = load_render()
+render = load_script(ROOT / "packaging" / "helm" / "render.py")
 
 
 def values_args(profile: str) -> list[str]:

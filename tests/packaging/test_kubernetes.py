@@ -5,13 +5,12 @@ test_helm_chart.py checks that the base is the chart's rendering, and the compon
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from k8s_tools import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "packaging" / "kubernetes"
@@ -80,13 +79,7 @@ def test_host_pid_only_with_per_process_series() -> None:
 
 
 def load_generator() -> Any:
-    path = K8S / "generate_prometheusrule.py"
-    spec = importlib.util.spec_from_file_location("vgpumon_generate_prometheusrule", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(K8S / "generate_prometheusrule.py")
 
 
 def test_the_rules_generator_writes_the_rules_files(tmp_path: Path) -> None:
