@@ -62,13 +62,21 @@ def prose_of_markdown(text: str) -> Iterator[tuple[int, str]]:
     yield from enumerate(text.splitlines(), 1)
 
 
-def path_exists(cited: str) -> bool:
+def path_exists(cited: str, here: Path = ROOT) -> bool:
+    """From the repository root, or from the citing file's directory (a chart's own files);
+    ``.py`` may be left out (a test module named like one); placeholders pass."""
     path = cited.rstrip(".")
-    if any(ch in path for ch in "<>{}"):
-        return True  # a placeholder: tests/fixtures/smi/<name>.xml
-    if "*" in path:
-        return any(ROOT.glob(path))
-    return (ROOT / path).exists() or (ROOT / path.split("::")[0]).exists()
+    if any(ch in path for ch in "<>{}") or any(p.isupper() for p in re.split(r"[/.]", path)):
+        return True  # a placeholder: tests/fixtures/smi/<name>.xml, profiles/PROFILE.yaml
+    for base in (ROOT, here):
+        if "*" in path:
+            if any(base.glob(path)):
+                return True
+            continue
+        candidates = (path, path.split("::")[0], path + ".py")
+        if any((base / c).exists() for c in candidates):
+            return True
+    return False
 
 
 def module_exists(dotted: str) -> bool:
@@ -92,7 +100,7 @@ def cited_problems(path: Path, lines: Iterator[tuple[int, str]]) -> list[str]:
     problems = []
     for number, line in lines:
         for cited in PATH.findall(line):
-            if not path_exists(cited):
+            if not path_exists(cited, path.parent):
                 problems.append(f"{rel}:{number}: no {cited}")
         for dotted in MODULE.findall(line):
             if not module_exists(dotted.rstrip(".")):
@@ -136,6 +144,8 @@ def test_the_checks_find_what_is_missing(tmp_path: Path) -> None:
     assert not path_exists("tests/export/test_export_golden.py")
     assert path_exists("tests/metrics/test_golden.py")
     assert path_exists("tests/golden/*.prom") and not path_exists("tests/golden/*.nothing")
+    assert path_exists("vgpumon/files/dashboards/*.json", ROOT / "packaging" / "helm")
+    assert not path_exists("vgpumon/files/dashboards/*.json")
     assert module_exists("vgpumon.model.Snapshot") and module_exists("vgpumon.metrics")
     assert not module_exists("vgpumon.export.metrics") and not module_exists("vgpumon.model.Nope")
     assert MODULE.findall("vgpumon.io/mode, vgpumon.rules.yml, vgpumon.model.Gpu") == [
