@@ -15,7 +15,6 @@ from typing import Any
 from vgpumon.config.flags import add_flags, flag_values
 from vgpumon.config.table import rows_in
 from vgpumon.errors import ConfigError
-from vgpumon.sources.base import SnapshotSource
 from vgpumon.sources.ssh_targets import (
     SshSettings,
     parse_target,
@@ -86,13 +85,3 @@ def _check_readable(path: str, flag: str) -> None:
             pass
     except OSError as err:
         raise ConfigError(f"{flag}: cannot read {path}: {err.strerror or err}") from None
-
-
-def ssh_source_from_args(args: argparse.Namespace, command: str) -> SnapshotSource | None:
-    """The agentless source the flags describe (``top --ssh``), or None without ``--ssh``."""
-    settings = ssh_settings_from(args, command)
-    if settings is None:
-        return None
-    from vgpumon.sources.ssh import SshSource
-
-    return SshSource(settings)
