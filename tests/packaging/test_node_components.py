@@ -52,7 +52,7 @@ def test_node_features_component_mounts_features_d(tmp_path: Path, components: l
     ds = next(d for d in docs if d["kind"] == "DaemonSet")
     pod = ds["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    flag = next(a for a in container["args"] if a.startswith("--nfd-features-file="))
+    flag = next(a for a in container["args"] if a.startswith("--kubernetes.nfd-features-file="))
     path = Path(flag.partition("=")[2])
     assert str(path.parent) == FEATURES_D and not path.name.startswith(".")
     mount = next(m for m in container["volumeMounts"] if m["mountPath"] == FEATURES_D)

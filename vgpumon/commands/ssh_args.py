@@ -1,4 +1,4 @@
-"""The ``--ssh`` flags of the commands that read agentless hosts (``serve``, ``top``).
+"""The ``--ssh.*`` flags of the commands that read agentless hosts (``serve``, ``top``).
 
 One definition (the rows of :mod:`vgpumon.config.table`), so every command names, checks and
 defaults them the same way. The flags' dests are the serve settings' field names
@@ -13,7 +13,7 @@ import argparse
 from typing import Any
 
 from vgpumon.config.flags import add_flags, flag_values
-from vgpumon.config.table import rows_in
+from vgpumon.config.table import rows_for
 from vgpumon.errors import ConfigError
 from vgpumon.sources.ssh_targets import (
     SshSettings,
@@ -23,7 +23,7 @@ from vgpumon.sources.ssh_targets import (
 )
 
 # The rows of the serve settings table that describe agentless hosts (vgpumon.config.table).
-SSH_ROWS = rows_in("agentless hosts")
+SSH_ROWS = rows_for("top", "agentless hosts")
 
 
 def add_ssh_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,7 +33,7 @@ def add_ssh_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def ssh_flag_values(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``--ssh*`` flags given, checked, by settings field."""
+    """The ``--ssh.*`` flags given, checked, by settings field."""
     return flag_values(args, SSH_ROWS)
 
 
@@ -45,6 +45,8 @@ def ssh_settings_from(values: Any, command: str) -> SshSettings | None:
     def get(name: str) -> Any:
         return checked.get(name) if checked is not None else getattr(values, name, None)
 
+    # Each value was checked where it was given (flag, variable or file line), the files
+    # included: readable now, or the start fails naming the flag, variable or line.
     targets = [parse_target(t) for t in get("ssh_targets") or ()]
     if get("ssh_targets_file"):
         targets.extend(read_targets_file(get("ssh_targets_file")))
@@ -52,7 +54,8 @@ def ssh_settings_from(values: Any, command: str) -> SshSettings | None:
         return None
     if getattr(values, "sim", None) or getattr(values, "nvml_module", None):
         raise ConfigError(
-            f"{command}: --ssh reads remote nvidia-smi; it cannot be combined with --sim"
+            f"{command}: agentless hosts (ssh.targets) are read over SSH; they cannot be "
+            "combined with an NVML source here (sim, nvml_module)"
         )
     defaults = SshSettings(targets=())
 
@@ -60,14 +63,9 @@ def ssh_settings_from(values: Any, command: str) -> SshSettings | None:
         value = get(name)
         return default if value is None else value
 
-    identity_files = tuple(get("ssh_identity_files") or ())
-    for path in identity_files:
-        _check_readable(path, "--ssh-identity")
-    if get("ssh_known_hosts") is not None:
-        _check_readable(get("ssh_known_hosts"), "--ssh-known-hosts")
     return SshSettings(
         targets=unique_targets(targets),
-        identity_files=identity_files,
+        identity_files=tuple(get("ssh_identity_files") or ()),
         known_hosts=get("ssh_known_hosts"),
         timeout_seconds=pick("ssh_timeout_seconds", defaults.timeout_seconds),
         max_sessions=pick("ssh_max_sessions", defaults.max_sessions),

@@ -1,7 +1,7 @@
-"""Agentless hosts as the snapshot feed ``vgpumon serve --ssh`` renders.
+"""Agentless hosts as the snapshot feed ``vgpumon serve --ssh.targets`` renders.
 
 :class:`AgentlessFeed` is the hosts' fleet (:class:`~vgpumon.sources.ssh.SshFleet`, the feed
-``top --ssh`` shows) with each of its :class:`~vgpumon.feed.Fleet` news turned into a
+``top --ssh.targets`` shows) with each of its :class:`~vgpumon.feed.Fleet` news turned into a
 :class:`~vgpumon.metrics.hosts.HostsView`, the snapshot the exporter renders with the per-host
 families (:mod:`vgpumon.metrics.hosts`). It has the shape of every feed
 (:class:`vgpumon.feed.SnapshotFeed`), so ``serve`` drives it as it drives the sampler: one feed

@@ -1,7 +1,7 @@
 """Named feeds of one host each, joined into one feed of :class:`~vgpumon.feed.Fleet` news.
 
 :class:`FleetFeed` is what ``top`` reads for any set of hosts (this host's sampler as a fleet of
-one, exporters over HTTP, agentless hosts over SSH) and what ``serve --ssh`` renders
+one, exporters over HTTP, agentless hosts over SSH) and what ``serve --ssh.targets`` renders
 (:mod:`vgpumon.sources.agentless`). Each host keeps its own feed and its own loop, so a host that
 is slow or dead only delays its own news. The fleet's part is bookkeeping, done as each host's
 feed speaks:
@@ -201,7 +201,8 @@ def this_host(
     closers: Sequence[Closer] = (),
     clock: Callable[[], float] = time.time,
 ) -> FleetFeed:
-    """This machine's sampler (``top`` without ``--url``/``--ssh``) as the one host of a fleet."""
+    """This machine's sampler (``top`` without ``--url``/``--ssh.targets``) as the one host of a
+    fleet."""
     return FleetFeed(
         [(host, sampler)],
         name=f"this host ({sampler.name})",
