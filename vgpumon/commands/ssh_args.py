@@ -73,13 +73,3 @@ def ssh_settings_from(values: Any, command: str) -> SshSettings | None:
         nvidia_smi=pick("ssh_nvidia_smi", defaults.nvidia_smi),
         default_user=get("ssh_user"),
     )
-
-
-def _check_readable(path: str, flag: str) -> None:
-    """A key or known_hosts file that cannot be read is a mistake to report at start (like
-    ``--config``): otherwise every poll of every host fails without naming the file."""
-    try:
-        with open(path, "rb"):
-            pass
-    except OSError as err:
-        raise ConfigError(f"{flag}: cannot read {path}: {err.strerror or err}") from None
