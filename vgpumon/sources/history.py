@@ -20,8 +20,8 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from vgpumon.feed import HostUpdate
 from vgpumon.model import Gpm, Gpu, MigGpuInstance, Snapshot, VgpuInstance
-from vgpumon.sources.base import HostUpdate
 
 DEFAULT_POINTS = 600  # ten minutes at a 1 s refresh
 Point = tuple[float, float | None]
