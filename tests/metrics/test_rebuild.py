@@ -3,34 +3,13 @@ and every sample comes back (vgpumon.metrics.rebuild, what ``top --prometheus`` 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from export_helpers import rich_snapshot, samples_by_name
+from export_helpers import rich_snapshot
+from rebuild_helpers import Sample, as_input, from_golden, rendered
 
 from vgpumon import sim
 from vgpumon.metrics import rebuild as rb
 from vgpumon.metrics.table import FAMILIES, ExportOptions
-from vgpumon.model import Snapshot
-
-GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
-OPTIONS = ExportOptions(processes=True, pod_series=True)
-Sample = tuple[tuple[tuple[str, str], ...], float]
-
-
-def rendered(snapshot: Snapshot, options: ExportOptions = OPTIONS) -> dict[str, list[Sample]]:
-    """Every family's samples, as sorted (labels, value) pairs."""
-    out = {}
-    for family in FAMILIES:
-        got = family.samples(snapshot, options)
-        out[family.name] = sorted(
-            (tuple(sorted(zip(family.labels, labels, strict=True))), value) for labels, value in got
-        )
-    return out
-
-
-def as_input(samples: dict[str, list[Sample]]) -> dict[str, list[tuple[dict[str, str], float]]]:
-    return {name: [(dict(labels), value) for labels, value in got] for name, got in samples.items()}
 
 
 def differences(before: dict[str, list[Sample]], after: dict[str, list[Sample]]) -> list[str]:
@@ -41,12 +20,6 @@ def differences(before: dict[str, list[Sample]], after: dict[str, list[Sample]])
         for name in before
         if name != "vgpumon_build_info" and before[name] != after[name]
     ]
-
-
-def from_golden(name: str) -> dict[str, list[tuple[dict[str, str], float]]]:
-    """A scenario's golden exposition (tests/golden), by family name (counters' ``_total``
-    included, as Prometheus names them)."""
-    return samples_by_name((GOLDEN_DIR / f"{name}.prom").read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("name", sorted(sim.builtin_scenarios()))

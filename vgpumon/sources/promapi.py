@@ -201,12 +201,16 @@ class PrometheusClient:
             raise PrometheusError(self.url, f"refused {what} (HTTP {status}): {said}")
         return body
 
-    async def instant(self, promql: str, at: float | None = None) -> Answer:
-        """The instant vector ``promql`` gives (now, or at ``at``)."""
+    async def raw_instant(self, promql: str, at: float | None = None) -> Any:
+        """The raw answer of an instant query (a range vector's samples, say)."""
         params = {"query": promql}
         if at is not None:
             params["time"] = f"{at:.3f}"
-        body = await self._get("/api/v1/query", params, promql)
+        return await self._get("/api/v1/query", params, promql)
+
+    async def instant(self, promql: str, at: float | None = None) -> Answer:
+        """The instant vector ``promql`` gives (now, or at ``at``)."""
+        body = await self.raw_instant(promql, at)
         try:
             series = (
                 instant_vector(body)

@@ -253,6 +253,11 @@ class HttpClient:
             reason = f"{type(exc).__name__}: {one_line(exc)}"
             raise FetchError(url, reason, FetchError.CONNECT) from None
 
+    @property
+    def closed(self) -> bool:
+        """No session is open (none yet, or closed)."""
+        return self._http is None or self._http.closed
+
     async def close(self) -> None:
         if self._http is not None:
             await self._http.close()

@@ -1,0 +1,39 @@
+"""Snapshots as a Prometheus server holds them: each family's samples, as the exporter renders
+them (the tests of vgpumon.metrics.rebuild and of the Prometheus fleet read them back)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from export_helpers import samples_by_name
+
+from vgpumon.metrics.table import FAMILIES, ExportOptions
+from vgpumon.model import Snapshot
+
+GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
+OPTIONS = ExportOptions(processes=True, pod_series=True)
+Sample = tuple[tuple[tuple[str, str], ...], float]
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
+def rendered(snapshot: Snapshot, options: ExportOptions = OPTIONS) -> dict[str, list[Sample]]:
+    """Every family's samples, as sorted (labels, value) pairs."""
+    out = {}
+    for family in FAMILIES:
+        got = family.samples(snapshot, options)
+        out[family.name] = sorted(
+            (tuple(sorted(zip(family.labels, labels, strict=True))), value)
+            for labels, value in got
+        )
+    return out
+
+
+def as_input(samples: dict[str, list[Sample]]) -> Samples:
+    """Rendered samples as a rebuild takes them: labels as dicts."""
+    return {name: [(dict(labels), value) for labels, value in got] for name, got in samples.items()}
+
+
+def from_golden(name: str) -> Samples:
+    """A scenario's golden exposition (tests/golden), by family name (counters' ``_total``
+    included, as Prometheus names them)."""
+    return samples_by_name((GOLDEN_DIR / f"{name}.prom").read_text(encoding="utf-8"))

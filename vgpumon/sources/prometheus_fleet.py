@@ -1,0 +1,680 @@
+"""The hosts a Prometheus server scrapes, as one feed of :class:`~vgpumon.feed.Fleet` news:
+``top --prometheus URL`` with no other source.
+
+Beyond a few hundred hosts, or from a laptop outside the hosts' network, polling every exporter
+does not scale or does not reach; the Prometheus (Thanos, Mimir, VictoriaMetrics) that already
+scrapes them does. :class:`PrometheusFleet` reads the fleet from its query API and gives ``top``
+the same news a feed of live exporters gives: per host, a :class:`~vgpumon.model.Snapshot`
+rebuilt from the host's series (:mod:`vgpumon.metrics.rebuild`, the metric table read
+backwards), so every screen shows the same columns, badges and verdicts, as of the host's last
+scrape. Verdicts (starved, idle, expiring) are the exporter's, read from its series; nothing here
+decides one again.
+
+What is read, and how often:
+
+* the hosts: the targets of every job that has a vgpumon exporter (``up`` and
+  ``vgpumon_build_info``), narrowed by ``--prometheus.selector``, named by their ``instance`` and
+  the target labels of ``--prometheus.group-by`` (``eu-1/gpu-7:9839``), in that order;
+* per refresh, one query per family the screen reads (:data:`SCREEN_FAMILIES`), for all hosts at
+  once, never one per host; a host shown in full (its own screens) gets one more query for all
+  its series. State sets come as their current state only (``== 1``), Xid counters as those
+  that happened (``> 0``): nothing the rebuild needs is left out;
+* a refresh every scrape interval (the targets' ``scrapeInterval``, else measured from ``up``'s
+  samples): Prometheus has nothing newer in between.
+
+What can go wrong is shown, and never waited on by the screen (the feed runs on its own thread):
+a target Prometheus cannot scrape is ``unreachable`` with Prometheus' reason and its last scraped
+data (stale); Prometheus down or slow turns every host stale, with the reason, once the data is
+two refreshes old; a query it refuses or answers partially (a Thanos store down) keeps the
+family's last answer and says ``partial`` on each host. Every answer is capped
+(:mod:`vgpumon.sources.promapi`).
+
+A host whose exporter this machine can reach may be read live instead (:meth:`live`, ``L`` in
+``top``): its snapshots then come from the exporter itself (:class:`~vgpumon.sources.remote.
+RemoteFeed`), every interval, until asked back or until the exporter fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from vgpumon.feed import SCREENS, Fleet, Focus, HostState, HostUpdate, tell
+from vgpumon.metrics import rebuild as rb
+from vgpumon.metrics.table import FAMILIES, StateValues
+from vgpumon.model import Snapshot
+from vgpumon.sources.fleet import nvml_down
+from vgpumon.sources.promapi import (
+    Answer,
+    PrometheusClient,
+    PrometheusError,
+    Target,
+    quote,
+    regex_of,
+)
+from vgpumon.sources.remote import Connection, RemoteFeed, RemoteTarget
+
+log = logging.getLogger(__name__)
+
+VIA = "Prometheus"
+HOST_LABEL = "instance"
+BUILD_INFO = "vgpumon_build_info"
+TIMESTAMP = "vgpumon_last_sample_timestamp_seconds"
+# How far back a host whose target is down is looked for (its last scraped data) and a
+# vgpumon job is recognised (a job whose exporters are all down now is still one).
+LOOKBACK = "1h"
+MIN_INTERVAL_SECONDS = 1.0
+MAX_INTERVAL_SECONDS = 60.0
+DEFAULT_INTERVAL_SECONDS = 15.0  # Prometheus' default scrape interval, until one is found
+REDISCOVER_SECONDS = 300.0  # the scrape interval and targets' URLs are looked at again
+STALE_AFTER_REFRESHES = 2  # Prometheus silent this many intervals: every host is stale
+MAX_CONCURRENT_QUERIES = 8
+BACKOFF_CAP_SECONDS = 30.0
+
+
+def _families(*names: str) -> frozenset[str]:
+    """Families read back by name; a name the rebuild does not read fails at import."""
+    unknown = sorted(set(names) - rb.READ_BACK)
+    if unknown:
+        raise AssertionError(f"not families the rebuild reads: {unknown}")
+    return frozenset(names)
+
+
+def _of(*prefixes: str) -> frozenset[str]:
+    """Every family read back whose name starts with one of ``prefixes``."""
+    return frozenset(n for n in rb.READ_BACK if n.startswith(prefixes))
+
+
+# What each screen reads for every host (a host's own screens read all of its series): enough
+# for its rows, badges and the event log, and the fleet's judge (vgpumon_up).
+# tests/sources/test_prometheus_screens.py rebuilds every scenario from these alone and compares
+# what each screen shows with a rebuild from every family.
+FLEET = _families(
+    "vgpumon_up",
+    TIMESTAMP,
+    "vgpumon_sampler_wedged",
+    "vgpumon_gpu_up",
+    "vgpumon_gpu_virtualization_mode",
+    "vgpumon_gpu_mig_mode_enabled",
+    "vgpumon_gpu_utilization_ratio",
+    "vgpumon_gpu_memory_used_bytes",
+    "vgpumon_gpu_memory_total_bytes",
+    "vgpumon_gpu_power_watts",
+    "vgpumon_gpu_power_limit_watts",
+    "vgpumon_gpu_xid_errors_total",
+    "vgpumon_vgpu_info",
+    "vgpumon_vgpu_license_state",
+    "vgpumon_vgpu_license_expiry_timestamp_seconds",
+    "vgpumon_guest_license_state",
+    "vgpumon_guest_license_expiry_timestamp_seconds",
+    "vgpumon_vgpu_idle_seconds",
+    "vgpumon_process_idle_seconds",
+    *(n for n in rb.READ_BACK if n.startswith("vgpumon_vgpu_scheduler_share")),
+)
+# A filter's terms read every row's text: names, modes, types, holders, what fits.
+FILTER = FLEET | _of(
+    "vgpumon_gpu_info",
+    "vgpumon_mig_instance_info",
+    "vgpumon_vgpu_scheduler_policy",
+    "vgpumon_gpu_allocation_info",
+    "vgpumon_vgpu_type_",
+    "vgpumon_mig_profile_",
+    "vgpumon_gpu_mig_free_slices",
+    "vgpumon_gpu_vgpu_framebuffer_",
+)
+SCREEN_FAMILIES: dict[str, frozenset[str]] = {
+    "fleet": FLEET,
+    "host": FLEET,
+    "events": FLEET,
+    "scheduler": FLEET | _of("vgpumon_vgpu_scheduler_", "vgpumon_vgpu_utilization_ratio"),
+    "licenses": FLEET | _of("vgpumon_vgpu_license_", "vgpumon_guest_license_"),
+    "capacity": FILTER | _of("vgpumon_vgpu_framebuffer_", "vgpumon_mig_memory_"),
+    "usage": FLEET
+    | _of(
+        "vgpumon_vgpu_busy",
+        "vgpumon_vgpu_framebuffer_byte",
+        "vgpumon_vgpu_energy",
+        "vgpumon_pod_",
+        "vgpumon_mig_sm_active_seconds",
+        "vgpumon_mig_memory_byte",
+        "vgpumon_mig_energy",
+        "vgpumon_gpu_dead_holder_",
+    ),
+}
+if set(SCREEN_FAMILIES) != set(SCREENS):
+    raise AssertionError("SCREEN_FAMILIES must say what each of feed.SCREENS reads")
+
+_STATE_SETS = frozenset(f.name for f in FAMILIES if isinstance(f.rows, StateValues))
+_COUNTED = frozenset({"vgpumon_gpu_xid_errors_total"})  # a zero is the table's, not a reading
+
+
+def family_query(client: PrometheusClient, name: str, *extra: str) -> str:
+    """The query of one family: its series (narrowed), only those the rebuild reads."""
+    selector = client.select(name, *extra)
+    if name in _STATE_SETS:
+        return f"{selector} == 1"
+    if name in _COUNTED:
+        return f"{selector} > 0"
+    return selector
+
+
+def _natural(text: str) -> tuple[Any, ...]:
+    """``gpu-10`` after ``gpu-9``: digits compare as numbers."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text))
+
+
+@dataclass
+class _Host:
+    """What the feed holds of one host between refreshes."""
+
+    key: str
+    labels: dict[str, str]  # its instance and group labels
+    order: tuple[Any, ...]
+    up: bool | None = None  # Prometheus' last scrape of it answered
+    snapshot: Snapshot | None = None
+    received_at: float | None = None
+    version: tuple[Any, ...] | None = None  # what the held snapshot was built from
+    error: str | None = None
+    update: HostUpdate | None = None
+    target: Target | None = None
+    looked_back: bool = False  # its last scraped data was looked for (down at start)
+    live: RemoteFeed | None = None
+    live_task: asyncio.Task[None] | None = None
+
+    def matchers(self) -> tuple[str, ...]:
+        return tuple(f"{k}={quote(v)}" for k, v in self.labels.items())
+
+
+@dataclass
+class _Answers:
+    """One refresh's answers: samples per host and family, what failed, what was partial."""
+
+    by_host: dict[str, dict[str, list[tuple[Mapping[str, str], float]]]] = field(
+        default_factory=dict
+    )
+    failed: dict[str, str] = field(default_factory=dict)  # family -> one-line reason
+    warnings: set[str] = field(default_factory=set)
+
+
+class PrometheusFleet:
+    """The hosts ``client``'s server scrapes, as a feed of :class:`~vgpumon.feed.Fleet` news.
+
+    ``group_by``: target labels that name and order hosts before their ``instance``.
+    ``interval_seconds``: time between refreshes (None: each scrape interval).
+    ``live_connection``: how to reach an exporter opened live (TLS, credentials).
+    """
+
+    def __init__(
+        self,
+        client: PrometheusClient,
+        *,
+        group_by: Sequence[str] = (),
+        interval_seconds: float | None = None,
+        live_connection: Connection | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self.group_by = tuple(group_by)
+        self.fixed_interval = interval_seconds
+        self.interval_seconds = interval_seconds or DEFAULT_INTERVAL_SECONDS
+        self.live_connection = live_connection or Connection()
+        self._clock = clock
+        self._focus = Focus()
+        self._hosts: dict[str, _Host] = {}
+        self._fleet: Fleet | None = None
+        self._listeners: list[Callable[[Fleet], object]] = []
+        self._wake: asyncio.Event | None = None
+        self._last_success: float | None = None
+        self._failures = 0
+        self._problem: str | None = None  # Prometheus gave nothing: why (every host stale)
+        self._partial: str | None = None
+        self._discovered_at: float | None = None
+        self._families_read: frozenset[str] = frozenset()
+        self._answers: dict[str, dict[str, list[tuple[Mapping[str, str], float]]]] = {}
+        self.refreshes = 0  # refreshes done (a bench divides query time by it)
+        self.last_refresh_seconds = 0.0
+
+    # ------------------------------------------------------------------ the feed shape
+
+    @property
+    def name(self) -> str:
+        where = self.client.url + ("" if not self.client.matchers else self.client.selector)
+        parts = [f"Prometheus {where}"]
+        if self._problem is not None:
+            parts.append(self._problem)
+        elif self._partial is not None:
+            parts.append(f"partial: {self._partial}")
+        return " · ".join(parts)
+
+    @property
+    def latest(self) -> Fleet:
+        if self._fleet is None:
+            ordered = sorted(self._hosts.values(), key=lambda h: h.order)
+            self._fleet = Fleet(self.name, tuple(self._update_of(h) for h in ordered))
+        return self._fleet
+
+    @property
+    def not_ready_reason(self) -> str | None:
+        if self._last_success is not None:
+            return None
+        return self._problem or "no answer from Prometheus yet"
+
+    def on_snapshot(self, listener: Callable[[Fleet], object]) -> None:
+        self._listeners.append(listener)
+
+    def refresh(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def focus(self, focus: Focus) -> None:
+        """Read what ``focus`` shows; a refresh now when it needs families not read yet."""
+        if focus == self._focus:
+            return
+        self._focus = focus
+        wanted = self._wanted_families()
+        full = set(focus.hosts) & set(self._hosts)
+        if not wanted <= self._families_read or full:
+            self.refresh()
+
+    def live(self, host: str, on: bool) -> None:
+        """Read ``host`` from its own exporter (on) or back from Prometheus (off)."""
+        found = self._hosts.get(host)
+        if found is None:
+            return
+        if on and found.live is None:
+            self._start_live(found)
+        elif not on and found.live is not None:
+            self._stop_live(found, None)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Refresh every interval (sooner on :meth:`refresh`) until ``stop`` is set; then stop
+        the hosts read live, mark every host closed and close the HTTP sessions."""
+        loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+
+        async def relay_stop() -> None:
+            await stop.wait()
+            assert self._wake is not None
+            self._wake.set()
+
+        relay = loop.create_task(relay_stop())
+        try:
+            while not stop.is_set():
+                started = loop.time()
+                self._wake.clear()
+                try:
+                    await self.refresh_once()
+                except Exception as exc:  # a bug must not end the loop silently
+                    log.exception("Prometheus refresh failed")
+                    self._failed(f"internal error: {type(exc).__name__}")
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(
+                        self._wake.wait(), timeout=self._next_delay(loop.time() - started)
+                    )
+        finally:
+            relay.cancel()
+            tasks = [h.live_task for h in self._hosts.values() if h.live_task is not None]
+            for host in self._hosts.values():
+                if host.live is not None:
+                    self._stop_live(host, None, tell_now=False)
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for host in self._hosts.values():
+                host.update = HostUpdate(
+                    host=host.key,
+                    state=HostState.CLOSED,
+                    snapshot=host.snapshot,
+                    received_at=host.received_at,
+                    sequence=(host.update.sequence + 1) if host.update else 0,
+                    via=VIA,
+                )
+            self._changed()
+            await self.client.close()
+
+    def _next_delay(self, elapsed: float) -> float:
+        if self._failures == 0:
+            return max(0.0, self.interval_seconds - elapsed)
+        return min(BACKOFF_CAP_SECONDS, self.interval_seconds * 2 ** min(self._failures - 1, 5))
+
+    # ------------------------------------------------------------------ one refresh
+
+    def _wanted_families(self) -> frozenset[str]:
+        focus = self._focus
+        wanted = SCREEN_FAMILIES.get(focus.screen, FLEET)
+        return wanted | FILTER if focus.filtering else wanted
+
+    async def refresh_once(self) -> None:
+        """One refresh: the hosts, then what the screen reads; tells the listeners."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            ups = await self.client.instant(self._hosts_query())
+            seen = self._take_hosts(ups.series)
+            await self._discover(loop.time())
+        except PrometheusError as exc:
+            self._failed(exc.reason)
+            return
+        families = self._wanted_families()
+        full = [self._hosts[h] for h in self._focus.hosts if h in self._hosts]
+        answers = await self._read(families, full)
+        answers.warnings.update(ups.warnings)
+        await self._look_back()
+        self._families_read = families
+        self._build(answers, families, {h.key for h in full}, seen)
+        self._last_success = self._clock()
+        self._failures = 0
+        self._problem = None
+        self.refreshes += 1
+        self.last_refresh_seconds = loop.time() - started
+        self._changed()
+
+    def _hosts_query(self) -> str:
+        jobs = f"group by (job) (last_over_time({self.client.select(BUILD_INFO)}[{LOOKBACK}]))"
+        return f"{self.client.select('up')} and on (job) {jobs}"
+
+    def _key_of(self, labels: Mapping[str, str]) -> tuple[str, dict[str, str]] | None:
+        instance = labels.get(HOST_LABEL)
+        if not instance:
+            return None
+        own = {name: labels.get(name, "") for name in self.group_by}
+        own[HOST_LABEL] = instance
+        key = "/".join([*(own[name] for name in self.group_by if own[name]), instance])
+        return key, own
+
+    def _take_hosts(self, series: Iterable[tuple[dict[str, str], float]]) -> set[str]:
+        """The hosts of this refresh from ``up``; a host gone from Prometheus is dropped."""
+        seen: set[str] = set()
+        for labels, value in series:
+            found = self._key_of(labels)
+            if found is None:
+                continue
+            key, own = found
+            seen.add(key)
+            host = self._hosts.get(key)
+            if host is None:
+                order = tuple(_natural(own[n]) for n in (*self.group_by, HOST_LABEL))
+                host = self._hosts[key] = _Host(key, own, order)
+            host.up = value == 1.0
+        for key in set(self._hosts) - seen:
+            gone = self._hosts.pop(key)
+            if gone.live is not None:
+                self._stop_live(gone, None, tell_now=False)
+        return seen
+
+    async def _read(self, families: frozenset[str], full: Sequence[_Host]) -> _Answers:
+        """One query per family for every host, one per host shown in full; concurrently."""
+        answers = _Answers()
+        gate = asyncio.Semaphore(MAX_CONCURRENT_QUERIES)
+
+        async def one(name: str | None, promql: str) -> tuple[str | None, Answer | str]:
+            async with gate:
+                try:
+                    return name, await self.client.instant(promql)
+                except PrometheusError as exc:
+                    return name, exc.reason
+
+        jobs = [one(name, family_query(self.client, name)) for name in sorted(families)]
+        names = regex_of(sorted(rb.READ_BACK))
+        for host in full:
+            matchers = (f"__name__=~{quote(names)}", *host.matchers())
+            jobs.append(one(None, "{" + ",".join((*self.client.matchers, *matchers)) + "}"))
+        for name, got in await asyncio.gather(*jobs):
+            if isinstance(got, str):
+                answers.failed[name or "a host's series"] = got
+                continue
+            answers.warnings.update(got.warnings)
+            for labels, value in got.series:
+                if not math.isfinite(value):
+                    continue
+                found = self._key_of(labels)
+                family = name or labels.get("__name__")
+                if found is None or family is None:
+                    continue
+                per = answers.by_host.setdefault(found[0], {})
+                per.setdefault(family, []).append((labels, value))
+        return answers
+
+    async def _look_back(self) -> None:
+        """A host down since before ``top`` started: its last scraped data, once."""
+        hosts = [h for h in self._hosts.values() if h.up is False and not h.looked_back]
+        if not hosts or self._hosts_all_unknown():
+            return
+        for host in hosts:
+            host.looked_back = True
+        samples: dict[str, dict[str, list[tuple[Mapping[str, str], float]]]] = {}
+        instances = regex_of(sorted({h.labels[HOST_LABEL] for h in hosts}))
+        for name in sorted(FLEET):
+            selector = self.client.select(name, f"{HOST_LABEL}=~{quote(instances)}")
+            try:
+                got = await self.client.instant(f"last_over_time({selector}[{LOOKBACK}])")
+            except PrometheusError:
+                return  # the next refresh's own failure says why
+            for labels, value in got.series:
+                found = self._key_of(labels)
+                if found is not None and found[0] in self._hosts and math.isfinite(value):
+                    per = samples.setdefault(found[0], {})
+                    per.setdefault(name, []).append((labels, value))
+        for key, per in samples.items():
+            host = self._hosts[key]
+            if host.snapshot is None and TIMESTAMP in per:
+                # Every state of a state set and every Xid at 0 come back: the rebuild reads
+                # the current state (1) and the Xids that happened.
+                host.snapshot = rb.rebuild(per)
+                host.received_at = host.snapshot.timestamp
+
+    def _hosts_all_unknown(self) -> bool:
+        return all(h.up is None for h in self._hosts.values())
+
+    def _build(
+        self,
+        answers: _Answers,
+        families: frozenset[str],
+        full: set[str],
+        seen: set[str],
+    ) -> None:
+        """Each host's snapshot and state from this refresh's answers."""
+        # A family whose query failed keeps its last answer (said partial on every host).
+        for name in answers.failed:
+            for key, per in self._answers.items():
+                if name in per:
+                    answers.by_host.setdefault(key, {})[name] = per[name]
+        self._answers = answers.by_host
+        problems = [f"{name}: {reason}" for name, reason in sorted(answers.failed.items())]
+        problems += sorted(answers.warnings)
+        self._partial = (
+            None
+            if not problems
+            else f"{len(problems)} quer{'y' if len(problems) == 1 else 'ies'} incomplete "
+            f"({problems[0]})"
+        )
+        now = self._clock()
+        for key in seen:
+            host = self._hosts[key]
+            if host.live is not None:
+                continue  # its exporter answers for it
+            per = answers.by_host.get(key, {})
+            if host.up and TIMESTAMP in per:
+                stamp = max(v for _, v in per[TIMESTAMP])
+                version = (stamp, families, key in full, tuple(sorted(answers.failed)))
+                if version != host.version or host.snapshot is None:
+                    host.snapshot = rb.rebuild(per)
+                    host.received_at = now
+                    host.version = version
+                reason = nvml_down(host.snapshot)
+                host.error = reason if reason is not None else self._partial_note()
+            elif host.up:
+                host.error = "no vgpumon series in Prometheus for this target"
+            else:
+                target = host.target
+                said = target.last_error if target is not None else None
+                host.error = f"Prometheus cannot scrape it: {said or 'the last scrape failed'}"
+
+    def _partial_note(self) -> str | None:
+        return None if self._partial is None else f"partial data: {self._partial}"
+
+    def _update_of(self, host: _Host) -> HostUpdate:
+        """The host's :class:`HostUpdate`, the same object while nothing changed."""
+        if self._problem is not None and self._last_success is not None:
+            state, error = HostState.UNREACHABLE, self._problem
+        elif host.live is not None and host.live.latest is not None and host.up is not False:
+            state, error = HostState.UP, None
+        elif host.up is None:
+            state, error = HostState.CONNECTING, None
+        elif host.up and host.snapshot is not None and nvml_down(host.snapshot) is None:
+            state, error = HostState.UP, host.error
+        else:
+            state, error = HostState.UNREACHABLE, host.error
+        live = host.live is not None and host.live.latest is not None
+        snapshot = host.live.latest if live and host.live is not None else host.snapshot
+        via = "live" if live else VIA
+        old = host.update
+        if (
+            old is not None
+            and old.state is state
+            and old.snapshot is snapshot
+            and old.error == error
+            and old.via == via
+        ):
+            return old
+        host.update = HostUpdate(
+            host=host.key,
+            state=state,
+            snapshot=snapshot,
+            error=error,
+            received_at=host.received_at,
+            sequence=0 if old is None else old.sequence + 1,
+            via=via,
+        )
+        return host.update
+
+    def _failed(self, reason: str) -> None:
+        """Prometheus gave nothing this refresh: after two intervals every host is stale."""
+        self._failures += 1
+        problem = f"Prometheus: {reason}"
+        if self._last_success is None:
+            self._problem = problem
+        else:
+            age = self._clock() - self._last_success
+            if age < STALE_AFTER_REFRESHES * self.interval_seconds:
+                return  # one slow answer is not an outage
+            self._problem = f"{problem} (data {age:.0f} s old)"
+        self._changed()
+
+    def _changed(self) -> None:
+        self._fleet = None
+        tell(self._listeners, self.latest)
+
+    # ------------------------------------------------------------------ discovery
+
+    async def _discover(self, now: float) -> None:
+        """The targets' scrape URLs and last errors, and the scrape interval: at start, then every
+        few minutes and when a host is down (its reason)."""
+        due = self._discovered_at is None or now - self._discovered_at >= REDISCOVER_SECONDS
+        if not due and not any(h.up is False and h.target is None for h in self._hosts.values()):
+            return
+        self._discovered_at = now
+        targets = await self.client.targets()
+        intervals: list[float] = []
+        if targets is not None:
+            by_key = {}
+            for target in targets:
+                found = self._key_of(target.labels)
+                if found is not None:
+                    by_key[found[0]] = target
+            for key, host in self._hosts.items():
+                host.target = by_key.get(key)
+            intervals = [
+                t.interval_seconds
+                for key, t in by_key.items()
+                if t.interval_seconds and key in self._hosts
+            ]
+        if not intervals:
+            intervals = await self._measured_intervals()
+        if self.fixed_interval is None and intervals:
+            interval = sorted(intervals)[len(intervals) // 2]
+            self.interval_seconds = min(MAX_INTERVAL_SECONDS, max(MIN_INTERVAL_SECONDS, interval))
+
+    async def _measured_intervals(self) -> list[float]:
+        """Scrape intervals from the gaps between ``up``'s samples (Thanos, Mimir: no targets
+        API)."""
+        try:
+            body = await self.client.raw_instant(f"{self.client.select('up')}[2m]")
+        except PrometheusError:
+            return []
+        data = body.get("data") if isinstance(body, dict) else None
+        result = data.get("result") if isinstance(data, dict) else None
+        out = []
+        for item in result if isinstance(result, list) else ():
+            values = item.get("values") if isinstance(item, dict) else None
+            try:
+                times = [float(v[0]) for v in values or ()]
+            except (TypeError, ValueError, IndexError):
+                continue
+            gaps = sorted(b - a for a, b in itertools.pairwise(times) if b > a)
+            if gaps:
+                out.append(gaps[len(gaps) // 2])
+        return out
+
+    # ------------------------------------------------------------------ live hosts
+
+    def _start_live(self, host: _Host) -> None:
+        url = _exporter_url(host)
+        try:
+            feed = RemoteFeed(
+                RemoteTarget(url), self.live_connection, interval_seconds=self.live_interval
+            )
+        except Exception as exc:  # noqa: BLE001 - a target URL we cannot use is the host's note
+            host.error = f"live: {exc}"
+            self._changed()
+            return
+        host.live = feed
+        stop = asyncio.Event()
+
+        def arrived(_snapshot: Snapshot) -> None:
+            self._changed()
+
+        def failed(reason: str) -> None:
+            self._stop_live(host, f"live: {reason} (back on Prometheus)")
+
+        feed.on_snapshot(arrived)
+        feed.on_failure(failed)
+
+        async def run() -> None:
+            try:
+                await feed.run(stop)
+            finally:
+                await feed.close()
+
+        host.live_task = asyncio.get_running_loop().create_task(run())
+        host.live_task.add_done_callback(lambda _t: stop.set())
+        self._changed()
+
+    @property
+    def live_interval(self) -> float:
+        """A host read live is polled every second, as ``top --url`` polls."""
+        return 1.0
+
+    def _stop_live(self, host: _Host, note: str | None, *, tell_now: bool = True) -> None:
+        task, host.live, host.live_task = host.live_task, None, None
+        if task is not None:
+            task.cancel()
+        if note is not None:
+            host.error = note
+        if tell_now:
+            self._changed()
+
+
+def _exporter_url(host: _Host) -> str:
+    """Where the host's exporter answers: the target's scrape URL (its path dropped), else
+    ``http://INSTANCE``."""
+    target = host.target
+    if target is not None and target.scrape_url:
+        return target.scrape_url
+    return f"http://{host.labels[HOST_LABEL]}"
