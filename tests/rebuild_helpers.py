@@ -22,8 +22,7 @@ def rendered(snapshot: Snapshot, options: ExportOptions = OPTIONS) -> dict[str, 
     for family in FAMILIES:
         got = family.samples(snapshot, options)
         out[family.name] = sorted(
-            (tuple(sorted(zip(family.labels, labels, strict=True))), value)
-            for labels, value in got
+            (tuple(sorted(zip(family.labels, labels, strict=True))), value) for labels, value in got
         )
     return out
 

@@ -31,6 +31,7 @@ and compares the two expositions sample for sample.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import sys
 import typing
@@ -83,7 +84,11 @@ class NotReadBack(Exception):
 # --------------------------------------------------------------------------- where items live
 
 
-@dataclass(frozen=True, eq=False)
+# One node of a chain as the builder walks it: (field, many, (label, item field, converter)...).
+_Step = tuple[str, bool, tuple[tuple[str, str, Callable[[Any], Any]], ...]]
+
+
+@dataclass(frozen=True, eq=False)  # cached_property needs a __dict__: no slots
 class Node:
     """Where the items of one kind live in a snapshot: under ``field`` of the parent's item, as
     a tuple keyed by ``keys`` (label, field) pairs, or as one object (``many`` False)."""
@@ -108,6 +113,21 @@ class Node:
     def labels(self) -> tuple[str, ...]:
         """The identity labels that pick one item, from the snapshot down."""
         return tuple(label for node in self.chain for label, _ in node.keys)
+
+    @functools.cached_property
+    def steps(
+        self,
+    ) -> tuple[tuple[str, bool, tuple[tuple[str, str, Callable[[Any], Any]], ...]], ...]:
+        """The chain as the builder walks it: (field, many, (label, item field, label's
+        converter) per key) per node."""
+        return tuple(
+            (
+                n.field,
+                n.many,
+                tuple((label, f, _label_converter(n.cls, f)) for label, f in n.keys),
+            )
+            for n in self.chain
+        )
 
 
 ROOT = Node(None, "", Snapshot, many=False)
@@ -282,19 +302,42 @@ def _path_of(value: Any, recorder: _Recorder) -> tuple[Any, ...] | None:
 
 
 @dataclass(frozen=True)
+class Leaf:
+    """One field of an item that a sample sets: where it is, and how a sample's number or a
+    label's text becomes the field's value."""
+
+    node: Node  # the item's place
+    head: tuple[str, ...]  # nested objects from the item down (``("memory",)``)
+    last: str  # the field
+    number: Callable[[float], Any]
+    text: Callable[[Any], Any]  # raises ValueError for text that is not of the field's type
+
+
+def _leaf(nodes: Sequence[Node], path: tuple[Any, ...]) -> Leaf:
+    node = nodes[path[0]]
+    cls = node.cls
+    *head, last = path[1:]
+    for name in head:
+        cls, _ = _bare(_hints(cls)[name])
+    if last not in _hints(cls):
+        raise NotReadBack(f"{cls.__name__} has no field {last!r}")
+    return Leaf(node, tuple(head), last, _number_converter(cls, last), _label_converter(cls, last))
+
+
+@dataclass(frozen=True)
 class Plan:
     """How one family's samples go back into a snapshot."""
 
     family: t.Family
     nodes: tuple[Node, ...]
-    # (component, field path) the value is, for a family of one value per item or a state set
-    path: tuple[Any, ...] = ()
+    # The field the value is, for a family of one value per item or a state set.
+    leaf: Leaf | None = None
     # State sets: the label holding the state.
     state_label: str | None = None
-    # Info families: (label, (component, field path)) of each descriptive label read back.
-    info: tuple[tuple[str, tuple[Any, ...]], ...] = ()
-    # Labelled families: extra label values -> (component, field path).
-    labeled: Mapping[tuple[str, ...], tuple[Any, ...]] = dataclasses.field(default_factory=dict)
+    # Info families: (label, field) of each descriptive label read back.
+    info: tuple[tuple[str, Leaf], ...] = ()
+    # Labelled families: extra label values -> field.
+    labeled: Mapping[tuple[str, ...], Leaf] = dataclasses.field(default_factory=dict)
     own: tuple[str, ...] = ()  # the family's labels after its scope's (sensor, clock, ...)
 
 
@@ -311,12 +354,12 @@ def _plan(family: t.Family) -> Plan:
         path = _path_of(rows.value(item), recorder)
         if path is None:
             raise NotReadBack("its value is a constant")
-        return Plan(family, nodes, path=path)
+        return Plan(family, nodes, leaf=_leaf(nodes, path))
     if isinstance(rows, t.StateValues):
         path = _path_of(rows.current(item), recorder)
         if path is None:
             raise NotReadBack("its state is a constant")
-        return Plan(family, nodes, path=path, state_label=own[0])
+        return Plan(family, nodes, leaf=_leaf(nodes, path), state_label=own[0])
     if isinstance(rows, t.InfoValues):
         values = rows.values(item)
         if values is None:
@@ -325,7 +368,7 @@ def _plan(family: t.Family) -> Plan:
         for label, value in zip(own, values, strict=True):
             path = _path_of(value, recorder)
             if path is not None:
-                info.append((label, path))
+                info.append((label, _leaf(nodes, path)))
         if not info:
             raise NotReadBack("its labels are constants")
         return Plan(family, nodes, info=tuple(info))
@@ -335,7 +378,7 @@ def _plan(family: t.Family) -> Plan:
             path = _path_of(value, recorder)
             if path is None:
                 raise NotReadBack("one of its values is a constant")
-            labeled[tuple(extra)] = path
+            labeled[tuple(extra)] = _leaf(nodes, path)
         return Plan(family, nodes, labeled=labeled, own=own)
     raise NotReadBack(f"unknown row kind {type(rows).__name__}")
 
@@ -387,13 +430,40 @@ def _bare(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
-def _from_label(cls: type, field: str, text: str) -> Any:
+def _text(value: Any) -> str:
+    if type(value) is not str:  # a label of an answer we do not control
+        raise ValueError("not text")
+    return value
+
+
+def _int(value: Any) -> int:
+    return int(_text(value))
+
+
+def _label_converter(cls: type, field: str) -> Callable[[Any], Any]:
+    """Label text -> the field's value: ``""`` is None where the field may be None (an empty
+    label is an absent one in PromQL), numbers are parsed; ValueError for anything else."""
     tp, optional = _bare(_hints(cls)[field])
-    if text == "" and optional:
-        return None
+    convert: Callable[[Any], Any] = _int if tp is int else _text
+    if not optional:
+        return convert
+    return lambda value: None if value == "" else convert(value)
+
+
+def _number_converter(cls: type, field: str) -> Callable[[float], Any]:
+    """A sample's value -> the field's value (flags are 0 and 1, counts whole numbers)."""
+    tp, _ = _bare(_hints(cls)[field])
+    if tp is bool:
+        return lambda value: value != 0.0
     if tp is int:
-        return int(text)
-    return text
+        return lambda value: int(value) if math.isfinite(value) else 0
+    if tp is float:
+        return float
+    return lambda _value: None  # a text field set from a number: not a reading
+
+
+def _from_label(cls: type, field: str, text: str) -> Any:
+    return _label_converter(cls, field)(text)
 
 
 def _from_number(tp: Any, value: float) -> Any:
@@ -415,68 +485,71 @@ class _Builder:
         """The item ``labels`` pick under ``node`` (made on first use); None when a label is
         missing or not of its field's type."""
         here = self.root
-        for step in node.chain:
-            if not step.many:
-                here = here.setdefault(step.field, {})
+        for field, many, keys in node.steps:
+            if not many:
+                found = here.get(field)
+                if found is None:
+                    found = here[field] = {}
+                here = found
                 continue
             try:
-                key = tuple(_from_label(step.cls, f, labels[label]) for label, f in step.keys)
-            except (KeyError, ValueError):
+                key = tuple([convert(labels[label]) for label, _f, convert in keys])
+            except (KeyError, ValueError, TypeError):
                 return None
-            many = here.setdefault(step.field, _Many())
-            found = many.get(key)
+            items = here.get(field)
+            if items is None:
+                items = here[field] = _Many()
+            found = items.get(key)
             if found is None:
-                found = many[key] = {f: v for (_, f), v in zip(step.keys, key, strict=True)}
+                found = items[key] = {f: v for (_, f, _c), v in zip(keys, key, strict=True)}
             here = found
         return here
 
-    def set(self, plan: Plan, labels: Labels, path: tuple[Any, ...], value: Any) -> None:
-        """Set ``path`` (component, fields...) of the item ``labels`` pick to ``value``, a
-        sample's number (turned into the field's type) or a label's text."""
-        node = plan.nodes[path[0]]
-        here = self.item(node, labels)
+    def set(self, leaf: Leaf, labels: Labels, value: float) -> None:
+        """Set ``leaf`` of the item ``labels`` pick from a sample's number."""
+        here = self.item(leaf.node, labels)
         if here is None:
             return
-        cls = node.cls
-        *head, last = path[1:]
-        for name in head:
-            cls, _ = _bare(_hints(cls)[name])
+        for name in leaf.head:
             here = here.setdefault(name, {})
-        tp = _hints(cls)[last]
-        if isinstance(value, str):
-            bare, optional = _bare(tp)
-            if value == "" and optional:
-                here[last] = None
-            elif bare is int:
-                try:
-                    here[last] = int(value)
-                except ValueError:
-                    return
-            else:
-                here[last] = value
-        else:
-            here[last] = _from_number(tp, value)
+        here[leaf.last] = leaf.number(value)
+
+    def set_text(self, leaf: Leaf, labels: Labels, text: Any) -> None:
+        """Set ``leaf`` of the item ``labels`` pick from a label's text."""
+        here = self.item(leaf.node, labels)
+        if here is None:
+            return
+        try:
+            value = leaf.text(text)
+        except (ValueError, TypeError):
+            return
+        for name in leaf.head:
+            here = here.setdefault(name, {})
+        here[leaf.last] = value
 
 
 def _read(plan: Plan, builder: _Builder, samples: Iterable[tuple[Labels, float]]) -> None:
+    leaf = plan.leaf
     if plan.state_label is not None:
+        assert leaf is not None
         for labels, value in samples:
             if value == 1.0:
-                builder.set(plan, labels, plan.path, labels.get(plan.state_label, ""))
+                builder.set_text(leaf, labels, labels.get(plan.state_label, ""))
         return
     if plan.info:
         for labels, _value in samples:
-            for label, path in plan.info:
-                builder.set(plan, labels, path, labels.get(label, ""))
+            for label, info_leaf in plan.info:
+                builder.set_text(info_leaf, labels, labels.get(label, ""))
         return
     if plan.labeled:
         for labels, value in samples:
-            found = plan.labeled.get(tuple(labels.get(label, "") for label in plan.own))
+            found = plan.labeled.get(tuple([labels.get(label, "") for label in plan.own]))
             if found is not None:
-                builder.set(plan, labels, found, value)
+                builder.set(found, labels, value)
         return
+    assert leaf is not None
     for labels, value in samples:
-        builder.set(plan, labels, plan.path, value)
+        builder.set(leaf, labels, value)
 
 
 # ---- families whose function walks a collection: read back by hand
@@ -628,29 +701,58 @@ READ_BACK: frozenset[str] = frozenset(PLANS)
 # --------------------------------------------------------------------------- into the model
 
 
+# How each field of a model class is finished: "many" (a tuple of items, kept by key), "one"
+# (a nested object), "list" (a tuple of plain values) or plain.
+_Spec = tuple[dict[str, tuple[str, Any]], tuple[tuple[str, Any], ...]]
+_SPECS: dict[type, _Spec] = {}
+
+
+def _spec(cls: type) -> _Spec:
+    """(field -> (kind, item class), required fields with what stands in for a missing one)."""
+    got = _SPECS.get(cls)
+    if got is not None:
+        return got
+    fields: dict[str, tuple[str, Any]] = {}
+    for name, hint in _hints(cls).items():
+        tp, _ = _bare(hint)
+        args = typing.get_args(tp)
+        if typing.get_origin(tp) is tuple and args and dataclasses.is_dataclass(args[0]):
+            fields[name] = ("many", args[0])
+        elif dataclasses.is_dataclass(tp):
+            fields[name] = ("one", tp)
+        elif typing.get_origin(tp) is tuple:
+            fields[name] = ("list", None)
+        else:
+            fields[name] = ("plain", None)
+    required = tuple(
+        (f.name, _UNKNOWN_REQUIRED.get((cls, f.name)))
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
+    got = _SPECS[cls] = (fields, required)
+    return got
+
+
 def _finish(cls: type, data: Mapping[str, Any]) -> Any:
     """``data`` (the JSON shape, with :class:`_Many` for tuples) as an instance of ``cls``."""
-    hints = _hints(cls)
+    fields, required = _spec(cls)
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
-        tp, _ = _bare(hints[name])
-        if isinstance(value, _Many):
-            (item_tp,) = typing.get_args(tp)[:1]
+        kind, sub = fields[name]
+        if kind == "many" and isinstance(value, _Many):
             items = sorted(value.items(), key=lambda kv: _order(kv[0]))
-            kwargs[name] = tuple(_finish(item_tp, v) for _, v in items)
-        elif isinstance(value, dict) and dataclasses.is_dataclass(tp):
-            kwargs[name] = _finish(tp, value)  # type: ignore[arg-type]
-        elif isinstance(value, list):
+            kwargs[name] = tuple(_finish(sub, v) for _, v in items)
+        elif kind == "one" and isinstance(value, dict):
+            kwargs[name] = _finish(sub, value)
+        elif kind == "list" and isinstance(value, list):
             kwargs[name] = tuple(value)
         else:
             kwargs[name] = value
-    for f in dataclasses.fields(cls):
-        if f.name not in kwargs and f.default is dataclasses.MISSING:
-            if f.default_factory is not dataclasses.MISSING:
-                continue
-            kwargs[f.name] = _UNKNOWN_REQUIRED.get((cls, f.name))
-            if kwargs[f.name] is None:
-                raise _Incomplete(f"{cls.__name__}.{f.name}")
+    for name, stand_in in required:
+        if name not in kwargs:
+            if stand_in is None:
+                raise _Incomplete(f"{cls.__name__}.{name}")
+            kwargs[name] = stand_in
     return cls(**kwargs)
 
 
@@ -668,19 +770,18 @@ def _order(key: tuple[Any, ...]) -> tuple[Any, ...]:
 def _drop_incomplete(cls: type, data: dict[str, Any]) -> None:
     """Take out items a partial query left without a required field (say, a collector's
     duration when only its success was asked for), deepest first."""
-    hints = _hints(cls)
+    fields, _required = _spec(cls)
     for name, value in data.items():
-        tp, _ = _bare(hints[name])
-        if isinstance(value, _Many):
-            (item_tp,) = typing.get_args(tp)[:1]
+        kind, sub = fields[name]
+        if kind == "many" and isinstance(value, _Many):
             for key in list(value):
-                _drop_incomplete(item_tp, value[key])
+                _drop_incomplete(sub, value[key])
                 try:
-                    _finish(item_tp, value[key])
+                    _finish(sub, value[key])
                 except _Incomplete:
                     del value[key]
-        elif isinstance(value, dict) and dataclasses.is_dataclass(tp):
-            _drop_incomplete(tp, value)  # type: ignore[arg-type]
+        elif kind == "one" and isinstance(value, dict):
+            _drop_incomplete(sub, value)
 
 
 def rebuild(samples: Samples, *, timestamp: float | None = None) -> Snapshot:

@@ -186,9 +186,7 @@ class PrometheusClient:
         if status == 404:
             raise PrometheusError(self.url, f"HTTP 404: no {path} here", FetchError.STATUS)
         try:
-            body = (
-                loads(data) if len(data) < CHUNK_BYTES else await asyncio.to_thread(loads, data)
-            )
+            body = loads(data) if len(data) < CHUNK_BYTES else await asyncio.to_thread(loads, data)
         except ValueError:
             raise PrometheusError(
                 self.url,
@@ -306,5 +304,7 @@ def instant_vector(body: dict[str, Any]) -> list[Series]:
             number = float(value[1])
         except ValueError:
             raise ValueError(f"series {i}: {value[1][:40]!r} is not a number") from None
-        out.append(({str(k): str(v) for k, v in metric.items()}, number))
+        # The labels as JSON gave them, not copied (tens of thousands of series a refresh):
+        # every reader takes a label's value only where it is text.
+        out.append((metric, number))
     return out

@@ -229,6 +229,7 @@ class PrometheusFleet:
         self._clock = clock
         self._focus = Focus()
         self._hosts: dict[str, _Host] = {}
+        self._keys: dict[Any, tuple[str, dict[str, str]]] = {}  # series' host labels -> host
         self._fleet: Fleet | None = None
         self._listeners: list[Callable[[Fleet], object]] = []
         self._wake: asyncio.Event | None = None
@@ -240,7 +241,7 @@ class PrometheusFleet:
         self._families_read: frozenset[str] = frozenset()
         self._answers: dict[str, dict[str, list[tuple[Mapping[str, str], float]]]] = {}
         self.refreshes = 0  # refreshes done (a bench divides query time by it)
-        self.last_refresh_seconds = 0.0
+        self.refresh_seconds_total = 0.0  # their wall time, queries and rebuilds
 
     # ------------------------------------------------------------------ the feed shape
 
@@ -372,7 +373,7 @@ class PrometheusFleet:
         self._failures = 0
         self._problem = None
         self.refreshes += 1
-        self.last_refresh_seconds = loop.time() - started
+        self.refresh_seconds_total += loop.time() - started
         self._changed()
 
     def _hosts_query(self) -> str:
@@ -380,13 +381,26 @@ class PrometheusFleet:
         return f"{self.client.select('up')} and on (job) {jobs}"
 
     def _key_of(self, labels: Mapping[str, str]) -> tuple[str, dict[str, str]] | None:
+        """The host a series is of: its key and its labels (instance and the group's)."""
         instance = labels.get(HOST_LABEL)
-        if not instance:
+        if not instance or type(instance) is not str:
             return None
-        own = {name: labels.get(name, "") for name in self.group_by}
-        own[HOST_LABEL] = instance
-        key = "/".join([*(own[name] for name in self.group_by if own[name]), instance])
-        return key, own
+        if not self.group_by:
+            found = self._keys.get(instance)
+            if found is None:
+                found = self._keys[instance] = (instance, {HOST_LABEL: instance})
+            return found
+        values = tuple(labels.get(name, "") for name in self.group_by)
+        seen = (instance, *values)
+        found = self._keys.get(seen)
+        if found is None:
+            if not all(type(v) is str for v in values):
+                return None
+            own = dict(zip(self.group_by, values, strict=True))
+            own[HOST_LABEL] = instance
+            key = "/".join([*(v for v in values if v), instance])
+            found = self._keys[seen] = (key, own)
+        return found
 
     def _take_hosts(self, series: Iterable[tuple[dict[str, str], float]]) -> set[str]:
         """The hosts of this refresh from ``up``; a host gone from Prometheus is dropped."""
