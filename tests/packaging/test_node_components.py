@@ -92,7 +92,7 @@ def test_npd_rules_run_vgpumon_check() -> None:
         args = build_parser("check").parse_args(rule["args"])
         checks.add(args.check)
         assert args.url  # the exporter's counts: Xids since it started, not one window's
-    assert checks == {"license", "gpus", "xid"}
+    assert checks == {"license", "gpus", "xid", "scheduler"}
 
 
 def test_npd_configmap_carries_the_config(tmp_path: Path) -> None:
