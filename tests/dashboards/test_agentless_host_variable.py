@@ -1,5 +1,5 @@
-"""The dashboards tell agentless hosts apart: one exporter (serve --ssh) serving two ESXi hosts,
-each with a GPU 0. promtool evaluates the dashboards' own queries over that exposition: $host
+"""The dashboards tell agentless hosts apart: one exporter (serve --ssh.targets) serving two ESXi
+hosts, each with a GPU 0. promtool evaluates the dashboards' own queries over that exposition: $host
 lists both hosts, and a query narrowed to one host returns that host's GPUs only."""
 
 from __future__ import annotations

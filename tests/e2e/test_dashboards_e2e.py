@@ -140,7 +140,7 @@ def metering_scenario(directory: Path) -> Path:
 
 # Flags per kind on top of --sim: the opt-in families the dashboards show.
 EXTRA_FLAGS = {
-    "vgpu": ["--processes", "--pcie-throughput", "--kubernetes-pod-series"],
+    "vgpu": ["--processes", "--pcie-throughput", "--kubernetes.pod-series"],
     "mig": ["--processes"],
     "baremetal": ["--processes"],
     "metering": ["--process-series"],
@@ -217,12 +217,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             if kind == "vgpu" and LIBVIRT:
                 # Names from libvirt's test driver for some of the vGPUs (docs/names.md); the
                 # others keep NVML's VM id, so the dashboards' fallback is exercised too.
-                cmd += ["--libvirt-uri", f"test://{LIBVIRT_FIXTURE}"]
+                cmd += ["--libvirt.uri", f"test://{LIBVIRT_FIXTURE}"]
             if kind == "vgpu":
                 kubelet = _kubelet()  # a KubeVirt pod holding vGPU 3, for the pod panels
                 cleanups += [kubelet.stop, functools.partial(_remove_dir, kubelet.path)]
-                cmd += ["--kubelet-socket", kubelet.path]
-            procs.append(start([*cmd, "--listen", target, "--interval", "0.5"], log))
+                cmd += ["--kubernetes.socket", kubelet.path]
+            procs.append(start([*cmd, "--web.listen-address", target, "--interval", "0.5"], log))
             logs.append(log)
             targets[kind] = target
             static = {"targets": [target], "labels": {"cluster": CLUSTER}}
@@ -297,7 +297,7 @@ def test_every_variable_lists_values(stack: Stack) -> None:
     gen = generator()
     for name, variable in gen.VARIABLES.items():
         if name == "host":
-            continue  # only agentless exporters (serve --ssh) label series with host
+            continue  # only agentless exporters (serve --ssh.targets) label series with host
         promql, _ = label_values_query(variable.query)
         results = stack.query(instantiate(promql, instance=stack.targets["vgpu"]))
         assert variable_values(variable, results), f"${name}: {variable.query} lists nothing"

@@ -72,7 +72,7 @@ def test_file_sd_example_keeps_every_target_distinct(tmp_path: Path) -> None:
         for address in addresses:
             cmd = [sys.executable, "-m", "vgpumon.cli", "serve", "--sim", "passthrough-guest"]
             log = tmp_path / f"serve-{address}.log"
-            procs.append(start([*cmd, "--listen", address, "--interval", "1"], log))
+            procs.append(start([*cmd, "--web.listen-address", address, "--interval", "1"], log))
         url, proc, _ = start_prometheus(tmp_path, [job])
         procs.append(proc)
         query = f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": "up"})

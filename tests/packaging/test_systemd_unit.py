@@ -128,7 +128,9 @@ def test_reload_rereads_the_web_config_the_arguments_name(tmp_path: Path) -> Non
     web_config = tmp_path / "web-config.yml"
     web_config.write_text("{}\n")
     port = free_port()
-    args = [a for a in args if not a.startswith("--listen")] + [f"--listen=127.0.0.1:{port}"]
+    args = [a for a in args if not a.startswith("--web.listen-address")] + [
+        f"--web.listen-address=127.0.0.1:{port}"
+    ]
     log = (tmp_path / "serve.log").open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "vgpumon.cli", "serve", "--sim", "passthrough-guest", *args],

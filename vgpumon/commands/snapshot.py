@@ -23,10 +23,10 @@ FORMATS = ("table", "json", "openmetrics")
 ALWAYS = "device"  # identity and modes: every other reader depends on them
 
 
-def add_snapshot_arguments(parser: argparse.ArgumentParser) -> None:
+def add_snapshot_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """The sampling flags shared by ``snapshot`` and ``record``."""
-    add_nvml_arguments(parser)
-    names.add_arguments(parser)
+    add_nvml_arguments(parser, command)
+    names.add_arguments(parser, command)
     parser.add_argument(
         "--interval",
         default="1",
@@ -37,7 +37,7 @@ def add_snapshot_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_snapshot_arguments(parser)
+    add_snapshot_arguments(parser, "snapshot")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the snapshot as JSON")
     out.add_argument(
