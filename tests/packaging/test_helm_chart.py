@@ -376,9 +376,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+NO_VERDICT_YET = "scheduler: no verdict: window too short\n"
+
+
 def test_npd_checks_reach_a_running_exporter(tmp_path: Path) -> None:
     """The rendered rules, run as NPD runs them, against `vgpumon serve` listening as the
-    rendered container does: each answers from the exporter (exit 0 or 1), never 'cannot tell'."""
+    rendered container does: each answers from the exporter (exit 0 or 1), never 'cannot tell'
+    (but for the scheduler check, whose verdict needs half a minute of the exporter's counters:
+    until then it says so, from the exporter)."""
     port = free_port()
     docs = rendered("node-problem-detector", f"serve.port={port}")
     args = exporter(docs)["args"]
@@ -398,8 +403,11 @@ def test_npd_checks_reach_a_running_exporter(tmp_path: Path) -> None:
                 )
                 if result.returncode in (0, 1) or time.monotonic() > deadline:
                     break
+                if rule["args"][1] == "scheduler" and result.stdout == NO_VERDICT_YET:
+                    break
                 time.sleep(0.2)
-            assert result.returncode in (0, 1), (rule["args"], result.stdout, result.stderr)
+            answered = result.returncode in (0, 1) or result.stdout == NO_VERDICT_YET
+            assert answered, (rule["args"], result.stdout, result.stderr)
     finally:
         serve.terminate()
         serve.wait(timeout=30)
