@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from enrich_helpers import optional_binding, wait_for
+from ci_helpers import optional_binding
+from enrich_helpers import wait_for
 from export_helpers import samples_by_name
 from http_helpers import LiveClient
 from kubelet_helpers import FakeKubelet, pod, socket_dir  # noqa: F401 - fixture

@@ -72,7 +72,7 @@ def test_the_textual_check_sees_textual_when_it_is_imported() -> None:
 
 async def test_local_top_names_vgpus_from_libvirt() -> None:
     """``top --libvirt.uri`` runs the same enricher as ``serve``: the VM column shows names."""
-    from enrich_helpers import optional_binding
+    from ci_helpers import optional_binding
 
     from vgpumon.cli import build_parser
     from vgpumon.commands.top import source_from_args

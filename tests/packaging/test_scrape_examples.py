@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from ci_helpers import promtool
 
 PROMETHEUS = Path(__file__).resolve().parents[2] / "packaging" / "prometheus"
-
-
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool is required in CI (Debian package prometheus; see .ci/run)")
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    return found
 
 
 @pytest.mark.parametrize("name", ["prometheus-static.yml", "prometheus-file-sd.yml"])

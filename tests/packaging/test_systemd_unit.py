@@ -6,15 +6,14 @@ program exists, so the check runs on a copy whose ExecStart points at this check
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from ci_helpers import tool
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "packaging" / "systemd" / "vgpumon.service"
@@ -24,12 +23,7 @@ THRESHOLD = 20
 
 
 def systemd_analyze() -> str:
-    found = shutil.which("systemd-analyze")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("systemd-analyze is required in CI (Debian package systemd; see .ci/run)")
-        pytest.skip("systemd-analyze not installed (apt-get install systemd)")
-    return found
+    return tool("systemd-analyze", "Debian package systemd")
 
 
 @pytest.fixture

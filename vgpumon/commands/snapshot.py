@@ -1,7 +1,8 @@
 """Sample the host once and print what NVML reports: a table, JSON, or the /metrics exposition.
 
 Values that need two samples (GPM activity) come from a second cycle taken --interval seconds
-after the first; everything else is read once.
+after the first; everything else is read once. At a terminal the tables fit its width; piped or
+redirected they are as wide as their content, so no value is ever cut.
 """
 
 from __future__ import annotations
