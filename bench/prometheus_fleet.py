@@ -1,4 +1,4 @@
-"""What ``vgpumon top --prometheus`` costs on a fleet: a real Prometheus scraping simulated exporters.
+"""What ``vgpumon top --prometheus`` costs: a real Prometheus scraping simulated exporters.
 
 Setup: ``--hosts`` exporters of ``--scenario`` (default 200 x ``baremetal-8xh100``, 8 GPUs each;
 ``--scenario vgpu-8x8`` is 8 L40S GPUs with 8 vGPUs each), served by ``--processes`` helper
@@ -37,7 +37,6 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
