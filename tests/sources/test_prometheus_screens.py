@@ -20,6 +20,8 @@ from vgpumon.model import (
     ProcessMeter,
     Snapshot,
     VgpuMeter,
+    VgpuScheduler,
+    VgpuShare,
 )
 from vgpumon.sources import prometheus_fleet as pf
 from vgpumon.sources.usage import GROUPS, report_from_snapshot
@@ -43,12 +45,17 @@ HOST = "gpu-7:9839"
 
 
 def with_verdicts(snapshot: Snapshot) -> Snapshot:
-    """The rich host with every badge's verdict set: the sampler wedged, an idle vGPU and an
-    idle process (the metering stage's counts)."""
+    """The rich host with every badge's verdict set: the sampler wedged, a starved vGPU, an idle
+    vGPU and an idle process (the metering stage's counts)."""
     gpus = []
     for g in snapshot.gpus:
         if g.up and g.vgpu_instances:
             v = g.vgpu_instances[0]
+            share = VgpuShare(v.vgpu_id, "starved", due=0.5, received=0.1, waited=0.4)
+            scheduler = VgpuScheduler(
+                policy="equal_share", share_window_seconds=60.0, shares=(share,)
+            )
+            g = dataclasses.replace(g, vgpu_schedulers=(scheduler,))
             metering = GpuMetering(
                 vgpus=(VgpuMeter(v.vgpu_id, idle_seconds=3 * 3600.0),),
                 processes=(ProcessMeter(4242, "train", idle_seconds=3600.0),),

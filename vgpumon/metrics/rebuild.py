@@ -66,6 +66,7 @@ from vgpumon.model import (
     VgpuProcess,
     VgpuScheduler,
     VgpuSchedulerUsage,
+    VgpuShare,
     VgpuType,
 )
 
@@ -163,6 +164,7 @@ VGPUS = Node(GPUS, "vgpu_instances", VgpuInstance, (("vgpu_id", "vgpu_id"),))
 VGPU_TYPES = Node(GPUS, "vgpu_types", VgpuType, (("vgpu_type_id", "type_id"),))
 SCHEDULERS = Node(GPUS, "vgpu_schedulers", VgpuScheduler, (("gpu_instance", "gpu_instance_id"),))
 SCHEDULER_USAGE = Node(SCHEDULERS, "usage", VgpuSchedulerUsage, (("vgpu_id", "vgpu_id"),))
+SCHEDULER_SHARES = Node(SCHEDULERS, "shares", VgpuShare, (("vgpu_id", "vgpu_id"),))
 GUEST_FEATURES = Node(GPUS, "guest_licenses", GuestLicenseFeature, (("feature", "feature"),))
 METERING = Node(GPUS, "metering", GpuMetering, many=False)
 METER_VGPUS = Node(METERING, "vgpus", VgpuMeter, (("vgpu_id", "vgpu_id"),))
@@ -207,6 +209,7 @@ NODES: dict[int, tuple[Node, ...]] = {
     id(t.VGPU_MIGRATION): (DRIVER, GPUS, VGPUS),
     id(t.SCHEDULER): (SCHEDULERS,),
     id(t.SCHEDULER_USAGE): (SCHEDULER_USAGE,),
+    id(t.SCHEDULER_SHARE): (SCHEDULER_SHARES,),
     id(t.GUEST): (GUEST_FEATURES,),
     id(t.ALLOCATION): (GPUS,),  # its one family is CUSTOM (an allocation's identity is all of it)
     id(t.METERED): (METERING,),
