@@ -122,8 +122,9 @@ class HostUpdate:
     error: str | None = None  # one line, set when ``state`` is UNREACHABLE
     received_at: float | None = None  # time.time() when ``snapshot`` arrived
     sequence: int = 0  # grows by one with every change of this host
-    # Where the snapshot was read when that is not the host itself: "Prometheus" (as of its last
-    # scrape, vgpumon.sources.prometheus_fleet); None for a host's own feed.
+    # Where the snapshot was read when a feed reads hosts from a metrics store: VIA_STORE (as of
+    # its last scrape, vgpumon.sources.prometheus_fleet) or VIA_LIVE (that host's own exporter,
+    # opened live); None for a feed of hosts read each from itself.
     via: str | None = None
 
     @property
@@ -131,6 +132,9 @@ class HostUpdate:
         """The snapshot shown is older than the host's current state (host not up)."""
         return self.snapshot is not None and self.state is not HostState.UP
 
+
+VIA_STORE = "Prometheus"
+VIA_LIVE = "its exporter (live)"
 
 # What a consumer shows (:class:`Focus`): the screens a feed that reads a metrics store fetches
 # for (vgpumon.sources.prometheus_fleet says which families each reads). A feed that reads hosts

@@ -47,7 +47,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpumon.feed import SCREENS, Fleet, Focus, HostState, HostUpdate, tell
+from vgpumon.errors import VgpumonError
+from vgpumon.feed import (
+    SCREENS,
+    VIA_LIVE,
+    VIA_STORE,
+    Fleet,
+    Focus,
+    HostState,
+    HostUpdate,
+    tell,
+)
 from vgpumon.metrics import rebuild as rb
 from vgpumon.metrics.table import FAMILIES, StateValues
 from vgpumon.model import Snapshot
@@ -64,7 +74,6 @@ from vgpumon.sources.remote import Connection, RemoteFeed, RemoteTarget
 
 log = logging.getLogger(__name__)
 
-VIA = "Prometheus"
 HOST_LABEL = "instance"
 BUILD_INFO = "vgpumon_build_info"
 TIMESTAMP = "vgpumon_last_sample_timestamp_seconds"
@@ -77,6 +86,7 @@ DEFAULT_INTERVAL_SECONDS = 15.0  # Prometheus' default scrape interval, until on
 REDISCOVER_SECONDS = 300.0  # the scrape interval and targets' URLs are looked at again
 STALE_AFTER_REFRESHES = 2  # Prometheus silent this many intervals: every host is stale
 MAX_CONCURRENT_QUERIES = 8
+LIVE_INTERVAL_SECONDS = 1.0  # a host read live is polled as top --url polls
 BACKOFF_CAP_SECONDS = 30.0
 
 
@@ -186,8 +196,7 @@ class _Host:
     update: HostUpdate | None = None
     target: Target | None = None
     looked_back: bool = False  # its last scraped data was looked for (down at start)
-    live: RemoteFeed | None = None
-    live_task: asyncio.Task[None] | None = None
+    live: RemoteFeed | None = None  # its exporter, read live (run by the fleet's run)
 
     def matchers(self) -> tuple[str, ...]:
         return tuple(f"{k}={quote(v)}" for k, v in self.labels.items())
@@ -286,14 +295,17 @@ class PrometheusFleet:
             self.refresh()
 
     def live(self, host: str, on: bool) -> None:
-        """Read ``host`` from its own exporter (on) or back from Prometheus (off)."""
+        """Read ``host`` from its own exporter (on) or back from Prometheus (off); the run
+        starts or stops the exporter's feed at once."""
         found = self._hosts.get(host)
         if found is None:
             return
         if on and found.live is None:
-            self._start_live(found)
+            found.live = self._live_feed(found)
         elif not on and found.live is not None:
-            self._stop_live(found, None)
+            found.live = None
+            self._changed()
+        self.refresh()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Refresh every interval (sooner on :meth:`refresh`) until ``stop`` is set; then stop
@@ -307,6 +319,7 @@ class PrometheusFleet:
             self._wake.set()
 
         relay = loop.create_task(relay_stop())
+        live: dict[RemoteFeed, asyncio.Task[None]] = {}  # the hosts read live, by their feed
         try:
             while not stop.is_set():
                 started = loop.time()
@@ -316,17 +329,22 @@ class PrometheusFleet:
                 except Exception as exc:  # a bug must not end the loop silently
                     log.exception("Prometheus refresh failed")
                     self._failed(f"internal error: {type(exc).__name__}")
+                # Each host asked live has its exporter's feed running; one asked back, gone
+                # from Prometheus or failed has it stopped.
+                wanted = {h.live for h in self._hosts.values() if h.live is not None}
+                for feed in wanted - live.keys():
+                    live[feed] = loop.create_task(_run_live(feed), name=f"vgpumon-live-{feed.name}")
+                for feed in live.keys() - wanted:
+                    live.pop(feed).cancel()
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(
                         self._wake.wait(), timeout=self._next_delay(loop.time() - started)
                     )
         finally:
             relay.cancel()
-            tasks = [h.live_task for h in self._hosts.values() if h.live_task is not None]
-            for host in self._hosts.values():
-                if host.live is not None:
-                    self._stop_live(host, None, tell_now=False)
-            await asyncio.gather(*tasks, return_exceptions=True)
+            for task in live.values():
+                task.cancel()
+            await asyncio.gather(*live.values(), return_exceptions=True)
             for host in self._hosts.values():
                 host.update = HostUpdate(
                     host=host.key,
@@ -334,7 +352,7 @@ class PrometheusFleet:
                     snapshot=host.snapshot,
                     received_at=host.received_at,
                     sequence=(host.update.sequence + 1) if host.update else 0,
-                    via=VIA,
+                    via=VIA_STORE,
                 )
             self._changed()
             await self.client.close()
@@ -417,9 +435,7 @@ class PrometheusFleet:
                 host = self._hosts[key] = _Host(key, own, order)
             host.up = value == 1.0
         for key in set(self._hosts) - seen:
-            gone = self._hosts.pop(key)
-            if gone.live is not None:
-                self._stop_live(gone, None, tell_now=False)
+            self._hosts.pop(key)  # read live, its feed stops at the end of this refresh
         return seen
 
     async def _read(self, families: frozenset[str], full: Sequence[_Host]) -> _Answers:
@@ -535,19 +551,22 @@ class PrometheusFleet:
 
     def _update_of(self, host: _Host) -> HostUpdate:
         """The host's :class:`HostUpdate`, the same object while nothing changed."""
-        if self._problem is not None and self._last_success is not None:
+        live = host.live.latest if host.live is not None else None
+        snapshot = live if live is not None else host.snapshot
+        received = time.time() if live is not None else host.received_at
+        if live is not None:  # its exporter answers here, whatever Prometheus says
+            reason = nvml_down(live)
+            state = HostState.UP if reason is None else HostState.UNREACHABLE
+            error = reason
+        elif self._problem is not None and self._last_success is not None:
             state, error = HostState.UNREACHABLE, self._problem
-        elif host.live is not None and host.live.latest is not None and host.up is not False:
-            state, error = HostState.UP, None
         elif host.up is None:
             state, error = HostState.CONNECTING, None
         elif host.up and host.snapshot is not None and nvml_down(host.snapshot) is None:
             state, error = HostState.UP, host.error
         else:
             state, error = HostState.UNREACHABLE, host.error
-        live = host.live is not None and host.live.latest is not None
-        snapshot = host.live.latest if live and host.live is not None else host.snapshot
-        via = "live" if live else VIA
+        via = VIA_LIVE if live is not None else VIA_STORE
         old = host.update
         if (
             old is not None
@@ -562,7 +581,7 @@ class PrometheusFleet:
             state=state,
             snapshot=snapshot,
             error=error,
-            received_at=host.received_at,
+            received_at=received,
             sequence=0 if old is None else old.sequence + 1,
             via=via,
         )
@@ -638,51 +657,42 @@ class PrometheusFleet:
 
     # ------------------------------------------------------------------ live hosts
 
-    def _start_live(self, host: _Host) -> None:
-        url = _exporter_url(host)
+    def _live_feed(self, host: _Host) -> RemoteFeed | None:
+        """The feed of ``host``'s exporter (the run runs it); None, said on the host, when its
+        URL cannot be used."""
         try:
             feed = RemoteFeed(
-                RemoteTarget(url), self.live_connection, interval_seconds=self.live_interval
+                RemoteTarget(_exporter_url(host)),
+                self.live_connection,
+                interval_seconds=LIVE_INTERVAL_SECONDS,
             )
-        except Exception as exc:  # noqa: BLE001 - a target URL we cannot use is the host's note
+        except VgpumonError as exc:
             host.error = f"live: {exc}"
             self._changed()
-            return
-        host.live = feed
-        stop = asyncio.Event()
+            return None
 
         def arrived(_snapshot: Snapshot) -> None:
-            self._changed()
+            if host.live is feed:
+                self._changed()
 
         def failed(reason: str) -> None:
-            self._stop_live(host, f"live: {reason} (back on Prometheus)")
+            if host.live is feed:  # back on Prometheus; the run stops the feed
+                host.live = None
+                host.error = f"live: {reason} (back on Prometheus)"
+                self._changed()
+                self.refresh()
 
         feed.on_snapshot(arrived)
         feed.on_failure(failed)
+        return feed
 
-        async def run() -> None:
-            try:
-                await feed.run(stop)
-            finally:
-                await feed.close()
 
-        host.live_task = asyncio.get_running_loop().create_task(run())
-        host.live_task.add_done_callback(lambda _t: stop.set())
-        self._changed()
-
-    @property
-    def live_interval(self) -> float:
-        """A host read live is polled every second, as ``top --url`` polls."""
-        return 1.0
-
-    def _stop_live(self, host: _Host, note: str | None, *, tell_now: bool = True) -> None:
-        task, host.live, host.live_task = host.live_task, None, None
-        if task is not None:
-            task.cancel()
-        if note is not None:
-            host.error = note
-        if tell_now:
-            self._changed()
+async def _run_live(feed: RemoteFeed) -> None:
+    """A host's exporter read live, until its task is cancelled; its session closed after."""
+    try:
+        await feed.run(asyncio.Event())
+    finally:
+        await feed.close()
 
 
 def _exporter_url(host: _Host) -> str:
