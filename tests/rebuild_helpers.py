@@ -17,22 +17,31 @@ Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 
 def rendered(snapshot: Snapshot, options: ExportOptions = OPTIONS) -> dict[str, list[Sample]]:
-    """Every family's samples, as sorted (labels, value) pairs."""
+    """Every family's samples as Prometheus stores them (an empty label is no label), as
+    sorted (labels, value) pairs."""
     out = {}
     for family in FAMILIES:
-        got = family.samples(snapshot, options)
         out[family.name] = sorted(
-            (tuple(sorted(zip(family.labels, labels, strict=True))), value) for labels, value in got
+            (tuple(sorted((k, v) for k, v in zip(family.labels, labels, strict=True) if v)), value)
+            for labels, value in family.samples(snapshot, options)
         )
     return out
 
 
 def as_input(samples: dict[str, list[Sample]]) -> Samples:
-    """Rendered samples as a rebuild takes them: labels as dicts."""
-    return {name: [(dict(labels), value) for labels, value in got] for name, got in samples.items()}
+    """Rendered samples as Prometheus holds them and a rebuild takes them: labels as dicts,
+    empty labels dropped (an empty label is no label in Prometheus)."""
+    return {
+        name: [({k: v for k, v in labels if v != ""}, value) for labels, value in got]
+        for name, got in samples.items()
+    }
 
 
 def from_golden(name: str) -> Samples:
-    """A scenario's golden exposition (tests/golden), by family name (counters' ``_total``
-    included, as Prometheus names them)."""
-    return samples_by_name((GOLDEN_DIR / f"{name}.prom").read_text(encoding="utf-8"))
+    """A scenario's golden exposition (tests/golden) as Prometheus holds it, by family name
+    (counters' ``_total`` included, empty labels dropped)."""
+    text = (GOLDEN_DIR / f"{name}.prom").read_text(encoding="utf-8")
+    return {
+        family: [({k: v for k, v in labels.items() if v != ""}, value) for labels, value in got]
+        for family, got in samples_by_name(text).items()
+    }

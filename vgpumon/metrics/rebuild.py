@@ -434,7 +434,7 @@ def _bare(tp: Any) -> tuple[Any, bool]:
 
 
 def _text(value: Any) -> str:
-    if type(value) is not str:  # a label of an answer we do not control
+    if type(value) is not str or not value:  # a label of an answer we do not control
         raise ValueError("not text")
     return value
 
@@ -444,8 +444,9 @@ def _int(value: Any) -> int:
 
 
 def _label_converter(cls: type, field: str) -> Callable[[Any], Any]:
-    """Label text -> the field's value: ``""`` is None where the field may be None (an empty
-    label is an absent one in PromQL), numbers are parsed; ValueError for anything else."""
+    """Label text -> the field's value: ``""`` (an absent label: Prometheus drops empty ones)
+    is None where the field may be None, numbers are parsed; ValueError for anything else, and
+    for an empty value of a field that must have one."""
     tp, optional = _bare(_hints(cls)[field])
     convert: Callable[[Any], Any] = _int if tp is int else _text
     if not optional:
@@ -496,8 +497,8 @@ class _Builder:
                 here = found
                 continue
             try:
-                key = tuple([convert(labels[label]) for label, _f, convert in keys])
-            except (KeyError, ValueError, TypeError):
+                key = tuple([convert(labels.get(label, "")) for label, _f, convert in keys])
+            except (ValueError, TypeError):
                 return None
             items = here.get(field)
             if items is None:
@@ -527,7 +528,12 @@ class _Builder:
         except (ValueError, TypeError):
             return
         for name in leaf.head:
-            here = here.setdefault(name, {})
+            nested = here.get(name)
+            if nested is None:
+                if value is None:
+                    return  # an absent label makes no nested object (a VM with no name)
+                nested = here[name] = {}
+            here = nested
         here[leaf.last] = value
 
 

@@ -197,6 +197,7 @@ class _Host:
     target: Target | None = None
     looked_back: bool = False  # its last scraped data was looked for (down at start)
     live: RemoteFeed | None = None  # its exporter, read live (run by the fleet's run)
+    note: str | None = None  # why reading it live stopped, until it is asked live again
 
     def matchers(self) -> tuple[str, ...]:
         return tuple(f"{k}={quote(v)}" for k, v in self.labels.items())
@@ -301,6 +302,7 @@ class PrometheusFleet:
         if found is None:
             return
         if on and found.live is None:
+            found.note = None
             found.live = self._live_feed(found)
         elif not on and found.live is not None:
             found.live = None
@@ -451,7 +453,9 @@ class PrometheusFleet:
                     return name, exc.reason
 
         jobs = [one(name, family_query(self.client, name)) for name in sorted(families)]
-        names = regex_of(sorted(rb.READ_BACK))
+        # Every family of the table: the rebuild also reads what the derived ones say (a
+        # process list complete or cut, counted or unreadable).
+        names = regex_of(sorted({f.name for f in FAMILIES}))
         for host in full:
             matchers = (f"__name__=~{quote(names)}", *host.matchers())
             jobs.append(one(None, "{" + ",".join((*self.client.matchers, *matchers)) + "}"))
@@ -566,6 +570,8 @@ class PrometheusFleet:
             state, error = HostState.UP, host.error
         else:
             state, error = HostState.UNREACHABLE, host.error
+        if host.note is not None and live is None:
+            error = host.note if error is None else f"{host.note}; {error}"
         via = VIA_LIVE if live is not None else VIA_STORE
         old = host.update
         if (
@@ -667,7 +673,7 @@ class PrometheusFleet:
                 interval_seconds=LIVE_INTERVAL_SECONDS,
             )
         except VgpumonError as exc:
-            host.error = f"live: {exc}"
+            host.note = f"live: {exc}"
             self._changed()
             return None
 
@@ -678,7 +684,7 @@ class PrometheusFleet:
         def failed(reason: str) -> None:
             if host.live is feed:  # back on Prometheus; the run stops the feed
                 host.live = None
-                host.error = f"live: {reason} (back on Prometheus)"
+                host.note = f"live: {reason} (back on Prometheus)"
                 self._changed()
                 self.refresh()
 
