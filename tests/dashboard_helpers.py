@@ -49,7 +49,13 @@ MATCH_ALL = {
 # Grafana's interval variables, at the scale of a test that scrapes every second.
 # $hour, the Usage dashboard's hidden constant, is the metering rules' hour: their series are
 # evaluated every second here, so range totals step by the second.
-INTERVALS = {"$__rate_interval": "1m", "$__range": "1m", "$hour": "1s"}
+INTERVALS = {
+    "$__rate_interval": "1m",
+    "$__range": "1m",
+    "$hour": "1s",
+    "${hour_seconds}": "1",
+    "${__from:date:seconds}": "0",
+}
 
 
 @cache

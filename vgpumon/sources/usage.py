@@ -61,11 +61,21 @@ def hour_range(start: float, end: float) -> tuple[float, float]:
 
 
 def query(by: str, quantity: str, start: float, end: float) -> str:
-    """The PromQL that totals ``quantity`` per ``by`` over the whole hours (start, end]."""
-    # One second short of the hours: the subquery's hourly steps are then end, end - 1h, ...,
-    # start + 1h, whether the Prometheus counts a range's left end in (2.x) or not (3.x).
-    seconds = round((end - start) / HOUR) * HOUR - 1
-    return f"sum_over_time(vgpumon:{by}_{quantity}:increase1h[{seconds}s:1h])"
+    """The PromQL that totals ``quantity`` per ``by`` over the whole hours (start, end], evaluated
+    at ``end``: each hourly series' value at start + 1h, ..., end (the hour before each).
+
+    The Grafana Usage dashboard runs the same text with its range for ``start`` and ``end``
+    (dashboards/vgpumon_dashboards/usage.py, ``in_range``), so the two agree to the digit. The
+    steps are kept by their time (an hour after ``start`` or later), not by where the
+    subquery's range begins: Prometheus 2.x counts a range's left end in and 3.x does not, and
+    a range on whole hours has a step exactly there.
+    """
+    rule = f"vgpumon:{by}_{quantity}:increase1h"
+    seconds = round(end - start)
+    return (
+        f"sum_over_time(({rule} and on () vector(time()) - {HOUR} >= {start:.0f})"
+        f"[{seconds}s:1h])"
+    )
 
 
 def report_from_snapshot(snapshot: Snapshot, by: str) -> UsageReport:
