@@ -73,8 +73,7 @@ def query(by: str, quantity: str, start: float, end: float) -> str:
     rule = f"vgpumon:{by}_{quantity}:increase1h"
     seconds = round(end - start)
     return (
-        f"sum_over_time(({rule} and on () vector(time()) - {HOUR} >= {start:.0f})"
-        f"[{seconds}s:1h])"
+        f"sum_over_time(({rule} and on () vector(time()) - {HOUR} >= {start:.0f})[{seconds}s:1h])"
     )
 
 
