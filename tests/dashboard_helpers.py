@@ -21,8 +21,9 @@ UNUSED = DASHBOARDS / "unused.yml"
 RULES = ROOT / "packaging" / "prometheus" / "vgpumon.rules.yml"
 METERING_RULES = RULES.with_name("vgpumon-metering.rules.yml")
 CAPACITY_RULES = RULES.with_name("vgpumon-capacity.rules.yml")
+FLEET_RULES = RULES.with_name("vgpumon-fleet.rules.yml")
 # Every rule file the packaging ships (Prometheus loads them all; the PrometheusRule carries them).
-RULE_FILES = (RULES, METERING_RULES, CAPACITY_RULES)
+RULE_FILES = (RULES, METERING_RULES, CAPACITY_RULES, FLEET_RULES)
 
 # Built-in simulator scenario of each scenario kind a dashboard query names.
 SCENARIOS = {

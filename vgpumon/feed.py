@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
-from vgpumon.model import Snapshot
+from vgpumon.model import HostRollup, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -126,11 +126,15 @@ class HostUpdate:
     # its last scrape, vgpumon.sources.prometheus_fleet) or VIA_LIVE (that host's own exporter,
     # opened live); None for a feed of hosts read each from itself.
     via: str | None = None
+    # The host summed up by the fleet rules, where a metrics store gives only that for it
+    # (a large fleet's hosts not shown in full); ``snapshot`` is then None.
+    rollup: HostRollup | None = None
 
     @property
     def stale(self) -> bool:
         """The snapshot shown is older than the host's current state (host not up)."""
-        return self.snapshot is not None and self.state is not HostState.UP
+        held = self.snapshot is not None or self.rollup is not None
+        return held and self.state is not HostState.UP
 
 
 VIA_STORE = "Prometheus"

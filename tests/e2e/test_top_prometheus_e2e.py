@@ -23,15 +23,19 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from dashboard_helpers import FLEET_RULES
 from export_helpers import free_port
 from prometheus_helpers import prometheus_binary, start, start_prometheus, stop_all
+from screen_views import cells
 from screen_views import host as host_screens
 
 from vgpumon.feed import VIA_LIVE, VIA_STORE, Focus, HostState
 from vgpumon.model import Snapshot
 from vgpumon.sources.promapi import PrometheusClient
-from vgpumon.sources.prometheus_fleet import PrometheusFleet
+from vgpumon.sources.prometheus_fleet import ROLLUP_QUERIES, PrometheusFleet, rollup_of
 from vgpumon.sources.remote import Connection, ExporterClient, RemoteTarget
+from vgpumon.view import rows as vr
+from vgpumon.view.columns import HOST_COLUMNS
 
 pytestmark = pytest.mark.e2e
 
@@ -98,7 +102,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 "static_configs": [{"targets": [exporters["baremetal-8xh100"]]}],
             },
         ]
-        url, proc, log = start_prometheus(tmp, jobs)
+        url, proc, log = start_prometheus(tmp, jobs, rule_files=[FLEET_RULES])
         procs.append(proc)
         logs.append(log)
         result = Stack(url, exporters, dead, logs)
@@ -362,3 +366,56 @@ async def test_a_host_whose_exporter_is_not_reachable_stays_on_prometheus(stack:
     finally:
         stop.set()
         await asyncio.wait_for(running, 5)
+
+
+async def test_the_fleet_rules_give_each_host_the_row_its_own_series_give(stack: Stack) -> None:
+    """vgpumon-fleet.rules.yml, evaluated by Prometheus, against the fleet screen's row of the
+    same sample read from the exporter: every column, colour and badge."""
+    client = PrometheusClient(stack.url, FAST)
+    try:
+        for scenario, instance in stack.exporters.items():
+            exporter = ExporterClient(RemoteTarget(f"http://{instance}"), FAST)
+            want = got = None
+            for _ in range(30):  # until the rules were evaluated on the exporter's sample
+                live = await exporter.snapshot()
+                per: dict[str, Any] = {}
+                for name in sorted(ROLLUP_QUERIES):
+                    answer = await client.instant(client.select(name, f'instance="{instance}"'))
+                    per[name] = answer.series
+                want = cells([vr.host_row(instance, "up", live)], HOST_COLUMNS)
+                got = cells([vr.host_row_from_rollup(instance, "up", rollup_of(per))], HOST_COLUMNS)
+                if got == want:
+                    break
+                await asyncio.sleep(0.5)
+            await exporter.close()
+            assert got == want, scenario
+    finally:
+        await client.close()
+
+
+async def test_a_large_fleet_is_read_as_the_rules_figures(stack: Stack) -> None:
+    """Above the size at which every host's series would be read, the rules' figures are: one
+    series per host and figure; the host shown in full still reads all of its own."""
+    shown = stack.exporters["kvm-vgpu-timesliced"]
+    feed = fleet_of(stack.url, rollup_above_hosts=0)
+    try:
+        await feed.refresh_once()
+        assert feed.rules is True and feed.rollup_mode
+        feed.focus(Focus("host", (shown,)))
+        await feed.refresh_once()
+        by_host = {u.host: u for u in feed.latest.hosts}
+        for instance in stack.exporters.values():
+            update = by_host[instance]
+            assert update.state is HostState.UP
+            if instance == shown:
+                assert update.snapshot is not None and update.rollup is None
+            else:
+                assert update.snapshot is None and update.rollup is not None
+                assert (
+                    update.rollup.gpus
+                    == GPUS[next(s for s, i in stack.exporters.items() if i == instance)]
+                )
+        dead = by_host[stack.dead]
+        assert dead.state is HostState.UNREACHABLE and "connection refused" in (dead.error or "")
+    finally:
+        await feed.client.close()

@@ -60,7 +60,7 @@ from vgpumon.feed import (
 )
 from vgpumon.metrics import rebuild as rb
 from vgpumon.metrics.table import FAMILIES, StateValues
-from vgpumon.model import Snapshot
+from vgpumon.model import HostRollup, Snapshot
 from vgpumon.sources.fleet import nvml_down
 from vgpumon.sources.promapi import (
     Answer,
@@ -162,6 +162,37 @@ SCREEN_FAMILIES: dict[str, frozenset[str]] = {
 if set(SCREEN_FAMILIES) != set(SCREENS):
     raise AssertionError("SCREEN_FAMILIES must say what each of feed.SCREENS reads")
 
+# The fleet rules (packaging/prometheus/vgpumon-fleet.rules.yml): one series per host for each
+# figure of the fleet screen, and the field of vgpumon.model.HostRollup each gives. With them in
+# Prometheus, a fleet of more than ROLLUP_ABOVE_HOSTS hosts is read as these alone, each host's
+# own series only for the hosts shown in full; without them, or below, every host's series.
+ROLLUPS: dict[str, str] = {
+    "vgpumon:host_gpus:count": "gpus",
+    "vgpumon:host_gpus_lost:count": "gpus_lost",
+    "vgpumon:host_gpu_utilization:avg": "utilization",
+    "vgpumon:host_gpu_memory_used_bytes:sum": "memory_used_bytes",
+    "vgpumon:host_gpu_memory_total_bytes:sum": "memory_total_bytes",
+    "vgpumon:host_gpu_power_watts:sum": "power_watts",
+    "vgpumon:host_gpu_power_limit_watts:sum": "power_limit_watts",
+    "vgpumon:host_vgpus:count": "vgpus",
+    "vgpumon:host_vgpus_license_problem:count": "vgpu_license_problems",
+    "vgpumon:host_licenses_unlicensed:count": "licenses_unlicensed",
+    "vgpumon:host_licenses_expiring:count": "licenses_expiring",
+    "vgpumon:host_vgpus_starved:count": "vgpus_starved",
+    "vgpumon:host_idle_holders:count": "idle_holders",
+    "vgpumon:host_gpus_with_xid:count": "gpus_with_xid",
+}
+BY_MODE = "vgpumon:host_gpus:count_by_mode"
+RULES_PRESENT = "vgpumon:host_gpus:count"  # the rules are loaded where this has series
+XIDS = "vgpumon:host_xid:count"
+WEDGED = "vgpumon_sampler_wedged"
+UP = "vgpumon_up"
+ROLLUP_QUERIES = frozenset({*ROLLUPS, BY_MODE, XIDS, WEDGED, UP})
+ROLLUP_ABOVE_HOSTS = 500
+NVML_DOWN = "NVML is not initialised"  # as vgpumon.sources.fleet.nvml_down says it
+# Screens whose hosts' rows the rollups give (the others read the hosts' own series).
+ROLLUP_SCREENS = frozenset({"fleet", "host", "events"})
+
 _STATE_SETS = frozenset(f.name for f in FAMILIES if isinstance(f.rows, StateValues))
 _COUNTED = frozenset({"vgpumon_gpu_xid_errors_total"})  # a zero is the table's, not a reading
 
@@ -196,6 +227,7 @@ class _Host:
     update: HostUpdate | None = None
     target: Target | None = None
     looked_back: bool = False  # its last scraped data was looked for (down at start)
+    rollup: HostRollup | None = None  # the fleet rules' figures (read instead of its series)
     live: RemoteFeed | None = None  # its exporter, read live (run by the fleet's run)
     note: str | None = None  # why reading it live stopped, until it is asked live again
 
@@ -229,6 +261,7 @@ class PrometheusFleet:
         group_by: Sequence[str] = (),
         interval_seconds: float | None = None,
         live_connection: Connection | None = None,
+        rollup_above_hosts: int = ROLLUP_ABOVE_HOSTS,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
@@ -236,6 +269,8 @@ class PrometheusFleet:
         self.fixed_interval = interval_seconds
         self.interval_seconds = interval_seconds or DEFAULT_INTERVAL_SECONDS
         self.live_connection = live_connection or Connection()
+        self.rollup_above_hosts = rollup_above_hosts
+        self.rules: bool | None = None  # the fleet rules are in Prometheus (None: not asked)
         self._clock = clock
         self._focus = Focus()
         self._hosts: dict[str, _Host] = {}
@@ -382,19 +417,33 @@ class PrometheusFleet:
         except PrometheusError as exc:
             self._failed(exc.reason)
             return
-        families = self._wanted_families()
         full = [self._hosts[h] for h in self._focus.hosts if h in self._hosts]
+        rollups = self.rollup_mode
+        families = ROLLUP_QUERIES if rollups else self._wanted_families()
         answers = await self._read(families, full)
         answers.warnings.update(ups.warnings)
-        await self._look_back()
+        if not rollups:
+            await self._look_back()
         self._families_read = families
-        self._build(answers, families, {h.key for h in full}, seen)
+        self._build(answers, families, {h.key for h in full}, seen, rollups=rollups)
         self._last_success = self._clock()
         self._failures = 0
         self._problem = None
         self.refreshes += 1
         self.refresh_seconds_total += loop.time() - started
         self._changed()
+
+    @property
+    def rollup_mode(self) -> bool:
+        """The hosts not shown in full are read as the fleet rules' figures: the rules are
+        there, the fleet is large, and the screen needs no more than their rows."""
+        focus = self._focus
+        return (
+            bool(self.rules)
+            and len(self._hosts) > self.rollup_above_hosts
+            and focus.screen in ROLLUP_SCREENS
+            and not focus.filtering
+        )
 
     def _hosts_query(self) -> str:
         jobs = f"group by (job) (last_over_time({self.client.select(BUILD_INFO)}[{LOOKBACK}]))"
@@ -512,6 +561,8 @@ class PrometheusFleet:
         families: frozenset[str],
         full: set[str],
         seen: set[str],
+        *,
+        rollups: bool = False,
     ) -> None:
         """Each host's snapshot and state from this refresh's answers."""
         # A family whose query failed keeps its last answer (said partial on every host).
@@ -534,6 +585,17 @@ class PrometheusFleet:
             if host.live is not None:
                 continue  # its exporter answers for it
             per = answers.by_host.get(key, {})
+            if rollups and key not in full:
+                rollup = rollup_of(per)
+                host.rollup = host.rollup if rollup == host.rollup else rollup
+                host.snapshot, host.version = None, None
+                nvml = per.get(UP) or []
+                down = bool(nvml) and all(v == 0 for _, v in nvml) and not rollup.gpus
+                host.error = NVML_DOWN if down else self._partial_note()
+                if not host.up:
+                    host.error = self._scrape_error(host)
+                continue
+            host.rollup = None
             if host.up and TIMESTAMP in per:
                 stamp = max(v for _, v in per[TIMESTAMP])
                 version = (stamp, families, key in full, tuple(sorted(answers.failed)))
@@ -546,9 +608,12 @@ class PrometheusFleet:
             elif host.up:
                 host.error = "no vgpumon series in Prometheus for this target"
             else:
-                target = host.target
-                said = target.last_error if target is not None else None
-                host.error = f"Prometheus cannot scrape it: {said or 'the last scrape failed'}"
+                host.error = self._scrape_error(host)
+
+    @staticmethod
+    def _scrape_error(host: _Host) -> str:
+        said = host.target.last_error if host.target is not None else None
+        return f"Prometheus cannot scrape it: {said or 'the last scrape failed'}"
 
     def _partial_note(self) -> str | None:
         return None if self._partial is None else f"partial data: {self._partial}"
@@ -566,7 +631,7 @@ class PrometheusFleet:
             state, error = HostState.UNREACHABLE, self._problem
         elif host.up is None:
             state, error = HostState.CONNECTING, None
-        elif host.up and host.snapshot is not None and nvml_down(host.snapshot) is None:
+        elif host.up and self._answers_for(host):
             state, error = HostState.UP, host.error
         else:
             state, error = HostState.UNREACHABLE, host.error
@@ -574,10 +639,12 @@ class PrometheusFleet:
             error = host.note if error is None else f"{host.note}; {error}"
         via = VIA_LIVE if live is not None else VIA_STORE
         old = host.update
+        rollup = host.rollup if snapshot is None else None
         if (
             old is not None
             and old.state is state
             and old.snapshot is snapshot
+            and old.rollup is rollup
             and old.error == error
             and old.via == via
         ):
@@ -590,8 +657,17 @@ class PrometheusFleet:
             received_at=received,
             sequence=0 if old is None else old.sequence + 1,
             via=via,
+            rollup=rollup,
         )
         return host.update
+
+    @staticmethod
+    def _answers_for(host: _Host) -> bool:
+        """The host's data says its NVML is up: a snapshot with GPUs or NVML up, or figures
+        that were not judged down."""
+        if host.snapshot is not None:
+            return nvml_down(host.snapshot) is None
+        return host.rollup is not None and host.error != NVML_DOWN
 
     def _failed(self, reason: str) -> None:
         """Prometheus gave nothing this refresh: after two intervals every host is stale."""
@@ -636,6 +712,11 @@ class PrometheusFleet:
             ]
         if not intervals:
             intervals = await self._measured_intervals()
+        try:
+            rules = await self.client.instant(f"count({self.client.select(RULES_PRESENT)})")
+            self.rules = bool(rules.series)
+        except PrometheusError:
+            self.rules = False
         if self.fixed_interval is None and intervals:
             interval = sorted(intervals)[len(intervals) // 2]
             self.interval_seconds = min(MAX_INTERVAL_SECONDS, max(MIN_INTERVAL_SECONDS, interval))
@@ -708,3 +789,34 @@ def _exporter_url(host: _Host) -> str:
     if target is not None and target.scrape_url:
         return target.scrape_url
     return f"http://{host.labels[HOST_LABEL]}"
+
+
+def rollup_of(per: Mapping[str, list[tuple[Mapping[str, str], float]]]) -> HostRollup:
+    """One host's figures from the fleet rules' series (and its wedged flag)."""
+    values: dict[str, Any] = {}
+    for rule, name in ROLLUPS.items():
+        got = [v for _, v in per.get(rule, ()) if math.isfinite(v)]
+        if got:
+            values[name] = got[0]
+    for name in ("gpus", "gpus_lost", "vgpus", "vgpu_license_problems", "licenses_unlicensed",
+                 "licenses_expiring", "vgpus_starved", "idle_holders", "gpus_with_xid",
+                 "memory_used_bytes", "memory_total_bytes"):  # fmt: skip
+        if name in values:
+            values[name] = int(values[name])
+    modes: dict[str, int] = {}
+    for labels, value in per.get(BY_MODE, ()):
+        mode = labels.get("mode")
+        if isinstance(mode, str) and math.isfinite(value):
+            modes[mode] = modes.get(mode, 0) + int(value)
+    xids = []
+    for labels, value in per.get(XIDS, ()):
+        xid = labels.get("xid")
+        if isinstance(xid, str) and xid.isdigit() and value > 0:
+            xids.append(int(xid))
+    wedged = any(v == 1.0 for _, v in per.get(WEDGED, ()))
+    return HostRollup(
+        modes=tuple(sorted(modes.items())),
+        newest_xid=max(xids) if xids else None,
+        wedged=wedged,
+        **values,
+    )

@@ -19,6 +19,7 @@ from typing import Protocol
 from vgpumon.model import (
     DeviceAllocation,
     Gpu,
+    HostRollup,
     Snapshot,
     VgpuInstance,
     VgpuScheduler,
@@ -829,6 +830,57 @@ class HostRow:
         }
 
 
+def host_row_from_rollup(
+    host: str,
+    state: str,
+    rollup: HostRollup,
+    *,
+    error: str | None = None,
+    stale: bool = False,
+) -> HostRow:
+    """The host's row from the fleet rules' figures (a metrics store's large fleet): the same
+    columns and badges :func:`host_row` gives from the host's snapshot (a test holds the two
+    to each other on a real Prometheus)."""
+    modes: dict[str, int] = {}
+    for mode, count in rollup.modes:
+        key = "mig" if mode == "mig" else _VIRT_MODES.get(mode, "unknown")
+        modes[key] = modes.get(key, 0) + count
+    badges = []
+    if rollup.gpus_lost:
+        badges.append(b.badge("lost"))
+    if rollup.wedged:
+        badges.append(b.badge("stale"))
+    if rollup.gpus_with_xid and rollup.newest_xid is not None:
+        badges.append(b.badge("xid", f"Xid{rollup.newest_xid}"))
+    for kind, count in (
+        ("unlicensed", rollup.licenses_unlicensed),
+        ("expiring", rollup.licenses_expiring),
+        ("starved", rollup.vgpus_starved),
+        ("idle", rollup.idle_holders),
+    ):
+        if count:
+            badges.append(b.badge(kind))
+    return HostRow(
+        key=host,
+        host=host,
+        state=state,
+        error=error,
+        stale=stale,
+        gpus=rollup.gpus,
+        modes=tuple(sorted(modes.items())),
+        utilization=rollup.utilization,
+        memory_used=rollup.memory_used_bytes,
+        memory_total=rollup.memory_total_bytes,
+        power=rollup.power_watts,
+        power_limit=rollup.power_limit_watts,
+        vgpus=rollup.vgpus,
+        license_problems=rollup.vgpu_license_problems,
+        xid=rollup.gpus_with_xid,
+        lost=rollup.gpus_lost,
+        badges=tuple(sorted(badges)),
+    )
+
+
 def _sum(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return sum(known) if known else None
@@ -856,6 +908,11 @@ def host_row(
     utils = [g.utilization for g in gpus if g.utilization is not None]
     vgpus = [v for rows in vgpus_of.values() for v in rows]
     all_badges = {x.kind: x for g in gpus for x in g.badges}
+    # The host's Xid badge names the highest Xid of any of its GPUs (not the last GPU's).
+    gpus_read = () if snapshot is None else snapshot.gpus
+    newest = max((max(g.xid_errors) for g in gpus_read if g.xid_errors), default=None)
+    if newest is not None and "xid" in all_badges:
+        all_badges["xid"] = b.badge("xid", f"Xid{newest}")
     mem_used = _sum([g.memory_used for g in gpus])
     mem_total = _sum([g.memory_total for g in gpus])
     return HostRow(
