@@ -116,9 +116,7 @@ class Node:
         return tuple(label for node in self.chain for label, _ in node.keys)
 
     @functools.cached_property
-    def steps(
-        self,
-    ) -> tuple[tuple[str, bool, tuple[tuple[str, str, Callable[[Any], Any]], ...]], ...]:
+    def steps(self) -> tuple[_Step, ...]:
         """The chain as the builder walks it: (field, many, (label, item field, label's
         converter) per key) per node."""
         return tuple(
