@@ -419,3 +419,45 @@ async def test_a_large_fleet_is_read_as_the_rules_figures(stack: Stack) -> None:
         assert dead.state is HostState.UNREACHABLE and "connection refused" in (dead.error or "")
     finally:
         await feed.client.close()
+
+
+async def test_top_shows_the_fleet_opens_a_host_in_full_and_live(stack: Stack) -> None:
+    """The terminal UI over the Prometheus fleet (its feed on its own thread, as top runs it):
+    the fleet screen lists every host; Enter opens one, which the feed then reads in full (the
+    host's driver and module, its graphs filled from Prometheus); L reads it live and back."""
+    from vgpumon.sources.prometheus import PrometheusBackfill
+    from vgpumon.tui.app import create_app
+    from vgpumon.tui.screens.host import HostScreen
+
+    feed = fleet_of(stack.url, group_by=("cluster",))
+    backfill = PrometheusBackfill(PrometheusClient(stack.url, FAST), window_seconds=60.0)
+    app = create_app(feed, backfill=backfill)
+    shown = f"eu-1/{stack.exporters['kvm-vgpu-timesliced']}"
+
+    async def until(what: str, check: Any, seconds: float = 15.0) -> None:
+        for _ in range(int(seconds / 0.1)):
+            if check():
+                return
+            await pilot.pause(0.1)
+        raise AssertionError(what)
+
+    async with app.run_test(size=(160, 50)) as pilot:
+        await until("every host listed", lambda: len(app.hosts) == len(EXPORTERS) + 1)
+        await until(
+            "the hosts up", lambda: sum(u.state is HostState.UP for u in app.hosts.values()) == 3
+        )
+        await app.push_screen(HostScreen(shown))
+        await until(
+            "the host read in full",
+            lambda: (
+                (u := app.hosts[shown]).snapshot is not None
+                and u.snapshot.driver.driver_version is not None
+            ),
+        )
+        assert app.focus_now() == Focus("host", (shown,))
+        await until("its graphs filled", lambda: shown in app._backfilled)
+        await pilot.press("L")
+        await until("read live", lambda: app.hosts[shown].via == VIA_LIVE)
+        await pilot.press("L")
+        await until("back on Prometheus", lambda: app.hosts[shown].via == VIA_STORE)
+    assert app.stop_feed(5.0)
