@@ -52,7 +52,6 @@ REDRAW_SECONDS = 0.25  # how soon a new update reaches the screen (coalesces a f
 # terminal is given back first; after this the process exits without it.
 STOP_SECONDS = 1.0
 EVENTS_KEPT = 1000
-SHARE_WINDOW_SECONDS = 30.0
 
 
 class VgpumonApp(App[None]):
@@ -240,11 +239,6 @@ class VgpumonApp(App[None]):
             )
         self.dirty = True
 
-    def shares(self, host: str) -> dict[tuple[str, int], float]:
-        update = self.hosts.get(host)
-        if update is None or update.snapshot is None:
-            return {}
-        return dict(self.history.shares(host, update.snapshot, SHARE_WINDOW_SECONDS))
 
     def _tick(self) -> None:
         if not self.dirty or self.paused:
