@@ -72,7 +72,7 @@ class SimHost:
         """Scenario time up to ``t`` (seconds since the start), reading the scheduler logs every
         ``poll_every`` seconds as the poller thread does on a real host (a jump would wrap their
         rings: missed entries, so no share verdict) and sampling every ``cycle_every`` seconds."""
-        poller = self.source.sampler.services.get(SCHEDULER_LOG)
+        poller = self.sampler.services.get(SCHEDULER_LOG)
         last = next_cycle = self.clock.now() - self.start
         while self.clock.now() - self.start < t - 1e-9:
             self.clock.advance(min(poll_every, t - (self.clock.now() - self.start)))
@@ -81,10 +81,10 @@ class SimHost:
                     poller.poll(uuid)
             now = self.clock.now() - self.start
             if now >= next_cycle - 1e-9:
-                await self.source.cycle_once()
+                await self.sampler.cycle()
                 last, next_cycle = now, now + cycle_every
         if last < t - 1e-9:
-            await self.source.cycle_once()
+            await self.sampler.cycle()
 
     def app(self, **kwargs: Any) -> VgpumonApp:
         """``top`` on this host alone; the test runs the cycles."""
