@@ -163,6 +163,32 @@ class Recovery:
     tpc_repair_pending: bool | None = None
     unrepairable_memory: bool | None = None
 
+    # The verdicts `check`, the node-feature labels and `top` read (the alert rules read the
+    # same facts from the families): decided here once.
+
+    @property
+    def action_needed(self) -> bool | None:
+        """The driver asks for an action; None when it does not say."""
+        return None if self.action is None else self.action != "none"
+
+    @property
+    def repair_pending(self) -> bool | None:
+        flags = (self.channel_repair_pending, self.tpc_repair_pending)
+        if True in flags:
+            return True
+        return None if flags == (None, None) else False
+
+    @property
+    def pending_repairs(self) -> tuple[str, ...]:
+        return tuple(
+            name
+            for name, flag in (
+                ("channel", self.channel_repair_pending),
+                ("tpc", self.tpc_repair_pending),
+            )
+            if flag
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ConfCompute:

@@ -108,10 +108,43 @@ def node_features(
         for p in g.mig_profiles:
             if p.name:
                 _add_counts(mig, label_part(p.name), p.creatable_instances)
+    out.update(_health_labels(gpus))
     for name, count in sorted(vgpu.items()):
         out[label_part(f"vgpu.creatable.{name}")] = str(count)
     for name, count in sorted(mig.items()):
         out[label_part(f"mig.creatable.{name}")] = str(count)
+    return out
+
+
+def _flag_label(values: Iterable[bool | None]) -> str | None:
+    known = [v for v in values if v is not None]
+    if not known:
+        return None
+    return "true" if any(known) else "false"
+
+
+def _health_labels(gpus: Iterable[Gpu]) -> dict[str, str]:
+    """What the driver says the node's GPUs need, and confidential computing: labels a scheduler
+    can keep work off (``NotIn``) while a GPU waits for a reset, a repair or service. Absent
+    where no GPU's driver says (an older driver)."""
+    gpus = list(gpus)
+    out: dict[str, str] = {}
+    actions = {g.recovery.action for g in gpus if g.recovery.action is not None}
+    if actions:
+        needed = sorted(actions - {"none"})
+        out["recovery.action"] = "none" if not needed else needed[0] if len(needed) == 1 else MIXED
+    for name, values in (
+        ("repair.pending", (g.recovery.repair_pending for g in gpus)),
+        ("memory.unrepairable", (g.recovery.unrepairable_memory for g in gpus)),
+        ("cc.enabled", (g.conf_compute.feature_enabled for g in gpus)),
+    ):
+        value = _flag_label(values)
+        if value is not None:
+            out[name] = value
+    if out.get("cc.enabled") == "true":
+        ready = _flag_label(g.conf_compute.ready for g in gpus)
+        if ready is not None:
+            out["cc.ready"] = ready
     return out
 
 

@@ -140,6 +140,46 @@ CASES: tuple[AlertCase, ...] = (
         [{**BAD, **GPU}],
     ),
     AlertCase(
+        "VgpumonGpuRecoveryAction",
+        "2m",
+        {
+            _gpu("vgpumon_gpu_recovery_action", BAD, action="gpu_reset"): "1x3",
+            _gpu("vgpumon_gpu_recovery_action", BAD, action="none"): "0x3",
+        },
+        {
+            _gpu("vgpumon_gpu_recovery_action", GOOD, action="gpu_reset"): "0x3",
+            _gpu("vgpumon_gpu_recovery_action", GOOD, action="none"): "1x3",
+        },
+        [{**BAD, **GPU, "action": "gpu_reset"}],
+    ),
+    AlertCase(
+        "VgpumonGpuRepairPending",
+        "6m",
+        {_gpu("vgpumon_gpu_repair_pending", BAD, kind="tpc"): "1x10"},
+        {_gpu("vgpumon_gpu_repair_pending", GOOD, kind="tpc"): "0x10"},
+        [{**BAD, **GPU, "kind": "tpc"}],
+    ),
+    AlertCase(
+        "VgpumonGpuUnrepairableMemory",
+        "1m",
+        {_gpu("vgpumon_gpu_unrepairable_memory", BAD): "1x3"},
+        {_gpu("vgpumon_gpu_unrepairable_memory", GOOD): "0x3"},
+        [{**BAD, **GPU}],
+    ),
+    AlertCase(
+        "VgpumonCcGpusNotReady",
+        "11m",
+        {
+            _gpu("vgpumon_gpu_cc_ready", BAD): "0x15",
+            _gpu("vgpumon_gpu_cc_enabled", BAD): "1x15",
+        },
+        {
+            _gpu("vgpumon_gpu_cc_ready", GOOD): "1x15",
+            _gpu("vgpumon_gpu_cc_enabled", GOOD): "1x15",
+        },
+        [{**BAD, **GPU}],
+    ),
+    AlertCase(
         "VgpumonThermalSlowdown",
         "11m",
         {_gpu("vgpumon_gpu_clock_event_active", BAD, reason="hw_thermal"): "1x15"},
