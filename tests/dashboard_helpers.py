@@ -36,6 +36,10 @@ SCENARIOS = {
     "capacity-homogeneous": "capacity-l40s-homogeneous",
     "capacity-heterogeneous": "capacity-l40s-heterogeneous",
     "capacity-mig": "capacity-a100-mig",
+    "recovery": "recovery-reset",
+    "cc": "confidential-computing",
+    "mig-vgpu": "mig-timesliced-vgpu",
+    "accounting": "accounting-known-load",
 }
 
 MATCH_ALL = {

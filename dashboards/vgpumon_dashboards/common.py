@@ -64,6 +64,11 @@ METERING = "metering"  # known load: vGPUs (one idle), processes in two pods, a 
 CAP_HOMOGENEOUS = "capacity-homogeneous"  # two L40S in homogeneous mode, one stranding 16 GiB
 CAP_HETEROGENEOUS = "capacity-heterogeneous"  # an L40S in mixed-size mode with placement gaps
 CAP_MIG = "capacity-mig"  # an A100 with a 3g and a 2g GPU instance, 2 slices free
+# Newer driver surfaces (R565-R610), each on its hand-computed scenario.
+RECOVERY = "recovery"  # a driver asking for a reset, a pending repair, unrepairable memory
+CC = "cc"  # confidential computing on, GPUs ready after attestation
+MIG_VGPU = "mig-vgpu"  # time-sliced vGPUs in GPU instances, reservations, migration payloads
+ACCOUNTING = "accounting"  # accounting mode on: per-process busy time from the driver
 KINDS = (
     VGPU,
     MIG,
@@ -75,6 +80,10 @@ KINDS = (
     CAP_HOMOGENEOUS,
     CAP_HETEROGENEOUS,
     CAP_MIG,
+    RECOVERY,
+    CC,
+    MIG_VGPU,
+    ACCOUNTING,
 )
 ALL = (VGPU, MIG, BARE)
 
@@ -219,6 +228,7 @@ YES_WARN = value_map({"0": ("no", "green"), "1": ("yes", "orange")})
 ON_OFF = value_map({"1": ("on", "blue"), "0": ("off", "text")})
 OK_FAILED = value_map({"1": ("ok", "green"), "0": ("failed", "red")})
 READY = value_map({"1": ("ready", "green"), "0": ("not ready", "red")})
+CURRENT = value_map({"1": ("current", "blue"), "0": ("", "transparent")})
 # vgpumon_vgpu_migration_limit's reasons (what NVML's compatibility check says limits a move).
 MIGRATION_LIMITS = value_map(
     {

@@ -8,6 +8,7 @@ from .common import (
     GPU_KEYS,
     LICENSE_STATES,
     METERING,
+    MIG_VGPU,
     ON_OFF,
     ORANGE_ABOVE_ZERO,
     READY,
@@ -398,6 +399,15 @@ BOARD = Board(
             "vgpumon_vgpu_fbc_average_latency_seconds",
             "s",
         ),
+        timeseries_panel(
+            "Live-migration payload",
+            "Bytes a live migration of each vGPU would move now (its runtime state, framebuffer "
+            "in use included): with the link's bandwidth, how long the move takes. Absent "
+            "before R565.",
+            q(by_vm(f"vgpumon_vgpu_migration_state_bytes{{{SEL}}}"), VM, VGPU, MIG_VGPU),
+            unit="bytes",
+            width=24,
+        ),
         Row("Capacity"),
         bargauge_panel(
             "vGPUs that still fit, by type",
@@ -436,6 +446,67 @@ BOARD = Board(
                 Column("Value #B", "Maximum"),
                 Column("Value #C", "Framebuffer", unit="bytes"),
             ),
+        ),
+        table_panel(
+            "What one vGPU takes, by type",
+            "Per vGPU type, what the driver reserves beyond the vGPU's framebuffer (its "
+            "reservation and GSP heap: together the type's real footprint) and its BAR1 "
+            "aperture (R550+).",
+            q(
+                f"vgpumon_vgpu_type_framebuffer_bytes{{{SEL}}}{PER_TYPE}",
+                "framebuffer",
+                MIG_VGPU,
+                instant=True,
+            ),
+            q(
+                f"vgpumon_vgpu_type_framebuffer_reservation_bytes{{{SEL}}}{PER_TYPE}",
+                "reservation",
+                MIG_VGPU,
+                instant=True,
+            ),
+            q(
+                f"vgpumon_vgpu_type_gsp_heap_bytes{{{SEL}}}{PER_TYPE}",
+                "gsp",
+                MIG_VGPU,
+                instant=True,
+            ),
+            q(f"vgpumon_vgpu_type_bar1_bytes{{{SEL}}}{PER_TYPE}", "bar1", MIG_VGPU, instant=True),
+            columns=(
+                Column("gpu", "GPU"),
+                Column("vgpu_type", "vGPU type"),
+                Column("Value #A", "Framebuffer", unit="bytes"),
+                Column("Value #B", "Reservation", unit="bytes"),
+                Column("Value #C", "GSP heap", unit="bytes"),
+                Column("Value #D", "BAR1", unit="bytes"),
+            ),
+        ),
+        table_panel(
+            "MIG-backed vGPUs per GPU instance",
+            "Per GPU instance of a MIG vGPU host: vGPUs running in it, whether it mixes vGPU "
+            "sizes, and how many more of each type fit there now (GB20x time-sliced MIG-backed "
+            "vGPUs, R575+).",
+            q(f"vgpumon_mig_vgpu_instances{{{SEL}}}", "running", MIG_VGPU, instant=True),
+            q(
+                f"vgpumon_mig_vgpu_heterogeneous_mode_enabled{{{SEL}}}",
+                "mixed",
+                MIG_VGPU,
+                instant=True,
+            ),
+            q(
+                f"vgpumon_mig_vgpu_type_creatable_instances{{{SEL}}}{PER_TYPE}",
+                "fits",
+                MIG_VGPU,
+                instant=True,
+            ),
+            columns=(
+                Column("gpu", "GPU"),
+                Column("gpu_instance", "GPU instance"),
+                Column("Value #A", "Running"),
+                Column("Value #B", "Mixed sizes", mappings=(ON_OFF,)),
+                Column("vgpu_type", "vGPU type"),
+                Column("Value #C", "More that fit"),
+            ),
+            width=24,
         ),
     ),
 )

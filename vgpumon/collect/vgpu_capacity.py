@@ -124,6 +124,31 @@ def read_gpu_instances(ctx: GpuContext, out: GpuBuilder) -> None:
         )
     out.set(mig_instances=tuple(updated))
     note_unsupported(out, GI_NAME, absent_reason(*outcomes))
+    _exact_type_counts(out, updated)
+
+
+def _exact_type_counts(out: GpuBuilder, gis: Sequence[MigGpuInstance]) -> None:
+    """A MIG-backed type's room on the GPU is the sum of its room in each GPU instance, where
+    the driver counted it per instance: placement-aware, so it replaces the vgpu reader's
+    estimate (free vGPUs per instance of the profile) in ``vgpumon_vgpu_type_creatable_instances``,
+    the capacity screen and the node labels alike."""
+    counted: dict[int, int] = {}
+    known: set[int] = set()
+    for gi in gis:
+        for c in gi.vgpu_capacity:
+            if c.creatable_instances is not None:
+                counted[c.type_id] = counted.get(c.type_id, 0) + c.creatable_instances
+                known.add(c.type_id)
+    answered = any(gi.vgpu_heterogeneous_mode is not None or gi.vgpu_capacity for gi in gis)
+    types: tuple[VgpuType, ...] = out.get("vgpu_types") or ()
+    if not types or not answered:
+        return
+    exact = []
+    for t in types:
+        if t.gpu_instance_profile_id is not None and t.creatable:
+            t = dataclasses.replace(t, creatable_instances=counted.get(t.type_id, 0))
+        exact.append(t)
+    out.set(vgpu_types=tuple(exact))
 
 
 # --------------------------------------------------------------------------- per type

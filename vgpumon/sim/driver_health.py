@@ -66,6 +66,7 @@ ACCOUNTING_V2_DRIVER = 610
 ACCOUNTING_PERIOD = 0.2  # seconds between the driver's per-process samples
 NOT_FOUND = pynvml.NVML_ERROR_NOT_FOUND
 NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
+HOST_VGPU = 3  # NVML_GPU_VIRTUALIZATION_MODE_HOST_VGPU
 
 Steps = tuple[tuple[float, Any], ...]
 
@@ -285,6 +286,8 @@ class DriverHealthApi(Provider):
     @nvml_function()
     def nvmlDeviceGetAccountingMode(self, handle: Any) -> int:
         gpu = self.core.physical(handle)
+        if gpu.spec.virtualization_mode == HOST_VGPU:
+            raise nvml_error(NOT_SUPPORTED)  # vGPU hosts account per vGPU (docs/nvml-notes.md)
         if gpu.spec.mig_enabled:
             return pynvml.NVML_FEATURE_DISABLED  # MIG forces accounting off
         return int(health_of(gpu).accounting)

@@ -28,7 +28,7 @@ from vgpumon.model import Snapshot
 from vgpumon.view import format as f
 from vgpumon.view.badges import IDLE_PROCESS_AFTER_SECONDS, Badge, badge, labels
 from vgpumon.view.badges import idle as badge_idle
-from vgpumon.view.capacity import MIG, CapacityRow, FitRow
+from vgpumon.view.capacity import MIG, CapacityRow, FitRow, GiVgpuRow
 from vgpumon.view.metering import ContentionLine, UsageLine
 from vgpumon.view.rows import (
     GpuRow,
@@ -71,6 +71,7 @@ VGPUS = "vgpus"  # the host has vGPU instances (license and share columns mean s
 MIGS = "migs"  # the host has MIG instances
 LOCAL = "local"  # processes of this host, with what /proc says of them (user, CPU, command)
 IDLE = "idle"  # a process idle long enough for its badge (metering): the idle column appears
+CC = "cc"  # confidential computing is on for some GPU: its state column appears
 
 
 def present(snapshot: Snapshot | None) -> frozenset[str]:
@@ -91,6 +92,8 @@ def present(snapshot: Snapshot | None) -> frozenset[str]:
         for p in g.metering.processes
     ):
         out.add(IDLE)
+    if any(g.conf_compute.feature_enabled for g in snapshot.gpus):
+        out.add(CC)
     return frozenset(out)
 
 
@@ -200,9 +203,15 @@ def _short_vm(v: VgpuRow) -> str:
     return v.vm
 
 
-def _migration(ready: bool | None) -> str:
-    """Whether this host's side of a live migration is ready (docs/capacity.md)."""
-    return f.DASH if ready is None else ("ready" if ready else "no")
+def _migration(ready: bool | None, size: int | None = None) -> str:
+    """Whether this host's side of a live migration is ready (docs/capacity.md), and what the
+    move would carry where the driver says (R565+): "ready 6.3G"."""
+    state = f.DASH if ready is None else ("ready" if ready else "no")
+    return state if size is None else f"{state} {f.size(size)}"
+
+
+def _cc_style(state: str | None) -> str | None:
+    return WARNING if state in ("not ready", "devtools", "mixed") else None
 
 
 def _expires(expiry: float | None, expires_in: float | None, status: str | None) -> str:
@@ -289,6 +298,15 @@ GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
         priority=4,
         numeric=True,
         descending=True,
+    ),
+    Column(
+        "cc",
+        "CC",
+        lambda r: f.or_dash(r.cc),
+        lambda r: r.cc or "",
+        needs=CC,
+        priority=2,
+        style=lambda r: _cc_style(r.cc),
     ),
     Column("name", "name", lambda r: f.or_dash(r.name), lambda r: r.name, priority=4),
 )
@@ -549,8 +567,8 @@ VGPU_COLUMNS: tuple[Column[VgpuRow], ...] = (
     Column(
         "migr",
         "migr",
-        lambda r: _migration(r.migration_ready),
-        lambda r: r.migration_ready,
+        lambda r: _migration(r.migration_ready, r.migration_bytes),
+        lambda r: (r.migration_ready, r.migration_bytes or 0),
         priority=4,
         style=lambda r: WARNING if r.migration_ready is False else None,
     ),
@@ -881,6 +899,15 @@ HOST_COLUMNS: tuple[Column[HostRow], ...] = (
         descending=True,
     ),
     Column(
+        "cc",
+        "CC",
+        lambda r: f.or_dash(r.cc),
+        lambda r: r.cc or "",
+        wide=True,
+        priority=6,
+        style=lambda r: _cc_style(r.cc),
+    ),
+    Column(
         "note",
         "note",
         lambda r: f.or_dash(r.error) if r.error else labels(r.badges),
@@ -978,6 +1005,33 @@ CONTENTION_COLUMNS: tuple[Column[ContentionLine], ...] = (
 
 
 # --------------------------------------------------------------------------- capacity
+
+# MIG-backed vGPUs per GPU instance (the capacity screen's second table).
+GI_VGPU_COLUMNS: tuple[Column[GiVgpuRow], ...] = (
+    Column("host", "host", lambda r: r.host, lambda r: r.host, priority=0),
+    Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True, priority=0),
+    Column(
+        "gi", "GI", lambda r: str(r.gpu_instance_id), lambda r: r.gpu_instance_id, True, priority=0
+    ),
+    Column("profile", "profile", lambda r: f.or_dash(r.profile), lambda r: r.profile, priority=2),
+    Column("running", "vGPUs", lambda r: str(r.running), lambda r: r.running, True, priority=1),
+    Column(
+        "mixed",
+        "mixed",
+        lambda r: f.DASH if r.mixed is None else ("yes" if r.mixed else "no"),
+        lambda r: r.mixed,
+        priority=3,
+    ),
+    Column(
+        "fits",
+        "more that fit",
+        lambda r: r.fits_label,
+        lambda r: r.room,
+        priority=0,
+        descending=True,
+        style=lambda r: GOOD if r.room else WARNING,
+    ),
+)
 
 # The capacity screen's matrix: one row per vGPU type or MIG profile, a column per host
 # (:func:`capacity_host_column`) after these.

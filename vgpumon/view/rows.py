@@ -224,6 +224,7 @@ class VgpuRow:
     # This host's side of a live migration (docs/capacity.md): ready, and what says no.
     migration_ready: bool | None = None
     migration_blockers: tuple[str, ...] = ()
+    migration_bytes: int | None = None  # what a live migration would move now (R565+)
     gpu_fits: frozenset[str] = frozenset()  # its GPU's: a ``fits:`` term selects GPUs
 
     @property
@@ -313,6 +314,7 @@ def vgpu_rows(
                 idle=b.idle(idle.get(v.vgpu_id), b.IDLE_VGPU_AFTER_SECONDS),
                 migration_ready=ready,
                 migration_blockers=blockers,
+                migration_bytes=v.migration_state_bytes,
                 gpu_fits=fits,
             )
         )
@@ -435,6 +437,7 @@ class GpuRow:
     unlicensed: int = 0  # its vGPUs running without a license
     # Names of the vGPU types and MIG profiles of which one more fits now (``fits:`` filters).
     fits: frozenset[str] = frozenset()
+    cc: str | None = None  # confidential computing: cc_label()
 
     @property
     def mode_label(self) -> str:
@@ -463,6 +466,22 @@ class GpuRow:
         }
 
 
+def cc_label(gpu: Gpu) -> str | None:
+    """Confidential computing in a word: "ready" / "not ready" (CC on; the GPUs accept work or
+    wait for attestation), "devtools" (on, not a protected setup), "off"; None where the driver
+    does not say."""
+    cc = gpu.conf_compute
+    if cc.feature_enabled is None:
+        return None
+    if not cc.feature_enabled:
+        return "off"
+    if cc.devtools_mode:
+        return "devtools"
+    if cc.ready is None:
+        return "on"
+    return "ready" if cc.ready else "not ready"
+
+
 def _gpu_badges(
     gpu: Gpu, hung: bool, vgpus: list[VgpuRow], snapshot: Snapshot
 ) -> tuple[Badge, ...]:
@@ -471,6 +490,13 @@ def _gpu_badges(
         out.append(b.badge("lost", "lost" if gpu.down_reason in (None, "gpu_is_lost") else "down"))
     if hung:
         out.append(b.badge("hung"))
+    recovery = gpu.recovery
+    if gpu.up and recovery.action_needed:
+        out.append(b.badge("recovery", b.RECOVERY_LABELS.get(recovery.action or "", "recover!")))
+    if gpu.up and recovery.unrepairable_memory:
+        out.append(b.badge("memory", "mem-fault"))
+    if gpu.up and recovery.repair_pending:
+        out.append(b.badge("repair"))
     if snapshot.health.wedged:
         out.append(b.badge("stale"))
     if gpu.xid_errors:
@@ -546,6 +572,7 @@ def gpu_row(
         holders=_holders(snapshot, "gpu", gpu.uuid, None),
         unlicensed=sum(1 for v in vgpus if v.unlicensed),
         fits=fitting_names(gpu),
+        cc=cc_label(gpu),
     )
 
 
@@ -827,6 +854,7 @@ class HostRow:
     xid: int  # GPUs with Xid errors
     lost: int  # GPUs down or hung
     badges: tuple[Badge, ...]
+    cc: str | None = None  # the GPUs' confidential-computing state, "mixed" when they differ
 
     @property
     def memory_ratio(self) -> float | None:
@@ -878,6 +906,7 @@ def host_row(
     all_badges = {x.kind: x for g in gpus for x in g.badges}
     mem_used = _sum([g.memory_used for g in gpus])
     mem_total = _sum([g.memory_total for g in gpus])
+    ccs = {g.cc for g in gpus if g.cc is not None}
     return HostRow(
         key=host,
         host=host,
@@ -896,4 +925,5 @@ def host_row(
         xid=sum(1 for g in gpus if g.xid),
         lost=sum(1 for g in gpus if not g.up or g.hung),
         badges=tuple(sorted(all_badges.values())),
+        cc=None if not ccs else ccs.pop() if len(ccs) == 1 else "mixed",
     )
