@@ -116,35 +116,30 @@ def node_features(
     return out
 
 
-def _flag_label(values: Iterable[bool | None]) -> str | None:
-    known = [v for v in values if v is not None]
-    if not known:
-        return None
-    return "true" if any(known) else "false"
-
-
 def _health_labels(gpus: Iterable[Gpu]) -> dict[str, str]:
-    """What the driver says the node's GPUs need, and confidential computing: labels a scheduler
-    can keep work off (``NotIn``) while a GPU waits for a reset, a repair or service. Absent
-    where no GPU's driver says (an older driver)."""
-    gpus = list(gpus)
+    """What the driver says the node's GPUs need, and confidential computing.
+
+    Only what is there to say: a label appears while a GPU's driver asks for an action
+    (``recovery.action``: the action, ``mixed`` when GPUs ask for different ones), a repair is
+    pending or memory is beyond repair (``true``), and where CC is on (``cc.enabled=true``, with
+    ``cc.ready``). A workload keeps off such nodes with ``DoesNotExist``; a healthy node carries
+    none of them, so the labels change only when something happens.
+    """
+    gpus = [g for g in gpus if g.up]
     out: dict[str, str] = {}
-    actions = {g.recovery.action for g in gpus if g.recovery.action is not None}
-    if actions:
-        needed = sorted(actions - {"none"})
-        out["recovery.action"] = "none" if not needed else needed[0] if len(needed) == 1 else MIXED
-    for name, values in (
-        ("repair.pending", (g.recovery.repair_pending for g in gpus)),
-        ("memory.unrepairable", (g.recovery.unrepairable_memory for g in gpus)),
-        ("cc.enabled", (g.conf_compute.feature_enabled for g in gpus)),
-    ):
-        value = _flag_label(values)
-        if value is not None:
-            out[name] = value
-    if out.get("cc.enabled") == "true":
-        ready = _flag_label(g.conf_compute.ready for g in gpus)
-        if ready is not None:
-            out["cc.ready"] = ready
+    needed = sorted({g.recovery.action or "" for g in gpus if g.recovery.action_needed})
+    if needed:
+        out["recovery.action"] = needed[0] if len(needed) == 1 else MIXED
+    if any(g.recovery.repair_pending for g in gpus):
+        out["repair.pending"] = "true"
+    if any(g.recovery.unrepairable_memory for g in gpus):
+        out["memory.unrepairable"] = "true"
+    cc = [g.conf_compute for g in gpus if g.conf_compute.feature_enabled]
+    if cc:
+        out["cc.enabled"] = "true"
+        ready = [c.ready for c in cc if c.ready is not None]
+        if ready:
+            out["cc.ready"] = "true" if all(ready) else "false"
     return out
 
 
