@@ -40,6 +40,7 @@ SCENARIOS = {
     "cc": "confidential-computing",
     "mig-vgpu": "mig-timesliced-vgpu",
     "accounting": "accounting-known-load",
+    "encoder": "vdi-encoder-contention",
 }
 
 MATCH_ALL = {

@@ -31,6 +31,8 @@ SCHEMA_VERSION = 1
 
 VIRTUALIZATION_MODES = ("none", "passthrough", "vgpu", "host_vgpu", "host_vsga")
 SCHEDULER_POLICIES = ("unknown", "best_effort", "equal_share", "fixed_share")
+# The engines a vGPU scheduler log covers (NVML_VGPU_SCHEDULER_ENGINE_TYPE_*, R590+ for encoders).
+SCHEDULER_ENGINES = ("graphics", "nvenc0", "nvenc1")
 VGPU_LICENSE_STATES = (
     "unknown",
     "uninitialized",
@@ -499,6 +501,7 @@ class VgpuSchedulerUsage:
 @dataclass(frozen=True, slots=True)
 class VgpuScheduler:
     gpu_instance_id: int | None = None  # set for per-GPU-instance (MIG-backed) scheduling
+    engine: str = "graphics"  # SCHEDULER_ENGINES: the engine whose time it shares out
     policy: str | None = None  # SCHEDULER_POLICIES
     arr_enabled: bool | None = None
     timeslice_seconds: float | None = None
@@ -686,6 +689,9 @@ class Gpu:
     vgpu_types: tuple[VgpuType, ...] = ()
     vgpu_processes: tuple[VgpuProcess, ...] = ()
     vgpu_schedulers: tuple[VgpuScheduler, ...] = ()
+    # The encoder engines' schedulers (R590+), apart from the graphics engine's above so that
+    # every reader of ``vgpu_schedulers`` keeps meaning the graphics engine.
+    vgpu_encoder_schedulers: tuple[VgpuScheduler, ...] = ()
     guest_license_supported: bool | None = None
     guest_licenses: tuple[GuestLicenseFeature, ...] = ()
     # A vGPU host GPU that supports migrating its vGPUs (pGPU virtualization capabilities,

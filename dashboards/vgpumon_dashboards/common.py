@@ -69,6 +69,7 @@ RECOVERY = "recovery"  # a driver asking for a reset, a pending repair, unrepair
 CC = "cc"  # confidential computing on, GPUs ready after attestation
 MIG_VGPU = "mig-vgpu"  # time-sliced vGPUs in GPU instances, reservations, migration payloads
 ACCOUNTING = "accounting"  # accounting mode on: per-process busy time from the driver
+ENCODER = "encoder"  # a VDI host whose VMs crowd the video encoder (per-engine scheduler logs)
 KINDS = (
     VGPU,
     MIG,
@@ -84,6 +85,7 @@ KINDS = (
     CC,
     MIG_VGPU,
     ACCOUNTING,
+    ENCODER,
 )
 ALL = (VGPU, MIG, BARE)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .common import (
+    ENCODER,
     EXPIRY,
     FILLING,
     GPU_KEYS,
@@ -229,6 +230,29 @@ BOARD = Board(
                 by_vm(f"vgpumon:vgpu_scheduler_entitled_share:ratio{{{SEL}}}"),
                 f"{VM} entitled",
                 VGPU,
+            ),
+            width=24,
+        ),
+        ratio_panel(
+            "Encoder share",
+            "Fraction of time each vGPU ran on a video encoder engine, and was held off it with "
+            "work left (per-engine scheduler logs, R590+): on VDI and streaming hosts the "
+            "encoder, not the graphics engine, is what VMs fight over.",
+            q(
+                by_vm(
+                    "rate(vgpumon_vgpu_encoder_scheduler_run_seconds_total"
+                    f"{{{SEL}}}[$__rate_interval])"
+                ),
+                f"{VM} {{{{engine}}}} ran",
+                ENCODER,
+            ),
+            q(
+                by_vm(
+                    "rate(vgpumon_vgpu_encoder_scheduler_preemption_seconds_total"
+                    f"{{{SEL}}}[$__rate_interval])"
+                ),
+                f"{VM} {{{{engine}}}} held off",
+                ENCODER,
             ),
             width=24,
         ),

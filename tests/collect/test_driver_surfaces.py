@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.metering import MeteringConfig, MeteringStage
 from vgpumon.collect.sampler import Sampler
-from vgpumon.model import Snapshot
+from vgpumon.model import Gpu, Snapshot
 from vgpumon.nvml.session import NvmlSession
 from vgpumon.sim import Scenario, create, parse_scenario
 from vgpumon.sim.clock import ManualClock
-from vgpumon.testing import PACKAGE_DIR
+from vgpumon.testing import PACKAGE_DIR, SimHostFactory
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -158,3 +158,46 @@ def test_process_busy_seconds_by_method_within_their_bounds() -> None:
             # the lifetime average rounds to a whole percent; samples within one cycle.
             bound = {0: 0.2, 1: 0.005 * 60 + 0.2, 2: DUTY[p.pid] * 1.0}[g.index]
             assert abs(p.usage.busy_seconds - expected) <= bound, (g.index, p.pid)
+
+
+# vdi-encoder-contention: best effort, encoder demands 0.9, 0.9, 0.2 (sum 2.0) -> shares of the
+# encoder 0.45, 0.45, 0.10; graphics demands 0.1, 0.1, 0.05 fit, so each gets its own.
+ENCODER_SHARE = {1: 0.45, 2: 0.45, 3: 0.10}
+GRAPHICS_SHARE = {1: 0.10, 2: 0.10, 3: 0.05}
+
+
+def test_encoder_scheduler_logs_per_engine(sim_host: SimHostFactory) -> None:
+    host = sim_host("vdi-encoder-contention")
+    first = asyncio.run(host.cycle())
+    host.advance(20.0)
+    last = asyncio.run(host.cycle())
+    g0, g1 = first.gpus[0], last.gpus[0]
+    engines = {s.engine: s for s in g1.vgpu_encoder_schedulers}
+    assert set(engines) == {"nvenc0", "nvenc1"}
+    assert [s.engine for s in g1.vgpu_schedulers] == ["graphics"]
+
+    def rates(now: Gpu, before: Gpu, engine: str) -> dict[int, float]:
+        pick = (
+            (lambda g: g.vgpu_schedulers)
+            if engine == "graphics"
+            else (lambda g: g.vgpu_encoder_schedulers)
+        )
+        a = next(s for s in pick(before) if s.engine == engine)
+        b = next(s for s in pick(now) if s.engine == engine)
+        start = {u.vgpu_id: u.run_seconds_total for u in a.usage}
+        return {u.vgpu_id: (u.run_seconds_total - start[u.vgpu_id]) / 20.0 for u in b.usage}
+
+    for vgpu, share in ENCODER_SHARE.items():
+        assert abs(rates(g1, g0, "nvenc0")[vgpu] - share) < 0.01
+    for vgpu, share in GRAPHICS_SHARE.items():
+        assert abs(rates(g1, g0, "graphics")[vgpu] - share) < 0.01
+    assert all(r == 0.0 for r in rates(g1, g0, "nvenc1").values())
+
+
+def test_no_encoder_schedulers_before_the_v2_log(sim_host: SimHostFactory) -> None:
+    host = sim_host("kvm-vgpu-timesliced")  # R580: no _v2 log, no engine ids
+    asyncio.run(host.cycle())
+    host.advance(1.0)
+    snap = asyncio.run(host.cycle())
+    assert all(g.vgpu_encoder_schedulers == () for g in snap.gpus)
+    assert any(g.vgpu_schedulers for g in snap.gpus)  # graphics still read

@@ -47,6 +47,8 @@ from vgpumon.collect.vgpu import (
 from vgpumon.collect.vgpu_raw import (
     ARR_DISABLE,
     ARR_ENABLE,
+    ENCODER_ENGINES,
+    ENGINE_GRAPHICS,
     POLICY_BEST_EFFORT,
     RING_ENTRIES,
     LogEntry,
@@ -58,7 +60,7 @@ from vgpumon.collect.vgpu_raw import (
     scheduler_state,
 )
 from vgpumon.model import SCHEDULER_POLICIES, VgpuScheduler, VgpuSchedulerUsage
-from vgpumon.nvml.session import GpuDown, NvmlSession
+from vgpumon.nvml.session import SYSTEM, GpuDown, NvmlSession
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,10 @@ PRE_GI_SCHEDULING = frozenset(
 )
 
 Scope = int | None  # None: the whole GPU; an int: that GPU instance
+# A watched log: a scope's graphics engine (the scope itself), or one of its encoder engines
+# (scope, "nvenc0" | "nvenc1"; R590+ engine ids). On VDI and streaming hosts the encoder, not the
+# graphics engine, is what VMs fight over.
+WatchKey = Scope | tuple[Scope, str]
 
 
 def owner_of(runlist: int, owners: Sequence[int]) -> int | None:
@@ -192,11 +198,15 @@ class _Watch:
     bounds: tuple[int, int] | None
     consumer: LogConsumer = field(default_factory=LogConsumer)
     params: SchedulerParams | None = None
+    engine: int = ENGINE_GRAPHICS
+    # An encoder engine's log: a read that gives nothing (the driver has no such engine, or no
+    # log for it) is skipped; it does not disarm the GPU's graphics polling.
+    optional: bool = False
 
 
 @dataclass
 class _GpuWatch:
-    scopes: dict[Scope, _Watch] = field(default_factory=dict)
+    scopes: dict[WatchKey, _Watch] = field(default_factory=dict)
     armed: bool = False
     busy: bool = False  # vGPUs are running: only then does the ring fill between cycles
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -220,7 +230,7 @@ class SchedulerLogPoller:
         self._lock = threading.Lock()
         self._closed = threading.Event()
 
-    def watch(self, uuid: str, scopes: dict[Scope, _Watch], *, busy: bool = True) -> None:
+    def watch(self, uuid: str, scopes: dict[WatchKey, _Watch], *, busy: bool = True) -> None:
         """(Re)arm a GPU with this cycle's scopes; counters of scopes that stay are kept.
 
         ``busy``: vGPUs are running on it. A GPU without running vGPUs writes no log entries, so
@@ -252,7 +262,7 @@ class SchedulerLogPoller:
                 gw.armed = False
                 gw.scopes.clear()
 
-    def scope(self, uuid: str, scope: Scope) -> _Watch | None:
+    def scope(self, uuid: str, scope: WatchKey) -> _Watch | None:
         gw = self._gpus.get(uuid)
         return gw.scopes.get(scope) if gw is not None else None
 
@@ -277,9 +287,10 @@ class SchedulerLogPoller:
             gpu_instance=w.gpu_instance,
             bounds=w.bounds,
             after_ns=w.consumer.last_ts,  # decode only what is new
+            engine=w.engine,
         )
         if got is None:
-            return False
+            return w.optional
         owners = w.owners()
         if owners is None:
             return False
@@ -390,6 +401,7 @@ def _scheduler(
     gi: int | None,
     consumer: LogConsumer | None,
     active: Sequence[int],
+    engine: str = "graphics",
 ) -> VgpuScheduler:
     policy = _policy(params.policy) if params is not None else None
     arr: bool | None = None
@@ -408,6 +420,7 @@ def _scheduler(
             entries, missed = consumer.entries_total, consumer.missed_total
     return VgpuScheduler(
         gpu_instance_id=gi,
+        engine=engine,
         policy=policy,
         arr_enabled=arr,
         timeslice_seconds=timeslice,
@@ -449,7 +462,7 @@ class SchedulerReader:
         # The capabilities (and every device-level scheduler call) are NOT_SUPPORTED with MIG on.
         caps = None if mig else _caps(ctx)
         bounds = caps.bounds if caps else None
-        scopes: dict[Scope, _Watch] = {}
+        scopes: dict[WatchKey, _Watch] = {}
         members: dict[Scope, list[int]] = {}
         if mig:
             # Time-sliced vGPUs inside a GPU instance are a Blackwell GB20x feature; the per-GI
@@ -469,10 +482,32 @@ class SchedulerReader:
             poller.forget(ctx.uuid)
             return
 
+        graphics: dict[Scope, _Watch] = {
+            k: w for k, w in scopes.items() if not isinstance(k, tuple)
+        }
+        for scope, spec in graphics.items():
+            for name, engine in ENCODER_ENGINES.items():
+                if not _engine_absent(ctx, engine, gpu_instance=spec.gpu_instance):
+                    scopes[(scope, name)] = _Watch(
+                        spec.target,
+                        spec.gpu_instance,
+                        spec.owners,
+                        bounds,
+                        engine=engine,
+                        optional=True,
+                    )
         poller.watch(ctx.uuid, scopes, busy=bool(active))
         poller.poll(ctx.uuid)
+        encoders = []
+        for key in [k for k in scopes if isinstance(k, tuple)]:
+            scope, name = key
+            w = poller.scope(ctx.uuid, key)
+            if w is None or w.consumer.reads == 0:
+                continue  # the engine never answered: no scheduler of it
+            encoders.append(_scheduler(w.params, None, scope, w.consumer, members[scope], name))
+        out.set(vgpu_encoder_schedulers=tuple(encoders))
         schedulers = []
-        for scope, spec in scopes.items():
+        for scope, spec in graphics.items():
             if _absent(ctx, gpu_instance=spec.gpu_instance):
                 continue  # no log here, and then no scheduler state either: one probe was enough
             w = poller.scope(ctx.uuid, scope)
@@ -487,6 +522,17 @@ class SchedulerReader:
                 _scheduler(params, caps, scope, w.consumer if w else None, members[scope])
             )
         out.set(vgpu_schedulers=tuple(schedulers))
+
+
+def _engine_absent(ctx: GpuContext, engine: int, *, gpu_instance: bool) -> bool:
+    """An encoder engine's log is known to be unsupported here (the device has it through
+    ``_v2`` only; a GPU instance through ``_v2`` or v1)."""
+    if gpu_instance:
+        v1 = "nvmlGpuInstanceGetVgpuSchedulerLog"
+        return newer_and_older_absent(
+            ctx.session, ctx.uuid, f"{v1}_v2", v1, ("gpu_instance", engine)
+        )
+    return ctx.session.is_absent(SYSTEM, "nvmlDeviceGetVgpuSchedulerLog_v2", ((), engine))
 
 
 def _absent(ctx: GpuContext, *, gpu_instance: bool) -> bool:

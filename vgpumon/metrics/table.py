@@ -248,6 +248,17 @@ def _scheduler_usage(
                 yield (gpu, uuid, gi, str(u.vgpu_id)), u
 
 
+def _encoder_usage(
+    s: Snapshot, o: ExportOptions
+) -> Iterator[tuple[LabelValues, VgpuSchedulerUsage]]:
+    for g in _up(s):
+        gpu, uuid = _gpu_id(g)
+        for sch in g.vgpu_encoder_schedulers:
+            gi = _gi_label(sch.gpu_instance_id)
+            for u in sch.usage:
+                yield (gpu, uuid, gi, sch.engine, str(u.vgpu_id)), u
+
+
 def _guest_features(
     s: Snapshot, o: ExportOptions
 ) -> Iterator[tuple[LabelValues, GuestLicenseFeature]]:
@@ -469,6 +480,9 @@ SCHEDULER: Scope[VgpuScheduler] = Scope(
 )
 SCHEDULER_USAGE: Scope[VgpuSchedulerUsage] = Scope(
     "vGPU scheduler", (*GPU_LABELS, "gpu_instance", "vgpu_id"), _scheduler_usage
+)
+ENCODER_USAGE: Scope[VgpuSchedulerUsage] = Scope(
+    "vGPU scheduler", (*GPU_LABELS, "gpu_instance", "engine", "vgpu_id"), _encoder_usage
 )
 GUEST: Scope[GuestLicenseFeature] = Scope("Guest", (*GPU_LABELS, "feature"), _guest_features)
 ALLOCATION: Scope[tuple[Gpu, DeviceAllocation]] = Scope("Kubernetes", GPU_LABELS, _allocations)
@@ -2172,6 +2186,22 @@ FAMILIES: tuple[Family, ...] = (
         SCHEDULER_USAGE,
         "vgpumon_vgpu_scheduler_preemption_seconds_total",
         "Time the vGPU was preempted, from the scheduler log.",
+        lambda u: u.preemption_seconds_total,
+        collector="scheduler",
+    ),
+    # ---- the encoder engines' schedulers (R590+ engine ids): what VDI and streaming VMs share
+    counter(
+        ENCODER_USAGE,
+        "vgpumon_vgpu_encoder_scheduler_run_seconds_total",
+        "Time the vGPU ran on the video encoder engine (engine: nvenc0, nvenc1), from that "
+        "engine's scheduler log.",
+        lambda u: u.run_seconds_total,
+        collector="scheduler",
+    ),
+    counter(
+        ENCODER_USAGE,
+        "vgpumon_vgpu_encoder_scheduler_preemption_seconds_total",
+        "Time the vGPU was held off the video encoder engine, from that engine's scheduler log.",
         lambda u: u.preemption_seconds_total,
         collector="scheduler",
     ),
