@@ -168,6 +168,8 @@ GRAPHICS_SHARE = {1: 0.10, 2: 0.10, 3: 0.05}
 
 def test_encoder_scheduler_logs_per_engine(sim_host: SimHostFactory) -> None:
     host = sim_host("vdi-encoder-contention")
+    asyncio.run(host.cycle())  # the graphics log answers through _v2: the encoders from now on
+    host.advance(1.0)
     first = asyncio.run(host.cycle())
     host.advance(20.0)
     last = asyncio.run(host.cycle())

@@ -486,6 +486,14 @@ class SchedulerReader:
             k: w for k, w in scopes.items() if not isinstance(k, tuple)
         }
         for scope, spec in graphics.items():
+            # The encoder engines once the scope's graphics log has answered through a call that
+            # takes an engine id (the device's _v2; a GPU instance's v1 or _v2): where the
+            # symbol is missing, asking for each engine would only count the same absence again.
+            seen = poller.scope(ctx.uuid, scope)
+            if seen is None or seen.params is None:
+                continue
+            if not spec.gpu_instance and seen.params.api != "v2":
+                continue
             for name, engine in ENCODER_ENGINES.items():
                 if not _engine_absent(ctx, engine, gpu_instance=spec.gpu_instance):
                     scopes[(scope, name)] = _Watch(

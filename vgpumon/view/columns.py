@@ -203,11 +203,9 @@ def _short_vm(v: VgpuRow) -> str:
     return v.vm
 
 
-def _migration(ready: bool | None, size: int | None = None) -> str:
-    """Whether this host's side of a live migration is ready (docs/capacity.md), and what the
-    move would carry where the driver says (R565+): "ready 6.3G"."""
-    state = f.DASH if ready is None else ("ready" if ready else "no")
-    return state if size is None else f"{state} {f.size(size)}"
+def _migration(ready: bool | None) -> str:
+    """Whether this host's side of a live migration is ready (docs/capacity.md)."""
+    return f.DASH if ready is None else ("ready" if ready else "no")
 
 
 def _cc_style(state: str | None) -> str | None:
@@ -567,10 +565,19 @@ VGPU_COLUMNS: tuple[Column[VgpuRow], ...] = (
     Column(
         "migr",
         "migr",
-        lambda r: _migration(r.migration_ready, r.migration_bytes),
-        lambda r: (r.migration_ready, r.migration_bytes or 0),
+        lambda r: _migration(r.migration_ready),
+        lambda r: r.migration_ready,
         priority=4,
         style=lambda r: WARNING if r.migration_ready is False else None,
+    ),
+    Column(
+        "migr_size",
+        "moves",
+        lambda r: f.size(r.migration_bytes),
+        lambda r: r.migration_bytes,
+        priority=6,
+        numeric=True,
+        descending=True,
     ),
     Column(
         "migr_why",
@@ -903,8 +910,8 @@ HOST_COLUMNS: tuple[Column[HostRow], ...] = (
         "CC",
         lambda r: f.or_dash(r.cc),
         lambda r: r.cc or "",
-        wide=True,
-        priority=6,
+        needs=CC,
+        priority=3,
         style=lambda r: _cc_style(r.cc),
     ),
     Column(

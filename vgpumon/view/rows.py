@@ -906,7 +906,7 @@ def host_row(
     all_badges = {x.kind: x for g in gpus for x in g.badges}
     mem_used = _sum([g.memory_used for g in gpus])
     mem_total = _sum([g.memory_total for g in gpus])
-    ccs = {g.cc for g in gpus if g.cc is not None}
+    ccs = {g.cc for g in gpus if g.cc not in (None, "off")}
     return HostRow(
         key=host,
         host=host,
