@@ -14,6 +14,7 @@ of the --window; with --url, those the exporter counted since it started.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable
 
@@ -127,34 +128,28 @@ def _health(
     return OK, ok
 
 
-def check_recovery(snapshot: Snapshot) -> Result:
-    return _health(
-        snapshot,
+# The driver-health checks: (what the driver may not report, the verdict the model decides,
+# what is wrong, the all-clear).
+HEALTH_CHECKS: dict[str, tuple[str, Callable[[Gpu], bool | None], Callable[[Gpu], str], str]] = {
+    "recovery": (
         "recovery actions",
         lambda g: g.recovery.action_needed,
         lambda g: f"needs {(g.recovery.action or '').replace('_', ' ')} (the driver asks)",
         "no GPU asks for a reset, reboot or drain",
-    )
-
-
-def check_repair(snapshot: Snapshot) -> Result:
-    return _health(
-        snapshot,
+    ),
+    "repair": (
         "repair status",
         lambda g: g.recovery.repair_pending,
         lambda g: f"has a {' and '.join(g.recovery.pending_repairs)} repair pending (next reset)",
         "no repair pending",
-    )
-
-
-def check_memory(snapshot: Snapshot) -> Result:
-    return _health(
-        snapshot,
+    ),
+    "memory": (
         "unrepairable memory",
         lambda g: g.recovery.unrepairable_memory,
         lambda g: "has memory beyond repair (needs service)",
         "no unrepairable memory",
-    )
+    ),
+}
 
 
 def run_checks(snapshot: Snapshot, which: str, *, expiring_seconds: float) -> Result:
@@ -162,14 +157,12 @@ def run_checks(snapshot: Snapshot, which: str, *, expiring_seconds: float) -> Re
         "license": lambda: check_license(snapshot, expiring_seconds=expiring_seconds),
         "gpus": lambda: check_gpus(snapshot),
         "xid": lambda: check_xid(snapshot),
-        "recovery": lambda: check_recovery(snapshot),
-        "repair": lambda: check_repair(snapshot),
-        "memory": lambda: check_memory(snapshot),
+        **{name: functools.partial(_health, snapshot, *how) for name, how in HEALTH_CHECKS.items()},
     }
     if which != "all":
         return table[which]()
     results = [table[name]() for name in ("gpus", "xid", "license")]
-    for name in ("recovery", "repair", "memory"):
+    for name in HEALTH_CHECKS:
         code, message = table[name]()
         # An older driver that says nothing of these is said, but does not make the whole
         # node unknown (the other checks still decide).

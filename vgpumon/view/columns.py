@@ -208,8 +208,17 @@ def _migration(ready: bool | None) -> str:
     return f.DASH if ready is None else ("ready" if ready else "no")
 
 
-def _cc_style(state: str | None) -> str | None:
-    return WARNING if state in ("not ready", "devtools", "mixed") else None
+def _cc_column(priority: int) -> Column[Any]:
+    """Confidential computing (``cc_label``), shown only where some GPU runs it."""
+    return Column(
+        "cc",
+        "CC",
+        lambda r: f.or_dash(r.cc),
+        lambda r: r.cc or "",
+        needs=CC,
+        priority=priority,
+        style=lambda r: WARNING if r.cc in ("not ready", "devtools", "mixed") else None,
+    )
 
 
 def _expires(expiry: float | None, expires_in: float | None, status: str | None) -> str:
@@ -297,15 +306,7 @@ GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
         numeric=True,
         descending=True,
     ),
-    Column(
-        "cc",
-        "CC",
-        lambda r: f.or_dash(r.cc),
-        lambda r: r.cc or "",
-        needs=CC,
-        priority=2,
-        style=lambda r: _cc_style(r.cc),
-    ),
+    _cc_column(priority=2),
     Column("name", "name", lambda r: f.or_dash(r.name), lambda r: r.name, priority=4),
 )
 
@@ -905,15 +906,7 @@ HOST_COLUMNS: tuple[Column[HostRow], ...] = (
         numeric=True,
         descending=True,
     ),
-    Column(
-        "cc",
-        "CC",
-        lambda r: f.or_dash(r.cc),
-        lambda r: r.cc or "",
-        needs=CC,
-        priority=3,
-        style=lambda r: _cc_style(r.cc),
-    ),
+    _cc_column(priority=3),
     Column(
         "note",
         "note",
