@@ -36,11 +36,7 @@ SCENARIOS = {
     "capacity-homogeneous": "capacity-l40s-homogeneous",
     "capacity-heterogeneous": "capacity-l40s-heterogeneous",
     "capacity-mig": "capacity-a100-mig",
-    "recovery": "recovery-reset",
-    "cc": "confidential-computing",
-    "mig-vgpu": "mig-timesliced-vgpu",
-    "accounting": "accounting-known-load",
-    "encoder": "vdi-encoder-contention",
+    "driver-surfaces": "driver-surfaces",
 }
 
 MATCH_ALL = {

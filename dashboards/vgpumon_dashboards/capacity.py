@@ -12,10 +12,10 @@ from .common import (
     CAP_HETEROGENEOUS,
     CAP_HOMOGENEOUS,
     CAP_MIG,
+    DRIVER,
     FRAGMENTATION,
     GPU_KEYS,
     HOST,
-    MIG_VGPU,
     MIGRATION_LIMITS,
     ORANGE_ABOVE_ZERO,
     READY,
@@ -405,7 +405,7 @@ BOARD = Board(
             q(
                 f"vgpumon_mig_vgpu_instances{{{SEL}}}",
                 f"{GPU} GI {{{{gpu_instance}}}} running",
-                MIG_VGPU,
+                DRIVER,
                 instant=True,
             ),
             q(
@@ -413,7 +413,7 @@ BOARD = Board(
                 f" * on ({GPU_KEYS}, vgpu_type_id) group_left (vgpu_type)"
                 f" vgpumon_vgpu_type_info{{{SEL}}}",
                 f"{GPU} GI {{{{gpu_instance}}}} {{{{vgpu_type}}}} fit",
-                MIG_VGPU,
+                DRIVER,
                 instant=True,
             ),
             width=24,

@@ -64,12 +64,9 @@ METERING = "metering"  # known load: vGPUs (one idle), processes in two pods, a 
 CAP_HOMOGENEOUS = "capacity-homogeneous"  # two L40S in homogeneous mode, one stranding 16 GiB
 CAP_HETEROGENEOUS = "capacity-heterogeneous"  # an L40S in mixed-size mode with placement gaps
 CAP_MIG = "capacity-mig"  # an A100 with a 3g and a 2g GPU instance, 2 slices free
-# Newer driver surfaces (R565-R610), each on its hand-computed scenario.
-RECOVERY = "recovery"  # a driver asking for a reset, a pending repair, unrepairable memory
-CC = "cc"  # confidential computing on, GPUs ready after attestation
-MIG_VGPU = "mig-vgpu"  # time-sliced vGPUs in GPU instances, reservations, migration payloads
-ACCOUNTING = "accounting"  # accounting mode on: per-process busy time from the driver
-ENCODER = "encoder"  # a VDI host whose VMs crowd the video encoder (per-engine scheduler logs)
+# The newer driver surfaces (R550-R610) on one host: encoder scheduling, time-sliced vGPUs in GPU
+# instances, reservations and migration payloads, accounting, CC, a pending repair.
+DRIVER = "driver-surfaces"
 KINDS = (
     VGPU,
     MIG,
@@ -81,11 +78,7 @@ KINDS = (
     CAP_HOMOGENEOUS,
     CAP_HETEROGENEOUS,
     CAP_MIG,
-    RECOVERY,
-    CC,
-    MIG_VGPU,
-    ACCOUNTING,
-    ENCODER,
+    DRIVER,
 )
 ALL = (VGPU, MIG, BARE)
 

@@ -11,7 +11,7 @@ pod, idle and dead holders, and the energy no tenant was given.
 from __future__ import annotations
 
 from .common import (
-    ACCOUNTING,
+    DRIVER,
     GPU_KEYS,
     MIG,
     NEUTRAL,
@@ -174,12 +174,12 @@ BOARD = Board(
             "with nvidia-smi -am 1 to bill processes and pods exactly), accounting_average, "
             "process_samples (cannot bill a time-sliced GPU), vgpu_samples, gpm; and whether "
             "accounting mode is on.",
-            q(f"vgpumon_gpu_metering_method{{{SEL}}}", "method", MET, ACCOUNTING, instant=True),
+            q(f"vgpumon_gpu_metering_method{{{SEL}}}", "method", MET, DRIVER, instant=True),
             q(
                 f"vgpumon_gpu_accounting_mode_enabled{{{SEL}}}",
                 "accounting",
                 MET,
-                ACCOUNTING,
+                DRIVER,
                 instant=True,
             ),
             columns=(

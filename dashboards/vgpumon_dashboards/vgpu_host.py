@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from .common import (
-    ENCODER,
+    DRIVER,
     EXPIRY,
     FILLING,
     GPU_KEYS,
     LICENSE_STATES,
     METERING,
-    MIG_VGPU,
     ON_OFF,
     ORANGE_ABOVE_ZERO,
     READY,
@@ -244,7 +243,7 @@ BOARD = Board(
                     f"{{{SEL}}}[$__rate_interval])"
                 ),
                 f"{VM} {{{{engine}}}} ran",
-                ENCODER,
+                DRIVER,
             ),
             q(
                 by_vm(
@@ -252,7 +251,7 @@ BOARD = Board(
                     f"{{{SEL}}}[$__rate_interval])"
                 ),
                 f"{VM} {{{{engine}}}} held off",
-                ENCODER,
+                DRIVER,
             ),
             width=24,
         ),
@@ -428,7 +427,7 @@ BOARD = Board(
             "Bytes a live migration of each vGPU would move now (its runtime state, framebuffer "
             "in use included): with the link's bandwidth, how long the move takes. Absent "
             "before R565.",
-            q(by_vm(f"vgpumon_vgpu_migration_state_bytes{{{SEL}}}"), VM, VGPU, MIG_VGPU),
+            q(by_vm(f"vgpumon_vgpu_migration_state_bytes{{{SEL}}}"), VM, VGPU, DRIVER),
             unit="bytes",
             width=24,
         ),
@@ -479,22 +478,22 @@ BOARD = Board(
             q(
                 f"vgpumon_vgpu_type_framebuffer_bytes{{{SEL}}}{PER_TYPE}",
                 "framebuffer",
-                MIG_VGPU,
+                DRIVER,
                 instant=True,
             ),
             q(
                 f"vgpumon_vgpu_type_framebuffer_reservation_bytes{{{SEL}}}{PER_TYPE}",
                 "reservation",
-                MIG_VGPU,
+                DRIVER,
                 instant=True,
             ),
             q(
                 f"vgpumon_vgpu_type_gsp_heap_bytes{{{SEL}}}{PER_TYPE}",
                 "gsp",
-                MIG_VGPU,
+                DRIVER,
                 instant=True,
             ),
-            q(f"vgpumon_vgpu_type_bar1_bytes{{{SEL}}}{PER_TYPE}", "bar1", MIG_VGPU, instant=True),
+            q(f"vgpumon_vgpu_type_bar1_bytes{{{SEL}}}{PER_TYPE}", "bar1", DRIVER, instant=True),
             columns=(
                 Column("gpu", "GPU"),
                 Column("vgpu_type", "vGPU type"),
@@ -509,17 +508,17 @@ BOARD = Board(
             "Per GPU instance of a MIG vGPU host: vGPUs running in it, whether it mixes vGPU "
             "sizes, and how many more of each type fit there now (GB20x time-sliced MIG-backed "
             "vGPUs, R575+).",
-            q(f"vgpumon_mig_vgpu_instances{{{SEL}}}", "running", MIG_VGPU, instant=True),
+            q(f"vgpumon_mig_vgpu_instances{{{SEL}}}", "running", DRIVER, instant=True),
             q(
                 f"vgpumon_mig_vgpu_heterogeneous_mode_enabled{{{SEL}}}",
                 "mixed",
-                MIG_VGPU,
+                DRIVER,
                 instant=True,
             ),
             q(
                 f"vgpumon_mig_vgpu_type_creatable_instances{{{SEL}}}{PER_TYPE}",
                 "fits",
-                MIG_VGPU,
+                DRIVER,
                 instant=True,
             ),
             columns=(
