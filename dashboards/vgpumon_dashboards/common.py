@@ -224,6 +224,16 @@ YES_WARN = value_map({"0": ("no", "green"), "1": ("yes", "orange")})
 ON_OFF = value_map({"1": ("on", "blue"), "0": ("off", "text")})
 OK_FAILED = value_map({"1": ("ok", "green"), "0": ("failed", "red")})
 READY = value_map({"1": ("ready", "green"), "0": ("not ready", "red")})
+# The share verdict's states (vgpumon_vgpu_*_share_state, docs/verdicts.md).
+SHARE_STATES = value_map(
+    {
+        "starved": ("starved", "red"),
+        "ok": ("ok", "green"),
+        "short_window": ("no verdict yet", "text"),
+        "missed_entries": ("log entries missed", "orange"),
+        "unknown_policy": ("policy unknown", "text"),
+    }
+)
 CURRENT = value_map({"1": ("current", "blue"), "0": ("", "transparent")})
 # vgpumon_vgpu_migration_limit's reasons (what NVML's compatibility check says limits a move).
 MIGRATION_LIMITS = value_map(

@@ -203,3 +203,25 @@ def test_no_encoder_schedulers_before_the_v2_log(sim_host: SimHostFactory) -> No
     snap = asyncio.run(host.cycle())
     assert all(g.vgpu_encoder_schedulers == () for g in snap.gpus)
     assert any(g.vgpu_schedulers for g in snap.gpus)  # graphics still read
+
+
+def test_encoder_share_against_due_under_the_one_starvation_rule(
+    sim_host: SimHostFactory,
+) -> None:
+    """On the encoder vGPU 3 receives 10 % of a third due and is held off for what it asked
+    beyond: starved there (docs/verdicts.md), while on the graphics engine every vGPU gets what
+    it asks for and none is starved."""
+    host = sim_host("vdi-encoder-contention")
+    snap = asyncio.run(host.cycle())
+    for _ in range(14):
+        host.advance(5.0)
+        snap = asyncio.run(host.cycle())
+    g = snap.gpus[0]
+    nvenc0 = next(s for s in g.vgpu_encoder_schedulers if s.engine == "nvenc0")
+    verdicts = {v.vgpu_id: v for v in nvenc0.shares}
+    assert verdicts[3].state == "starved"
+    assert abs((verdicts[3].received or 0) - 0.10) < 0.01
+    assert abs((verdicts[3].due or 0) - 1 / 3) < 1e-9
+    assert verdicts[1].state == verdicts[2].state == "ok"
+    graphics = {v.vgpu_id: v.state for v in g.vgpu_schedulers[0].shares}
+    assert graphics == {1: "ok", 2: "ok", 3: "ok"}

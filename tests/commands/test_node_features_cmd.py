@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from vgpu_helpers import CONTENTION, sampled
 
 from vgpumon.cli import main
 from vgpumon.commands.serve import nfd_listener
@@ -195,3 +196,11 @@ def test_recovery_action_label() -> None:
         ),
     )
     assert node_features(snap, expiring_seconds=0)["recovery.action"] == "gpu_reset"
+
+
+def test_a_starved_vgpu_is_a_node_label_from_the_collectors_verdict() -> None:
+    """vgpumon.io/vgpu.starved follows the one verdict (docs/verdicts.md): true on
+    vgpu-contention once the window is long enough, none before (no verdict is not false)."""
+    assert node_features(sampled(CONTENTION, 65.0))["vgpu.starved"] == "true"
+    assert "vgpu.starved" not in node_features(sampled(CONTENTION, 10.0))
+    assert node_features(sampled("capacity-l40s-homogeneous", 65.0))["vgpu.starved"] == "false"

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpumon.collect.base import GpuBuilder, GpuContext
+from vgpumon.collect.starvation import StarvationTracker
 from vgpumon.collect.threads import daemon_thread
 from vgpumon.collect.vgpu import (
     active_vgpus,
@@ -68,6 +69,7 @@ SERVICE = "vgpu_scheduler_log"
 DEFAULT_POLL_SECONDS = 0.1  # the fastest poll; the ring's fill time sets the actual rate
 MAX_POLL_SECONDS = 1.0
 CAPS_KEY = "vgpu_scheduler_caps"
+SHARES_KEY = "vgpu_scheduler_shares"  # the GPU's StarvationTracker
 PRE_GI_SCHEDULING = frozenset(
     {"kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper"}
 )
@@ -513,7 +515,6 @@ class SchedulerReader:
             if w is None or w.consumer.reads == 0:
                 continue  # the engine never answered: no scheduler of it
             encoders.append(_scheduler(w.params, None, scope, w.consumer, members[scope], name))
-        out.set(vgpu_encoder_schedulers=tuple(encoders))
         schedulers = []
         for scope, spec in graphics.items():
             if _absent(ctx, gpu_instance=spec.gpu_instance):
@@ -529,7 +530,29 @@ class SchedulerReader:
             schedulers.append(
                 _scheduler(params, caps, scope, w.consumer if w else None, members[scope])
             )
-        out.set(vgpu_schedulers=tuple(schedulers))
+        # The share verdicts, decided here once from the counters just read (docs/verdicts.md):
+        # the graphics engine's, and each encoder engine's by the same rule.
+        vgpus, types = out.get("vgpu_instances") or (), out.get("vgpu_types") or ()
+        out.set(vgpu_schedulers=_tracker(ctx, "graphics").update(ctx.now, schedulers, vgpus, types))
+        out.set(
+            vgpu_encoder_schedulers=tuple(
+                sch
+                for name in ENCODER_ENGINES
+                for sch in _tracker(ctx, name).update(
+                    ctx.now, [e for e in encoders if e.engine == name], vgpus, types
+                )
+            )
+        )
+
+
+def _tracker(ctx: GpuContext, engine: str) -> StarvationTracker:
+    """The GPU's share verdicts of one engine (a tracker keys its readings by GPU instance, so
+    each engine has its own)."""
+    key = SHARES_KEY if engine == "graphics" else f"{SHARES_KEY}.{engine}"
+    tracker = ctx.state.get(key)
+    if not isinstance(tracker, StarvationTracker):
+        tracker = ctx.state[key] = StarvationTracker()
+    return tracker
 
 
 def _engine_absent(ctx: GpuContext, engine: int, *, gpu_instance: bool) -> bool:

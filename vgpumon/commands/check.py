@@ -6,9 +6,13 @@ a licensed feature (guest side) that is unlicensed; ``gpus``: a GPU lost, hung, 
 remapping failed; ``xid``: an Xid that needs a reset or a drain (the critical set of
 docs/runbooks.md); ``recovery``: the driver asks for a reset, a reboot or a drain (R565+);
 ``repair``: a channel or TPC repair waits for the GPU's next reset (R580+); ``memory``: memory
-the row remapper can no longer repair (R590+); the last three are unknown (exit 2) where no
-GPU's driver says; ``all``: every check, the worst result first. Locally the Xids seen are those
-of the --window; with --url, those the exporter counted since it started.
+the row remapper can no longer repair (R590+); these three are unknown (exit 2) where no GPU's
+driver says; ``scheduler``: a vGPU the collector's share verdict calls starved (the one rule
+of docs/verdicts.md, read from the snapshot, never decided here); ``all``: every check, the worst
+result first. Locally the Xids seen are those of the --window; with --url, those the exporter
+counted since it started. A share verdict needs a minute of scheduler counters, which only a
+running exporter has: locally ``scheduler`` says why there is none (exit 2), and ``all`` reports
+that without letting it hide the other checks' results.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from vgpumon.model import Gpu, Snapshot
 from vgpumon.nodefeatures import LICENSE_EXPIRING, UNLICENSED_STATES, license_state
 
 OK, PROBLEM, UNKNOWN = 0, 1, 2  # node-problem-detector's plugin exit codes
-CHECKS = ("license", "gpus", "xid", "recovery", "repair", "memory", "all")
+CHECKS = ("license", "gpus", "xid", "scheduler", "recovery", "repair", "memory", "all")
 Result = tuple[int, str]
 
 
@@ -152,12 +156,43 @@ HEALTH_CHECKS: dict[str, tuple[str, Callable[[Gpu], bool | None], Callable[[Gpu]
 }
 
 
+def check_scheduler(snapshot: Snapshot) -> Result:
+    from vgpumon.view.format import pct, share_state
+
+    starved = []
+    undecided: dict[str, int] = {}
+    decided = 0
+    for g in snapshot.gpus:
+        vms = {v.vgpu_id: (v.vm.name if v.vm is not None else v.vm_id) for v in g.vgpu_instances}
+        for sch in g.vgpu_schedulers:
+            for v in sch.shares:
+                if v.state == "starved":
+                    starved.append(
+                        f"vGPU {v.vgpu_id} on GPU {g.index} (VM {vms.get(v.vgpu_id)}) starved: "
+                        f"received {pct(v.received)} of a {pct(v.due)} due"
+                    )
+                elif v.state == "ok":
+                    decided += 1
+                else:
+                    undecided[v.state] = undecided.get(v.state, 0) + 1
+    if starved:
+        more = f" and {len(starved) - 1} more" if len(starved) > 1 else ""
+        return PROBLEM, f"{starved[0]}{more}"
+    if undecided and not decided:
+        why = max(sorted(undecided), key=lambda k: undecided[k])
+        return UNKNOWN, f"scheduler: {share_state(why)}"
+    if not decided:
+        return OK, "no vGPU scheduler on this node"
+    return OK, f"no vGPU starved ({decided} with a verdict)"
+
+
 def run_checks(snapshot: Snapshot, which: str, *, expiring_seconds: float) -> Result:
     table: dict[str, Callable[[], Result]] = {
         "license": lambda: check_license(snapshot, expiring_seconds=expiring_seconds),
         "gpus": lambda: check_gpus(snapshot),
         "xid": lambda: check_xid(snapshot),
         **{name: functools.partial(_health, snapshot, *how) for name, how in HEALTH_CHECKS.items()},
+        "scheduler": lambda: check_scheduler(snapshot),
     }
     if which != "all":
         return table[which]()
@@ -167,6 +202,10 @@ def run_checks(snapshot: Snapshot, which: str, *, expiring_seconds: float) -> Re
         # An older driver that says nothing of these is said, but does not make the whole
         # node unknown (the other checks still decide).
         results.append((OK if code == UNKNOWN and snapshot.health.up else code, message))
+    code, message = table["scheduler"]()
+    # No share verdict yet (a one-shot local check never has a minute of counters) is said, but
+    # does not make the whole node unknown.
+    results.append((OK if code == UNKNOWN else code, message))
     # The worst first: a problem over an unknown over OK (NPD shows the first line).
     rank = {PROBLEM: 0, UNKNOWN: 1, OK: 2}
     results.sort(key=lambda r: rank[r[0]])
