@@ -249,10 +249,31 @@ BOARD = Board(
         ),
         ratio_panel(
             "Encoder share",
-            "Fraction of time each vGPU ran on a video encoder engine, was held off it with work "
-            "left, and the share its policy makes it due (per-engine scheduler logs, R590+): on "
-            "VDI and streaming hosts the encoder, not the graphics engine, is what VMs fight "
-            "over.",
+            "The part of a video encoder engine each vGPU received over the verdict's window, "
+            "was held off it with work left, and the share its policy makes it due (per-engine "
+            "scheduler logs, R590+): on VDI and streaming hosts the encoder, not the graphics "
+            "engine, is what VMs fight over.",
+            q(
+                by_vm(f"vgpumon_vgpu_encoder_received_share_ratio{{{SEL}}}"),
+                f"{VM} {{{{engine}}}} received",
+                DRIVER,
+            ),
+            q(
+                by_vm(f"vgpumon_vgpu_encoder_waited_share_ratio{{{SEL}}}"),
+                f"{VM} {{{{engine}}}} held off",
+                DRIVER,
+            ),
+            q(
+                by_vm(f"vgpumon_vgpu_encoder_due_share_ratio{{{SEL}}}"),
+                f"{VM} {{{{engine}}}} due",
+                DRIVER,
+            ),
+            width=12,
+        ),
+        ratio_panel(
+            "Encoder time",
+            "Each vGPU's time on a video encoder engine, and held off it, per second (the "
+            "engines' scheduler-log counters).",
             q(
                 by_vm(
                     "rate(vgpumon_vgpu_encoder_scheduler_run_seconds_total"
@@ -269,12 +290,7 @@ BOARD = Board(
                 f"{VM} {{{{engine}}}} held off",
                 DRIVER,
             ),
-            q(
-                by_vm(f"vgpumon_vgpu_encoder_due_share_ratio{{{SEL}}}"),
-                f"{VM} {{{{engine}}}} due",
-                DRIVER,
-            ),
-            width=16,
+            width=6,
         ),
         table_panel(
             "Encoder verdicts",
@@ -292,7 +308,7 @@ BOARD = Board(
                 Column("engine", "Engine"),
                 Column("state", "Verdict", mappings=(SHARE_STATES,)),
             ),
-            width=8,
+            width=6,
         ),
         table_panel(
             "Scheduler policy",
