@@ -52,7 +52,7 @@ class SchedulerScreen(LiveScreen):
         shares: list[vr.VgpuRow] = []
         contention: list[ContentionLine] = []
         encoders: list[vr.EncoderShareRow] = []
-        for host in app.source.hosts():
+        for host in app.host_names:
             update = app.hosts.get(host)
             if update is None or update.snapshot is None:
                 continue
