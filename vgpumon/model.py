@@ -31,6 +31,13 @@ SCHEMA_VERSION = 1
 
 VIRTUALIZATION_MODES = ("none", "passthrough", "vgpu", "host_vgpu", "host_vsga")
 SCHEDULER_POLICIES = ("unknown", "best_effort", "equal_share", "fixed_share")
+# Why a collector failed, where the source can tell (an agentless host's optional vGPU report:
+# printed nothing, exited non-zero, was not nvidia-smi XML, was too large, did not answer).
+COLLECTOR_FAILURES = ("empty", "exit_status", "unparsable", "too_large", "timeout")
+# What holds a GPU in its process list: a compute, graphics or MPS process, or a VM, as a
+# hypervisor's nvidia-smi lists the VMs on its vGPU host GPUs (ESXi: the VM's name, its world ID
+# as the pid, its framebuffer as the memory used).
+PROCESS_KINDS = ("compute", "graphics", "mps", "vm")
 VGPU_LICENSE_STATES = (
     "unknown",
     "uninitialized",
@@ -156,7 +163,7 @@ class Gpm:
 class Process:
     pid: int
     name: str | None = None
-    kind: str = "compute"  # compute | graphics | mps
+    kind: str = "compute"  # PROCESS_KINDS
     used_memory_bytes: int | None = None
     gpu_instance_id: int | None = None
     compute_instance_id: int | None = None
@@ -282,7 +289,8 @@ class VgpuProcess:
 
 @dataclass(frozen=True, slots=True)
 class VirtualMachine:
-    """The hypervisor's record of the VM that holds a vGPU (from libvirt, not NVML).
+    """The hypervisor's record of the VM that holds a vGPU (libvirt, KubeVirt, or the VM name an
+    agentless host's ``nvidia-smi vgpu`` report prints), not NVML's.
 
     NVML knows a VM only by an id (a UUID on KVM); the name is what a person on call recognises.
     """
@@ -598,11 +606,15 @@ class DeviceAllocation:
 
 @dataclass(frozen=True, slots=True)
 class CollectorStatus:
-    """One reader's outcome in the cycle (``vgpumon_scrape_collector_*``)."""
+    """One reader's outcome in the cycle (``vgpumon_scrape_collector_*``); a failed one may say
+    why: ``failure`` one of :data:`COLLECTOR_FAILURES` (a metric label), ``detail`` the line a
+    person reads (the log, ``/api/v1/snapshot``)."""
 
     name: str
     success: bool
     duration_seconds: float
+    failure: str | None = None  # COLLECTOR_FAILURES
+    detail: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

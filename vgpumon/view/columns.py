@@ -901,6 +901,22 @@ def _gpu_index_column() -> Column[Any]:
 HOST_VGPU_COLUMNS: tuple[Column[Any], ...] = (_gpu_index_column(), *VGPU_COLUMNS)
 HOST_MIG_COLUMNS: tuple[Column[Any], ...] = (_gpu_index_column(), *MIG_COLUMNS)
 HOST_PROCESS_COLUMNS: tuple[Column[Any], ...] = (_gpu_index_column(), *PROCESS_COLUMNS)
+# The VMs a hypervisor's process list shows (process rows of kind vm: an agentless ESXi host's
+# VMs by world ID, name and the framebuffer each holds).
+HOST_VM_COLUMNS: tuple[Column[Any], ...] = (
+    _gpu_index_column(),
+    Column("name", "VM", lambda r: f.or_dash(r.name), lambda r: r.name, priority=0),
+    Column(
+        "memory",
+        "framebuffer",
+        lambda r: f.size(r.memory),
+        lambda r: r.memory,
+        priority=0,
+        numeric=True,
+        descending=True,
+    ),
+    Column("pid", "VM id", lambda r: str(r.pid), lambda r: r.pid, True, priority=1),
+)
 
 
 # --------------------------------------------------------------------------- usage, contention
