@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from sshd_helpers import fake_hosts
 
+from vgpumon.feed import HostState
 from vgpumon.smi import ReportFailure
-from vgpumon.sources.base import HostState
-from vgpumon.sources.ssh import SshHostFeed, SshPollError, SshSource
+from vgpumon.sources.ssh import SshFleet, SshHostFeed, SshPollError
 from vgpumon.sources.ssh_targets import SshSettings, SshTarget, parse_target
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "smi"
@@ -32,11 +32,11 @@ async def test_each_way_the_vgpu_report_fails_costs_only_the_vgpus(tmp_path: Pat
             known_hosts=keys.known_hosts_file,
             timeout_seconds=TIMEOUT,
         )
-        source = SshSource(settings)
+        fleet = SshFleet(settings)
         try:
-            updates = await asyncio.gather(*(source.poll(h.name) for h in hosts))
+            updates = await asyncio.gather(*(fleet.poll(h.name) for h in hosts))
         finally:
-            await source.close()
+            fleet.transport.close()
     for update, (behaviour, _, _), failure in zip(
         updates, specs, ("empty", "exit_status", "timeout", None), strict=True
     ):

@@ -4,13 +4,12 @@ process list are shown as VMs, by name with the framebuffer each holds, not as n
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 from tui_helpers import plain, settle, until
 
 from vgpumon.smi import ReportFailure
-from vgpumon.sources.ssh import SshSource
+from vgpumon.sources.ssh import SshFleet
 from vgpumon.sources.ssh_targets import SshSettings, SshTarget
 from vgpumon.tui.app import create_app
 from vgpumon.tui.widgets.keyed_table import KeyedTable
@@ -25,10 +24,10 @@ async def test_an_esxi_host_s_vms_are_listed_by_name_and_framebuffer() -> None:
         return DEVICE, b""  # the host printed no vGPU report
 
     target = SshTarget("esxi-1")
-    source = SshSource(SshSettings(targets=(target,), interval_seconds=60), fetch=fetch)
-    app = create_app(source, start_source=False)
+    fleet = SshFleet(SshSettings(targets=(target,), interval_seconds=60), fetch=fetch)
+    app = create_app(fleet, start_feed=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        await source.poll("esxi-1")
+        await fleet.poll("esxi-1")
         await settle(pilot)
         await until(pilot, lambda: app.screen.query("#holders"))
         await settle(pilot)
@@ -38,4 +37,4 @@ async def test_an_esxi_host_s_vms_are_listed_by_name_and_framebuffer() -> None:
         rows = [" ".join(plain(table.get_row_at(i))) for i in range(table.row_count)]
         assert any("render-farm-01" in r and "8.0 GiB" in r for r in rows), rows
         assert any("finance, q3 vdi" in r and "4.0 GiB" in r for r in rows), rows
-    await asyncio.wait_for(source.close(), 10)
+    fleet.transport.close()

@@ -25,27 +25,21 @@ class FleetScreen(LiveScreen):
     def host_rows(self) -> list[vr.HostRow]:
         app = self.vapp
         rows = []
-        for host in app.source.hosts():
+        for host in app.host_names:
             update = app.hosts.get(host)
             if update is None:
                 rows.append(vr.host_row(host, "connecting", None))
                 continue
             snap = update.snapshot
-            shares = app.shares(host)
             row = vr.host_row(
-                host,
-                update.state.value,
-                snap,
-                error=update.error,
-                stale=update.stale,
-                shares=shares,
+                host, update.state.value, snap, error=update.error, stale=update.stale
             )
             if not app.filter_query.empty:
                 kids: list[dict[str, str]] = []
                 if snap is not None:
-                    kids += [g.fields for g in vr.gpu_rows(host, snap, shares)]
+                    kids += [g.fields for g in vr.gpu_rows(host, snap)]
                     for g in snap.gpus:
-                        kids += [v.fields for v in vr.vgpu_rows(host, snap, g, shares)]
+                        kids += [v.fields for v in vr.vgpu_rows(host, snap, g)]
                         kids += [m.fields for m in vr.mig_rows(host, g, snap)]
                 if not app.filter_query.matches(row.fields) and not app.filter_query.matches_any(
                     kids
@@ -59,7 +53,7 @@ class FleetScreen(LiveScreen):
         rows = self.host_rows()
         up = sum(1 for r in rows if r.state == "up")
         self.query_one("#title", Static).update(
-            Text(f"Fleet: {len(app.source.hosts())} hosts, {up} up shown · Enter opens a host")
+            Text(f"Fleet: {len(app.host_names)} hosts, {up} up shown · Enter opens a host")
         )
         cols = table_columns(HOST_COLUMNS, self.layout_now)
         self.fill(
