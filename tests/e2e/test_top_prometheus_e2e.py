@@ -43,6 +43,10 @@ EXPORTERS = {  # scenario -> (cluster, extra flags)
     "kvm-vgpu-timesliced": ("eu-1", ["--process-series"]),
     "a100-mig-mixed": ("eu-1", ["--process-series"]),
     "baremetal-8xh100": ("eu-2", []),
+    # The driver's own verdicts on the fleet's row: CC not ready, a repair pending, memory
+    # beyond repair (from 20 s), MIG-backed vGPUs and encoder schedulers on the host's screens.
+    "driver-surfaces": ("eu-1", []),
+    "recovery-reset": ("eu-1", []),
 }
 SAMPLE_SECONDS = 5.0
 STARTUP_SECONDS = 40.0
@@ -135,7 +139,13 @@ def fleet_of(url: str, **kwargs: Any) -> PrometheusFleet:
     return PrometheusFleet(client, **kwargs)
 
 
-GPUS = {"kvm-vgpu-timesliced": 3, "a100-mig-mixed": 2, "baremetal-8xh100": 8}
+GPUS = {
+    "kvm-vgpu-timesliced": 3,
+    "a100-mig-mixed": 2,
+    "baremetal-8xh100": 8,
+    "driver-surfaces": 3,
+    "recovery-reset": 3,
+}
 
 
 async def test_the_fleet_is_every_vgpumon_target_named_by_its_group(stack: Stack) -> None:
@@ -444,7 +454,8 @@ async def test_top_shows_the_fleet_opens_a_host_in_full_and_live(stack: Stack) -
     async with app.run_test(size=(160, 50)) as pilot:
         await until("every host listed", lambda: len(app.hosts) == len(EXPORTERS) + 1)
         await until(
-            "the hosts up", lambda: sum(u.state is HostState.UP for u in app.hosts.values()) == 3
+            "the hosts up",
+            lambda: sum(u.state is HostState.UP for u in app.hosts.values()) == len(EXPORTERS),
         )
         await app.push_screen(HostScreen(shown))
         await until(

@@ -16,7 +16,7 @@ import yaml
 from dashboard_helpers import FLEET_RULES, metric_names
 
 from vgpumon.metrics.table import FAMILIES
-from vgpumon.sources.prometheus_fleet import BY_MODE, ROLLUP_QUERIES, ROLLUPS, XIDS
+from vgpumon.sources.prometheus_fleet import BY_CC, BY_MODE, RECOVERY, ROLLUP_QUERIES, ROLLUPS, XIDS
 from vgpumon.view import badges
 
 TESTS = FLEET_RULES.with_name("vgpumon-fleet.rules.test.yml")
@@ -81,7 +81,7 @@ def test_top_reads_every_figure_the_rules_record() -> None:
     read = set(ROLLUP_QUERIES) - {"vgpumon_sampler_wedged", "vgpumon_up"}
     # The one rule top does not read is a step of two others (a vGPU's license expiring).
     assert read | {"vgpumon:vgpu_license_expiring:info"} == records
-    assert {*ROLLUPS, BY_MODE, XIDS} == read
+    assert {*ROLLUPS, BY_MODE, BY_CC, RECOVERY, XIDS} == read
 
 
 def test_the_thresholds_are_the_badges() -> None:

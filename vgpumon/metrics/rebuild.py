@@ -47,6 +47,7 @@ from vgpumon.model import (
     DeviceAllocation,
     DriverInfo,
     Gpu,
+    GpuInstanceVgpuCapacity,
     GpuMetering,
     GuestLicenseFeature,
     MigComputeInstance,
@@ -85,8 +86,11 @@ class NotReadBack(Exception):
 # --------------------------------------------------------------------------- where items live
 
 
-# One node of a chain as the builder walks it: (field, many, (label, item field, converter)...).
-_Step = tuple[str, bool, tuple[tuple[str, str, Callable[[Any], Any]], ...]]
+# One node of a chain as the builder walks it: (field, many, (label, item field, converter)...,
+# fixed fields).
+_Step = tuple[
+    str, bool, tuple[tuple[str, str, Callable[[Any], Any]], ...], tuple[tuple[str, Any], ...]
+]
 
 
 @dataclass(frozen=True, eq=False)  # cached_property needs a __dict__: no slots
@@ -99,6 +103,8 @@ class Node:
     cls: type
     keys: tuple[tuple[str, str], ...] = ()
     many: bool = True
+    # Fields every item made here has, that no label carries (a VM is a process of kind "vm").
+    fixed: tuple[tuple[str, Any], ...] = ()
 
     @property
     def chain(self) -> tuple[Node, ...]:
@@ -118,12 +124,13 @@ class Node:
     @functools.cached_property
     def steps(self) -> tuple[_Step, ...]:
         """The chain as the builder walks it: (field, many, (label, item field, label's
-        converter) per key) per node."""
+        converter) per key, fixed fields) per node."""
         return tuple(
             (
                 n.field,
                 n.many,
                 tuple((label, f, _label_converter(n.cls, f)) for label, f in n.keys),
+                n.fixed,
             )
             for n in self.chain
         )
@@ -185,6 +192,19 @@ METER_PODS = Node(
     (("namespace", "namespace"), ("pod", "pod"), ("container", "container")),
 )
 NVLINKS = Node(GPUS, "nvlinks", NvLink, (("link", "link"),))
+# The VMs of a hypervisor's process list (agentless ESXi hosts): processes of kind "vm".
+VMS = Node(GPUS, "processes", Process, (("vm_id", "pid"),), fixed=(("kind", "vm"),))
+MIG_VGPU_CAPACITY = Node(
+    MIG_GIS, "vgpu_capacity", GpuInstanceVgpuCapacity, (("vgpu_type_id", "type_id"),)
+)
+ENCODER_SCHEDULERS = Node(
+    GPUS,
+    "vgpu_encoder_schedulers",
+    VgpuScheduler,
+    (("gpu_instance", "gpu_instance_id"), ("engine", "engine")),
+)
+ENCODER_USAGE = Node(ENCODER_SCHEDULERS, "usage", VgpuSchedulerUsage, (("vgpu_id", "vgpu_id"),))
+ENCODER_SHARES = Node(ENCODER_SCHEDULERS, "shares", VgpuShare, (("vgpu_id", "vgpu_id"),))
 
 # Each scope of the table: the nodes of its item (a tuple for scopes whose items are tuples).
 # A scope missing here fails at import (a new scope needs its place in the snapshot said).
@@ -215,9 +235,17 @@ NODES: dict[int, tuple[Node, ...]] = {
     id(t.METER_MIG): (METER_MIGS,),
     id(t.METER_PROCESS): (METER_PROCESSES,),
     id(t.METER_POD): (METER_PODS,),
+    id(t.VM): (VMS,),
+    id(t.MIG_VGPU): (GPUS, MIG_GIS),
+    id(t.MIG_VGPU_TYPE): (MIG_VGPU_CAPACITY,),
+    id(t.ENCODER_USAGE): (ENCODER_USAGE,),
+    id(t.ENCODER_SHARE): (ENCODER_SHARES,),
 }
-# Scopes of the table whose families are all DERIVED (nothing of theirs goes back).
-NO_NODES = frozenset(map(id, (t.HTTP_SERVER, t.PROCESS_HOST, t.POD, t.METERED_KIND)))
+# Scopes of the table with no place of their own: their families are DERIVED, or CUSTOM (a
+# collector's unsupported-reason counts are a dict of the collector's).
+NO_NODES = frozenset(
+    map(id, (t.HTTP_SERVER, t.PROCESS_HOST, t.POD, t.METERED_KIND, t.COLLECTOR_REASON))
+)
 for _name in dir(t):
     _scope = getattr(t, _name)
     if isinstance(_scope, t.Scope) and id(_scope) not in NODES and id(_scope) not in NO_NODES:
@@ -398,6 +426,7 @@ DERIVED: dict[str, str] = {
     "vgpumon_process_series_truncated": "an option of the exporter (read for the process list)",
     "vgpumon_gpu_processes": "counted from the process list (kept only with --process-series)",
     "vgpumon_gpu_vgpu_instances": "counted from the vGPU instances",
+    "vgpumon_mig_vgpu_instances": "counted from the vGPU instances of the GPU instance",
     "vgpumon_vgpu_guest_driver_matches_host": "from the guest and host driver versions",
     "vgpumon_vgpu_migration_ready": "from the GPU's and vGPU's migration fields",
     "vgpumon_pod_gpu_utilization_ratio": "the pod's device's own utilization",
@@ -487,7 +516,7 @@ class _Builder:
         """The item ``labels`` pick under ``node`` (made on first use); None when a label is
         missing or not of its field's type."""
         here = self.root
-        for field, many, keys in node.steps:
+        for field, many, keys, fixed in node.steps:
             if not many:
                 found = here.get(field)
                 if found is None:
@@ -501,9 +530,12 @@ class _Builder:
             items = here.get(field)
             if items is None:
                 items = here[field] = _Many()
+            if fixed:  # apart from the items of the same field keyed otherwise
+                key = (*key, *(v for _, v in fixed))
             found = items.get(key)
             if found is None:
-                found = items[key] = {f: v for (_, f, _c), v in zip(keys, key, strict=True)}
+                found = items[key] = {f: v for (_, f, _c), v in zip(keys, key, strict=False)}
+                found.update(fixed)
             here = found
         return here
 
@@ -657,6 +689,22 @@ def _allocations(builder: _Builder, samples: Iterable[tuple[Labels, float]]) -> 
         found[tuple(entry.values())] = entry
 
 
+def _unsupported(builder: _Builder, samples: Iterable[tuple[Labels, float]]) -> None:
+    for labels, value in samples:
+        collector = builder.item(COLLECTORS, labels)
+        reason = labels.get("reason")
+        if collector is not None and reason and type(reason) is str and math.isfinite(value):
+            collector.setdefault("unsupported", {})[reason] = int(value)
+
+
+def _metering_methods(builder: _Builder, samples: Iterable[tuple[Labels, float]]) -> None:
+    for labels, value in samples:
+        metering = builder.item(METERING, labels)
+        counter, method = labels.get("counter"), labels.get("method")
+        if metering is not None and counter and method and value == 1.0:
+            metering.setdefault("methods", {})[counter] = method
+
+
 Custom = Callable[[_Builder, Iterable[tuple[Labels, float]]], None]
 CUSTOM: dict[str, Custom] = {
     "vgpumon_gpu_xid_errors_total": _xid,
@@ -669,6 +717,8 @@ CUSTOM: dict[str, Custom] = {
     "vgpumon_vgpu_migration_limit": _migration_limits,
     "vgpumon_gpu_unattributed_energy_joules_total": _unattributed,
     "vgpumon_gpu_allocation_info": _allocations,
+    "vgpumon_scrape_collector_unsupported_gpus": _unsupported,
+    "vgpumon_gpu_metering_method": _metering_methods,
 }
 
 # Required fields of the model that no family carries, and what an item rebuilt without them has:
@@ -821,8 +871,8 @@ def _complete_processes(root: dict[str, Any], samples: Samples) -> None:
     """A GPU's process list is known only where the exporter listed every process
     (``--process-series`` and nothing left out) and counted them (``vgpumon_gpu_processes``:
     the list was readable); elsewhere it is unknown (None), as in the exporter's own snapshot
-    when NVML could not list them. A process's kind (compute, graphics) is not exported: the
-    rebuilt ones are all compute."""
+    when NVML could not list them, or only its VMs are known. A process's kind (compute,
+    graphics) is not exported: the rebuilt ones are all compute (the VMs, vm)."""
     truncated = [value for _, value in samples.get(t.PROCESS_SERIES_TRUNCATED.name, ())]
     complete = bool(truncated) and all(value == 0.0 for value in truncated)
     counted: set[tuple[int, str]] = set()
@@ -834,8 +884,13 @@ def _complete_processes(root: dict[str, Any], samples: Samples) -> None:
     for key, gpu in (root.get("gpus") or {}).items():
         if complete and key in counted:
             gpu.setdefault("processes", _Many())
-        else:
-            gpu.pop("processes", None)
+            continue
+        # A hypervisor's VMs are exported with or without --process-series: where its list
+        # has them (an agentless ESXi host, whose process list is its VMs) they are the list.
+        listed = gpu.pop("processes", None) or {}
+        vms = _Many({k: p for k, p in listed.items() if p.get("kind") == "vm"})
+        if vms:
+            gpu["processes"] = vms
 
 
 _GPU_PROCESSES = "vgpumon_gpu_processes"

@@ -120,6 +120,11 @@ FLEET = _families(
     "vgpumon_gpu_power_watts",
     "vgpumon_gpu_power_limit_watts",
     "vgpumon_gpu_xid_errors_total",
+    "vgpumon_gpu_recovery_action",
+    "vgpumon_gpu_repair_pending",
+    "vgpumon_gpu_unrepairable_memory",
+    "vgpumon_gpu_cc_enabled",
+    "vgpumon_gpu_cc_ready",
     "vgpumon_vgpu_info",
     "vgpumon_vgpu_license_state",
     "vgpumon_vgpu_license_expiry_timestamp_seconds",
@@ -139,6 +144,7 @@ FILTER = FLEET | _of(
     "vgpumon_mig_profile_",
     "vgpumon_gpu_mig_free_slices",
     "vgpumon_gpu_vgpu_framebuffer_",
+    "vgpumon_mig_vgpu_",
 )
 SCREEN_FAMILIES: dict[str, frozenset[str]] = {
     "fleet": FLEET,
@@ -181,13 +187,17 @@ ROLLUPS: dict[str, str] = {
     "vgpumon:host_vgpus_starved:count": "vgpus_starved",
     "vgpumon:host_idle_holders:count": "idle_holders",
     "vgpumon:host_gpus_with_xid:count": "gpus_with_xid",
+    "vgpumon:host_gpus_unrepairable_memory:count": "memory_faults",
+    "vgpumon:host_gpus_repair_pending:count": "repairs_pending",
 }
 BY_MODE = "vgpumon:host_gpus:count_by_mode"
+BY_CC = "vgpumon:host_gpus:count_by_cc"
+RECOVERY = "vgpumon:host_gpus_recovery_action:count"
 RULES_PRESENT = "vgpumon:host_gpus:count"  # the rules are loaded where this has series
 XIDS = "vgpumon:host_xid:count"
 WEDGED = "vgpumon_sampler_wedged"
 UP = "vgpumon_up"
-ROLLUP_QUERIES = frozenset({*ROLLUPS, BY_MODE, XIDS, WEDGED, UP})
+ROLLUP_QUERIES = frozenset({*ROLLUPS, BY_MODE, BY_CC, RECOVERY, XIDS, WEDGED, UP})
 ROLLUP_ABOVE_HOSTS = 500
 NVML_DOWN = "NVML is not initialised"  # as vgpumon.sources.fleet.nvml_down says it
 # Screens whose hosts' rows the rollups give (the others read the hosts' own series).
@@ -800,7 +810,8 @@ def rollup_of(per: Mapping[str, list[tuple[Mapping[str, str], float]]]) -> HostR
             values[name] = got[0]
     for name in ("gpus", "gpus_lost", "vgpus", "vgpu_license_problems", "licenses_unlicensed",
                  "licenses_expiring", "vgpus_starved", "idle_holders", "gpus_with_xid",
-                 "memory_used_bytes", "memory_total_bytes"):  # fmt: skip
+                 "memory_used_bytes", "memory_total_bytes", "memory_faults",
+                 "repairs_pending"):  # fmt: skip
         if name in values:
             values[name] = int(values[name])
     modes: dict[str, int] = {}
@@ -816,7 +827,15 @@ def rollup_of(per: Mapping[str, list[tuple[Mapping[str, str], float]]]) -> HostR
     wedged = any(v == 1.0 for _, v in per.get(WEDGED, ()))
     return HostRollup(
         modes=tuple(sorted(modes.items())),
+        recovery_actions=_label_values(per.get(RECOVERY, ()), "action"),
+        cc=_label_values(per.get(BY_CC, ()), "cc"),
         newest_xid=max(xids) if xids else None,
         wedged=wedged,
         **values,
     )
+
+
+def _label_values(series: Iterable[tuple[Mapping[str, str], float]], label: str) -> tuple[str, ...]:
+    """The values of ``label`` among series of GPUs counted (sorted, each once)."""
+    found = {labels.get(label) for labels, value in series if math.isfinite(value) and value > 0}
+    return tuple(sorted(v for v in found if isinstance(v, str) and v))

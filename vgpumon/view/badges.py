@@ -7,6 +7,7 @@ for the same data.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 # A license that runs out within this many seconds is "expiring" (one week: enough time to renew).
@@ -22,8 +23,32 @@ IDLE_PROCESS_AFTER_SECONDS = 5 * 60
 # Badge kinds, most severe first; the order is the display order. ``stale``: the sampler is wedged
 # and the row shows the last good reading, not a live one.
 # ``idle``: a vGPU or process that holds the GPU without using it (below).
-KINDS = ("lost", "hung", "xid", "stale", "unlicensed", "expiring", "starved", "idle")
-ERROR_KINDS = frozenset({"lost", "hung", "xid"})
+# ``recovery``: the driver asks for a reset, reboot or drain; ``memory``: memory beyond repair;
+# ``repair``: a repair waits for the next reset (vgpumon.model.Recovery decides each).
+KINDS = (
+    "lost",
+    "hung",
+    "recovery",
+    "memory",
+    "xid",
+    "stale",
+    "repair",
+    "unlicensed",
+    "expiring",
+    "starved",
+    "idle",
+)
+ERROR_KINDS = frozenset({"lost", "hung", "recovery", "memory", "xid"})
+# The short label of each recovery action (the badge says what the driver asks for).
+RECOVERY_LABELS = {
+    "gpu_reset": "reset!",
+    "node_reboot": "reboot!",
+    "drain_p2p": "drain-p2p!",
+    "drain_and_reset": "drain+reset!",
+    "recover_imex_domain": "imex!",
+    "bus_reset": "bus-reset!",
+    "system_reboot": "reboot!",
+}
 
 
 @dataclass(frozen=True, order=True)
@@ -61,6 +86,15 @@ def expiring(expiry: float | None, now: float, state: str | None) -> bool:
 def idle(seconds: float | None, after: float) -> bool:
     """Idle without a break for at least ``after`` seconds (unknown is not idle)."""
     return seconds is not None and seconds >= after
+
+
+def recovery(actions: Iterable[str]) -> Badge | None:
+    """The recovery badge of the GPUs asking for ``actions``: what they ask for, or
+    ``recover!`` where they ask for different things (each GPU's own row says which)."""
+    said = {RECOVERY_LABELS.get(a, "recover!") for a in actions}
+    if not said:
+        return None
+    return badge("recovery", said.pop() if len(said) == 1 else "recover!")
 
 
 def labels(badges: tuple[Badge, ...]) -> str:
