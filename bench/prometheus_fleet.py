@@ -17,14 +17,17 @@ driver) with its feed on its own thread, as ``top`` runs it:
 * Prometheus query time per refresh: the wall time the feed's queries took (all families, as
   the client measured it), per refresh, and the queries per refresh.
 
-``--compare-url`` also runs ``top --url`` over the same exporters (every exporter polled by
-``top`` itself) for the same seconds, as the figure the fleet screen replaces.
+``--rules`` loads the fleet rules (packaging/prometheus/vgpumon-fleet.rules.yml) and reads the
+fleet screen from them, as ``top`` does above 500 hosts (the threshold set to 0 here): the
+figures of a fleet too large to read every series of, at this size. ``--compare-url`` also runs
+``top --url`` over the same exporters (every exporter polled by ``top`` itself) for the same
+seconds, as the figure the fleet screen replaces.
 
 Needs only Python and a ``prometheus`` binary (``--prometheus-binary``, default from PATH: the
 lead's GPU host has no tmux and may have no Prometheus; carry one there). Usage::
 
     python bench/prometheus_fleet.py [--hosts 200] [--scenario baremetal-8xh100] [--scrape 5]
-        [--seconds 60] [--keys 200] [--json FILE] [--compare-url]
+        [--seconds 60] [--keys 200] [--json FILE] [--rules] [--compare-url]
 
 Prints a Markdown report; bench/results/prometheus-fleet*.md hold runs.
 """
@@ -45,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+FLEET_RULES = HERE.parent / "packaging" / "prometheus" / "vgpumon-fleet.rules.yml"
 sys.path.insert(0, str(HERE))
 
 from tui_cost import free_ports, load_now, rss_mib  # noqa: E402
@@ -132,7 +136,12 @@ def start_exporters(
 
 
 def start_prometheus(
-    binary: str, directory: Path, ports: list[int], scrape: float, clusters: int
+    binary: str,
+    directory: Path,
+    ports: list[int],
+    scrape: float,
+    clusters: int,
+    rules: bool = False,
 ) -> tuple[str, subprocess.Popen[bytes]]:
     groups = [
         {
@@ -141,10 +150,16 @@ def start_prometheus(
         }
         for c in range(clusters)
     ]
-    config = {
-        "global": {"scrape_interval": f"{scrape:g}s", "scrape_timeout": f"{min(scrape, 10):g}s"},
+    config: dict[str, Any] = {
+        "global": {
+            "scrape_interval": f"{scrape:g}s",
+            "scrape_timeout": f"{min(scrape, 10):g}s",
+            "evaluation_interval": f"{scrape:g}s",
+        },
         "scrape_configs": [{"job_name": "vgpumon", "static_configs": groups}],
     }
+    if rules:
+        config["rule_files"] = [str(FLEET_RULES)]
     (directory / "prometheus.yml").write_text(json.dumps(config))
     (port,) = free_ports(1)
     log = (directory / "prometheus.log").open("wb")
@@ -161,8 +176,9 @@ def start_prometheus(
     return f"http://127.0.0.1:{port}", proc
 
 
-async def wait_until_scraped(url: str, hosts: int, seconds: float) -> float:
-    """Seconds until Prometheus has every target up with vgpumon series."""
+async def wait_until_scraped(url: str, hosts: int, seconds: float, rules: bool = False) -> float:
+    """Seconds until Prometheus has every target up with vgpumon series (and, with ``rules``,
+    the fleet rules' figures of every host)."""
     from vgpumon.sources.promapi import PrometheusClient, PrometheusError
 
     client = PrometheusClient(url)
@@ -170,8 +186,11 @@ async def wait_until_scraped(url: str, hosts: int, seconds: float) -> float:
     try:
         while time.monotonic() - started < seconds:
             try:
-                got = await client.instant("count(vgpumon_last_sample_timestamp_seconds)")
-                if got.series and got.series[0][1] >= hosts:
+                queries = ["count(vgpumon_last_sample_timestamp_seconds)"]
+                if rules:
+                    queries.append("count(vgpumon:host_gpus:count)")
+                answers = [await client.instant(q) for q in queries]
+                if all(a.series and a.series[0][1] >= hosts for a in answers):
                     return time.monotonic() - started
             except PrometheusError:
                 pass
@@ -190,14 +209,14 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def measure_prometheus(
-    url: str, hosts: int, seconds: float, keys: int, gpus: int
+    url: str, hosts: int, seconds: float, keys: int, gpus: int, rules: bool = False
 ) -> dict[str, Any]:
     from vgpumon.sources.promapi import PrometheusClient
     from vgpumon.sources.prometheus_fleet import PrometheusFleet
     from vgpumon.tui.app import create_app
 
     client = PrometheusClient(url)
-    feed = PrometheusFleet(client, group_by=("cluster",))
+    feed = PrometheusFleet(client, group_by=("cluster",), rollup_above_hosts=0 if rules else 500)
     started = time.monotonic()
     cpu_started = time.process_time()
     app = create_app(feed, interval=1.0)
@@ -208,7 +227,11 @@ async def measure_prometheus(
             ups = [
                 u
                 for u in app.hosts.values()
-                if u.state.value == "up" and u.snapshot is not None and len(u.snapshot.gpus) == gpus
+                if u.state.value == "up"
+                and (
+                    (u.snapshot is not None and len(u.snapshot.gpus) == gpus)
+                    or (u.rollup is not None and u.rollup.gpus == gpus)
+                )
             ]
             if len(ups) >= hosts and app.redraws:
                 await pilot.pause()
@@ -243,6 +266,7 @@ async def measure_prometheus(
         result = {
             "hosts": hosts,
             "hosts_up": sum(1 for u in app.hosts.values() if u.state.value == "up"),
+            "read_as": "fleet rules" if feed.rollup_mode else "every series",
             "first_paint_seconds": None if first_paint is None else round(first_paint, 2),
             "first_paint_cpu_seconds": round(first_paint_cpu, 2),
             "refresh_seconds": feed.interval_seconds,
@@ -309,6 +333,7 @@ def report(results: dict[str, Any]) -> str:
         f"| key latency p50 / p99 / max ({p['keys']} keys) | {p['key_ms_p50']} / "
         f"{p['key_ms_p99']} / {p['key_ms_max']} ms |",
         f"| open a host (Enter) / back (Escape) | {p['open_host_ms']} / {p['back_ms']} ms |",
+        f"| fleet screen read as | {p['read_as']} |",
         f"| Prometheus queries per refresh: wall time (sum of each query's time) | "
         f"{p['refresh_wall_seconds']} s ({p['query_seconds_per_refresh']} s over "
         f"{p['queries_per_refresh']} queries) |",
@@ -341,6 +366,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--keys", type=int, default=200)
     parser.add_argument("--prometheus-binary", default=shutil.which("prometheus") or "prometheus")
+    parser.add_argument("--rules", action="store_true")
     parser.add_argument("--compare-url", action="store_true")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--serve", nargs="+", help=argparse.SUPPRESS)
@@ -363,10 +389,10 @@ def main() -> int:
         load_before = load_now()
         exporters = start_exporters(scenario, args.scrape, ports, args.processes)
         url, prometheus = start_prometheus(
-            args.prometheus_binary, directory, ports, args.scrape, args.clusters
+            args.prometheus_binary, directory, ports, args.scrape, args.clusters, args.rules
         )
         try:
-            scraped = asyncio.run(wait_until_scraped(url, args.hosts, 120.0))
+            scraped = asyncio.run(wait_until_scraped(url, args.hosts, 180.0, args.rules))
             results: dict[str, Any] = {
                 "hosts": args.hosts,
                 "scenario": args.scenario,
@@ -384,7 +410,7 @@ def main() -> int:
                 },
             }
             results["prometheus"] = asyncio.run(
-                measure_prometheus(url, args.hosts, args.seconds, args.keys, gpus)
+                measure_prometheus(url, args.hosts, args.seconds, args.keys, gpus, args.rules)
             )
             if args.compare_url:
                 urls = [f"http://127.0.0.1:{p}" for p in ports]

@@ -1,6 +1,7 @@
 """``top --prometheus`` and ``usage``'s Prometheus flags: with no other source the fleet is read
-from Prometheus; each mistake is one line; the client sends basic auth or a bearer token, narrows
-every query with the selector, and turns every way a query fails into one line."""
+from Prometheus; each mistake is one line; the client sends basic auth or a bearer token, checks
+TLS against a CA file (or not, on request), narrows every query with the selector, and turns
+every way a query fails into one line."""
 
 from __future__ import annotations
 
@@ -189,6 +190,50 @@ async def api() -> AsyncIterator[tuple[web.Application, str]]:
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     yield app, f"http://127.0.0.1:{port}"
     await runner.cleanup()
+
+
+@pytest.fixture
+async def tls_api(tmp_path: Path) -> AsyncIterator[tuple[web.Application, str, Path]]:
+    """The same stand-in over HTTPS, its certificate signed by the CA in ``ca.pem``."""
+    import ssl
+
+    import trustme
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    cert.configure_cert(server)
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    app = web.Application()
+    app[STATE] = {"seen": [], "mode": "ok"}
+    app.router.add_get("/api/v1/query", _api)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield app, f"https://127.0.0.1:{port}", tmp_path / "ca.pem"
+    await runner.cleanup()
+
+
+async def test_tls_is_checked_against_the_ca_file_or_skipped_on_request(
+    tls_api: tuple[web.Application, str, Path],
+) -> None:
+    """--prometheus.ca-file trusts the server's CA; without it an unknown CA is one line;
+    --prometheus.insecure skips the check, as for the exporters."""
+    _app, url, ca_file = tls_api
+    trusted = PrometheusClient(url, Connection(ca_file=str(ca_file), bearer_token="tok"))
+    unknown = PrometheusClient(url, Connection(timeout_seconds=3.0))
+    insecure = PrometheusClient(url, Connection(insecure=True))
+    try:
+        assert (await trusted.instant("up")).series == [({"a": "b"}, 2.0)]
+        with pytest.raises(PrometheusError) as raised:
+            await unknown.instant("up")
+        assert "certificate" in str(raised.value) and "\n" not in str(raised.value)
+        assert (await insecure.instant("up")).series == [({"a": "b"}, 2.0)]
+    finally:
+        for client in (trusted, unknown, insecure):
+            await client.close()
 
 
 async def test_basic_auth_or_a_bearer_token_is_sent(api: tuple[web.Application, str]) -> None:
