@@ -264,9 +264,9 @@ class Sampler(GpuDispatch):
     async def run(self, stop: asyncio.Event) -> None:
         """Cycle every ``interval_seconds`` until ``stop`` is set (a cycle in flight completes).
 
-        The cycles run in the ``vgpumon-cycle`` thread, which sleeps between them on one event
-        (set by :meth:`refresh` and by the stop); each snapshot reaches the listeners on this
-        loop with a single wake-up.
+        The cycles run in the ``vgpumon-cycle`` thread (:meth:`drive`), which sleeps between them
+        on one event (set by :meth:`refresh` and by the stop); each snapshot reaches the
+        listeners on this loop with a single wake-up.
         """
         loop = asyncio.get_running_loop()
         ended: asyncio.Future[None] = loop.create_future()
@@ -277,7 +277,9 @@ class Sampler(GpuDispatch):
 
         def drive() -> None:
             try:
-                self._drive(loop, publish)
+                self.drive(lambda snap: loop.call_soon_threadsafe(publish, snap))
+            except RuntimeError:  # the loop closed under us: nobody to tell
+                pass
             finally:
                 # RuntimeError: the loop is already closed; nobody waits for the end any more.
                 with contextlib.suppress(RuntimeError):
@@ -289,27 +291,38 @@ class Sampler(GpuDispatch):
         try:
             await stop.wait()
         finally:
-            self._halt.set()
-            self._wake.set()
+            self.halt()
         await ended  # the cycle in flight (bounded by its deadline) completes
 
-    def _drive(self, loop: asyncio.AbstractEventLoop, publish: Callable[[Snapshot], None]) -> None:
-        """The cycle thread: a cycle every interval (or at once on :meth:`refresh`) until halted."""
-        while not self._halt.is_set():
-            started = time.monotonic()
-            self._wake.clear()
-            try:
-                snap = self.cycle_now()
-            except Exception:
-                log.exception("sampling cycle failed")
-            else:
+    def drive(self, publish: Callable[[Snapshot], object]) -> None:
+        """Cycle in the calling thread every ``interval_seconds`` (or at once on :meth:`refresh`)
+        until :meth:`halt`; ``publish(snapshot)`` is called in this thread after each cycle.
+
+        :meth:`run` drives it from a thread of its own for an event loop; the sampler process
+        (:mod:`vgpumon.collect.sampler_child`) from its main thread. An exception ``publish``
+        raises ends the driving (nobody is left to publish to).
+        """
+        self._cycle_thread = threading.current_thread()
+        try:
+            while not self._halt.is_set():
+                started = time.monotonic()
+                self._wake.clear()
                 try:
-                    loop.call_soon_threadsafe(publish, snap)
-                except RuntimeError:  # the loop closed under us: nobody to tell
-                    return
-            remaining = self.config.interval_seconds - (time.monotonic() - started)
-            if remaining > 0:
-                self._wake.wait(remaining)
+                    snap = self.cycle_now()
+                except Exception:
+                    log.exception("sampling cycle failed")
+                else:
+                    publish(snap)
+                remaining = self.config.interval_seconds - (time.monotonic() - started)
+                if remaining > 0:
+                    self._wake.wait(remaining)
+        finally:
+            self._cycle_thread = None  # close() need not wait for a driver that has returned
+
+    def halt(self) -> None:
+        """End :meth:`drive` after its cycle in flight (from any thread)."""
+        self._halt.set()
+        self._wake.set()
 
     def close(self, timeout: float = CLOSE_TIMEOUT_SECONDS) -> bool:
         """Stop services and worker threads, free reader state and shut NVML down, or give up.

@@ -25,6 +25,7 @@ from vgpumon.errors import ConfigError
 if TYPE_CHECKING:
     from vgpumon.collect.base import SamplerConfig
     from vgpumon.collect.enrich.base import Enricher
+    from vgpumon.collect.sampler import Sampler
     from vgpumon.export.server import Reloaded
     from vgpumon.model import Snapshot
     from vgpumon.sources.ssh_targets import SshSettings
@@ -264,26 +265,22 @@ def nfd_listener(path: str) -> Callable[[Snapshot], None]:
     return update
 
 
-def run(args: argparse.Namespace) -> int:
+def start_sampler(settings: ServeSettings) -> Sampler:
+    """The sampler of ``serve``, built in the sampler process (the recipe it is given).
+
+    A module that cannot be imported is an installation error (exit 2, raised to the serving
+    process); a driver that is not loaded yet is not: the sampler starts uninitialised, says up 0
+    and why, and keeps retrying nvmlInit.
+    """
     from vgpumon import allocator, logs
+    from vgpumon.collect.sampler import Sampler
+    from vgpumon.nvml.loader import resolve_module
+    from vgpumon.nvml.session import NvmlSession
 
     # Before any thread starts (docs/exporter.md, "Memory"): large bodies go back to the system
     # when freed, and the per-GPU worker threads share two malloc arenas.
     allocator.tune()
-    from vgpumon.collect.sampler import Sampler
-    from vgpumon.export.listener import refuse_duplicate_listen
-    from vgpumon.export.server import serve
-    from vgpumon.nvml.loader import resolve_module
-    from vgpumon.nvml.session import NvmlSession
-
-    settings = settings_from_args(args)
-    refuse_duplicate_listen(settings.listen)  # before NVML is opened: a typo costs nothing
-    ssh = ssh_settings_from(settings, "serve")  # flags over the config file's ssh section
     logs.configure(settings.log_level, settings.log_format)
-    if ssh is not None:
-        return run_agentless(settings, ssh, args)
-    # A module that cannot be imported is an installation error (exit 2); a driver that is not
-    # loaded yet is not: serve starts, says up 0 and why, and keeps retrying nvmlInit.
     module, source = resolve_module(settings.sim, settings.nvml_module)
     warning = root_warning(settings, agentless=False)
     if warning is not None:
@@ -295,8 +292,6 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - any failure of nvmlInit is retried
         init_error = str(exc) or type(exc).__name__
     sampler = Sampler(session, sampler_config(settings), enrichers=build_enrichers(settings))
-    if settings.nfd_features_file:
-        sampler.on_snapshot(nfd_listener(settings.nfd_features_file))
     if init_error is not None:
         logging.getLogger("vgpumon.serve").warning(
             "NVML could not be initialised from %s (%s); serving vgpumon_up 0 and retrying",
@@ -304,6 +299,34 @@ def run(args: argparse.Namespace) -> int:
             init_error,
         )
         sampler.start_uninitialised(init_error)
+    return sampler
+
+
+def run(args: argparse.Namespace) -> int:
+    import functools
+
+    from vgpumon import allocator, logs
+    from vgpumon.collect.sampler_process import SamplerProcess
+    from vgpumon.export.listener import refuse_duplicate_listen
+    from vgpumon.export.server import serve
+
+    allocator.tune()  # before any thread starts, as in the sampler process
+    settings = settings_from_args(args)
+    refuse_duplicate_listen(settings.listen)  # before NVML is opened: a typo costs nothing
+    ssh = ssh_settings_from(settings, "serve")  # flags over the config file's ssh section
+    logs.configure(settings.log_level, settings.log_format)
+    if ssh is not None:
+        return run_agentless(settings, ssh, args)
+    nfd = nfd_listener(settings.nfd_features_file) if settings.nfd_features_file else None
+    # The sampler runs in a process of its own (vgpumon.collect.sampler_process says why): this
+    # process serves, and never waits for the sampler's Python. It opens NVML; errors it meets
+    # building the sampler (no NVML module) end the command here, as one line.
+    sampler = SamplerProcess(
+        functools.partial(start_sampler, settings), deadline_seconds=settings.deadline_seconds
+    )
+    sampler.start()
+    if nfd is not None:
+        sampler.on_snapshot(nfd)
     try:
         # A reload's fields reach the sampler (which ids it reads) and, through the export
         # options, the renderer (which families it writes).
@@ -312,5 +335,6 @@ def run(args: argparse.Namespace) -> int:
 
         return asyncio.run(serve(sampler, **serve_arguments(settings, args, on_reload)))
     finally:
-        # Bounded (CLOSE_TIMEOUT_SECONDS): a wedged driver does not keep the process alive.
+        # Bounded: the cycle in flight, then the sampler's own close; a wedged driver does not
+        # keep the process alive.
         sampler.close()
