@@ -24,10 +24,12 @@ error), and a fleet (``vgpumon.sources.fleet``) joins such hosts. No source runs
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
+
+if TYPE_CHECKING:  # the sampler process imports this module and needs no event loop
+    import asyncio
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""An NVML stand-in: the simulator's answers, at a real GPU's cost per call, spent as ctypes spends it.
+"""An NVML stand-in: the simulator's answers at a real GPU's cost per call, spent as ctypes would.
 
     PYTHONPATH=bench/shim VGPUMON_STANDIN_SCENARIO=bench/scenarios/vgpu-16x48.yaml \\
         vgpumon serve --nvml-module nvml_standin

@@ -1,10 +1,12 @@
-"""The sampler in a process of its own (``serve``'s layout): its snapshots reach this process's
-event loop, its requests reach it, it ends with this process, and one that dies is replaced."""
+"""The sampler in a process of its own (a large host's under ``serve``): its snapshots reach this
+process's event loop, its requests reach it, it ends with this process, and one that dies is
+replaced; a small host's sampler stays in the serving process, a large one's moves without a gap."""
 
 from __future__ import annotations
 
 import asyncio
-import functools
+import dataclasses
+import itertools
 import os
 import signal
 import time
@@ -15,6 +17,7 @@ import pytest
 
 import vgpumon.collect.sampler_process as sampler_process
 from vgpumon.cli import build_parser
+from vgpumon.collect.placement import PlacedSampler, large_host
 from vgpumon.collect.sampler_process import SamplerProcess, SamplerStartFailed
 from vgpumon.commands import serve as serve_command
 from vgpumon.model import Snapshot
@@ -23,7 +26,7 @@ from vgpumon.model import Snapshot
 def recipe(*flags: str) -> Callable[[], object]:
     args = build_parser("serve").parse_args(["serve", *flags])
     settings = serve_command.settings_from_args(args, environ={})
-    return functools.partial(serve_command.start_sampler, settings)
+    return serve_command.sampler_recipe(settings)
 
 
 async def until(check: Callable[[], bool], seconds: float = 20.0) -> None:
@@ -172,3 +175,73 @@ async def test_stopping_ends_the_child() -> None:
     async with running(feed):
         await until(lambda: feed.latest is not None)
     assert not alive(pid)
+
+
+def children_of_this_process() -> list[int]:
+    pids: list[int] = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            pids += [int(p) for p in f.read().split()]
+    return pids
+
+
+async def test_a_small_host_keeps_its_sampler_in_this_process() -> None:
+    placed = PlacedSampler(
+        recipe("--sim", "passthrough-guest", "--interval", "0.1"), deadline_seconds=2
+    )
+    placed.start()
+    heard: list[Snapshot] = []
+    placed.on_snapshot(heard.append)
+    before = set(children_of_this_process())
+    stop = asyncio.Event()
+    task = asyncio.create_task(placed.run(stop))
+    try:
+        await until(lambda: len(heard) >= 5)
+        assert not placed.in_own_process
+        assert set(children_of_this_process()) == before, "no sampler process"
+        assert placed.latest is heard[-1] and placed.not_ready_reason is None
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
+        placed.close()
+
+
+async def test_a_vgpu_host_moves_its_sampler_to_a_process_of_its_own_without_a_gap() -> None:
+    placed = PlacedSampler(
+        recipe("--sim", "kvm-vgpu-timesliced", "--interval", "0.2"), deadline_seconds=2
+    )
+    placed.start()
+    arrivals: list[tuple[float, Snapshot]] = []
+    placed.on_snapshot(lambda snap: arrivals.append((time.monotonic(), snap)))
+    stop = asyncio.Event()
+    task = asyncio.create_task(placed.run(stop))
+    try:
+        await until(lambda: placed.in_own_process)
+        moved_at = len(arrivals)
+        await until(lambda: len(arrivals) >= moved_at + 3)
+        assert placed._local is None, "the sampler here is closed"
+        child = placed._process.pid if placed._process else None
+        assert child is not None and child in children_of_this_process()
+        # snapshots kept coming while the sampler process started: no gap longer than its start
+        gaps = [b[0] - a[0] for a, b in itertools.pairwise(arrivals)]
+        assert max(gaps) < 5.0, gaps
+        assert all(s.gpus and s.health.up for _, s in arrivals)
+        assert placed.not_ready_reason is None
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
+        placed.close()
+    assert not alive(child)
+
+
+def test_which_hosts_are_large() -> None:
+    from vgpumon.model import Gpu
+
+    def host(*gpus: Gpu) -> Snapshot:
+        return Snapshot(timestamp=0.0, gpus=gpus)
+
+    bare = Gpu(index=0, uuid="GPU-a", virtualization_mode="passthrough", mig_mode_current=False)
+    assert not large_host(host()) and not large_host(host(bare, bare))
+    assert large_host(host(bare, bare, bare))
+    assert large_host(host(dataclasses.replace(bare, virtualization_mode="host_vgpu")))
+    assert large_host(host(dataclasses.replace(bare, mig_mode_current=True)))

@@ -25,7 +25,6 @@ many GPUs and phases the cycle had (``bench/loop_wakeups.py`` counts it).
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import concurrent.futures
 import contextlib
@@ -34,7 +33,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from vgpumon.collect.base import (
     CADENCED,
@@ -69,6 +68,9 @@ from vgpumon.model import (
     Snapshot,
 )
 from vgpumon.nvml.session import SYSTEM, GpuDown, NvmlSession
+
+if TYPE_CHECKING:
+    import asyncio
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -210,6 +212,8 @@ class Sampler(GpuDispatch):
         The cycle runs in a thread (:meth:`cycle_now`), so the loop waits without being woken
         by its phases; a cycle of :meth:`run` in flight is waited for, never overlapped.
         """
+        import asyncio  # here: the sampler process drives cycles without an event loop
+
         if self._cycle_worker is None:
             # One thread of its own, not the loop's default executor: that one may start a new
             # thread when asked again before its last one is idle.
@@ -268,6 +272,8 @@ class Sampler(GpuDispatch):
         on one event (set by :meth:`refresh` and by the stop); each snapshot reaches the
         listeners on this loop with a single wake-up.
         """
+        import asyncio
+
         loop = asyncio.get_running_loop()
         ended: asyncio.Future[None] = loop.create_future()
 

@@ -15,7 +15,6 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from vgpumon.commands import names
 from vgpumon.commands.ssh_args import ssh_settings_from
 from vgpumon.config.flags import add_flags, env_collectors, env_values, flag_values
 from vgpumon.config.serve import ServeSettings, load_file, merge
@@ -24,8 +23,7 @@ from vgpumon.errors import ConfigError
 
 if TYPE_CHECKING:
     from vgpumon.collect.base import SamplerConfig
-    from vgpumon.collect.enrich.base import Enricher
-    from vgpumon.collect.sampler import Sampler
+    from vgpumon.collect.recipe import SamplerRecipe
     from vgpumon.export.server import Reloaded
     from vgpumon.model import Snapshot
     from vgpumon.sources.ssh_targets import SshSettings
@@ -70,31 +68,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
 
 
-def build_enrichers(settings: ServeSettings) -> list[Enricher]:
-    """The enrichers the settings ask for (:func:`vgpumon.commands.names.build`), then metering.
+def sampler_recipe(settings: ServeSettings) -> SamplerRecipe:
+    """What builds the sampler in the sampler process: the settings' values it needs.
 
-    Metering runs last, once VM and pod names are merged. It reads the host's /proc (pods of
-    processes, dead holders) only with per-process series on, the setting whose deployment joins
-    the host PID namespace, and never for the simulator, whose PIDs are not the host's.
+    Metering runs last, once VM and pod names are merged (the recipe's enrichers). It reads the
+    host's /proc (pods of processes, dead holders) only with per-process series on, the setting
+    whose deployment joins the host PID namespace, and never for the simulator, whose PIDs are
+    not the host's.
     """
-    from vgpumon.collect.metering import MeteringConfig, MeteringStage
+    from vgpumon.collect.metering import MeteringConfig
+    from vgpumon.collect.recipe import SamplerRecipe
 
-    enrichers = names.build(
+    metering = None
+    if settings.metering:
+        host_processes = settings.process_series and settings.sim is None
+        metering = MeteringConfig(
+            interval_seconds=settings.interval_seconds,
+            idle_ratio=settings.metering_idle_ratio,
+            proc="/proc" if host_processes else None,
+        )
+    return SamplerRecipe(
+        config=sampler_config(settings),
+        sim=settings.sim,
+        nvml_module=settings.nvml_module,
         libvirt_uri=settings.libvirt_uri,
         kubelet_socket=settings.kubelet_socket,
-        resources=settings.kubernetes_resources,
-        kubernetes_api=settings.kubernetes_api,
+        kubernetes_resources=tuple(settings.kubernetes_resources),
+        kubernetes_api=bool(settings.kubernetes_api),
+        metering=metering,
+        log_level=settings.log_level,
+        log_format=settings.log_format,
+        warning=root_warning(settings, agentless=False),
     )
-    if not settings.metering:
-        return enrichers
-    host_processes = settings.process_series and settings.sim is None
-    metering = MeteringConfig(
-        interval_seconds=settings.interval_seconds,
-        idle_ratio=settings.metering_idle_ratio,
-        proc="/proc" if host_processes else None,
-    )
-    enrichers.append(MeteringStage(metering))
-    return enrichers
 
 
 def settings_from_args(
@@ -265,48 +270,9 @@ def nfd_listener(path: str) -> Callable[[Snapshot], None]:
     return update
 
 
-def start_sampler(settings: ServeSettings) -> Sampler:
-    """The sampler of ``serve``, built in the sampler process (the recipe it is given).
-
-    A module that cannot be imported is an installation error (exit 2, raised to the serving
-    process); a driver that is not loaded yet is not: the sampler starts uninitialised, says up 0
-    and why, and keeps retrying nvmlInit.
-    """
-    from vgpumon import allocator, logs
-    from vgpumon.collect.sampler import Sampler
-    from vgpumon.nvml.loader import resolve_module
-    from vgpumon.nvml.session import NvmlSession
-
-    # Before any thread starts (docs/exporter.md, "Memory"): large bodies go back to the system
-    # when freed, and the per-GPU worker threads share two malloc arenas.
-    allocator.tune()
-    logs.configure(settings.log_level, settings.log_format)
-    module, source = resolve_module(settings.sim, settings.nvml_module)
-    warning = root_warning(settings, agentless=False)
-    if warning is not None:
-        logging.getLogger("vgpumon.serve").warning("%s", warning)
-    session = NvmlSession(module, source)
-    try:
-        session.init()
-        init_error = None
-    except Exception as exc:  # noqa: BLE001 - any failure of nvmlInit is retried
-        init_error = str(exc) or type(exc).__name__
-    sampler = Sampler(session, sampler_config(settings), enrichers=build_enrichers(settings))
-    if init_error is not None:
-        logging.getLogger("vgpumon.serve").warning(
-            "NVML could not be initialised from %s (%s); serving vgpumon_up 0 and retrying",
-            source,
-            init_error,
-        )
-        sampler.start_uninitialised(init_error)
-    return sampler
-
-
 def run(args: argparse.Namespace) -> int:
-    import functools
-
     from vgpumon import allocator, logs
-    from vgpumon.collect.sampler_process import SamplerProcess
+    from vgpumon.collect.placement import PlacedSampler
     from vgpumon.export.listener import refuse_duplicate_listen
     from vgpumon.export.server import serve
 
@@ -318,12 +284,10 @@ def run(args: argparse.Namespace) -> int:
     if ssh is not None:
         return run_agentless(settings, ssh, args)
     nfd = nfd_listener(settings.nfd_features_file) if settings.nfd_features_file else None
-    # The sampler runs in a process of its own (vgpumon.collect.sampler_process says why): this
-    # process serves, and never waits for the sampler's Python. It opens NVML; errors it meets
-    # building the sampler (no NVML module) end the command here, as one line.
-    sampler = SamplerProcess(
-        functools.partial(start_sampler, settings), deadline_seconds=settings.deadline_seconds
-    )
+    # In this process while the host is small, in a process of its own once it is large
+    # (vgpumon.collect.placement says why). Errors building the sampler (no NVML module) end the
+    # command here, as one line.
+    sampler = PlacedSampler(sampler_recipe(settings), deadline_seconds=settings.deadline_seconds)
     sampler.start()
     if nfd is not None:
         sampler.on_snapshot(nfd)
