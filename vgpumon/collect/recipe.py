@@ -76,9 +76,9 @@ class SamplerRecipe:
         return sampler
 
     def enrichers(self) -> list[Enricher]:
-        """The enrichers asked for (:func:`vgpumon.collect.enrich.build`), then metering, last
+        """The enrichers asked for (:func:`vgpumon.collect.enrich.build.build`), then metering, last
         once VM and pod names are merged. A missing binding is a one-line ``ConfigError``."""
-        from vgpumon.collect.enrich import build
+        from vgpumon.collect.enrich.build import build
 
         enrichers = build(
             libvirt_uri=self.libvirt_uri,

@@ -2,8 +2,8 @@
 
 Shared by the commands that run a sampler in this process (``serve``; ``top`` on this host can use
 the same functions): :func:`add_arguments` adds the flags, :func:`from_args` makes the enrichers
-from parsed flags. The enrichers themselves, and :func:`vgpumon.collect.enrich.build`, which makes
-them from the flags' values, are producers in :mod:`vgpumon.collect.enrich`.
+from parsed flags. The enrichers themselves, and what makes them from the flags' values
+(:mod:`vgpumon.collect.enrich.build`), are producers in :mod:`vgpumon.collect.enrich`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from vgpumon.collect.enrich import build
+from vgpumon.collect.enrich.build import build
 from vgpumon.config.flags import add_flags, flag_values
 from vgpumon.config.table import rows_in
 

@@ -12,12 +12,6 @@ or ``--kubelet-socket`` never loads them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from vgpumon.collect.enrich.base import Enricher
-
 LIBVIRT = "libvirt"
 KUBELET = "kubelet"
 # Collector names of the enrichers' success series, in the order the sampler applies them
@@ -33,33 +27,3 @@ DEFAULT_KUBELET_SOCKET = "/var/lib/kubelet/pod-resources/kubelet.sock"
 # (nvidia.com/<device> for pass-through GPUs, nvidia.com/<vGPU type> for mediated devices). Ids
 # that match no GPU of the snapshot are kept in the JSON snapshot but get no series.
 DEFAULT_KUBERNETES_RESOURCES = ("nvidia.com/*",)
-
-
-def build(
-    *,
-    libvirt_uri: str | None = None,
-    kubelet_socket: str | None = None,
-    resources: Sequence[str] = (),
-    kubernetes_api: bool = False,
-) -> list[Enricher]:
-    """The enrichers asked for, libvirt first (the kubelet uses the VF addresses it finds).
-
-    None leaves an enricher off; empty ``resources`` means the kubelet enricher's defaults. A
-    missing binding (the libvirt or kubernetes extra) is a one-line ``ConfigError``.
-    """
-    enrichers: list[Enricher] = []
-    # Each enricher's module (and the clients it needs) is imported only when it is asked for.
-    if libvirt_uri is not None:
-        from vgpumon.collect.enrich.libvirt import LibvirtConfig, LibvirtEnricher
-
-        enrichers.append(LibvirtEnricher(LibvirtConfig(uri=libvirt_uri)))
-    if kubelet_socket is not None:
-        from vgpumon.collect.enrich.kubelet import KubeletConfig, KubeletEnricher
-
-        config = KubeletConfig(
-            socket=kubelet_socket,
-            resources=tuple(resources) or DEFAULT_KUBERNETES_RESOURCES,
-            kubevirt_api=kubernetes_api,
-        )
-        enrichers.append(KubeletEnricher(config))
-    return enrichers
