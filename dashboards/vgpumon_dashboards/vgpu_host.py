@@ -130,7 +130,7 @@ BOARD = Board(
         ),
         table_panel(
             "VM state",
-            "State of the libvirt domain holding each vGPU (serve --libvirt-uri): a paused or "
+            "State of the libvirt domain holding each vGPU (serve --libvirt.uri): a paused or "
             "crashed VM still holds its vGPU.",
             q(by_vm(f"vgpumon_vgpu_vm_state{{{SEL}}} == 1"), VM, VGPU, instant=True),
             columns=(
@@ -191,7 +191,7 @@ BOARD = Board(
         ratio_panel(
             "SM utilization by process in the VMs",
             "Processes inside each VM as the host sees them (per-process series, serve "
-            "--processes).",
+            "--process-series).",
             q(
                 by_vm(f"vgpumon_vgpu_process_sm_utilization_ratio{{{SEL}}}"),
                 f"{VM} {{{{process_name}}}} ({{{{pid}}}})",
@@ -201,7 +201,7 @@ BOARD = Board(
         ratio_panel(
             "Memory, encoder and decoder utilization by process in the VMs",
             "Memory bandwidth, encoder and decoder share of each process inside the VMs "
-            "(serve --processes).",
+            "(serve --process-series).",
             q(
                 by_vm(f"vgpumon_vgpu_process_memory_utilization_ratio{{{SEL}}}"),
                 f"{VM} {{{{process_name}}}} ({{{{pid}}}}) memory",

@@ -1,5 +1,6 @@
-"""`vgpumon node-features` and `serve --nfd-features-file`: NFD's local feature file format, values
-from the capacity scenarios' hand-computed answers, and a file that changes only with a value."""
+"""`vgpumon node-features` and `serve --kubernetes.nfd-features-file`: NFD's local feature file
+format, values from the capacity scenarios' hand-computed answers, and a file that changes only
+with a value."""
 
 from __future__ import annotations
 

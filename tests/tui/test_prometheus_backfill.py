@@ -70,7 +70,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]
                 "serve",
                 "--sim",
                 "kvm-vgpu-timesliced",
-                "--listen",
+                "--web.listen-address",
                 f"127.0.0.1:{exporter_port}",
                 "--interval",
                 "0.5",

@@ -121,7 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="what to check (default all)",
     )
     add_expiring_argument(parser)
-    node_source.add_arguments(parser, window_default="1s")
+    node_source.add_arguments(parser, "check", window_default="1s")
 
 
 def run(args: argparse.Namespace) -> int:

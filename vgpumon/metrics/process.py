@@ -13,8 +13,8 @@ The output is byte-identical to prometheus-client's text and OpenMetrics output 
 ``/proc`` both ways). Like prometheus-client, it gives nothing where ``/proc`` cannot be read (not
 Linux).
 
-One difference, on purpose: ``serve`` is two processes, the server and its sampler process
-(vgpumon.collect.sampler_process), and an operator who watches the exporter's CPU and memory
+One difference, on purpose: ``serve`` on a large host is two processes, the server and its sampler
+process (vgpumon.collect.placement), and an operator who watches the exporter's CPU and memory
 means both. So CPU time, resident and virtual memory and open file descriptors are the sums over
 the process and its live children, and the CPU time of children that ended and were waited for
 (a sampler process started again) stays in, so the counter never goes back. The start time and

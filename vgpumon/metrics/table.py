@@ -1627,7 +1627,7 @@ FAMILIES: tuple[Family, ...] = (
     state_set(
         VGPU,
         "vgpumon_vgpu_vm_state",
-        "State of the libvirt domain holding the vGPU (state set; --libvirt-uri).",
+        "State of the libvirt domain holding the vGPU (state set; --libvirt.uri).",
         "state",
         VM_STATES,
         lambda v: v.vm.state if v.vm else None,
@@ -2015,7 +2015,7 @@ FAMILIES: tuple[Family, ...] = (
         POD,
         "vgpumon_pod_gpu_utilization_ratio",
         "Utilization of the device the container holds: whole GPU, vGPU (SM) or MIG (GPM SM "
-        "activity); opt-in, --kubernetes-pod-series.",
+        "activity); opt-in, --kubernetes.pod-series.",
         lambda it: _device_usage(it)[0],
         collector="kubelet",
     ),
@@ -2023,7 +2023,7 @@ FAMILIES: tuple[Family, ...] = (
         POD,
         "vgpumon_pod_gpu_memory_used_bytes",
         "Memory used on the device the container holds (GPU memory, vGPU framebuffer, MIG GPU "
-        "instance); opt-in, --kubernetes-pod-series.",
+        "instance); opt-in, --kubernetes.pod-series.",
         lambda it: _device_usage(it)[1],
         collector="kubelet",
     ),
