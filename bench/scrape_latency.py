@@ -653,7 +653,8 @@ def start_column(
     """The server of one column, its event loop under bench/serve_probe.py."""
     env = dict(os.environ)
     every = f"{interval:g}"
-    listen = ["--listen", f"127.0.0.1:{port}", "--interval", every, "--log.level", "warning"]
+    listen = ["--web.listen-address", f"127.0.0.1:{port}", "--interval", every]
+    listen += ["--log.level", "warning"]
     if column == "synthetic":
         env["VGPUMON_BENCH_PROBE_OUT"] = probe_out
         gpus, vgpus = synthetic_size(scenario)

@@ -58,7 +58,7 @@ def test_scrapes_are_answered_while_the_sampler_holds_the_interpreter(tmp_path: 
             "-m",
             "vgpumon.cli",
             "serve",
-            "--listen",
+            "--web.listen-address",
             f"127.0.0.1:{port}",
             "--interval",
             "1",
