@@ -4,8 +4,12 @@ Prints one line and exits 0 when the check finds nothing wrong, 1 when it finds 
 it cannot tell (NVML down, the exporter unreachable, bad flags). ``license``: a vGPU (host side) or
 a licensed feature (guest side) that is unlicensed; ``gpus``: a GPU lost, hung, or whose row
 remapping failed; ``xid``: an Xid that needs a reset or a drain (the critical set of
-docs/runbooks.md); ``all``: every check, the worst result first. Locally the Xids seen are those
-of the --window; with --url, those the exporter counted since it started.
+docs/runbooks.md); ``scheduler``: a vGPU the collector's share verdict calls starved (the one rule
+of docs/verdicts.md, read from the snapshot, never decided here); ``all``: every check, the worst
+result first. Locally the Xids seen are those of the --window; with --url, those the exporter
+counted since it started. A share verdict needs a minute of scheduler counters, which only a
+running exporter has: locally ``scheduler`` says why there is none (exit 2), and ``all`` reports
+that without letting it hide the other checks' results.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from vgpumon.model import Snapshot
 from vgpumon.nodefeatures import LICENSE_EXPIRING, UNLICENSED_STATES, license_state
 
 OK, PROBLEM, UNKNOWN = 0, 1, 2  # node-problem-detector's plugin exit codes
-CHECKS = ("license", "gpus", "xid", "all")
+CHECKS = ("license", "gpus", "xid", "scheduler", "all")
 Result = tuple[int, str]
 
 
@@ -94,15 +98,50 @@ def check_xid(snapshot: Snapshot) -> Result:
     return OK, "no Xid"
 
 
+def check_scheduler(snapshot: Snapshot) -> Result:
+    from vgpumon.view.format import pct, share_state
+
+    starved = []
+    undecided: dict[str, int] = {}
+    decided = 0
+    for g in snapshot.gpus:
+        vms = {v.vgpu_id: (v.vm.name if v.vm is not None else v.vm_id) for v in g.vgpu_instances}
+        for sch in g.vgpu_schedulers:
+            for v in sch.shares:
+                if v.state == "starved":
+                    starved.append(
+                        f"vGPU {v.vgpu_id} on GPU {g.index} (VM {vms.get(v.vgpu_id)}) starved: "
+                        f"received {pct(v.received)} of a {pct(v.due)} due"
+                    )
+                elif v.state == "ok":
+                    decided += 1
+                else:
+                    undecided[v.state] = undecided.get(v.state, 0) + 1
+    if starved:
+        more = f" and {len(starved) - 1} more" if len(starved) > 1 else ""
+        return PROBLEM, f"{starved[0]}{more}"
+    if undecided and not decided:
+        why = max(sorted(undecided), key=lambda k: undecided[k])
+        return UNKNOWN, f"scheduler: {share_state(why)}"
+    if not decided:
+        return OK, "no vGPU scheduler on this node"
+    return OK, f"no vGPU starved ({decided} with a verdict)"
+
+
 def run_checks(snapshot: Snapshot, which: str, *, expiring_seconds: float) -> Result:
     table: dict[str, Callable[[], Result]] = {
         "license": lambda: check_license(snapshot, expiring_seconds=expiring_seconds),
         "gpus": lambda: check_gpus(snapshot),
         "xid": lambda: check_xid(snapshot),
+        "scheduler": lambda: check_scheduler(snapshot),
     }
     if which != "all":
         return table[which]()
     results = [table[name]() for name in ("gpus", "xid", "license")]
+    code, message = table["scheduler"]()
+    # No share verdict yet (a one-shot local check never has a minute of counters) is said, but
+    # does not make the whole node unknown.
+    results.append((OK if code == UNKNOWN else code, message))
     # The worst first: a problem over an unknown over OK (NPD shows the first line).
     rank = {PROBLEM: 0, UNKNOWN: 1, OK: 2}
     results.sort(key=lambda r: rank[r[0]])
