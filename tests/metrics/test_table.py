@@ -61,7 +61,7 @@ VALUE_LABELS = {
     "namespace",
     "pod",
     "container",
-    "reading",  # a cadenced value of the sampler (collect.base.CADENCED), a fixed set
+    "reading",  # a cadenced value of the sampler (collect.registry.default_cadences())
     "vm_id",  # a VM in the hypervisor's process list (ESXi: its world ID), few per GPU
 }
 FORBIDDEN_LABELS = {"hostname", "host", "instance", "job", "node", "le", "quantile"}

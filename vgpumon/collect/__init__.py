@@ -45,7 +45,7 @@ async def take_snapshot(
         snapshot = await sampler.cycle()
         if sampler.needs_interval and not snapshot.health.wedged:
             await asyncio.sleep(max(0.0, interval))
-            snapshot = await sampler.cycle()
+            snapshot = await sampler.cycle(second_look=True)
         return snapshot
     finally:
         sampler.close()

@@ -36,7 +36,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from vgpumon.collect.base import (
-    CADENCED,
     NEEDS_INTERVAL,
     GpuBuilder,
     GpuContext,
@@ -131,6 +130,8 @@ class Sampler(GpuDispatch):
         # (inf: over the auto threshold), and the cycle of the latest: ``auto`` decides from them.
         self._serial_costs: collections.deque[float] = collections.deque(maxlen=AUTO_SERIAL_HISTORY)
         self._serial_cost_cycle = 0
+        self._cadence_rows: tuple[Any, tuple[SamplingCadence, ...]] | None = None
+        self._second_look = False  # cycle(second_look=True): the next cycle only
         self._acquire_hooks: list[Callable[[str, Any], None]] = []
         self._reinit_hooks: list[Callable[[], None]] = []
         self._listeners: list[Callable[[Snapshot], object]] = []
@@ -206,19 +207,27 @@ class Sampler(GpuDispatch):
             return self.latest.health.down_reason or self._library_error
         return None
 
-    async def cycle(self) -> Snapshot:
+    async def cycle(self, *, second_look: bool = False) -> Snapshot:
         """Run one sampling cycle now and return (and publish) its snapshot.
 
         The cycle runs in a thread (:meth:`cycle_now`), so the loop waits without being woken
         by its phases; a cycle of :meth:`run` in flight is waited for, never overlapped.
+
+        ``second_look``: a one-shot consumer's second cycle, after a reader asked for one
+        (:attr:`needs_interval`): a GPU whose reader asked reads every cadenced value now
+        (``GpuContext.second_look``), so its averages exist whatever the cadences.
         """
+        self._second_look = second_look
         import asyncio  # here: the sampler process drives cycles without an event loop
 
         if self._cycle_worker is None:
             # One thread of its own, not the loop's default executor: that one may start a new
             # thread when asked again before its last one is idle.
             self._cycle_worker = Worker("cycle")
-        snap = await asyncio.wrap_future(self._cycle_worker.submit(self.cycle_now))
+        try:
+            snap = await asyncio.wrap_future(self._cycle_worker.submit(self.cycle_now))
+        finally:
+            self._second_look = False
         self._notify(snap)
         return snap
 
@@ -523,12 +532,19 @@ class Sampler(GpuDispatch):
         return dataclasses.replace(snap, collectors=(*snap.collectors, *statuses))
 
     def _cadences(self) -> tuple[SamplingCadence, ...]:
-        """What a reading's averages cover (validate --url waits for a step's by these)."""
+        """What a reading's averages cover (validate --url waits for a step's by these); made
+        again only when the config's interval or cadences change."""
+        from vgpumon.collect.registry import default_cadences
+
         interval = self.config.interval_seconds
-        return tuple(
-            SamplingCadence(name, max(interval, self.config.cadences.get(name, 0.0)))
-            for name in sorted(CADENCED)
-        )
+        key = (interval, tuple(sorted(self.config.cadences.items())))
+        if self._cadence_rows is None or self._cadence_rows[0] != key:
+            rows = tuple(
+                SamplingCadence(name, max(interval, self.config.cadences.get(name, default)))
+                for name, default in default_cadences().items()
+            )
+            self._cadence_rows = (key, rows)
+        return self._cadence_rows[1]
 
     def _abandon(self, start_mono: float, why: str) -> Snapshot:
         self._abandoned += 1
@@ -689,7 +705,7 @@ class Sampler(GpuDispatch):
             return result
 
         def read(progress: JobProgress) -> GpuResult:
-            slot.state.pop(NEEDS_INTERVAL, None)
+            asked = bool(slot.state.pop(NEEDS_INTERVAL, None))
             ctx = GpuContext(
                 session=self.session,
                 handle=slot.handle,
@@ -700,6 +716,7 @@ class Sampler(GpuDispatch):
                 previous=previous,
                 now=now,
                 shared=self.services,
+                second_look=asked and self._second_look,
             )
             out, timings, failed = progress.out, progress.timings, progress.failed
             for reader in self.readers:
