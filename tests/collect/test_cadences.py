@@ -10,7 +10,18 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from vgpumon.collect import gpm, health, licensing, memory, mig, nvlink, pcie, power, vgpu
+from vgpumon.collect import (
+    gpm,
+    health,
+    licensing,
+    memory,
+    mig,
+    nvlink,
+    pcie,
+    power,
+    vgpu,
+    vgpu_migration,
+)
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.device import READERS as DEVICE_READERS
 from vgpumon.collect.pcie import FI_DEV_PCIE_REPLAY_COUNTER
@@ -233,6 +244,7 @@ async def test_a_sampler_configured_with_nothing_reads_at_its_collectors_cadence
             "energy": 10.0,
             "gpm": 5.0,
             "license": 10.0,
+            "migration": 10.0,
             "nvlink": 30.0,
             "pcie_replay": 10.0,
             "pcie_throughput": 10.0,
@@ -254,3 +266,32 @@ def test_the_commands_that_sample_read_at_the_collectors_cadences() -> None:
     assert _effective(SamplerConfig(interval_seconds=2.0)) == default_cadences()
     validate = _effective(in_process_config(0.5))
     assert validate == {**default_cadences(), "gpm": 0.0, "processes": 0.0}
+
+
+async def test_the_migration_payload_is_read_at_its_cadence_and_a_new_vgpu_at_once(
+    sim_host: SimHostFactory,
+) -> None:
+    """The payload size was read every cycle for every vGPU (768 calls a cycle on a 16 x 48
+    host): now every 10 s by default, a VM that just started read at once."""
+    readers = [*DEVICE_READERS, *vgpu.READERS, *vgpu_migration.READERS]
+    host = sim_host("vgpu-churn", readers, SamplerConfig())
+    calls = _counting(host)
+    snaps = await _run(host, 12)  # t = 0 .. 12: every vGPU read at 0 and 10
+    expected = started = 0
+    previous: dict[int, int | None] = {}
+    for t, snap in enumerate(snaps):
+        sizes = {v.vgpu_id: v.migration_state_bytes for v in snap.gpus[0].vgpu_instances}
+        assert all(size is not None for size in sizes.values()), f"t={t}"
+        if t in (0, 10):
+            expected += len(sizes)
+        else:
+            new = sizes.keys() - previous.keys()
+            expected += len(new)
+            started += len(new)
+            assert {i: sizes[i] for i in sizes if i in previous} == {
+                i: previous[i] for i in sizes if i in previous
+            }, f"t={t}: the last size stands"
+        previous = sizes
+    every_cycle = sum(len(s.gpus[0].vgpu_instances) for s in snaps)
+    assert calls["nvmlVgpuInstanceGetRuntimeStateSize"] == expected < every_cycle / 2
+    assert started >= 3, "VMs started between the reads, and were read at once"

@@ -150,8 +150,10 @@ def _ssh_default(name: str) -> Callable[[], str]:
     return shown
 
 
-def _cadence(cadence: str, what: str, more: str = "") -> Setting:
-    """A cadence row: its default is the collector's own (every command samples as serve does)."""
+def _cadence(cadence: str, what: str, more: str = "", *, old_flag: bool = True) -> Setting:
+    """A cadence row: its default is the collector's own (every command samples as serve does).
+    ``old_flag``: the row also answers to its old ``--interval.*`` spelling (a row added since the
+    flags were renamed never had one)."""
     return Setting(
         f"{cadence}_interval_seconds",
         f"intervals.{cadence}",
@@ -160,7 +162,7 @@ def _cadence(cadence: str, what: str, more: str = "") -> Setting:
         f"read {what} at most this often, keeping the last value between reads; 0: every cycle",
         "sampling",
         metavar="DURATION",
-        old_flags=(f"--interval.{cadence.replace('_', '-')}",),
+        old_flags=(f"--interval.{cadence.replace('_', '-')}",) if old_flag else (),
         more=more,
         cadence=cadence,
     )
@@ -393,6 +395,12 @@ SETTINGS: tuple[Setting, ...] = (
         "(GPU and each vGPU; a vGPU seen for the first time is read at once)",
     ),
     _cadence("pcie_replay", "the PCIe replay counter"),
+    _cadence(
+        "migration",
+        "each vGPU's live-migration payload size",
+        "(a vGPU seen for the first time is read at once)",
+        old_flag=False,
+    ),
     _cadence(
         "nvlink",
         "NVLink per-link state and counters",
