@@ -880,8 +880,3 @@ def _within(fut: concurrent.futures.Future[T], timeout: float) -> T | None:
         return fut.result(timeout=max(0.0, timeout))
     except concurrent.futures.TimeoutError:
         return None
-
-
-def _set_done(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)

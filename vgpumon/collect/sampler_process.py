@@ -81,6 +81,17 @@ def _grow_pipe(fd: int) -> None:
         fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
 
 
+def _read_now(fd: int) -> bytes | None:
+    """What the pipe ``fd`` holds now: ``b""`` at its end (or on an error), None when nothing has
+    come yet (it is non-blocking)."""
+    try:
+        return os.read(fd, PIPE_BYTES)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
 class _Child:
     """One run of the child process: its process, its stdin and the read end of its output."""
 
@@ -278,12 +289,9 @@ class SamplerProcess:
         ended = asyncio.Event()
 
         def readable() -> None:
-            try:
-                data = os.read(child.output, PIPE_BYTES)
-            except BlockingIOError:
+            data = _read_now(child.output)
+            if data is None:
                 return
-            except OSError:
-                data = b""
             if not data:
                 loop.remove_reader(child.output)
                 ended.set()
@@ -312,13 +320,7 @@ class SamplerProcess:
         done = asyncio.Event()
 
         def readable() -> None:
-            try:
-                data = os.read(child.output, PIPE_BYTES)
-            except BlockingIOError:
-                return
-            except OSError:
-                data = b""
-            if not data:
+            if _read_now(child.output) == b"":  # what comes after the stop is dropped
                 loop.remove_reader(child.output)
                 done.set()
 
