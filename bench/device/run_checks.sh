@@ -14,7 +14,8 @@
 #   (bench/shim/nvml_standin.py: the H100's per-call costs spent with the interpreter released; it
 #   builds a small C function with the host's cc, else sleeps, and says which), and the server
 #   alone on a synthetic host of the same size (bench/scrape_latency.py). About 4 minutes.
-# PHASE "serve-31": "big-host", then "cost" (issue 31's figures in one go, about 10 minutes).
+# PHASE "serve-31": "big-host", then "cost" (issue 31's figures in one go, about 10 minutes; under 8
+#   with SECONDS_LOAD=15 PROFILE=0 COST_ARGS="--quick --rounds 2 --window 20": 6 minutes rehearsed).
 # Wheels for packages the machine lacks (h11, pytest-asyncio, nvitop, nvitop-exporter, py-spy) are
 # installed from .whl/ when that folder exists (a GPU host without PyPI access); everything
 # writes into OUTDIR.
@@ -91,15 +92,17 @@ cost)
     nvidia-smi --query-gpu=name,driver_version,mig.mode.current --format=csv,noheader >"$out/env.txt" 2>&1
     python3 bench/nvml_call_costs.py "${sim[@]}" --label "$label" --out "$out" >/dev/null 2>"$out/calls.err"
     echo "call costs exit $?" >>"$out/env.txt"
-    spy=$(command -v py-spy || echo /tmp/site/bin/py-spy)
-    python3 -m vgpumon.cli serve "${sim[@]}" --web.listen-address 127.0.0.1:9839 --interval 1 >"$out/serve.log" 2>&1 &
-    server=$!
-    sleep 8
-    python3 bench/device/thread_cpu.py "$server" 30 >"$out/threads-$label.txt" 2>&1
-    # py-spy after the split: its sampling would inflate the split
-    "$spy" record -r 250 -d 30 -f raw --threads -p "$server" -o "$out/pyspy-$label.txt" >"$out/pyspy.log" 2>&1
-    kill "$server"
-    wait "$server"
+    if [ "${PROFILE:-1}" != 0 ]; then  # PROFILE=0: no per-thread split nor py-spy (70 s less)
+        spy=$(command -v py-spy || echo /tmp/site/bin/py-spy)
+        python3 -m vgpumon.cli serve "${sim[@]}" --web.listen-address 127.0.0.1:9839 --interval 1 >"$out/serve.log" 2>&1 &
+        server=$!
+        sleep 8
+        python3 bench/device/thread_cpu.py "$server" 30 >"$out/threads-$label.txt" 2>&1
+        # py-spy after the split: its sampling would inflate the split
+        "$spy" record -r 250 -d 30 -f raw --threads -p "$server" -o "$out/pyspy-$label.txt" >"$out/pyspy.log" 2>&1
+        kill "$server"
+        wait "$server"
+    fi
     # shellcheck disable=SC2086 # COST_ARGS: extra arguments, e.g. "--rounds 1 --window 20"
     python3 bench/exporter_cost.py "${cost[@]}" ${COST_ARGS:-} --label "$label" --out "$out" 2>&1 | tail -25
     ;;
@@ -117,8 +120,11 @@ big-host)
     cat "$out/scrape-latency-whole-16x48.md"
     ;;
 serve-31)
+    date -u +"start %T" | tee "$out/times.txt"
     bash "$0" big-host "$out"
+    date -u +"big-host done %T" | tee -a "$out/times.txt"
     bash "$0" cost "$out"
+    date -u +"cost done %T" | tee -a "$out/times.txt"
     ;;
 *)
     echo "unknown phase $phase" >&2
