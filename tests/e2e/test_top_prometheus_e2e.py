@@ -471,4 +471,6 @@ async def test_top_shows_the_fleet_opens_a_host_in_full_and_live(stack: Stack) -
         await until("read live", lambda: app.hosts[shown].via == VIA_LIVE)
         await pilot.press("L")
         await until("back on Prometheus", lambda: app.hosts[shown].via == VIA_STORE)
+        assert backfill.client.http.open
     assert app.stop_feed(5.0)
+    assert not backfill.client.http.open, "closed with the app: no warning once top has ended"

@@ -164,6 +164,9 @@ class PrometheusBackfill:
         self.window = window_seconds
         self.step = max(step_seconds, window_seconds / 10000)  # Prometheus' 11k points cap
 
+    async def close(self) -> None:
+        await self.client.close()
+
     async def fill(self, history: History, host: str, snapshot: Snapshot) -> int:
         """Query the window before ``snapshot`` for its GPUs; returns the points added."""
         uuids = [g.uuid for g in snapshot.gpus]

@@ -258,6 +258,11 @@ class HttpClient:
         """No session is open (none yet, or closed)."""
         return self._http is None or self._http.closed
 
+    @property
+    def open(self) -> bool:
+        """A session is open (one was used and not closed since)."""
+        return self._http is not None
+
     async def close(self) -> None:
         if self._http is not None:
             await self._http.close()

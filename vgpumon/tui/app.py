@@ -43,6 +43,9 @@ class Backfill(Protocol):
 
     async def fill(self, history: History, host: str, snapshot: Snapshot) -> int: ...
 
+    async def close(self) -> None:
+        """Let go of its connections (on the app's loop, when the app ends)."""
+
 
 QUIT_SIGNALS = tuple(
     s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None
@@ -148,9 +151,14 @@ class VgpumonApp(App[None]):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, self.exit)
 
-    def on_unmount(self) -> None:
+    async def on_unmount(self) -> None:
         if self._runner is not None:
             self._runner.stop()  # waited for after the terminal is given back (stop_feed)
+        if self.backfill is not None:
+            # Its HTTP session lives on this loop: closed here, or aiohttp complains on stderr
+            # once the terminal is back ("Unclosed client session").
+            with contextlib.suppress(Exception):
+                await self.backfill.close()
 
     def stop_feed(self, seconds: float = STOP_SECONDS) -> bool:
         """Wait at most ``seconds`` for the feed to have stopped (after :meth:`run` returned);
