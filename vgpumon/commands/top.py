@@ -121,7 +121,7 @@ def metering_stage(args: argparse.Namespace) -> Enricher:
 
 # How long quitting gives NVML to shut down (after the terminal is given back): a wedged driver
 # does not keep the process alive (``Sampler.close``).
-NVML_CLOSE_SECONDS = 0.5
+NVML_CLOSE_SECONDS = 0.4
 
 
 @dataclass(frozen=True)
