@@ -263,9 +263,6 @@ class KeyedTable(ScrollView, can_focus=True):
             self.move_cursor(row=max(0, len(keys) - 1))
         self.refresh()
 
-    def clear(self) -> None:
-        self.sync([], [])
-
     def forget_lines(self) -> None:
         """Draw every line anew (the colours changed)."""
         self._lines.clear()
