@@ -147,14 +147,20 @@ def row_count(app: VgpumonApp) -> int:
     return app.screen.query_one("#gpus", KeyedTable).row_count
 
 
+async def open_tree(pilot: Any, feed: HandFeed) -> KeyedTable:
+    """The host's first reading, with every GPU expanded (``t``); the GPU table."""
+    feed.tell(big_host(1.0))
+    await settle(pilot)
+    await pilot.press("t")
+    await settle(pilot)
+    return pilot.app.screen.query_one("#gpus", KeyedTable)
+
+
 async def test_a_draw_of_the_open_tree_builds_only_the_rows_on_screen(built: Built) -> None:
     feed = HandFeed()
     app = app_over(feed)
     async with app.run_test(size=SIZE) as pilot:
-        feed.tell(big_host(1.0))
-        await settle(pilot)
-        await pilot.press("t")
-        await settle(pilot)
+        await open_tree(pilot, feed)
         assert row_count(app) == GPUS * (VGPUS + 1)
         for t in (2.0, 3.0, 4.0):
             built.reset()
@@ -187,11 +193,7 @@ async def test_a_key_moves_over_what_is_built_and_redraws_nothing(built: Built) 
     feed = HandFeed()
     app = app_over(feed)
     async with app.run_test(size=SIZE) as pilot:
-        feed.tell(big_host(1.0))
-        await settle(pilot)
-        await pilot.press("t")
-        await settle(pilot)
-        table = app.screen.query_one("#gpus", KeyedTable)
+        table = await open_tree(pilot, feed)
         built.reset()
         for _ in range(2 * SCREENFUL):
             await pilot.press("down")

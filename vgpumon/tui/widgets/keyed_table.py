@@ -51,6 +51,18 @@ def cell_width(cell: RenderableType) -> int:
     return cell_len(cell) if isinstance(cell, str) else 0
 
 
+class _RowMessage(Message):
+    """What a table says of one of its rows: which table, which row, the row's key."""
+
+    def __init__(self, table: KeyedTable, row: int, key: str | None) -> None:
+        super().__init__()
+        self.table, self.cursor_row, self.key = table, row, key
+
+    @property
+    def control(self) -> KeyedTable:
+        return self.table
+
+
 class KeyedTable(ScrollView, can_focus=True):
     """Rows by key, drawn only where seen, with a row cursor (rows are what one drills into)."""
 
@@ -109,27 +121,11 @@ class KeyedTable(ScrollView, can_focus=True):
 
     cursor_row: reactive[int] = reactive(0, repaint=False, always_update=False)
 
-    class RowHighlighted(Message):
+    class RowHighlighted(_RowMessage):
         """The cursor moved to another row (``key``; None in an empty table)."""
 
-        def __init__(self, table: KeyedTable, row: int, key: str | None) -> None:
-            super().__init__()
-            self.table, self.cursor_row, self.key = table, row, key
-
-        @property
-        def control(self) -> KeyedTable:
-            return self.table
-
-    class RowSelected(Message):
+    class RowSelected(_RowMessage):
         """Enter (or a click on the cursor's row) chose the row ``key``."""
-
-        def __init__(self, table: KeyedTable, row: int, key: str) -> None:
-            super().__init__()
-            self.table, self.cursor_row, self.key = table, row, key
-
-        @property
-        def control(self) -> KeyedTable:
-            return self.table
 
     class HeaderSelected(Message):
         """A click on the header of the column ``column_key``."""
