@@ -215,22 +215,26 @@ async def test_a_hung_gpu_is_badged(sim_host: Any) -> None:
             assert "hung" not in column(table(app, "gpus"), "badges", f"local/{g.uuid}")
 
 
-async def test_tables_update_by_key_never_by_clearing(sim_host: Any, monkeypatch: Any) -> None:
+async def test_tables_update_by_key_never_by_clearing(sim_host: Any) -> None:
     host = sim_host("vgpu-license-expiry")
     app = host.app()
-    # Wide enough for every column: a column that starts or stops fitting rebuilds the table.
     async with app.run_test(size=(240, 40)) as pilot:
         await host.at(0)
         await settle(pilot)
         await pilot.press("t")
         await settle(pilot)
         gpus = table(app, "gpus")
-        cleared: list[bool] = []
-        monkeypatch.setattr(gpus, "clear", lambda *a, **k: cleared.append(True))
+        await pilot.press("down")
+        await settle(pilot)
+        keys, cursor = gpus.held_keys, gpus.highlighted_key
+        assert cursor is not None and cursor != keys[0]
         before = gpus.updates
         await host.at(10)  # license states change
         await settle(pilot)
-        assert not cleared
+        # The same rows by key, the cursor on the same row: a table emptied and refilled would
+        # put the cursor back on the first row.
+        assert gpus.held_keys == keys
+        assert gpus.highlighted_key == cursor
         assert gpus.updates > before  # readings changed and reached the cells
 
 

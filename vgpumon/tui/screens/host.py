@@ -36,6 +36,7 @@ from vgpumon.view.columns import (
     HOST_PROCESS_COLUMNS,
     HOST_TREE_COLUMNS,
     HOST_VGPU_COLUMNS,
+    HOST_VM_COLUMNS,
     LOCAL,
     Column,
     present,
@@ -183,12 +184,27 @@ def _processes(app: TopState, built: vr.HostRows) -> list[tuple[str, Callable[[]
     return _ready([p for g in snap.gpus for p in vr.process_rows(built.host, g, local)])
 
 
+def _vms(app: TopState, built: vr.HostRows) -> list[tuple[str, Callable[[], Any]]]:
+    snap = built.snapshot
+    return _ready(
+        [p for g in snap.gpus for p in vr.process_rows(built.host, g, None) if p.kind == "vm"]
+    )
+
+
 HOLDERS: tuple[Holders, ...] = (
     Holders(
         "VMs on the GPUs (vGPU instances)",
         lambda snap: any(g.vgpu_instances for g in snap.gpus),
         _vgpus,
         HOST_VGPU_COLUMNS,
+    ),
+    Holders(
+        # An agentless hypervisor (ESXi) lists its VMs as processes: name and framebuffer, by
+        # world ID, also when its vGPU report is missing.
+        "VMs on the GPUs (the hypervisor's process list)",
+        lambda snap: any(p.kind == "vm" for g in snap.gpus for p in g.processes or ()),
+        _vms,
+        HOST_VM_COLUMNS,
     ),
     Holders(
         "MIG instances",

@@ -13,10 +13,16 @@ from vgpumon.tui.cells import table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.keyed_table import KeyedTable
 from vgpumon.view import rows as vr
-from vgpumon.view.columns import CONTENTION_COLUMNS, SCHEDULER_COLUMNS, SHARE_COLUMNS
+from vgpumon.view.columns import (
+    CONTENTION_COLUMNS,
+    ENCODER_SHARE_COLUMNS,
+    SCHEDULER_COLUMNS,
+    SHARE_COLUMNS,
+)
 from vgpumon.view.format import share_state as format_share_state
 from vgpumon.view.metering import ContentionLine, contention_lines
 
+ENCODER_TITLE = "Encoder share over the last minute against the policy's due, per engine"
 SHARES_TITLE = "Share received over the last minute against the policy's due"
 CONTENTION_TITLE = "Starved in the last minute, and who ran above their due"
 NO_CONTENTION = "Contention: no vGPU starved in the last minute"
@@ -28,6 +34,8 @@ class SchedulerScreen(LiveScreen):
     def compose_body(self) -> ComposeResult:
         yield Static("vGPU schedulers", classes="section")
         yield KeyedTable(id="schedulers", classes="inner")
+        yield Static(ENCODER_TITLE, id="encoder-title", classes="section")
+        yield KeyedTable(id="encoders", classes="inner")
         yield Static(SHARES_TITLE, classes="section")
         yield KeyedTable(id="shares")
         yield Static(CONTENTION_TITLE, id="contention-title", classes="section")
@@ -44,6 +52,7 @@ class SchedulerScreen(LiveScreen):
         shares: list[vr.VgpuRow] = []
         contention: list[ContentionLine] = []
         query = app.filter_query
+        encoders: list[vr.EncoderShareRow] = []
         for host in app.host_names:
             update = app.hosts.get(host)
             built = app.rows(host)
@@ -55,6 +64,7 @@ class SchedulerScreen(LiveScreen):
             ]
             for g in snap.gpus:
                 scheds += vr.scheduler_rows(host, snap, g)
+                encoders += [e for e in vr.encoder_share_rows(host, g) if query.matches(e.fields)]
                 if g.vgpu_schedulers:
                     vgpus = built.vgpus(g.uuid)
                     shares += (
@@ -74,6 +84,11 @@ class SchedulerScreen(LiveScreen):
             self.lazy_cells(rows, vcols),
             main=True,
         )
+        etable = self.query_one("#encoders", KeyedTable)
+        etable.display = self.query_one("#encoder-title").display = bool(encoders)
+        ecols = table_columns(ENCODER_SHARE_COLUMNS, layout)
+        erows = self.sorted_rows(encoders, ENCODER_SHARE_COLUMNS)
+        self.fill(etable, ecols, self.lazy_cells(erows, ecols))
         self.show(
             self.query_one("#contention-title", Static), _contention_title(contention, scheds)
         )
