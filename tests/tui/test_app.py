@@ -238,6 +238,26 @@ async def test_tables_update_by_key_never_by_clearing(sim_host: Any) -> None:
         assert gpus.updates > before  # readings changed and reached the cells
 
 
+async def test_the_tree_takes_the_graphs_rows(sim_host: Any) -> None:
+    """The tree hides the holders and the graphs (a 16 x 48 host's tree needs every row); the
+    graphs' own show/hide must not override that once they were shown."""
+    host = sim_host("kvm-vgpu-timesliced")
+    app = host.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await host.cycles(1)
+        await settle(pilot)
+        graphs = app.screen.query_one("#host-graphs")
+        assert graphs.display  # tall enough for them
+        await pilot.press("t")
+        await settle(pilot)
+        await host.cycles(1)
+        await settle(pilot)
+        assert not graphs.display
+        await pilot.press("t")
+        await settle(pilot)
+        assert graphs.display
+
+
 async def test_hidden_screens_do_no_work(sim_host: Any, monkeypatch: Any) -> None:
     host = sim_host("kvm-vgpu-timesliced")
     app = host.app()

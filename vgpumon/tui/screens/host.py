@@ -267,7 +267,11 @@ class HostScreen(LiveScreen):
         )
         self.fill(table, columns, cells, main=True)
         self.set_class(app.tree_mode, "-tree")
-        if not app.tree_mode:
+        if app.tree_mode:
+            # The graphs' display is set inline when they are drawn, which outranks the
+            # stylesheet's -tree rule: hidden here too, so the tree gets their rows.
+            self.query_one("#host-graphs", Grid).display = False
+        else:
             self._draw_holders(built)
             self._draw_graphs(snap)
 
