@@ -122,8 +122,16 @@ async def _scraped(stack: Stack) -> None:
     try:
         while time.monotonic() < give_up:
             try:
+                # Every exporter's sample in, and every vgpumon target scraped once (the dead
+                # one's failure too: a host is listed from its target's ``up``).
                 got = await client.instant("count(vgpumon_last_sample_timestamp_seconds)")
-                if got.series and got.series[0][1] == len(EXPORTERS):
+                ups = await client.instant('count(up{job="vgpumon"})')
+                if (
+                    got.series
+                    and got.series[0][1] == len(EXPORTERS)
+                    and ups.series
+                    and ups.series[0][1] == len(EXPORTERS) + 1
+                ):
                     return
             except Exception:  # noqa: BLE001 - Prometheus still starting
                 pass
