@@ -9,6 +9,7 @@ import dataclasses
 import itertools
 import os
 import signal
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -232,6 +233,85 @@ async def test_a_vgpu_host_moves_its_sampler_to_a_process_of_its_own_without_a_g
         await asyncio.wait_for(task, 20)
         placed.close()
     assert not alive(child)
+
+
+async def test_a_large_hosts_first_cycle_runs_in_the_sampler_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A large host known at start never cycles in the serving process (a first cycle here held
+    the interpreter, and the server's event loop with it, for as long as it lasted)."""
+    from vgpumon.collect.sampler import Sampler
+
+    cycles_here: list[str] = []
+    real_cycle_now = Sampler.cycle_now
+
+    def counted(self: Sampler) -> Snapshot:
+        cycles_here.append(threading.current_thread().name)
+        return real_cycle_now(self)
+
+    monkeypatch.setattr(Sampler, "cycle_now", counted)
+    placed = PlacedSampler(
+        recipe("--sim", "kvm-vgpu-timesliced", "--interval", "0.2"), deadline_seconds=2
+    )
+    placed.start()
+    where: list[bool] = []
+    placed.on_snapshot(lambda snap: where.append(placed.in_own_process))
+    assert placed.not_ready_reason == "first sampling cycle not done"
+    stop = asyncio.Event()
+    task = asyncio.create_task(placed.run(stop))
+    try:
+        await until(lambda: len(where) >= 2)
+        assert where[0], "the first snapshot came from the sampler process"
+        assert cycles_here == [], "no cycle ran in the serving process"
+        assert placed._local is None and placed.not_ready_reason is None
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
+        placed.close()
+
+
+async def test_a_sampler_process_that_cannot_start_leaves_the_sampler_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def cannot(self: SamplerProcess, timeout: float | None = None) -> None:
+        raise SamplerStartFailed("no", 1)
+
+    monkeypatch.setattr(SamplerProcess, "start", cannot)
+    placed = PlacedSampler(
+        recipe("--sim", "kvm-vgpu-timesliced", "--interval", "0.1"), deadline_seconds=2
+    )
+    placed.start()
+    heard: list[Snapshot] = []
+    placed.on_snapshot(heard.append)
+    stop = asyncio.Event()
+    task = asyncio.create_task(placed.run(stop))
+    try:
+        await until(lambda: len(heard) >= 3)
+        assert not placed.in_own_process and placed.not_ready_reason is None
+        assert placed._moving is None, "it does not try to move again"
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 20)
+        placed.close()
+
+
+def test_which_hosts_are_large_before_a_cycle() -> None:
+    from vgpumon import sim
+    from vgpumon.collect.placement import large_by_nvml
+
+    def probed(scenario: str) -> bool | None:
+        module = sim.create(scenario)
+        module.nvmlInit()
+        try:
+            return large_by_nvml(module)
+        finally:
+            module.nvmlShutdown()
+
+    assert probed("passthrough-guest") is False
+    assert probed("kvm-vgpu-timesliced") is True  # one GPU, in vGPU host mode
+    assert probed("a100-mig-mixed") is True  # MIG
+    assert probed("baremetal-8xh100") is True  # more than two GPUs
+    assert large_by_nvml(sim.create("passthrough-guest")) is None  # not initialised: not known
 
 
 def test_which_hosts_are_large() -> None:

@@ -14,15 +14,22 @@ resident on top of one process that loads NVML). So:
   enabled): the sampler stays in the serving process. Its Python per cycle is small and broken
   up by NVML calls, which let the interpreter go (bench/results/ measures the loop's stalls);
 * **large host** (anything else, including a vGPU host with no VM running yet, which may run 48
-  vGPUs per GPU an hour later): the sampler moves to a process of its own as soon as a snapshot
-  shows it. That is the first cycle on a host known at start; on a host whose driver comes up
-  after ``serve`` (a DaemonSet started first), the first cycle that reads its GPUs.
+  vGPUs per GPU an hour later): the sampler runs in a process of its own from its first cycle.
 
-The move is one way. The sampler process builds its sampler from the same recipe
-(:class:`~vgpumon.collect.recipe.SamplerRecipe`); until its first snapshot the sampler here goes
-on, so nothing served is missing in between, and then it closes (NVML is shut down here). What a
-sampler accumulates (metering's counters, GPM's previous sample) starts again in the new process,
-as after a restart; on a host known at start that is after its first cycle.
+Which a host is, is decided before the first cycle, from a few NVML calls on the sampler built
+here (:func:`large_by_nvml`: the GPU count, and on at most :data:`SMALL_HOST_GPUS` GPUs their
+virtualization and MIG modes). A first cycle of a large host run here would hold the interpreter
+for as long as it lasts (seconds on a 16 x 48 host), while the server already answers. So a
+large host's sampler here never cycles: the sampler process is launched at once, builds its own
+sampler while this process starts serving, and the one here is closed (NVML is shut down here).
+Until the process's first snapshot, ``/-/ready`` says the first cycle is not done, as always.
+
+Where NVML does not say before a cycle (the driver not loaded yet: a DaemonSet started first),
+the sampler starts here and moves as soon as a snapshot shows a large host. Until the sampler
+process's first snapshot the sampler here goes on, so nothing served is missing in between, and
+then it closes. The move is one way; what a sampler accumulates (metering's counters, GPM's
+previous sample) starts again in the new process, as after a restart. A sampler process that
+cannot be started leaves the sampler here, as on a small host.
 """
 
 from __future__ import annotations
@@ -32,9 +39,10 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vgpumon.collect.sampler_process import SamplerProcess, SamplerStartFailed
+from vgpumon.collect.threads import daemon_thread
 from vgpumon.feed import tell
 from vgpumon.model import Snapshot
 
@@ -45,6 +53,52 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SMALL_HOST_GPUS = 2
+# NVML's virtualization mode of a vGPU host (nvmlGpuVirtualizationMode_t)
+VIRTUALIZATION_HOST_VGPU = 3
+# How long the probe before the first cycle may take before the host counts as not known
+# (a driver that does not answer: the sampler's own deadline then deals with it).
+PROBE_TIMEOUT_SECONDS = 2.0
+
+
+def large_by_nvml(module: Any) -> bool | None:
+    """Whether a host is large (:func:`large_host`), from NVML before any cycle; None when NVML
+    does not say (not initialised, the count unanswered).
+
+    At most ``1 + 3 x SMALL_HOST_GPUS`` calls: a host of more GPUs is large by its count alone. A
+    GPU whose mode calls are not supported has no vGPU host mode and no MIG, as its cycle says.
+    """
+    try:
+        count = int(module.nvmlDeviceGetCount())
+    except Exception:  # noqa: BLE001 - any failure: not known here
+        return None
+    if count > SMALL_HOST_GPUS:
+        return True
+    for index in range(count):
+        try:
+            handle = module.nvmlDeviceGetHandleByIndex(index)
+        except Exception:  # noqa: BLE001
+            return None
+        with contextlib.suppress(Exception):
+            if module.nvmlDeviceGetVirtualizationMode(handle) == VIRTUALIZATION_HOST_VGPU:
+                return True
+        with contextlib.suppress(Exception):
+            if module.nvmlDeviceGetMigMode(handle)[0]:
+                return True
+    return False
+
+
+def probe(module: Any, timeout: float = PROBE_TIMEOUT_SECONDS) -> bool | None:
+    """:func:`large_by_nvml` on a thread of its own, bounded: a call that hangs is left there,
+    and the host counts as not known."""
+    answer: list[bool | None] = [None]
+
+    def ask() -> None:
+        answer[0] = large_by_nvml(module)
+
+    thread = daemon_thread(ask, "vgpumon-probe")
+    thread.start()
+    thread.join(timeout)
+    return None if thread.is_alive() else answer[0]
 
 
 def large_host(snapshot: Snapshot) -> bool:
@@ -70,13 +124,32 @@ class PlacedSampler:
         self._process: SamplerProcess | None = None
         self._moved = False  # the sampler process has sent its first snapshot
         self._moving: asyncio.Task[None] | None = None
+        self._stays = False  # the sampler process could not be started: the sampler stays here
         self._listeners: list[Callable[[Snapshot], object]] = []
         self.latest: Snapshot | None = None
         self._name = "sampler"
 
     def start(self) -> None:
-        self._local = self._recipe()
-        self._name = self._local.name
+        """Build the sampler here; on a large host, launch the sampler process and close it."""
+        local = self._local = self._recipe()
+        self._name = local.name
+        if probe(local.session.module) is not True:
+            return
+        # its warnings were said here when the sampler was built
+        recipe = dataclasses.replace(self._recipe, warning=None)
+        scenario = getattr(local.session.module, "scenario", None)
+        if recipe.sim is not None and scenario is not None:
+            # the simulator's scenario, parsed here: the sampler process reads no YAML
+            recipe = dataclasses.replace(recipe, sim=scenario)
+        process = SamplerProcess(recipe, deadline_seconds=self._deadline)
+        try:
+            process.launch()
+        except OSError as exc:
+            log.error("the sampler could not start in a process of its own (%s); it runs here", exc)
+            return
+        self._process = process
+        self._local = None
+        local.close()  # it never cycled: its NVML is shut down, its memory freed before serving
 
     @property
     def in_own_process(self) -> bool:
@@ -89,7 +162,7 @@ class PlacedSampler:
 
     @property
     def not_ready_reason(self) -> str | None:
-        if self._moved and self._process is not None:
+        if self._process is not None and (self._moved or self._local is None):
             return self._process.not_ready_reason
         if self._local is not None:
             return self._local.not_ready_reason
@@ -114,6 +187,11 @@ class PlacedSampler:
         tell(self._listeners, snapshot)
 
     async def run(self, stop: asyncio.Event) -> None:
+        if self._local is None and self._process is not None:  # a large host, known at start
+            if await self._run_apart(self._process, stop):
+                return
+            self._local = await asyncio.to_thread(self._recipe)  # it could not start: here,
+            self._stays = True  # for good
         local = self._local
         if local is None:
             raise RuntimeError("start() the sampler before running it")
@@ -123,7 +201,7 @@ class PlacedSampler:
             if self._moved:
                 return  # the sampler process serves now
             self._publish(snapshot)
-            if self._moving is None and large_host(snapshot):
+            if self._moving is None and not self._stays and large_host(snapshot):
                 self._moving = asyncio.get_running_loop().create_task(
                     self._move(stop, local_stop), name="vgpumon-sampler-move"
                 )
@@ -144,6 +222,32 @@ class PlacedSampler:
             passing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await passing
+
+    async def _run_apart(self, process: SamplerProcess, stop: asyncio.Event) -> bool:
+        """The sampler process launched at start: wait until it is built, then read it until
+        ``stop``. False when it could not build its sampler (the caller runs it here)."""
+        try:
+            await asyncio.to_thread(process.start)
+        except (SamplerStartFailed, OSError) as exc:
+            log.error("the sampler could not start in a process of its own (%s); it runs here", exc)
+            self._process = None
+            return False
+
+        def from_process(snapshot: Snapshot) -> None:
+            if not self._moved:
+                self._moved = True
+                log.info(
+                    "a large host (%d GPUs; vGPU host, MIG or more than %d): the sampler runs in "
+                    "a process of its own (pid %s)",
+                    len(snapshot.gpus),
+                    SMALL_HOST_GPUS,
+                    process.pid,
+                )
+            self._publish(snapshot)
+
+        process.on_snapshot(from_process)
+        await process.run(stop)
+        return True
 
     async def _move(self, stop: asyncio.Event, local_stop: asyncio.Event) -> None:
         """Start the sampler process; at its first snapshot, stop and close the local sampler,

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from vgpumon.collect.enrich.base import Enricher
     from vgpumon.collect.metering import MeteringConfig
     from vgpumon.collect.sampler import Sampler
+    from vgpumon.sim import Scenario
 
 log = logging.getLogger("vgpumon.serve")
 
@@ -27,7 +28,9 @@ class SamplerRecipe:
     """The sampler of ``serve``: its config, NVML module, enrichers and metering, its logging."""
 
     config: SamplerConfig
-    sim: str | None = None
+    # a scenario's name or file, or the scenario itself (parsed once by the serving process: the
+    # sampler process then reads no YAML, vgpumon.collect.placement)
+    sim: str | Scenario | None = None
     nvml_module: str | None = None
     libvirt_uri: str | None = None
     kubelet_socket: str | None = None

@@ -110,6 +110,8 @@ class _Child:
             raise
         finally:
             os.close(write_end)
+        if self.proc.stdin is not None:  # the recipe (a simulator's scenario with it) in one write
+            _grow_pipe(self.proc.stdin.fileno())
         os.set_blocking(read_end, False)
         self.output = read_end
         self.buffer = frames.FrameBuffer()
@@ -200,6 +202,7 @@ class SamplerProcess:
         self._restart_initial = restart_initial
         self._restart_delay = restart_initial
         self._child: _Child | None = None
+        self._launched: _Child | None = None  # launch()'s, until start() hears from it
         self._name = "sampler process"
         self.latest: Snapshot | None = None
         self._not_ready: str | None = None
@@ -241,9 +244,18 @@ class SamplerProcess:
 
     # ------------------------------------------------------------------ start and stop
 
+    def launch(self) -> None:
+        """Start the child without waiting for it: it builds its sampler while this process goes
+        on with its own start-up; :meth:`start` then waits for it."""
+        if self._launched is None:
+            self._launched = _Child(self._recipe, self._python)
+
     def start(self, timeout: float | None = None) -> None:
-        """Start the child and wait until its sampler is built; raise the error it met."""
-        child = _Child(self._recipe, self._python)
+        """Start the child (unless :meth:`launch` did) and wait until its sampler is built; raise
+        the error it met."""
+        self.launch()
+        child, self._launched = self._launched, None
+        assert child is not None
         first = child.read_blocking(timeout)
         if first is None or first[0] != frames.HELLO:
             status = child.reap(self._deadline + CLOSE_TIMEOUT_SECONDS)
@@ -388,6 +400,8 @@ class SamplerProcess:
         """Stop the child (if :meth:`run` has not) and wait for it, bounded; True when it exited
         by itself."""
         child, self._child = self._child, None
+        if child is None:  # launched and never started, or nothing at all
+            child, self._launched = self._launched, None
         if child is None:
             return True
         bound = self._deadline + CLOSE_TIMEOUT_SECONDS if timeout is None else timeout

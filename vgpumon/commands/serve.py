@@ -261,7 +261,6 @@ def run(args: argparse.Namespace) -> int:
     from vgpumon import allocator, logs
     from vgpumon.collect.placement import PlacedSampler
     from vgpumon.export.listener import refuse_duplicate_listen
-    from vgpumon.export.server import serve
 
     allocator.tune()  # before any thread starts, as in the sampler process
     settings = settings_from_args(args)
@@ -271,14 +270,17 @@ def run(args: argparse.Namespace) -> int:
     if ssh is not None:
         return run_agentless(settings, ssh, args)
     nfd = nfd_listener(settings.nfd_features_file) if settings.nfd_features_file else None
-    # In this process while the host is small, in a process of its own once it is large
-    # (vgpumon.collect.placement says why). Errors building the sampler (no NVML module) end the
-    # command here, as one line.
+    # In this process on a small host, in a process of its own on a large one, from its first
+    # cycle (vgpumon.collect.placement says why). Errors building the sampler (no NVML module)
+    # end the command here, as one line.
     sampler = PlacedSampler(sampler_recipe(settings), deadline_seconds=settings.deadline_seconds)
     sampler.start()
     if nfd is not None:
         sampler.on_snapshot(nfd)
     try:
+        # imported now: a large host's sampler process starts meanwhile
+        from vgpumon.export.server import serve
+
         # A reload's fields reach the sampler (which ids it reads) and, through the export
         # options, the renderer (which families it writes).
         def on_reload(new: ServeSettings) -> None:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import importlib
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vgpumon.errors import VgpumonError, one_line
 from vgpumon.nvml.errors import error_name
 from vgpumon.nvml.session import NvmlSession
+
+if TYPE_CHECKING:
+    from vgpumon.sim import Scenario
 
 ENV_MODULE = "VGPUMON_NVML_MODULE"
 
@@ -29,9 +32,10 @@ class NvmlUnavailable(VgpumonError):
 
 
 def resolve_module(
-    sim: str | None = None, module_name: str | None = None, clock: Any = None
+    sim: str | Scenario | None = None, module_name: str | None = None, clock: Any = None
 ) -> tuple[Any, str]:
-    """Return (module, source label) without initialising it."""
+    """Return (module, source label) without initialising it (``sim``: a scenario's name, file
+    or the parsed scenario)."""
     if sim:
         from vgpumon import sim as simulator  # imported lazily: real hosts never load it
 
