@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -131,6 +132,9 @@ class TopFeed:
 
     feed: FleetFeed
     this_host: bool = False
+    # Readings of a host before printing it (``top`` piped): this host's sampler needs two, as
+    # ``snapshot`` takes two cycles (rates and GPM activity come from the second).
+    readings: int = 1
 
 
 def feed_from_args(args: argparse.Namespace) -> TopFeed:
@@ -174,7 +178,7 @@ def feed_from_args(args: argparse.Namespace) -> TopFeed:
         feed = this_host(
             sampler, closers=[lambda: asyncio.to_thread(sampler.close, NVML_CLOSE_SECONDS)]
         )
-        return TopFeed(feed, this_host=not session.source.startswith("sim:"))
+        return TopFeed(feed, this_host=not session.source.startswith("sim:"), readings=2)
 
     from vgpumon.sources.remote import Connection, RemoteTarget, remote_fleet
     from vgpumon.sources.targets import load_targets, password_from
@@ -201,11 +205,19 @@ def feed_from_args(args: argparse.Namespace) -> TopFeed:
     return TopFeed(remote_fleet(targets, connection, interval_seconds=interval))
 
 
+def _stdout_is_terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):  # closed or replaced by something that is no file
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
     top = feed_from_args(args)  # also turns --interval into seconds
     points = history_points(args.history, args.interval)
     from vgpumon.sources.history import History
     from vgpumon.tui.app import create_app
+    from vgpumon.tui.lifeline import Lifeline
 
     backfill = usage = None
     if args.prometheus:
@@ -225,7 +237,17 @@ def run(args: argparse.Namespace) -> int:
         theme=args.theme,
         backfill=backfill,
         usage=usage,
+        lifeline=(lifeline := Lifeline()),
     )
+    if not _stdout_is_terminal():
+        # Piped or redirected: one reading as text, then exit (every flag was checked above).
+        import asyncio
+
+        from vgpumon.commands.top_print import first_reading, print_reading
+
+        return print_reading(asyncio.run(first_reading(top.feed, readings=top.readings)))
+    # From here SIGHUP, SIGTERM and the terminal's loss end ``top`` within a second.
+    lifeline.install()
     app.run()
     app.stop_feed()  # the terminal is back; the feed frees what it holds, bounded
-    return 0
+    return lifeline.code

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -23,6 +22,8 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.driver import Driver
+from textual.drivers.linux_driver import LinuxDriver
 from textual.screen import Screen
 
 from vgpumon.feed import Fleet, HostState, HostUpdate, SnapshotFeed
@@ -31,6 +32,7 @@ from vgpumon.sources.history import History
 from vgpumon.sources.procinfo import ProcInfo, ProcTable
 from vgpumon.sources.usage import UsageClient
 from vgpumon.tui.cells import COLOUR, MONO, Palette
+from vgpumon.tui.lifeline import Lifeline
 from vgpumon.tui.runner import FeedThread
 from vgpumon.tui.state import TopState
 from vgpumon.tui.themes import MONOCHROME
@@ -44,9 +46,6 @@ class Backfill(Protocol):
     async def fill(self, history: History, host: str, snapshot: Snapshot) -> int: ...
 
 
-QUIT_SIGNALS = tuple(
-    s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None
-)
 REDRAW_SECONDS = 0.25  # how soon a new update reaches the screen (coalesces a fleet's updates)
 # How long quitting waits for the feed to stop (a cycle or poll in flight, freeing NVML): the
 # terminal is given back first; after this the process exits without it.
@@ -63,6 +62,8 @@ class VgpumonApp(App[None]):
         Binding("q", "quit", "quit"),
         # Textual keeps ctrl+c for copying; in a monitor it means quit, as in top and nvitop.
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
+        # The terminal is raw, so ctrl+z arrives as a key: suspend as a shell job, as top does.
+        Binding("ctrl+z", "suspend_process", "suspend", show=False, priority=True),
         Binding("p", "toggle_pause", "pause"),
         Binding("slash", "filter", "filter"),
         Binding("t", "toggle_tree", "tree"),
@@ -87,6 +88,7 @@ class VgpumonApp(App[None]):
         clock: Callable[[], float] = time.time,
         usage: UsageClient | None = None,
         this_host: bool = False,
+        lifeline: Lifeline | None = None,
     ) -> None:
         from vgpumon.tui.screens import modes
 
@@ -119,11 +121,28 @@ class VgpumonApp(App[None]):
         # (``this_host``): a remote or simulated host's pids name nothing (or something else) here.
         self.proc_table: ProcTable | None = ProcTable() if this_host else None
         self.send_signal: Callable[[int, int], None] = os.kill  # a test sends elsewhere
+        # Ends ``top`` when its terminal goes or a stop signal comes (``top`` in a terminal only).
+        self.lifeline = lifeline
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's terminal driver, its output guarded (:mod:`vgpumon.tui.driver`)."""
+        driver = super().get_driver_class()
+        if driver is LinuxDriver:
+            from vgpumon.tui.driver import TerminalDriver
+
+            return TerminalDriver
+        return driver
 
     # ------------------------------------------------------------------ life cycle
 
     def on_mount(self) -> None:
-        self._quit_on_signals()
+        if self.lifeline is not None:
+            # SIGTERM, SIGHUP and a lost terminal quit the way ``q`` does (the terminal, when
+            # still there, gets its screen back), within the lifeline's deadline.
+            self.lifeline.attach(asyncio.get_running_loop(), self.exit)
+        # Back from ctrl+z (or an outside SIGTSTP) and ``fg``: the terminal shows whatever the
+        # shell left, so every line is drawn again, not only what changed meanwhile.
+        self.app_resume_signal.subscribe(self, self._redraw_all)
         if self.feed.latest is not None:
             self.take(self.feed.latest)
         if self.start_feed:
@@ -137,13 +156,10 @@ class VgpumonApp(App[None]):
         self.switch_mode("overview")
         self._update_subtitle()
 
-    def _quit_on_signals(self) -> None:
-        """SIGTERM and SIGHUP (a closed terminal, ``kill``) quit the way ``q`` does, so the
-        terminal gets its screen, cursor and mouse back."""
-        loop = asyncio.get_running_loop()
-        for sig in QUIT_SIGNALS:
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, self.exit)
+    def _redraw_all(self, _app: object = None) -> None:
+        self.screen.refresh(repaint=True, layout=True)
+        self.refresh(repaint=True, layout=True)
+        self.dirty = True
 
     def on_unmount(self) -> None:
         if self._runner is not None:
@@ -238,7 +254,6 @@ class VgpumonApp(App[None]):
                 )
             )
         self.dirty = True
-
 
     def _tick(self) -> None:
         if not self.dirty or self.paused:
@@ -356,6 +371,7 @@ def create_app(
     clock: Callable[[], float] = time.time,
     usage: UsageClient | None = None,
     this_host: bool = False,
+    lifeline: Lifeline | None = None,
 ) -> VgpumonApp:
     """The app over ``feed``; tests pass ``start_feed=False`` and drive the feed's hosts.
 
@@ -370,6 +386,7 @@ def create_app(
         clock=clock,
         usage=usage,
         this_host=this_host,
+        lifeline=lifeline,
     )
     if theme is not None:
         if theme not in app.available_themes:
