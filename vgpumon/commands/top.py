@@ -75,7 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--theme",
         metavar="NAME",
-        help="a Textual theme, e.g. textual-dark, nord, vgpumon-mono (monochrome)",
+        help="a Textual theme, e.g. textual-dark, nord, vgpumon-mono (monochrome; the default "
+        "under NO_COLOR and on a monochrome TERM such as dumb or xterm-mono)",
     )
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.content import Content
 from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
 from textual.screen import Screen
@@ -31,11 +32,12 @@ from vgpumon.model import Snapshot
 from vgpumon.sources.history import History
 from vgpumon.sources.procinfo import ProcInfo, ProcTable
 from vgpumon.sources.usage import UsageClient
-from vgpumon.tui.cells import COLOUR, MONO, Palette
+from vgpumon.tui.cells import COLOUR, Palette, palette_for
+from vgpumon.tui.contrast import legible_variables
 from vgpumon.tui.lifeline import Lifeline
 from vgpumon.tui.runner import FeedThread
 from vgpumon.tui.state import TopState
-from vgpumon.tui.themes import MONOCHROME
+from vgpumon.tui.themes import MONOCHROME, wants_monochrome
 from vgpumon.view.events import Event, connection_events, snapshot_events
 from vgpumon.view.filter import Query
 
@@ -51,6 +53,15 @@ REDRAW_SECONDS = 0.25  # how soon a new update reaches the screen (coalesces a f
 # terminal is given back first; after this the process exits without it.
 STOP_SECONDS = 1.0
 EVENTS_KEPT = 1000
+# Until a theme's own are computed (vgpumon.tui.contrast.legible_variables).
+TOP_VARIABLE_DEFAULTS = {
+    "vgpumon-error": "red",
+    "vgpumon-warning": "yellow",
+    "vgpumon-good": "green",
+    "vgpumon-section": "white",
+    "vgpumon-gauge": "cyan",
+    "vgpumon-muted": "grey",
+}
 
 
 class VgpumonApp(App[None]):
@@ -112,6 +123,10 @@ class VgpumonApp(App[None]):
         self.redraws = 0  # screens drawn by the timer: tests check that pausing stops them
         self.palette: Palette = COLOUR
         self.register_theme(MONOCHROME)
+        # Its colours are the terminal's own sixteen, whose contrast nothing here can know (every
+        # theme offered keeps text legible: tests/tui/test_contrast.py); vgpumon-mono is for
+        # terminals with few colours or none.
+        self.unregister_theme("textual-ansi")
         self.backfill = backfill
         self.usage = usage  # the usage screen's hourly windows (top --prometheus)
         self.clock = clock  # event times (a test passes the simulator's clock)
@@ -136,6 +151,7 @@ class VgpumonApp(App[None]):
     # ------------------------------------------------------------------ life cycle
 
     def on_mount(self) -> None:
+        self.palette = palette_for(self.get_css_variables(), mono=self.theme == MONOCHROME.name)
         if self.lifeline is not None:
             # SIGTERM, SIGHUP and a lost terminal quit the way ``q`` does (the terminal, when
             # still there, gets its screen back), within the lifeline's deadline.
@@ -323,8 +339,24 @@ class VgpumonApp(App[None]):
         if self.current_mode != mode:
             await self.switch_mode(mode)
 
+    def format_title(self, title: str, sub_title: str) -> Content:
+        """The header's line: the sub-title (what is shown, PAUSED, the filter) at full
+        contrast, not Textual's dim one."""
+        if not sub_title:
+            return Content(title)
+        return Content.assemble(Content(title), " — ", Content(sub_title))
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        """top's own colour variables (the stylesheet reads them), before a theme sets them."""
+        return {**super().get_theme_variable_defaults(), **TOP_VARIABLE_DEFAULTS}
+
+    def get_css_variables(self) -> dict[str, str]:
+        """The theme's variables, its text colours made legible where they are drawn, and top's
+        own colours computed from it (:mod:`vgpumon.tui.contrast`)."""
+        return legible_variables(super().get_css_variables())
+
     def watch_theme(self, theme: str) -> None:
-        self.palette = MONO if theme == MONOCHROME.name else COLOUR
+        self.palette = palette_for(self.get_css_variables(), mono=theme == MONOCHROME.name)
         from vgpumon.tui.screens.base import LiveScreen
 
         for screen in self.screen_stack:
@@ -388,6 +420,8 @@ def create_app(
         this_host=this_host,
         lifeline=lifeline,
     )
+    if theme is None and wants_monochrome(app.no_color, os.environ.get("TERM")):
+        theme = MONOCHROME.name  # NO_COLOR (Textual has read it: app.no_color) or a mono TERM
     if theme is not None:
         if theme not in app.available_themes:
             from vgpumon.errors import ConfigError

@@ -215,10 +215,9 @@ class LiveScreen(Screen[None]):
         return sort_rows(rows, column, self.sort_reverse)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """``s``/``S`` only where a table can be sorted (hidden from the footer elsewhere)."""
-        if action in ("sort_next", "sort_reverse") and not self.sortable:
-            return None
-        return True
+        """``s``/``S`` only where a table can be sorted (hidden from the footer elsewhere: a
+        disabled key would be drawn dimmed, below the contrast text needs)."""
+        return bool(self.sortable) or action not in ("sort_next", "sort_reverse")
 
     def action_sort_next(self) -> None:
         """The next shown column; load-like columns start largest first."""

@@ -43,16 +43,19 @@ from vgpumon.view.columns import (
 from vgpumon.view.filter import Query
 
 
-def host_title(host: str, vapp_hosts: Mapping[str, HostUpdate], multi: bool) -> Text:
+def host_title(
+    host: str, vapp_hosts: Mapping[str, HostUpdate], multi: bool, palette: Palette
+) -> Text:
     update = vapp_hosts.get(host)
     text = Text()
     if multi:
         text.append(f"{host}  ", style="bold")
     if update is None:
         return text.append("waiting for the first reading…")
-    text.append(update.state.value, style="bold" if update.state.value == "up" else "bold red")
+    up = update.state.value == "up"
+    text.append(update.state.value, style="bold" if up else palette.error)
     if update.error:
-        text.append(f"  {update.error}", style="red")
+        text.append(f"  {update.error}", style=palette.error)
     snap = update.snapshot
     if snap is not None:
         d = snap.driver
@@ -61,19 +64,19 @@ def host_title(host: str, vapp_hosts: Mapping[str, HostUpdate], multi: bool) -> 
             f"  CUDA {f.or_dash(d.cuda_driver_version)}"
         )
         if snap.health.wedged:
-            text.append("  sampler wedged", style="bold red")
+            text.append("  sampler wedged", style=palette.error)
         if update.stale:
-            text.append("  (last known data)", style="yellow")
+            text.append("  (last known data)", style=palette.warning)
     return text
 
 
 TREE_MID, TREE_LAST = "├ ", "└ "
 
 
-def _tree_cells(cells: Cells, last: bool) -> Cells:
+def _tree_cells(cells: Cells, last: bool, palette: Palette) -> Cells:
     """An instance row's cells with the tree's branch in front of its first cell."""
     first = cells[0]
-    branch = Text(TREE_LAST if last else TREE_MID, style="dim")
+    branch = Text(TREE_LAST if last else TREE_MID, style=palette.branch)
     if isinstance(first, Text):
         branch.append_text(first)
     return (branch, *cells[1:])
@@ -126,7 +129,9 @@ def gpu_table_rows(
                     child.key,
                     signature,
                     functools.partial(
-                        lambda c, lst: _tree_cells(row_cells(c, columns, layout, palette), lst),
+                        lambda c, lst: _tree_cells(
+                            row_cells(c, columns, layout, palette), lst, palette
+                        ),
                         child,
                         last,
                     ),
@@ -213,7 +218,9 @@ class HostScreen(LiveScreen):
 
     def draw(self) -> None:
         app = self.vapp
-        self.query_one("#title", Static).update(host_title(self.host, app.hosts, app.multi_host))
+        self.query_one("#title", Static).update(
+            host_title(self.host, app.hosts, app.multi_host, app.palette)
+        )
         update = app.hosts.get(self.host)
         table = self.query_one("#gpus", KeyedTable)
         if update is None or update.snapshot is None:
