@@ -83,7 +83,9 @@ class VgpumonApp(App[None]):
         Binding("2", "show('scheduler')", "scheduler", show=False),
         Binding("3", "show('licenses')", "licenses", show=False),
         Binding("4", "show('events')", "events", show=False),
-        Binding("5,question_mark,f1", "show('help')", "help"),
+        # Named in the footer as ``?`` (htop and nvitop's key), not as its screen number.
+        Binding("question_mark,f1", "show('help')", "help", key_display="?"),
+        Binding("5", "show('help')", "help", show=False),
         Binding("u", "show('usage')", "usage", show=False),
         Binding("6,c", "show('capacity')", "capacity", show=False),
     ]

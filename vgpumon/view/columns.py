@@ -21,6 +21,7 @@ column, not a branch in a screen.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -66,6 +67,9 @@ class Column(Generic[R]):
     parts: Callable[[R], Sequence[tuple[str, str | None]]] | None = None  # styled pieces
     gauge: Callable[[R], float | None] | None = None  # ratio of a gauge before the text
     gauge_narrow: bool = False  # the gauge also in the normal (not only the wide) layout
+    # At least this wide, for a column whose values change width (a host's state): the columns
+    # after it hold still when one row's value grows.
+    width: int = 0
 
 
 PODS = "pods"  # the kubelet enricher gave devices to pods (``Snapshot.allocations``)
@@ -159,11 +163,28 @@ def _ratio(
     )
 
 
+def natural_key(row: object) -> tuple[Any, ...]:
+    """A row's key (``host/uuid/vgpu/12``) in natural order: ``vgpu/3`` before ``vgpu/12``."""
+    parts = re.split(r"(\d+)", str(getattr(row, "key", "")))
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
+
+
 def sort_rows(rows: Sequence[R], column: Column[R], reverse: bool = False) -> list[R]:
-    """Rows ordered by ``column``'s raw value; rows without a value last in both directions."""
-    present = [r for r in rows if column.sort(r) is not None]
-    absent = [r for r in rows if column.sort(r) is None]
-    return sorted(present, key=column.sort, reverse=reverse) + absent
+    """Rows ordered by ``column``'s raw value; rows without a value last in both directions.
+
+    Rows whose cells read the same tie and keep the order of their keys in both directions: raw
+    values that trade places below the shown precision (two vGPUs at 40%/25%) would otherwise
+    swap the rows on every refresh."""
+    keyed = sorted(
+        ((column.sort(r), column.cell(r), r) for r in rows), key=lambda t: natural_key(t[2])
+    )
+    shown: dict[str, Any] = {}  # one sort value per shown text: the lowest
+    for value, text, _ in keyed:
+        if value is not None and (text not in shown or value < shown[text]):
+            shown[text] = value
+    present = [(shown[text], r) for value, text, r in keyed if value is not None]
+    absent = [r for value, _, r in keyed if value is None]
+    return [r for _, r in sorted(present, key=lambda t: t[0], reverse=reverse)] + absent
 
 
 def _share(v: VgpuRow) -> str:
@@ -851,7 +872,9 @@ LICENSE_COLUMNS: tuple[Column[LicenseRow], ...] = (
 
 
 def _host_state(r: HostRow) -> str:
-    return r.state + (" (stale)" if r.stale else "")
+    """A host's state; ``(stale)`` where a host that is up shows its last good reading (an
+    unreachable host's data is its last known by definition)."""
+    return r.state + (" (stale)" if r.stale and r.state != "unreachable" else "")
 
 
 HOST_COLUMNS: tuple[Column[HostRow], ...] = (
@@ -863,6 +886,7 @@ HOST_COLUMNS: tuple[Column[HostRow], ...] = (
         lambda r: r.state,
         priority=1,
         style=lambda r: ERROR if r.state == "unreachable" else None,
+        width=len("unreachable"),
     ),
     Column(
         "gpus",

@@ -141,7 +141,13 @@ class LiveScreen(Screen[None]):
         shown_rows = self._visible_cells(table, rows)
         labels = [self._label(c, main) for c in columns]
         widths = [
-            max([cell_len(label), *(cell_width(cells[i]) for _, cells in shown_rows)])
+            max(
+                [
+                    cell_len(label),
+                    columns[i].width,
+                    *(cell_width(cells[i]) for _, cells in shown_rows),
+                ]
+            )
             for i, label in enumerate(labels)
         ]
         # The width the table's container gives it (a scrolling container's scrollbar excluded).
