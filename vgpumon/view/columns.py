@@ -21,7 +21,6 @@ column, not a branch in a screen.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -163,21 +162,13 @@ def _ratio(
     )
 
 
-def natural_key(row: object) -> tuple[Any, ...]:
-    """A row's key (``host/uuid/vgpu/12``) in natural order: ``vgpu/3`` before ``vgpu/12``."""
-    parts = re.split(r"(\d+)", str(getattr(row, "key", "")))
-    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
-
-
 def sort_rows(rows: Sequence[R], column: Column[R], reverse: bool = False) -> list[R]:
     """Rows ordered by ``column``'s raw value; rows without a value last in both directions.
 
-    Rows whose cells read the same tie and keep the order of their keys in both directions: raw
-    values that trade places below the shown precision (two vGPUs at 40%/25%) would otherwise
-    swap the rows on every refresh."""
-    keyed = sorted(
-        ((column.sort(r), column.cell(r), r) for r in rows), key=lambda t: natural_key(t[2])
-    )
+    Rows whose cells read the same tie and keep the order they came in (the screen's own: GPU
+    index, then instance) in both directions: raw values that trade places below the shown
+    precision (two vGPUs at 40%/25%) would otherwise swap the rows on every refresh."""
+    keyed = [(column.sort(r), column.cell(r), r) for r in rows]
     shown: dict[str, Any] = {}  # one sort value per shown text: the lowest
     for value, text, _ in keyed:
         if value is not None and (text not in shown or value < shown[text]):

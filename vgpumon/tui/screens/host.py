@@ -142,8 +142,9 @@ def gpu_table_rows(
 
 
 class GpuTable(KeyedTable):
-    """The host's GPU table: the arrows expand and fold here (DataTable's own left/right would
-    scroll sideways, and a focused widget's bindings win over the screen's)."""
+    """The host's GPU table and its holders: the arrows expand and fold the GPU of the row under
+    the cursor (DataTable's own left/right would scroll sideways, and a focused widget's
+    bindings win over the screen's)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("right,l", "screen.expand", "expand", show=False),
@@ -216,7 +217,7 @@ class HostScreen(LiveScreen):
         yield Static(id="title", classes="title")
         yield GpuTable(id="gpus")
         yield Static(id="holders-title", classes="section")
-        yield KeyedTable(id="holders")
+        yield GpuTable(id="holders")
         with Grid(id="host-graphs"):
             for i in range(GRAPHED_GPUS):
                 yield Graph(f"GPU {i} util", f.pct, window=self.vapp.graph_window, id=f"h-util-{i}")
@@ -266,10 +267,12 @@ class HostScreen(LiveScreen):
         has = present(snap) | ({LOCAL} if self.vapp.proc_table is not None else set())
         columns = table_columns(holders.columns, self.layout_now, frozenset(has))
         self.query_one("#holders-title", Static).update(Text(holders.title))
+        rows = self.sorted_rows(rows, columns, "holders")
         self.fill(
             self.query_one("#holders", KeyedTable),
             columns,
             [(r.key, self.cells(r, columns)) for r in rows],
+            sortable=True,
         )
 
     def _draw_graphs(self, snap: Snapshot) -> None:
@@ -287,8 +290,11 @@ class HostScreen(LiveScreen):
                 graph.show(series, snap.timestamp, 1.0, stale=not gpu.up)
 
     def _gpu_key(self) -> str | None:
-        """The GPU row key under the cursor (an instance row counts as its GPU)."""
-        key = self.query_one("#gpus", KeyedTable).highlighted_key
+        """The GPU of the row under the cursor of the focused table (the GPU table's when none
+        is): an instance, VM or process row counts as its GPU (its key starts ``host/uuid``)."""
+        focused = self.focused
+        table = focused if isinstance(focused, KeyedTable) else self.query_one("#gpus", KeyedTable)
+        key = table.highlighted_key
         if key is None:
             return None
         parts = key.split("/")
@@ -321,4 +327,4 @@ class HostScreen(LiveScreen):
         self.app.push_screen(GpuScreen(self.host, key.split("/", 1)[1]))
 
     def on_data_table_row_selected(self) -> None:
-        self.action_open()
+        self.action_open()  # Enter on either table: the GPU of the focused table's row
