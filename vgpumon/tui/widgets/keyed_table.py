@@ -13,11 +13,13 @@ first layout never depends on which rows had arrived when the table was first dr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from rich.cells import cell_len
 from rich.console import RenderableType
 from rich.text import Text
 from textual._two_way_dict import TwoWayDict
+from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
@@ -33,6 +35,13 @@ def cell_width(cell: RenderableType) -> int:
 
 class KeyedTable(DataTable[RenderableType]):
     """DataTable with :meth:`sync`; ``cursor_type`` is row, since rows are what one drills into."""
+
+    # Home and End go to the first and last row, as in htop and nvitop (DataTable's would scroll
+    # sideways in a row-cursor table: nothing on a table that fits the width).
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("home", "scroll_top", "First row", show=False),
+        Binding("end", "scroll_bottom", "Last row", show=False),
+    ]
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=False)
