@@ -17,11 +17,11 @@ SIZE = (120, 40)
 
 
 def labels(table: KeyedTable) -> list[str]:
-    return [str(c.label) for c in table.ordered_columns]
+    return list(table.column_labels)
 
 
 def column_keys(table: KeyedTable) -> list[str]:
-    return [str(c.key.value) for c in table.ordered_columns]
+    return list(table.column_keys)
 
 
 def screen_text(app: Any) -> list[str]:

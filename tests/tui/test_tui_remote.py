@@ -88,7 +88,7 @@ async def test_a_host_that_goes_down_comes_first_and_the_columns_hold_still() ->
                 return list(hosts.held_keys)
 
             def widths() -> list[int]:
-                return [c.get_render_width(hosts) for c in hosts.ordered_columns]
+                return list(hosts.column_widths)
 
             def state(name: str) -> str:
                 return plain(hosts.cells(name))[1] if hosts.cells(name) else ""

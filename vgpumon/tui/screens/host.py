@@ -25,13 +25,14 @@ from vgpumon.feed import HostUpdate
 from vgpumon.model import Gpu, Snapshot
 from vgpumon.sources.history import gpu_entity
 from vgpumon.tui.cells import CellCache, Layout, Palette, row_cells, table_columns
-from vgpumon.tui.screens.base import LiveScreen
+from vgpumon.tui.screens.base import LiveScreen, TableSort
 from vgpumon.tui.state import TopState
 from vgpumon.tui.widgets.graph import Graph
-from vgpumon.tui.widgets.keyed_table import Cells, KeyedTable
+from vgpumon.tui.widgets.keyed_table import Cells, KeyedTable, Source
 from vgpumon.view import format as f
 from vgpumon.view import rows as vr
 from vgpumon.view.columns import (
+    HOST_HOLDER_COLUMNS,
     HOST_MIG_COLUMNS,
     HOST_PROCESS_COLUMNS,
     HOST_TREE_COLUMNS,
@@ -84,67 +85,67 @@ def _tree_cells(cells: Cells, last: bool, palette: Palette) -> Cells:
 
 
 def gpu_table_rows(
-    host: str,
-    snap: Snapshot,
+    built: vr.HostRows,
     query: Query,
     expanded: set[str],
     tree: bool,
     layout: Layout,
     palette: Palette,
-    order: list[vr.GpuRow] | None = None,
-    key_prefix: str = "",
-    cache: CellCache | None = None,
-    vgpus_of: Mapping[str, list[vr.VgpuRow]] | None = None,
-) -> tuple[list[Column[Any]], list[tuple[str, Callable[[], Cells]]]]:
-    """Columns and rows (GPUs with their expanded instances) of a host's GPU table; every cell,
-    a GPU's or an instance's, comes from :data:`HOST_TREE_COLUMNS`."""
+    order: Sequence[vr.GpuRow],
+    cache: CellCache,
+) -> tuple[list[Column[Any]], list[tuple[str, Source]]]:
+    """Columns and rows (GPUs in ``order`` with their expanded instances) of a host's GPU
+    table; every cell, a GPU's or an instance's, comes from :data:`HOST_TREE_COLUMNS`.
+
+    An instance's row is made (and its row model built, :class:`~vgpumon.view.rows.HostRows`)
+    only when the table draws it: an expanded host of 768 vGPUs is 784 keys and a screenful of
+    rows. A filter reads every instance's fields, so with one the instances are all built."""
+    snap = built.snapshot
     columns = table_columns(HOST_TREE_COLUMNS, layout, present(snap))
-    cells_of = cache or CellCache()
     names = tuple(c.key for c in columns)
-    gpus = {g.uuid: g for g in snap.gpus}
-    out: list[tuple[str, Callable[[], Cells]]] = []
-    for row in order if order is not None else vr.gpu_rows(host, snap):
-        gpu: Gpu = gpus[row.uuid]
-        vgpus = vgpus_of[gpu.uuid] if vgpus_of is not None else vr.vgpu_rows(host, snap, gpu)
-        migs = vr.mig_rows(host, gpu, snap)
-        children: list[vr.VgpuRow | vr.MigRow] = [*migs, *vgpus]
+
+    def child_cells(make: Callable[[], vr.VgpuRow | vr.MigRow], last: bool) -> Cells:
+        child = make()
+        return cache.get(
+            child.key,
+            (child, names, layout, palette, last),
+            lambda: _tree_cells(row_cells(child, columns, layout, palette), last, palette),
+        )
+
+    out: list[tuple[str, Source]] = []
+    for row in order:
+        gpu: Gpu = built.gpu(row.uuid)
+        children: list[tuple[str, Callable[[], vr.VgpuRow | vr.MigRow]]] = [
+            (m.key, functools.partial(_same, m)) for m in vr.mig_rows(built.host, gpu, snap)
+        ]
+        children += [
+            (vr.vgpu_key(built.host, gpu, v), functools.partial(built.vgpu, gpu.uuid, i))
+            for i, v in enumerate(gpu.vgpu_instances)
+        ]
         if not query.empty:
             own = query.matches(row.fields)
-            matching = [c for c in children if query.matches(c.fields)]
+            matching = [(k, make) for k, make in children if query.matches(make().fields)]
             if not own and not matching:
                 continue
             if not own:
                 children = matching
-        out.append(
-            (
-                key_prefix + row.key,
-                functools.partial(cells_of.row, row, columns, layout, palette),
-            )
-        )
+        out.append((row.key, functools.partial(cache.row, row, columns, layout, palette)))
         if children and (tree or row.key in expanded):
-            for i, child in enumerate(children):
-                last = i == len(children) - 1
-                signature = (child, names, layout, palette, last)
-                cells = functools.partial(
-                    cells_of.get,
-                    child.key,
-                    signature,
-                    functools.partial(
-                        lambda c, lst: _tree_cells(
-                            row_cells(c, columns, layout, palette), lst, palette
-                        ),
-                        child,
-                        last,
-                    ),
-                )
-                out.append((key_prefix + child.key, cells))
+            last = len(children) - 1
+            out += [
+                (key, functools.partial(child_cells, make, i == last))
+                for i, (key, make) in enumerate(children)
+            ]
     return columns, out
 
 
+def _same(row: vr.MigRow) -> vr.MigRow:
+    return row
+
+
 class GpuTable(KeyedTable):
-    """The host's GPU table and its holders: the arrows expand and fold the GPU of the row under
-    the cursor (DataTable's own left/right would scroll sideways, and a focused widget's
-    bindings win over the screen's)."""
+    """The host's GPU table and its holders': the arrows expand and fold the GPU of the row under
+    the cursor (a focused widget's bindings win over the screen's)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("right,l", "screen.expand", "expand", show=False),
@@ -154,48 +155,95 @@ class GpuTable(KeyedTable):
 
 @dataclass(frozen=True)
 class Holders:
-    """One kind of thing that holds a host's GPUs, listed under the GPU table: the first kind the
-    host has is shown (a registry: a new kind is one entry)."""
+    """One kind of thing that holds a GPU, listed under the GPU table: each GPU's holders are of
+    the first kind it has, so every GPU's are listed, under it (a registry: a new kind is one
+    entry). Where kinds mix, one table holds them all with a kind column
+    (:data:`vgpumon.view.columns.HOST_HOLDER_COLUMNS`)."""
 
-    title: str
-    has: Callable[[Snapshot], bool]
-    rows: Callable[[TopState, str, Snapshot, Mapping[str, list[vr.VgpuRow]]], Sequence[Any]]
+    name: str  # in the title where kinds mix
+    title: str  # the title where it is the only kind
+    has: Callable[[Gpu], bool]
+    # (key, the row model's maker) of each of a GPU's: a maker is called for the rows the table
+    # draws
+    rows: Callable[[TopState, vr.HostRows, Gpu], Sequence[tuple[str, Callable[[], Any]]]]
     columns: Sequence[Column[Any]]
 
 
-def _processes(app: TopState, host: str, snap: Snapshot) -> list[vr.ProcessRow]:
-    local = app.local_processes(p.pid for g in snap.gpus for p in g.processes or ())
-    return [p for g in snap.gpus for p in vr.process_rows(host, g, local)]
+def _ready(rows: Sequence[Any]) -> list[tuple[str, Callable[[], Any]]]:
+    return [(r.key, functools.partial(_same, r)) for r in rows]
+
+
+def _vgpus(app: TopState, built: vr.HostRows, gpu: Gpu) -> list[tuple[str, Callable[[], Any]]]:
+    return [
+        (vr.vgpu_key(built.host, gpu, v), functools.partial(built.vgpu, gpu.uuid, i))
+        for i, v in enumerate(gpu.vgpu_instances)
+    ]
+
+
+def _migs(app: TopState, built: vr.HostRows, gpu: Gpu) -> list[tuple[str, Callable[[], Any]]]:
+    return _ready(vr.mig_rows(built.host, gpu, built.snapshot))
+
+
+def _processes(app: TopState, built: vr.HostRows, gpu: Gpu) -> list[tuple[str, Callable[[], Any]]]:
+    local = app.local_processes(p.pid for p in gpu.processes or ())
+    return _ready(vr.process_rows(built.host, gpu, local))
+
+
+def _vms(app: TopState, built: vr.HostRows, gpu: Gpu) -> list[tuple[str, Callable[[], Any]]]:
+    return _ready([p for p in vr.process_rows(built.host, gpu, None) if p.kind == "vm"])
 
 
 HOLDERS: tuple[Holders, ...] = (
     Holders(
+        "VMs",
         "VMs on the GPUs (vGPU instances)",
-        lambda snap: any(g.vgpu_instances for g in snap.gpus),
-        lambda app, host, snap, vgpus_of: [v for g in snap.gpus for v in vgpus_of[g.uuid]],
+        lambda gpu: bool(gpu.vgpu_instances),
+        _vgpus,
         HOST_VGPU_COLUMNS,
     ),
     Holders(
         # An agentless hypervisor (ESXi) lists its VMs as processes: name and framebuffer, by
         # world ID, also when its vGPU report is missing.
+        "VMs",
         "VMs on the GPUs (the hypervisor's process list)",
-        lambda snap: any(p.kind == "vm" for g in snap.gpus for p in g.processes or ()),
-        lambda app, host, snap, _v: [r for r in _processes(app, host, snap) if r.kind == "vm"],
+        lambda gpu: any(p.kind == "vm" for p in gpu.processes or ()),
+        _vms,
         HOST_VM_COLUMNS,
     ),
     Holders(
         "MIG instances",
-        lambda snap: any(g.mig_instances for g in snap.gpus),
-        lambda app, host, snap, _v: [m for g in snap.gpus for m in vr.mig_rows(host, g, snap)],
+        "MIG instances",
+        lambda gpu: bool(gpu.mig_instances),
+        _migs,
         HOST_MIG_COLUMNS,
     ),
     Holders(
-        "Processes on the GPUs",
-        lambda snap: True,
-        lambda app, host, snap, _v: _processes(app, host, snap),
-        HOST_PROCESS_COLUMNS,
+        "processes", "Processes on the GPUs", lambda gpu: True, _processes, HOST_PROCESS_COLUMNS
     ),
 )
+
+
+def holders_of(
+    app: TopState, built: vr.HostRows
+) -> tuple[str, Sequence[Column[Any]], list[tuple[str, Callable[[], Any]]]]:
+    """Every holder of every GPU, GPU by GPU: the title, the columns (the kind's own where one
+    kind holds them all, else the mixed table's with its kind column) and the rows."""
+    rows: list[tuple[str, Callable[[], Any]]] = []
+    kinds: list[Holders] = []
+    for gpu in built.snapshot.gpus:
+        holders = next(h for h in HOLDERS if h.has(gpu))
+        mine = holders.rows(app, built, gpu)
+        if mine and holders not in kinds:
+            kinds.append(holders)
+        rows += mine
+    if not kinds:
+        return HOLDERS[-1].title, HOLDERS[-1].columns, rows
+    if len(kinds) == 1:
+        return kinds[0].title, kinds[0].columns, rows
+    names = list(dict.fromkeys(h.name for h in kinds))
+    return "Holders of the GPUs: " + ", ".join(names), HOST_HOLDER_COLUMNS, rows
+
+
 GRAPHED_GPUS = 4  # live util graphs of the first GPUs, when the terminal has the rows
 GRAPHS_FROM_HEIGHT = 32
 
@@ -228,52 +276,50 @@ class HostScreen(LiveScreen):
 
     def draw(self) -> None:
         app = self.vapp
-        self.query_one("#title", Static).update(
-            host_title(self.host, app.hosts, app.multi_host, app.palette)
-        )
+        title = host_title(self.host, app.hosts, app.multi_host, app.palette)
+        self.show(self.query_one("#title", Static), title)
         update = app.hosts.get(self.host)
         table = self.query_one("#gpus", KeyedTable)
-        if update is None or update.snapshot is None:
+        built = app.rows(self.host)
+        if update is None or update.snapshot is None or built is None:
             table.sync([("index", "#")], [])
             return
         snap = update.snapshot
-        vgpus_of = {g.uuid: vr.vgpu_rows(self.host, snap, g) for g in snap.gpus}
-        gpu_rows = [vr.gpu_row(self.host, snap, g, vgpus_of[g.uuid]) for g in snap.gpus]
-        rows = self.sorted_rows(gpu_rows, HOST_TREE_COLUMNS)
         columns, cells = gpu_table_rows(
-            self.host,
-            snap,
+            built,
             app.filter_query,
             self.expanded,
             app.tree_mode,
             self.layout_now,
             app.palette,
-            order=rows,
+            order=self.sorted_rows(built.gpus, HOST_TREE_COLUMNS),
             cache=self.cell_cache,
-            vgpus_of=vgpus_of,
         )
         self.fill(table, columns, cells, main=True)
         self.set_class(app.tree_mode, "-tree")
-        if not app.tree_mode:
-            self._draw_holders(snap, vgpus_of)
+        if app.tree_mode:
+            # The graphs' display is set inline when they are drawn, which outranks the
+            # stylesheet's -tree rule: hidden here too, so the tree gets their rows.
+            self.query_one("#host-graphs", Grid).display = False
+        else:
+            self._draw_holders(built)
             self._draw_graphs(snap)
 
-    def _draw_holders(self, snap: Snapshot, vgpus_of: Mapping[str, list[vr.VgpuRow]]) -> None:
-        holders = next(h for h in HOLDERS if h.has(snap))
+    def _draw_holders(self, built: vr.HostRows) -> None:
+        snap = built.snapshot
+        title, kind_columns, rows = holders_of(self.vapp, built)
         query = self.vapp.filter_query
-        rows = [
-            r for r in holders.rows(self.vapp, self.host, snap, vgpus_of) if query.matches(r.fields)
-        ]
+        if not query.empty:
+            rows = [(k, make) for k, make in rows if query.matches(make().fields)]
         has = present(snap) | ({LOCAL} if self.vapp.proc_table is not None else set())
-        columns = table_columns(holders.columns, self.layout_now, frozenset(has))
-        self.query_one("#holders-title", Static).update(Text(holders.title))
-        rows = self.sorted_rows(rows, columns, "holders")
-        self.fill(
-            self.query_one("#holders", KeyedTable),
-            columns,
-            [(r.key, self.cells(r, columns)) for r in rows],
-            sortable=True,
-        )
+        columns = table_columns(kind_columns, self.layout_now, frozenset(has))
+        if self.sorts.get("holders", TableSort()).key is not None:
+            # Sorted: every row's model is needed to place it (as a filter needs them).
+            models = self.sorted_rows([make() for _, make in rows], columns, "holders")
+            rows = _ready(models)
+        self.show(self.query_one("#holders-title", Static), Text(title))
+        table = self.query_one("#holders", KeyedTable)
+        self.fill(table, columns, self.lazy_cells(rows, columns), sortable=True)
 
     def _draw_graphs(self, snap: Snapshot) -> None:
         grid = self.query_one("#host-graphs", Grid)
@@ -326,5 +372,5 @@ class HostScreen(LiveScreen):
 
         self.app.push_screen(GpuScreen(self.host, key.split("/", 1)[1]))
 
-    def on_data_table_row_selected(self) -> None:
+    def on_keyed_table_row_selected(self) -> None:
         self.action_open()  # Enter on either table: the GPU of the focused table's row
