@@ -985,14 +985,16 @@ def holder_column(
     sort: dict[type, Callable[[Any], Any]] | None = None,
     **options: Any,
 ) -> Column[Any]:
-    """A column of the mixed holders' table: each row's cell, style, badges, gauge and sort are
-    its kind's column's (``sort`` where the kinds' own sorts are not alike: a framebuffer's ratio
-    against a process's bytes); a kind without one shows nothing."""
+    """A column of the mixed holders' table: each row's cell, style, badges and sort are its
+    kind's column's (``sort`` where the kinds' own sorts are not alike: a framebuffer's ratio
+    against a process's bytes); a kind without one shows nothing. Gauges only where every kind
+    has one (a process's memory has no total: an empty gauge would read as unknown)."""
 
     def part(attr: str, default: Any) -> Callable[[Any], Any] | None:
         reads = {kind: getattr(c, attr) for kind, c in kinds.items() if getattr(c, attr)}
         return by_kind(reads, default) if reads else None
 
+    gauges = [c.gauge for c in kinds.values()]
     sorts = sort if sort is not None else {kind: c.sort for kind, c in kinds.items()}
     return Column(
         key,
@@ -1001,7 +1003,7 @@ def holder_column(
         by_kind(sorts, None),
         style=part("style", None),
         parts=part("parts", ()),
-        gauge=part("gauge", None),
+        gauge=part("gauge", None) if all(gauges) else None,
         kinds=dict(kinds),
         **options,
     )
@@ -1049,7 +1051,7 @@ HOST_HOLDER_COLUMNS: tuple[Column[Any], ...] = (
         descending=True,
         priority=3,
     ),
-    holder_column("license", "license", {VgpuRow: _VGPU["license"]}, priority=4),
+    holder_column("license", "license", {VgpuRow: _VGPU["license"]}, priority=4, needs=VGPUS),
 )
 
 
