@@ -130,3 +130,28 @@ def test_rows_that_read_the_same_hold_their_order_by_key() -> None:
             for a, b in ((0.401, 0.399), (0.399, 0.401))
         }
         assert orders == {(1, 12, 3) if not reverse else (12, 3, 1)}, (reverse, orders)
+
+
+def test_the_host_s_recovery_badge_says_what_its_gpus_ask_for() -> None:
+    """One action: its label, whichever GPU asks; different actions: recover! (the GPUs' rows
+    say which), as the fleet rules' figures give it for a host not read in full."""
+    from vgpumon.model import HostRollup, Recovery
+
+    def asking(*actions: str) -> Snapshot:
+        gpus = tuple(
+            Gpu(index=i, uuid=f"GPU-{i}", recovery=Recovery(action=a))
+            for i, a in enumerate(actions)
+        )
+        return Snapshot(timestamp=1.0, gpus=gpus)
+
+    def label(row: vr.HostRow) -> list[str]:
+        return [b.label for b in row.badges if b.kind == "recovery"]
+
+    assert label(vr.host_row("h", "up", asking("none", "gpu_reset", "none"))) == ["reset!"]
+    assert label(vr.host_row("h", "up", asking("node_reboot", "gpu_reset"))) == ["recover!"]
+    assert label(vr.host_row("h", "up", asking("gpu_reset", "node_reboot"))) == ["recover!"]
+    assert label(vr.host_row("h", "up", asking("none"))) == []
+    rollup = HostRollup(gpus=2, recovery_actions=("gpu_reset", "node_reboot"))
+    assert label(vr.host_row_from_rollup("h", "up", rollup)) == ["recover!"]
+    rollup = HostRollup(gpus=2, recovery_actions=("gpu_reset",))
+    assert label(vr.host_row_from_rollup("h", "up", rollup)) == ["reset!"]
