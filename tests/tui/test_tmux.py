@@ -105,15 +105,31 @@ def test_top_in_tmux(session: str) -> None:
     assert "EXITED-0" in done and "Traceback" not in done
 
 
+def lines(text: str) -> int:
+    return len([line for line in text.splitlines() if line.strip()])
+
+
+def settled(name: str) -> int:
+    """The screen's count of non-blank lines once a second has not changed it (the first paint
+    draws the GPU table before the holders' rows and the graphs arrive)."""
+    counts = [lines(screen(name))]
+    give_up = time.monotonic() + 60
+    while len(counts) < 5 or len(set(counts[-5:])) > 1:
+        assert time.monotonic() < give_up, counts
+        time.sleep(0.2)
+        counts.append(lines(screen(name)))
+    return counts[-1]
+
+
 def test_arrows_expand_and_fold_in_tmux(session: str) -> None:
-    overview = wait_for(session, lambda s: s.count("vGPU host") >= 3)
-    rows = len([line for line in overview.splitlines() if line.strip()])
+    wait_for(session, lambda s: s.count("vGPU host") >= 3)
+    rows = settled(session)
     tmux("send-keys", "-t", session, "Right")
     expanded = wait_for(session, lambda s: "└ v4" in s)
     assert "├ v1" in expanded
     tmux("send-keys", "-t", session, "Left")
-    folded = wait_for(session, lambda s: "└ v4" not in s)
-    assert len([line for line in folded.splitlines() if line.strip()]) == rows
+    wait_for(session, lambda s: "└ v4" not in s)
+    assert settled(session) == rows
     tmux("send-keys", "-t", session, "q")
     wait_for(session, lambda s: "EXITED-" in s)
     restored(session)
