@@ -112,9 +112,10 @@ def large_host(snapshot: Snapshot) -> bool:
 class PlacedSampler:
     """``serve``'s sampler as one snapshot feed, wherever it runs (module docstring).
 
-    :meth:`start` builds the sampler here (a missing NVML module raises, as it always did);
-    :meth:`run` runs it and moves it when a snapshot shows a large host; :meth:`close` ends
-    whichever runs.
+    :meth:`start` builds the sampler here (a missing NVML module raises, as it always did) and,
+    on a host NVML shows large, launches the sampler process and closes the one here; :meth:`run`
+    reads that process, or runs the sampler here and moves it when a snapshot shows a large host;
+    :meth:`close` ends whichever runs.
     """
 
     def __init__(self, recipe: SamplerRecipe, *, deadline_seconds: float) -> None:
@@ -153,7 +154,7 @@ class PlacedSampler:
 
     @property
     def in_own_process(self) -> bool:
-        """The sampler runs in a process of its own (it moved)."""
+        """The sampler process has sent its first snapshot (it runs there from then on)."""
         return self._moved
 
     @property
@@ -238,7 +239,7 @@ class PlacedSampler:
                 self._moved = True
                 log.info(
                     "a large host (%d GPUs; vGPU host, MIG or more than %d): the sampler runs in "
-                    "a process of its own (pid %s)",
+                    "a process of its own now (pid %s), from its first cycle",
                     len(snapshot.gpus),
                     SMALL_HOST_GPUS,
                     process.pid,
