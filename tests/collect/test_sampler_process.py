@@ -274,6 +274,7 @@ async def test_a_sampler_process_that_cannot_start_leaves_the_sampler_here(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     def cannot(self: SamplerProcess, timeout: float | None = None) -> None:
+        self.close()  # as start() does: the child that could not build its sampler is reaped
         raise SamplerStartFailed("no", 1)
 
     monkeypatch.setattr(SamplerProcess, "start", cannot)
