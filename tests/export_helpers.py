@@ -38,6 +38,8 @@ from vgpumon.model import (
     Temperatures,
     Usage,
     Utilization,
+    VanishedVgpu,
+    VgpuDepartures,
     VgpuInstance,
     VgpuLicense,
     VgpuMeter,
@@ -293,9 +295,14 @@ def rich_snapshot() -> Snapshot:
         down_reason="gpu_is_lost",
         name="NVIDIA H100 80GB HBM3",
     )
-    # Usage counters as the metering stage leaves them (vgpumon.collect.metering).
+    # Usage counters as the metering stage leaves them (vgpumon.collect.metering), and the
+    # vGPUs gone since start as the libvirt enricher judged them (vgpumon.collect.vanished).
     host = dataclasses.replace(
         host,
+        vgpu_departures=VgpuDepartures(
+            vanished=(VanishedVgpu(3251634009, "vm-lost-its-vgpu", "0d1f", 1.0),),
+            counts={"vm_stopped": 4, "vm_holds_another": 1, "vanished": 1, "vm_unknown": 0},
+        ),
         metering=GpuMetering(
             energy_joules_metered=900.0,
             unattributed_energy_joules={"vgpu": 100.0},

@@ -16,6 +16,7 @@ from .common import (
     ON_OFF,
     ORANGE_ABOVE_ZERO,
     RED_ABOVE_ZERO,
+    RENEWAL,
     SCOPE_VARIABLES,
     SEL,
     UP_DOWN,
@@ -358,12 +359,19 @@ BOARD = Board(
             ),
         ),
         table_panel(
-            "Guest license expiry",
-            "Time left on each feature's license inside the guest (red within a day, orange "
-            "within 7 days).",
+            "Guest license leases",
+            "Each feature's license lease inside the guest: when it ends (renewed long before on "
+            "a healthy guest) and whether it was renewed when due (red: not renewed; "
+            "docs/licensing.md).",
             q(
                 f"vgpumon_guest_license_expiry_timestamp_seconds{{{SEL}}} - time()",
                 f"{G} {{{{feature}}}}",
+                GUEST,
+                instant=True,
+            ),
+            q(
+                f"vgpumon_guest_license_renewal_overdue{{{SEL}}}",
+                f"{G} {{{{feature}}}} renewal",
                 GUEST,
                 instant=True,
             ),
@@ -371,7 +379,8 @@ BOARD = Board(
                 Column("instance", "Guest"),
                 Column("gpu", "GPU"),
                 Column("feature", "Feature"),
-                Column("Value", "Expires in", unit="s", thresholds=EXPIRY),
+                Column("Value #A", "Lease ends in", unit="s", thresholds=EXPIRY),
+                Column("Value #B", "Renewal", mappings=(RENEWAL,)),
             ),
         ),
     ),

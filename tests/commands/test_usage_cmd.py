@@ -157,7 +157,9 @@ def test_table(prometheus: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert out[-1].split() == ["total", "15.750", "480.000", "4.200"]
     # 30 days of whole hours, evaluated at the end of the range.
     first = _Handler.queries[0]
-    assert first["query"] == ["sum_over_time(vgpumon:tenant_gpu_hours:increase1h[2591999s:1h])"]
+    assert first["query"] == [
+        "sum by (tenant) (sum_over_time(vgpumon:tenant_gpu_hours:increase1h[2591999s:1h]))"
+    ]
     assert float(first["time"][0]) == START + 30 * 86400
 
 
@@ -198,7 +200,7 @@ def test_bad_input_is_one_line(
 
 @pytest.mark.parametrize(
     ("mode", "message"),
-    [("error", "refused sum_over_time"), ("html", "not JSON")],
+    [("error", "refused sum by (tenant) (sum_over_time"), ("html", "not JSON")],
 )
 def test_server_errors_are_one_line(
     prometheus: str, mode: str, message: str, capsys: pytest.CaptureFixture[str]

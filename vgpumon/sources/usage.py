@@ -68,7 +68,9 @@ def query(by: str, quantity: str, start: float, end: float) -> str:
     # One second short of the hours: the subquery's hourly steps are then end, end - 1h, ...,
     # start + 1h, whether the Prometheus counts a range's left end in (2.x) or not (3.x).
     seconds = round((end - start) / HOUR) * HOUR - 1
-    return f"sum_over_time(vgpumon:{by}_{quantity}:increase1h[{seconds}s:1h])"
+    # The hourly series keep the targets' own labels (cluster, ...): one total per group.
+    keys = ", ".join(GROUPS[by])
+    return f"sum by ({keys}) (sum_over_time(vgpumon:{by}_{quantity}:increase1h[{seconds}s:1h]))"
 
 
 def report_from_snapshot(snapshot: Snapshot, by: str) -> UsageReport:

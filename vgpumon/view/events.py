@@ -2,8 +2,9 @@
 
 No source sends events; they are derived by comparing a host's previous and current snapshot (and
 its connection state), so every front end gets the same log from the same data: Xid errors, a GPU
-lost and back, hung GPUs, license state changes, vGPUs created and destroyed, the sampler wedged,
-a host unreachable and back.
+lost and back, hung GPUs, license state changes, vGPUs created and destroyed (and, from the
+collector's verdict, one gone while its VM still runs), the sampler wedged, a host unreachable
+and back.
 """
 
 from __future__ import annotations
@@ -81,6 +82,23 @@ def snapshot_events(
                         sev,
                         f"{label} vGPU {vid} license {was.license.state or '—'} → "
                         f"{v.license.state or '—'}",
+                    )
+                )
+        # The collector's verdict (docs/verdicts.md): a vGPU gone while its VM still runs.
+        was_vanished = (
+            {v.vgpu_id for v in prev.vgpu_departures.vanished}
+            if prev is not None and prev.vgpu_departures is not None
+            else set()
+        )
+        for lost in g.vgpu_departures.vanished if g.vgpu_departures is not None else ():
+            if lost.vgpu_id not in was_vanished:
+                vm = lost.vm_name or lost.vm_uuid or "?"
+                out.append(
+                    Event(
+                        t,
+                        host,
+                        "error",
+                        f"{label} vGPU {lost.vgpu_id} vanished while VM {vm} still runs",
                     )
                 )
     for uuid in before.keys() - after.keys():

@@ -281,7 +281,8 @@ def vgpu_rows(host: str, snapshot: Snapshot, gpu: Gpu) -> list[VgpuRow]:
                 share_state=None if share is None else share.state,
                 starved=share is not None and share.state == "starved",
                 unlicensed=b.unlicensed(lic.state, lic.licensed),
-                expiring=b.expiring(expiry, snapshot.timestamp, lic.state),
+                # The collector's lease verdict (docs/licensing.md): not renewed when due.
+                expiring=lic.renewal_overdue is True,
                 vm_id=v.vm_id,
                 holders=holders,
                 idle_seconds=idle.get(v.vgpu_id),
@@ -456,10 +457,7 @@ def _gpu_badges(
     )
     if any(v.unlicensed for v in vgpus) or guest_unlicensed:
         out.append(b.badge("unlicensed"))
-    guest_expiring = any(
-        b.expiring(f.expiry_timestamp_seconds, snapshot.timestamp, f.state)
-        for f in gpu.guest_licenses
-    )
+    guest_expiring = any(f.renewal_overdue for f in gpu.guest_licenses)
     if any(v.expiring for v in vgpus) or guest_expiring:
         out.append(b.badge("expiring"))
     if any(v.starved for v in vgpus):
