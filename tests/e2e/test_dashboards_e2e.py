@@ -395,7 +395,7 @@ def test_every_vgpumon_alert_and_recorded_series_carries_the_target_label(stack:
     give_up = time.monotonic() + SETTLE_SECONDS
     while True:
         recorded = [
-            r for r in stack.query('{__name__=~"vgpumon:.+"}')
+            r for r in stack.query('{__name__=~"vgpumon:.+|DCGM_FI_.+"}')
             if r["metric"]["__name__"] not in constants
         ]  # fmt: skip
         found = {r["metric"]["__name__"] for r in recorded}
