@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vgpumon.model import Gpu, Snapshot
+from vgpumon.view.format import license_state
 
 
 @dataclass(frozen=True)
@@ -80,8 +81,8 @@ def snapshot_events(
                         t,
                         host,
                         sev,
-                        f"{label} vGPU {vid} license {was.license.state or '—'} → "
-                        f"{v.license.state or '—'}",
+                        f"{label} vGPU {vid} license {license_state(was.license.state)} → "
+                        f"{license_state(v.license.state)}",
                     )
                 )
         # The collector's verdict (docs/verdicts.md): a vGPU gone while its VM still runs.
