@@ -5,9 +5,9 @@ Each poll opens one SSH session (key auth, known_hosts checked), runs ``nvidia-s
 where a GPU is in host vGPU mode, ``nvidia-smi vgpu -q -x``, and parses both with
 :mod:`vgpumon.smi`. A host that times out, refuses the key or answers with garbage is published as
 UNREACHABLE with a one-line reason; it never delays or stops the other hosts: each host is its own
-snapshot feed (:class:`SshHostFeed`, polled in its own loop) wrapped as one host of the source like
-every feed (:class:`~vgpumon.sources.feed_source.FeedSource`), a per-host timeout bounds every
-poll, and a semaphore bounds the sessions open at once.
+snapshot feed (:class:`SshHostFeed`, polled in its own loop), the hosts are one fleet
+(:class:`SshFleet`, a :class:`~vgpumon.sources.fleet.FleetFeed` like every set of hosts), a
+per-host timeout bounds every poll, and a semaphore bounds the sessions open at once.
 
 The client is asyncssh (a maintained pure-Python SSHv2 implementation): no ``ssh`` binary, no
 shell quoting of user input beyond the nvidia-smi path, and output read in bounded chunks.
@@ -24,12 +24,11 @@ from collections.abc import Awaitable, Callable
 
 import asyncssh
 
+from vgpumon.feed import HostUpdate
 from vgpumon.model import CollectorStatus, Snapshot
 from vgpumon.smi import SmiParseError, parse_reports
 from vgpumon.smi.xmlsafe import MAX_REPORT_BYTES
-from vgpumon.sources.base import HostUpdate
-from vgpumon.sources.feed_source import FeedSource
-from vgpumon.sources.fleet import FleetSource
+from vgpumon.sources.fleet import FleetFeed
 from vgpumon.sources.polled import PolledFeed
 from vgpumon.sources.ssh_targets import SshSettings, SshTarget
 
@@ -237,9 +236,12 @@ class SshHostFeed(PolledFeed):
         self._tell_failure(reason)
 
 
-class SshSource(FleetSource):
-    """Agentless hosts, each a :class:`FeedSource` over its :class:`SshHostFeed`; one SSH
-    transport (sessions kept between polls) and one session limit for all of them."""
+class SshFleet(FleetFeed):
+    """Agentless hosts, each an :class:`SshHostFeed`, as one fleet: one SSH transport (sessions
+    kept between polls, closed when the fleet stops) and one session limit for all of them.
+
+    Build it once the command has set the log level: asyncssh's own logger is quieted here.
+    """
 
     def __init__(
         self,
@@ -248,36 +250,29 @@ class SshSource(FleetSource):
         fetch: Fetch | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        quiet_library_log()
         self.settings = settings
         self.transport = SshTransport(settings)
         sessions = asyncio.Semaphore(max(1, settings.max_sessions))
-        self.feeds = {
+        self.host_feeds = {
             t.name: SshHostFeed(t, settings, fetch or self.transport.fetch, sessions, clock)
             for t in settings.targets
         }
-        super().__init__([FeedSource(feed, host) for host, feed in self.feeds.items()])
-
-    @property
-    def name(self) -> str:
-        return f"nvidia-smi over SSH ({len(self.feeds)} hosts)"
+        super().__init__(
+            list(self.host_feeds.items()),
+            name=f"nvidia-smi over SSH ({len(self.host_feeds)} hosts)",
+            closers=[self.transport.close],
+        )
 
     @property
     def polls(self) -> int:
         """Polls done, every host's together (for tests and the benchmark)."""
-        return sum(feed.polls for feed in self.feeds.values())
-
-    async def start(self) -> None:
-        quiet_library_log()  # here, not at import: the command has set the log level by now
-        await super().start()
+        return sum(feed.polls for feed in self.host_feeds.values())
 
     async def poll(self, host: str) -> HostUpdate:
-        """Poll one host now and publish the outcome (tests and the benchmark)."""
-        await self.feeds[host].poll()
-        return self.latest()[host]
-
-    async def close(self) -> None:
-        await super().close()
-        self.transport.close()
+        """Poll one host now and take the outcome (tests and the benchmark)."""
+        await self.host_feeds[host].poll()
+        return next(u for u in self.latest.hosts if u.host == host)
 
 
 def down_snapshot(update: HostUpdate, timestamp: float) -> Snapshot:

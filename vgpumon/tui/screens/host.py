@@ -21,8 +21,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import Grid
 from textual.widgets import Static
 
+from vgpumon.feed import HostUpdate
 from vgpumon.model import Gpu, Snapshot
-from vgpumon.sources.base import HostUpdate
 from vgpumon.sources.history import gpu_entity
 from vgpumon.tui.cells import CellCache, Layout, Palette, row_cells, table_columns
 from vgpumon.tui.screens.base import LiveScreen
