@@ -239,7 +239,6 @@ class VgpumonApp(App[None]):
             )
         self.dirty = True
 
-
     def _tick(self) -> None:
         if not self.dirty or self.paused:
             return
