@@ -48,6 +48,11 @@ VALUE_LABELS = {
     "pipe",
     "mode",
     "policy",
+    "action",  # what the driver asks for to recover a GPU (a state set)
+    "environment",  # the confidential-computing environment (a state set)
+    "engine",  # the engine a scheduler log covers (graphics, nvenc0, nvenc1)
+    "counter",  # which usage counter a metering method is about
+    "method",  # the metering method (docs/metering.md)
     "state",
     "feature",
     "pid",
@@ -57,6 +62,7 @@ VALUE_LABELS = {
     "pod",
     "container",
     "reading",  # a cadenced value of the sampler (collect.base.CADENCED), a fixed set
+    "vm_id",  # a VM in the hypervisor's process list (ESXi: its world ID), few per GPU
 }
 FORBIDDEN_LABELS = {"hostname", "host", "instance", "job", "node", "le", "quantile"}
 IDS = ("gpu", "uuid")

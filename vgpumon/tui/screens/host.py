@@ -36,6 +36,7 @@ from vgpumon.view.columns import (
     HOST_PROCESS_COLUMNS,
     HOST_TREE_COLUMNS,
     HOST_VGPU_COLUMNS,
+    HOST_VM_COLUMNS,
     LOCAL,
     Column,
     present,
@@ -167,6 +168,14 @@ HOLDERS: tuple[Holders, ...] = (
         lambda snap: any(g.vgpu_instances for g in snap.gpus),
         lambda app, host, snap, vgpus_of: [v for g in snap.gpus for v in vgpus_of[g.uuid]],
         HOST_VGPU_COLUMNS,
+    ),
+    Holders(
+        # An agentless hypervisor (ESXi) lists its VMs as processes: name and framebuffer, by
+        # world ID, also when its vGPU report is missing.
+        "VMs on the GPUs (the hypervisor's process list)",
+        lambda snap: any(p.kind == "vm" for g in snap.gpus for p in g.processes or ()),
+        lambda app, host, snap, _v: [r for r in _processes(app, host, snap) if r.kind == "vm"],
+        HOST_VM_COLUMNS,
     ),
     Holders(
         "MIG instances",
