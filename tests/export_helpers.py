@@ -152,6 +152,7 @@ def rich_snapshot() -> Snapshot:
                 state="licensed" if i == 0 else "unlicensed_restricted",
                 expiry_status="valid" if i == 0 else None,
                 expiry_timestamp_seconds=1.8e9 if i == 0 else None,
+                renewal_overdue=False if i == 0 else None,
             ),
             vm=VirtualMachine(name="vm-render-07", uuid="vm-0", state="running", title="Render")
             if i == 0
@@ -288,7 +289,11 @@ def rich_snapshot() -> Snapshot:
         guest_license_supported=True,
         guest_licenses=(
             GuestLicenseFeature(
-                feature="compute", licensed=True, state="licensed", expiry_timestamp_seconds=1.9e9
+                feature="compute",
+                licensed=True,
+                state="licensed",
+                expiry_timestamp_seconds=1.9e9,
+                renewal_overdue=True,
             ),
             GuestLicenseFeature(feature="nvidia_rtx", licensed=False, state="unlicensed"),
         ),
