@@ -536,10 +536,17 @@ TEST_FILE_HEADER = (
 )
 
 
+class _NoAliases(yaml.SafeDumper):
+    """Writes a case's annotations out in full where another case shares them (no &id/*id)."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
 def render_test_file() -> str:
     """The committed test file; its rule file path is relative, as promtool resolves it."""
     doc = promtool_tests(Path(RULES.name))
-    return TEST_FILE_HEADER + yaml.safe_dump(doc, sort_keys=False, width=1000)
+    return TEST_FILE_HEADER + yaml.dump(doc, Dumper=_NoAliases, sort_keys=False, width=1000)
 
 
 if __name__ == "__main__":
