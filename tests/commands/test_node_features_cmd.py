@@ -212,7 +212,7 @@ def test_recovery_action_label() -> None:
             Gpu(index=1, uuid="GPU-1", recovery=Recovery(action="none")),
         ),
     )
-    assert node_features(snap, expiring_seconds=0)["recovery.action"] == "gpu_reset"
+    assert node_features(snap)["recovery.action"] == "gpu_reset"
 
 
 def test_a_starved_vgpu_is_a_node_label_from_the_collectors_verdict() -> None:
