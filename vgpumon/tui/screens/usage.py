@@ -88,7 +88,7 @@ class UsageScreen(LiveScreen):
         self.fill(
             self.query_one("#usage", KeyedTable),
             columns,
-            [(u.key, self.cells(u, columns)) for u in rows],
+            self.lazy_cells(rows, columns),
             main=True,
         )
         self.query_one("#usage-title", Static).update(f"{title}{note}")
