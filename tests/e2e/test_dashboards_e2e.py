@@ -386,6 +386,11 @@ def test_every_rule_evaluates_without_error(stack: Stack) -> None:
             assert stack.query(f'{record}{{instance="{target}"}}'), record
 
 
+# Alerts the stack raises (pending at least) once it settled: a lost GPU, a critical Xid, and the
+# starved vGPU (the starvation verdict needs its minute, so the test waits for all three).
+ALERTS_SEEN = {"VgpumonGpuLost", "VgpumonXidCritical", "VgpumonVgpuStarved"}
+
+
 def test_every_vgpumon_alert_and_recorded_series_carries_the_target_label(stack: Stack) -> None:
     """Every target has cluster="e2e" (a target label, as the file_sd example sets): every
     recording rule's series and every vgpumon alert, pending or firing, carries it
@@ -400,12 +405,12 @@ def test_every_vgpumon_alert_and_recorded_series_carries_the_target_label(stack:
         ]  # fmt: skip
         found = {r["metric"]["__name__"] for r in recorded}
         alerts = stack.query('ALERTS{alertname=~"Vgpumon.+"}')
-        if (found == wanted and alerts) or time.monotonic() > give_up:
+        names = {a["metric"]["alertname"] for a in alerts}
+        if (found == wanted and names >= ALERTS_SEEN) or time.monotonic() > give_up:
             break
         time.sleep(1.0)
     assert found == wanted  # every recording rule gives series here
-    names = {a["metric"]["alertname"] for a in alerts}
-    assert {"VgpumonGpuLost", "VgpumonXidCritical", "VgpumonVgpuStarved"} <= names
+    assert names >= ALERTS_SEEN
     unlabelled = [r["metric"] for r in recorded + alerts if r["metric"].get("cluster") != CLUSTER]
     assert unlabelled == []
 
