@@ -292,6 +292,7 @@ def rich_snapshot() -> Snapshot:
                 feature="compute",
                 licensed=True,
                 state="licensed",
+                expiry_status="valid",
                 expiry_timestamp_seconds=1.9e9,
                 renewal_overdue=True,
             ),

@@ -158,7 +158,8 @@ def test_table(prometheus: str, capsys: pytest.CaptureFixture[str]) -> None:
     # 30 days of whole hours, evaluated at the end of the range.
     first = _Handler.queries[0]
     assert first["query"] == [
-        "sum by (tenant) (sum_over_time(vgpumon:tenant_gpu_hours:increase1h[2591999s:1h]))"
+        "sum by (tenant) (sum_over_time((vgpumon:tenant_gpu_hours:increase1h and on () "
+        f"vector(time()) - 3600 >= {START:.0f})[2592000s:1h]))"
     ]
     assert float(first["time"][0]) == START + 30 * 86400
 

@@ -37,6 +37,7 @@ from vgpumon.model import (
     CC_ENVIRONMENTS,
     CC_MULTI_GPU_MODES,
     COLLECTOR_FAILURES,
+    LICENSE_EXPIRY_STATUSES,
     MIGRATION_LIMITS,
     RECOVERY_ACTIONS,
     SCHEDULER_POLICIES,
@@ -1786,6 +1787,13 @@ FAMILIES: tuple[Family, ...] = (
         )
     ),
     gauge(
+        MIG_CI,
+        "vgpumon_mig_compute_instance_multiprocessors",
+        "Streaming multiprocessors of the MIG compute instance.",
+        lambda it: it[1].sm_count,
+        collector="mig",
+    ),
+    gauge(
         MIG,
         "vgpumon_mig_memory_total_bytes",
         "Memory of the GPU instance.",
@@ -1945,6 +1953,16 @@ FAMILIES: tuple[Family, ...] = (
         "When the guest's license lease ends (Unix time; a healthy guest renews it long "
         "before); absent when it has no expiry.",
         lambda v: v.license.expiry_timestamp_seconds,
+        collector="license",
+    ),
+    state_set(
+        VGPU,
+        "vgpumon_vgpu_license_expiry_status",
+        "What the license's expiry is (state set): valid (it has a date), permanent, "
+        "not_applicable, not_available or invalid.",
+        "state",
+        LICENSE_EXPIRY_STATUSES,
+        lambda v: v.license.expiry_status,
         collector="license",
     ),
     gauge(
@@ -2399,6 +2417,16 @@ FAMILIES: tuple[Family, ...] = (
         "1 when the feature's license lease was not renewed when due (docs/licensing.md); "
         "absent where there is no lease.",
         lambda f: _flag(f.renewal_overdue),
+        collector="guest",
+    ),
+    state_set(
+        GUEST,
+        "vgpumon_guest_license_expiry_status",
+        "What the feature's license expiry is (state set): valid (it has a date), permanent, "
+        "not_applicable, not_available or invalid.",
+        "state",
+        LICENSE_EXPIRY_STATUSES,
+        lambda f: f.expiry_status,
         collector="guest",
     ),
     # ---- Kubernetes

@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-
-from vgpumon.errors import ConfigError
 from vgpumon.metrics.table import FAMILIES, GPU_LABELS, ExportOptions
 from vgpumon.model import (
     CollectorStatus,
@@ -45,6 +42,7 @@ from vgpumon.sources.history import (
     mig_entity,
     vgpu_entity,
 )
+from vgpumon.sources.promapi import PrometheusClient, PrometheusError, quote, regex_of
 
 log = logging.getLogger(__name__)
 
@@ -146,18 +144,9 @@ def _entity(kind: str, labels: Mapping[str, str]) -> str | None:
     return gpu_entity(uuid)
 
 
-def _selector(series: Series, uuids: list[str]) -> str:
-    pattern = "|".join(u.replace(".", "\\\\.") for u in uuids)
-    parts = [f'uuid=~"{pattern}"'] + [f'{k}="{v}"' for k, v in series.match]
-    return f"{series.family}{{{','.join(parts)}}}"
-
-
-def prometheus_url(url: str) -> str:
-    """A Prometheus server's base URL as given (``--prometheus``), without a trailing slash."""
-    url = url.strip().rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise ConfigError(f"bad Prometheus URL {url!r}: give http://HOST:9090 (or https://)")
-    return url
+def _selector(series: Series, uuids: list[str], client: PrometheusClient) -> str:
+    parts = [f"uuid=~{quote(regex_of(uuids))}"] + [f"{k}={quote(v)}" for k, v in series.match]
+    return client.select(series.family, *parts)
 
 
 class PrometheusBackfill:
@@ -165,18 +154,18 @@ class PrometheusBackfill:
 
     def __init__(
         self,
-        url: str,
+        client: PrometheusClient | str,
         *,
         window_seconds: float = DEFAULT_WINDOW_SECONDS,
         step_seconds: float = 1.0,
-        timeout_seconds: float = 10.0,
-        session_factory: Callable[[], aiohttp.ClientSession] | None = None,
     ) -> None:
-        self.url = prometheus_url(url)
+        self.client = client if isinstance(client, PrometheusClient) else PrometheusClient(client)
+        self.url = self.client.url
         self.window = window_seconds
         self.step = max(step_seconds, window_seconds / 10000)  # Prometheus' 11k points cap
-        self.timeout = timeout_seconds
-        self._session_factory = session_factory
+
+    async def close(self) -> None:
+        await self.client.close()
 
     async def fill(self, history: History, host: str, snapshot: Snapshot) -> int:
         """Query the window before ``snapshot`` for its GPUs; returns the points added."""
@@ -186,40 +175,24 @@ class PrometheusBackfill:
         end = snapshot.timestamp
         start = end - self.window
         added = 0
-        timeout = aiohttp.ClientTimeout(total=self.timeout)
-        session = (
-            self._session_factory()
-            if self._session_factory
-            else aiohttp.ClientSession(timeout=timeout)
-        )
-        async with session:
-            for series in series_table():
-                result = await self._query(session, _selector(series, uuids), start, end)
-                for item in result:
-                    entity = _entity(series.kind, item.get("metric", {}))
-                    if entity is None:
-                        continue
-                    for t, value in item.get("values", []):
-                        if float(t) >= end:
-                            continue  # the live data owns the present
-                        history.add(host, entity, series.metric, float(t), float(value))
-                        added += 1
+        for series in series_table():
+            result = await self._query(_selector(series, uuids, self.client), start, end)
+            for item in result:
+                entity = _entity(series.kind, item.get("metric", {}))
+                if entity is None:
+                    continue
+                for t, value in item.get("values", []):
+                    if float(t) >= end:
+                        continue  # the live data owns the present
+                    history.add(host, entity, series.metric, float(t), float(value))
+                    added += 1
         return added
 
-    async def _query(
-        self, session: aiohttp.ClientSession, query: str, start: float, end: float
-    ) -> list[dict[str, Any]]:
-        params = {
-            "query": query,
-            "start": f"{start:.3f}",
-            "end": f"{end:.3f}",
-            "step": f"{self.step:g}",
-        }
-        async with session.get(f"{self.url}/api/v1/query_range", params=params) as response:
-            body = await response.json(content_type=None)
-        if not isinstance(body, dict) or body.get("status") != "success":
-            error = body.get("error") if isinstance(body, dict) else None
-            raise ConnectionError(f"Prometheus refused {query}: {error or 'no result'}")
+    async def _query(self, query: str, start: float, end: float) -> list[dict[str, Any]]:
+        try:
+            body = await self.client.range_query(query, start, end, self.step)
+        except PrometheusError as exc:
+            raise ConnectionError(exc.reason) from None
         data = body.get("data") or {}
         result = data.get("result") or []
         return result if isinstance(result, list) else []

@@ -10,15 +10,12 @@ lives in those rules too, so the command and the dashboards agree on who a tenan
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-import aiohttp
 
 from vgpumon.errors import ConfigError, VgpumonError
 from vgpumon.model import Snapshot
-from vgpumon.sources.prometheus import prometheus_url
+from vgpumon.sources.promapi import PrometheusClient, PrometheusError
+from vgpumon.sources.remote import Connection
 
 HOUR = 3600
 GIB = 1 << 30
@@ -64,13 +61,23 @@ def hour_range(start: float, end: float) -> tuple[float, float]:
 
 
 def query(by: str, quantity: str, start: float, end: float) -> str:
-    """The PromQL that totals ``quantity`` per ``by`` over the whole hours (start, end]."""
-    # One second short of the hours: the subquery's hourly steps are then end, end - 1h, ...,
-    # start + 1h, whether the Prometheus counts a range's left end in (2.x) or not (3.x).
-    seconds = round((end - start) / HOUR) * HOUR - 1
+    """The PromQL that totals ``quantity`` per ``by`` over the whole hours (start, end], evaluated
+    at ``end``: each hourly series' value at start + 1h, ..., end (the hour before each).
+
+    The Grafana Usage dashboard runs the same text with its range for ``start`` and ``end``
+    (dashboards/vgpumon_dashboards/usage.py, ``in_range``), so the two agree to the digit. The
+    steps are kept by their time (an hour after ``start`` or later), not by where the
+    subquery's range begins: Prometheus 2.x counts a range's left end in and 3.x does not, and
+    a range on whole hours has a step exactly there.
+    """
+    rule = f"vgpumon:{by}_{quantity}:increase1h"
+    seconds = round(end - start)
     # The hourly series keep the targets' own labels (cluster, ...): one total per group.
     keys = ", ".join(GROUPS[by])
-    return f"sum by ({keys}) (sum_over_time(vgpumon:{by}_{quantity}:increase1h[{seconds}s:1h]))"
+    return (
+        f"sum by ({keys}) (sum_over_time(({rule} and on () vector(time()) - {HOUR} "
+        f">= {start:.0f})[{seconds}s:1h]))"
+    )
 
 
 def report_from_snapshot(snapshot: Snapshot, by: str) -> UsageReport:
@@ -118,16 +125,11 @@ def report_from_snapshot(snapshot: Snapshot, by: str) -> UsageReport:
 class UsageClient:
     """Instant queries against one Prometheus server (``/api/v1/query``)."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        timeout_seconds: float = 30.0,
-        session_factory: Callable[[], aiohttp.ClientSession] | None = None,
-    ) -> None:
-        self.url = prometheus_url(url)
-        self.timeout = timeout_seconds
-        self._session_factory = session_factory
+    def __init__(self, client: PrometheusClient | str, *, timeout_seconds: float = 30.0) -> None:
+        if not isinstance(client, PrometheusClient):
+            client = PrometheusClient(client, Connection(timeout_seconds=timeout_seconds))
+        self.client = client
+        self.url = client.url
 
     async def report(self, by: str, start: float, end: float) -> UsageReport:
         if by not in GROUPS:
@@ -135,45 +137,15 @@ class UsageClient:
         start, end = hour_range(start, end)
         labels = GROUPS[by]
         rows: dict[tuple[str, ...], dict[str, float]] = {}
-        timeout = aiohttp.ClientTimeout(total=self.timeout)
-        session = (
-            self._session_factory()
-            if self._session_factory
-            else aiohttp.ClientSession(timeout=timeout)
-        )
-        async with session:
-            for quantity in QUANTITIES:
-                for item in await self._query(session, query(by, quantity, start, end), end):
-                    metric = item.get("metric") or {}
-                    key = tuple(str(metric.get(label, "")) for label in labels)
-                    rows.setdefault(key, {})[quantity] = float(item["value"][1])
+        for quantity in QUANTITIES:
+            for metric, value in await self._query(query(by, quantity, start, end), end):
+                key = tuple(str(metric.get(label, "")) for label in labels)
+                rows.setdefault(key, {})[quantity] = value
         ordered = sorted(rows.items(), key=lambda kv: (-kv[1].get("gpu_hours", 0.0), kv[0]))
         return UsageReport(by, start, end, tuple(UsageRow(k, v) for k, v in ordered))
 
-    async def _query(
-        self, session: aiohttp.ClientSession, promql: str, at: float
-    ) -> list[dict[str, Any]]:
-        params = {"query": promql, "time": f"{at:.3f}"}
+    async def _query(self, promql: str, at: float) -> list[tuple[dict[str, str], float]]:
         try:
-            async with session.get(f"{self.url}/api/v1/query", params=params) as response:
-                body = await response.json(content_type=None)
-                status = response.status
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            raise VgpumonError(f"Prometheus at {self.url}: {_reason(exc)}") from None
-        if not isinstance(body, dict) or body.get("status") != "success":
-            error = body.get("error") if isinstance(body, dict) else None
-            raise VgpumonError(
-                f"Prometheus at {self.url} refused {promql} (HTTP {status}): {error or 'no result'}"
-            )
-        result = (body.get("data") or {}).get("result") or []
-        if not isinstance(result, list):
-            raise VgpumonError(f"Prometheus at {self.url}: {promql} is not a vector")
-        return result
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError):
-        return "no answer in time"
-    if isinstance(exc, ValueError):
-        return "the answer is not JSON (is this a Prometheus server?)"
-    return str(exc) or type(exc).__name__
+            return (await self.client.instant(promql, at)).series
+        except PrometheusError as exc:
+            raise VgpumonError(str(exc)) from None

@@ -15,6 +15,8 @@ SHOWN = 500
 
 
 class EventsScreen(LiveScreen):
+    FOCUS = "events"
+
     def compose_body(self) -> ComposeResult:
         yield KeyedTable(id="events")
 

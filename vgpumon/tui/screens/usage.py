@@ -32,6 +32,7 @@ REFETCH_SECONDS = 60.0  # the rules' series change once an hour; a minute is fre
 
 
 class UsageScreen(LiveScreen):
+    FOCUS = "usage"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("b", "next_group", "by"),
         Binding("w", "next_window", "window"),
