@@ -85,6 +85,17 @@ BASE_INPUTS = {
 }
 
 
+# What a file's committed cases lack for every recording rule to give series: a lost GPU and a
+# pending repair for the fleet rules (a third host, so the cases' own hosts stay as they are).
+_H3 = 'instance="h3:9839",job="vgpumon",gpu="0",uuid="GPU-z"'
+EXTRA_INPUTS: dict[str, dict[str, str]] = {
+    "vgpumon-fleet.rules.yml": {
+        f"vgpumon_gpu_up{{{_H3}}}": "0x10",
+        f'vgpumon_gpu_repair_pending{{{_H3},kind="channel"}}': "1x10",
+    }
+}
+
+
 def _inputs(path: Path) -> tuple[dict[str, str], str]:
     """Input series for ``path``'s recording rules, and when to look at them: its committed
     promtool cases' (every group's inputs), or the ones above."""
@@ -92,7 +103,7 @@ def _inputs(path: Path) -> tuple[dict[str, str], str]:
     if path.name == "vgpumon.rules.yml":
         return dict(BASE_INPUTS), "5m"
     doc = yaml.safe_load(test.read_text(encoding="utf-8"))
-    inputs: dict[str, str] = {}
+    inputs: dict[str, str] = dict(EXTRA_INPUTS.get(path.name, {}))
     for group in doc["tests"]:
         for item in group["input_series"]:
             inputs.setdefault(item["series"], item["values"])
@@ -126,20 +137,21 @@ def test_every_recording_rule_keeps_the_target_labels(path: Path, tmp_path: Path
     inputs, when = _inputs(path)
     records = [name(r) for r in rules(path) if "record" in r and name(r) not in CONSTANTS]
     assert records
-    label, value = "site", TARGET_LABELS["site"]
+    label = "site"  # a target label (TARGET_LABELS) the inputs carry
     cases = []
     for record in records:
-        # No output series without the label, and some with it.
+        # No output series without the label, and some with it, at any time of the cases (some
+        # rules give series only while something is wrong: a GPU lost, a repair pending).
         cases.append(
             {
-                "expr": f'count({record}{{{label}=""}}) or vector(0)',
+                "expr": f'count(max_over_time({record}{{{label}=""}}[{when}])) or vector(0)',
                 "eval_time": when,
                 "exp_samples": [{"labels": "{}", "value": 0}],
             }
         )
         cases.append(
             {
-                "expr": f'count({record}{{{label}="{value}"}}) > bool 0',
+                "expr": f'count(max_over_time({record}{{{label}!=""}}[{when}])) > bool 0',
                 "eval_time": when,
                 "exp_samples": [{"labels": "{}", "value": 1}],
             }

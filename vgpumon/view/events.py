@@ -99,7 +99,9 @@ def snapshot_events(
                         t,
                         host,
                         "error",
-                        f"{label} vGPU {lost.vgpu_id} vanished while VM {vm} still runs",
+                        # A host read from Prometheus knows how many vanished, not which.
+                        f"{label} {f'vGPU {lost.vgpu_id}' if lost.vgpu_id >= 0 else 'a vGPU'} "
+                        f"vanished while VM {vm} still runs",
                     )
                 )
     for uuid in before.keys() - after.keys():
