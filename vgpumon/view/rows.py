@@ -1144,7 +1144,14 @@ def host_row(
     )
     if asked is not None:
         all_badges["recovery"] = asked
-    mem_used = _sum([g.memory_used for g in gpus])
+    # NVML's memory in use, as the fleet rule (vgpumon:host_gpu_memory_used_bytes:sum) sums it:
+    # a MIG-backed vGPU host's vGPU framebuffer is counted on its GPU rows, not here.
+    mem_used = _sum(
+        [
+            g.memory.used_bytes if r.memory_used is not None else None
+            for g, r in zip(gpus_read, gpus, strict=True)
+        ]
+    )
     mem_total = _sum([g.memory_total for g in gpus])
     ccs = {g.cc for g in gpus if g.cc not in (None, "off")}
     return HostRow(
