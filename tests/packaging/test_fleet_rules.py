@@ -85,9 +85,10 @@ def test_top_reads_every_figure_the_rules_record() -> None:
 
 
 def test_the_thresholds_are_the_badges() -> None:
-    week = expr("vgpumon:vgpu_license_expiring:info")
-    assert f"<= {badges.EXPIRING_WITHIN_SECONDS}" in week
-    assert f"<= {badges.EXPIRING_WITHIN_SECONDS}" in expr("vgpumon:host_licenses_expiring:count")
+    # Expiring is the exporter's lease verdict (docs/licensing.md), as the badge reads it.
+    assert "vgpumon_vgpu_license_renewal_overdue == 1" in expr("vgpumon:vgpu_license_expiring:info")
+    guest = "vgpumon_guest_license_renewal_overdue == 1"
+    assert guest in expr("vgpumon:host_licenses_expiring:count")
     idle = expr("vgpumon:host_idle_holders:count")
     assert f"vgpumon_vgpu_idle_seconds >= {badges.IDLE_VGPU_AFTER_SECONDS}" in idle
     assert f"vgpumon_process_idle_seconds >= {badges.IDLE_PROCESS_AFTER_SECONDS}" in idle
