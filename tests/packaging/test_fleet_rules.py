@@ -7,12 +7,11 @@ exports, gives ``top --prometheus`` every figure it reads, and its thresholds ar
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
+from ci_helpers import promtool
 from dashboard_helpers import FLEET_RULES, metric_names
 
 from vgpumon.metrics.table import FAMILIES
@@ -20,13 +19,6 @@ from vgpumon.sources.prometheus_fleet import BY_CC, BY_MODE, RECOVERY, ROLLUP_QU
 from vgpumon.view import badges
 
 TESTS = FLEET_RULES.with_name("vgpumon-fleet.rules.test.yml")
-
-
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    return found
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
