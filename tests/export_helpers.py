@@ -38,6 +38,8 @@ from vgpumon.model import (
     Temperatures,
     Usage,
     Utilization,
+    VanishedVgpu,
+    VgpuDepartures,
     VgpuInstance,
     VgpuLicense,
     VgpuMeter,
@@ -150,6 +152,7 @@ def rich_snapshot() -> Snapshot:
                 state="licensed" if i == 0 else "unlicensed_restricted",
                 expiry_status="valid" if i == 0 else None,
                 expiry_timestamp_seconds=1.8e9 if i == 0 else None,
+                renewal_overdue=False if i == 0 else None,
             ),
             vm=VirtualMachine(name="vm-render-07", uuid="vm-0", state="running", title="Render")
             if i == 0
@@ -291,6 +294,7 @@ def rich_snapshot() -> Snapshot:
                 state="licensed",
                 expiry_status="valid",
                 expiry_timestamp_seconds=1.9e9,
+                renewal_overdue=True,
             ),
             GuestLicenseFeature(feature="nvidia_rtx", licensed=False, state="unlicensed"),
         ),
@@ -302,9 +306,14 @@ def rich_snapshot() -> Snapshot:
         down_reason="gpu_is_lost",
         name="NVIDIA H100 80GB HBM3",
     )
-    # Usage counters as the metering stage leaves them (vgpumon.collect.metering).
+    # Usage counters as the metering stage leaves them (vgpumon.collect.metering), and the
+    # vGPUs gone since start as the libvirt enricher judged them (vgpumon.collect.vanished).
     host = dataclasses.replace(
         host,
+        vgpu_departures=VgpuDepartures(
+            vanished=(VanishedVgpu(3251634009, "vm-lost-its-vgpu", "0d1f", 1.0),),
+            counts={"vm_stopped": 4, "vm_holds_another": 1, "vanished": 1, "vm_unknown": 0},
+        ),
         metering=GpuMetering(
             energy_joules_metered=900.0,
             unattributed_energy_joules={"vgpu": 100.0},

@@ -63,6 +63,8 @@ VM_STATES = (
     "pmsuspended",
 )
 DEVICE_KINDS = ("gpu", "mig", "vgpu")
+# What became of the VM of a vGPU that went away (vgpumon.collect.vanished, docs/verdicts.md).
+VGPU_DEPARTURES = ("vm_stopped", "vm_holds_another", "vanished", "vm_unknown")
 # What NVML says stands in the way of moving a vGPU (NVML_VGPU_COMPATIBILITY_LIMIT_*).
 MIGRATION_LIMITS = ("host_driver", "guest_driver", "gpu", "other")
 LICENSE_EXPIRY_STATUSES = ("not_available", "invalid", "valid", "not_applicable", "permanent")
@@ -395,6 +397,9 @@ class VgpuLicense:
     state: str | None = None  # VGPU_LICENSE_STATES
     expiry_status: str | None = None  # LICENSE_EXPIRY_STATUSES
     expiry_timestamp_seconds: float | None = None  # absent when no expiry applies
+    # The lease verdict (vgpumon.collect.leases, docs/licensing.md): not renewed when due.
+    # None where there is no lease (not licensed, or no expiry).
+    renewal_overdue: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -559,6 +564,7 @@ class GuestLicenseFeature:
     state: str | None = None  # "licensed" | "unlicensed"
     expiry_status: str | None = None
     expiry_timestamp_seconds: float | None = None
+    renewal_overdue: bool | None = None  # as VgpuLicense.renewal_overdue
 
 
 # --------------------------------------------------------------------------- metering
@@ -649,6 +655,28 @@ class GpuMetering:
     methods: dict[str, str] = field(default_factory=dict)
 
 
+# --------------------------------------------------------------------------- vGPU departures
+
+
+@dataclass(frozen=True, slots=True)
+class VanishedVgpu:
+    """A vGPU gone while its VM still runs, as libvirt says (vgpumon.collect.vanished)."""
+
+    vgpu_id: int
+    vm_name: str | None = None
+    vm_uuid: str | None = None
+    since: float = 0.0  # Unix time it was last listed
+
+
+@dataclass(frozen=True, slots=True)
+class VgpuDepartures:
+    """The vGPUs of a GPU that went away since vgpumon started, by what became of their VM
+    (:data:`VGPU_DEPARTURES` -> count), and those whose VM still runs without them."""
+
+    vanished: tuple[VanishedVgpu, ...] = ()
+    counts: dict[str, int] = field(default_factory=dict)
+
+
 # --------------------------------------------------------------------------- whole GPU
 
 
@@ -715,6 +743,9 @@ class Gpu:
     mig_free_slices: int | None = None
     # Usage counters and idle findings (vgpumon.collect.metering); None where metering is off.
     metering: GpuMetering | None = None
+    # Its vGPUs that went away and what became of their VMs (vgpumon.collect.vanished); None
+    # without the VMs' states (no libvirt) or on a GPU that is not a vGPU host.
+    vgpu_departures: VgpuDepartures | None = None
     # What the driver says the GPU needs to recover (reset, reboot, drain) and pending repairs.
     recovery: Recovery = field(default_factory=Recovery)
     conf_compute: ConfCompute = field(default_factory=ConfCompute)

@@ -25,7 +25,6 @@ HEADER = "# vgpumon node features (node-feature-discovery local feature file); d
 LICENSE_OK, LICENSE_UNLICENSED, LICENSE_EXPIRING = "ok", "unlicensed", "expiring"
 # vGPU license states that mean the guest runs restricted or is about to (docs/vgpu.md).
 UNLICENSED_STATES = ("unlicensed", "unlicensed_restricted")
-DEFAULT_EXPIRING_SECONDS = 7 * 86400.0
 MIXED = "mixed"
 
 # Kubernetes label syntax: a name part and a value are at most 63 characters of [A-Za-z0-9_.-],
@@ -48,31 +47,32 @@ def _one(values: Iterable[str | None]) -> str | None:
     return found.pop() if len(found) == 1 else MIXED
 
 
-def license_state(snapshot: Snapshot, *, expiring_seconds: float) -> str | None:
+def license_state(snapshot: Snapshot) -> str | None:
     """ok, unlicensed or expiring over every vGPU (host side) and licensed feature (guest side).
 
+    Expiring is the collector's lease verdict (docs/licensing.md): a lease not renewed when due,
+    never a lease that merely ends within some time (a healthy guest's always does).
     None where the node has no license to speak of (bare metal, pass-through, no data yet).
     """
     seen = False
     worst = LICENSE_OK
-    deadline = snapshot.timestamp + expiring_seconds
     for g in snapshot.gpus:
-        items: list[tuple[bool | None, str | None, float | None]] = [
-            (v.license.licensed, v.license.state, v.license.expiry_timestamp_seconds)
+        items: list[tuple[bool | None, str | None, bool | None]] = [
+            (v.license.licensed, v.license.state, v.license.renewal_overdue)
             for v in g.vgpu_instances
         ]
         items += [
-            (f.licensed, f.state, f.expiry_timestamp_seconds)
+            (f.licensed, f.state, f.renewal_overdue)
             for f in g.guest_licenses
             if f.enabled is not False
         ]
-        for licensed, state, expiry in items:
+        for licensed, state, overdue in items:
             if licensed is None and state in (None, "unknown", "uninitialized"):
                 continue  # nothing known yet (a booting VM): no vote
             seen = True
             if state in UNLICENSED_STATES or (licensed is False and state is None):
                 return LICENSE_UNLICENSED
-            if licensed and expiry is not None and expiry <= deadline:
+            if licensed and overdue:
                 worst = LICENSE_EXPIRING
     return worst if seen else None
 
@@ -91,9 +91,7 @@ def _add_counts(out: dict[str, int], key: str, count: int | None) -> None:
         out[key] = out.get(key, 0) + count
 
 
-def node_features(
-    snapshot: Snapshot, *, expiring_seconds: float = DEFAULT_EXPIRING_SECONDS
-) -> dict[str, str]:
+def node_features(snapshot: Snapshot) -> dict[str, str]:
     """Feature name (without the prefix) -> value, for the GPUs of one node."""
     gpus: list[Gpu] = [g for g in snapshot.gpus if g.up]
     out: dict[str, str] = {"gpu.count": str(len(snapshot.gpus))}
@@ -105,7 +103,7 @@ def node_features(
         out["virtualization.mode"] = label_part(mode)
     if any(g.mig_mode_current for g in gpus):
         out["mig.enabled"] = "true"
-    lic = license_state(snapshot, expiring_seconds=expiring_seconds)
+    lic = license_state(snapshot)
     if lic is not None:
         out["license"] = lic
     hungry = starved(snapshot)
@@ -208,8 +206,8 @@ class FeatureFileWriter:
         self._last = text
         return True
 
-    def update(self, snapshot: Snapshot, *, expiring_seconds: float) -> bool:
-        return self.write(render(node_features(snapshot, expiring_seconds=expiring_seconds)))
+    def update(self, snapshot: Snapshot) -> bool:
+        return self.write(render(node_features(snapshot)))
 
 
 def invalid_lines(text: str) -> list[str]:

@@ -102,20 +102,18 @@ BOARD = Board(
         table_panel(
             "vGPU capacity per cluster",
             "Per cluster and vGPU type: how many more fit and on how many GPUs (recording rules "
-            "vgpumon:vgpu_type_creatable_instances:cluster_sum and "
-            "vgpumon:vgpu_type_hosting_gpus:cluster_count). The cluster is the targets' "
-            "`cluster` label; without one the row is the whole fleet's.",
+            "vgpumon:vgpu_type_creatable_instances:sum and vgpumon:vgpu_type_hosting_gpus:count, "
+            "which keep the targets' labels). The cluster is the targets' `cluster` label; "
+            "without one the row is the whole fleet's.",
             q(
-                row(
-                    CLUSTER_TYPE_ROW,
-                    f"vgpumon:vgpu_type_creatable_instances:cluster_sum{{{CLUSTER}}}",
-                ),
+                f"sum by ({CLUSTER_TYPE_ROW}) "
+                f"(vgpumon:vgpu_type_creatable_instances:sum{{{CLUSTER}}})",
                 "{{cluster}} {{vgpu_type}}",
                 *VGPU_HOSTS,
                 instant=True,
             ),
             q(
-                row(CLUSTER_TYPE_ROW, f"vgpumon:vgpu_type_hosting_gpus:cluster_count{{{CLUSTER}}}"),
+                f"sum by ({CLUSTER_TYPE_ROW}) (vgpumon:vgpu_type_hosting_gpus:count{{{CLUSTER}}})",
                 "{{cluster}} {{vgpu_type}} GPUs",
                 *VGPU_HOSTS,
                 instant=True,
@@ -131,9 +129,10 @@ BOARD = Board(
         table_panel(
             "MIG capacity per cluster",
             "Per cluster and MIG profile: how many more GPU instances fit (recording rule "
-            "vgpumon:mig_profile_creatable_instances:cluster_sum; orange: none).",
+            "vgpumon:mig_profile_creatable_instances:sum; orange: none).",
             q(
-                f"vgpumon:mig_profile_creatable_instances:cluster_sum{{{CLUSTER}}}",
+                "sum by (cluster, gpu_instance_profile) "
+                f"(vgpumon:mig_profile_creatable_instances:sum{{{CLUSTER}}})",
                 "{{cluster}} {{gpu_instance_profile}}",
                 CAP_MIG,
                 instant=True,
@@ -149,9 +148,9 @@ BOARD = Board(
         bargauge_panel(
             "Free MIG slices per cluster",
             "Compute slices no GPU instance holds, per cluster (recording rule "
-            "vgpumon:mig_free_slices:cluster_sum). Orange: none free.",
+            "vgpumon:mig_free_slices:sum). Orange: none free.",
             q(
-                f"vgpumon:mig_free_slices:cluster_sum{{{CLUSTER}}}",
+                f"sum by (cluster) (vgpumon:mig_free_slices:sum{{{CLUSTER}}})",
                 "{{cluster}}",
                 CAP_MIG,
                 instant=True,
@@ -275,9 +274,9 @@ BOARD = Board(
         stat_panel(
             "Stranded framebuffer, whole fleet",
             "Stranded framebuffer of every vGPU host Prometheus scrapes, whatever the selection "
-            "(recording rule vgpumon:vgpu_framebuffer_stranded_bytes:fleet_sum). Orange above 0.",
+            "(recording rule vgpumon:vgpu_framebuffer_stranded_bytes:sum, summed). Orange above 0.",
             q(
-                "vgpumon:vgpu_framebuffer_stranded_bytes:fleet_sum",
+                "sum(vgpumon:vgpu_framebuffer_stranded_bytes:sum)",
                 "stranded",
                 *VGPU_HOSTS,
                 instant=True,
@@ -322,16 +321,17 @@ BOARD = Board(
         timeseries_panel(
             "Fragmentation by cluster",
             "Stranded share of each cluster's free vGPU framebuffer over time (recording rules "
-            "vgpumon:vgpu_framebuffer_fragmentation:cluster_ratio, from the clusters' free and "
+            "vgpumon:vgpu_framebuffer_fragmentation:ratio, from the clusters' free and "
             "stranded sums). Dashed: 10 % (orange) and 25 % (red).",
             q(
-                f"vgpumon:vgpu_framebuffer_fragmentation:cluster_ratio{{{CLUSTER}}}",
+                f"vgpumon:vgpu_framebuffer_fragmentation:ratio{{{CLUSTER}}}",
                 "{{cluster}}",
                 *VGPU_HOSTS,
             ),
             q(
-                f"vgpumon:vgpu_framebuffer_stranded_bytes:cluster_sum{{{CLUSTER}}}\n"
-                f"/ (vgpumon:vgpu_framebuffer_free_bytes:cluster_sum{{{CLUSTER}}} > 0)",
+                f"sum by (cluster) (vgpumon:vgpu_framebuffer_stranded_bytes:sum{{{CLUSTER}}})\n"
+                "/ (sum by (cluster) "
+                f"(vgpumon:vgpu_framebuffer_free_bytes:sum{{{CLUSTER}}}) > 0)",
                 "{{cluster}} (from the sums)",
                 *VGPU_HOSTS,
             ),

@@ -194,8 +194,8 @@ GREEN_ABOVE_ZERO = ((None, "red"), (1, "green"))
 NEUTRAL = ((None, "blue"),)
 # Fractions where full is the problem (memory, a fan at full speed).
 FILLING = ((None, "green"), (0.8, "orange"), (0.95, "red"))
-# Seconds to a license's expiry: red within a day (or past), orange within the alert's 7 days.
-EXPIRY = ((None, "red"), (86400, "orange"), (7 * 86400, "green"))
+# Seconds to a lease's end: red only once it has passed (a healthy lease always ends soon).
+EXPIRY = ((None, "red"), (0.001, "text"))
 # Seconds since the served sample: the stale alert fires at 120.
 SAMPLE_AGE = ((None, "green"), (30, "orange"), (120, "red"))
 # Room for more (creatable instances, free slices): none left is orange (full: the next VM or
@@ -224,6 +224,9 @@ YES_WARN = value_map({"0": ("no", "green"), "1": ("yes", "orange")})
 ON_OFF = value_map({"1": ("on", "blue"), "0": ("off", "text")})
 OK_FAILED = value_map({"1": ("ok", "green"), "0": ("failed", "red")})
 READY = value_map({"1": ("ready", "green"), "0": ("not ready", "red")})
+# A license lease's renewal verdict (docs/licensing.md): its end is no alarm, a lease not renewed
+# when due is.
+RENEWAL = value_map({"0": ("renewed", "green"), "1": ("not renewed", "red")})
 # The share verdict's states (vgpumon_vgpu_*_share_state, docs/verdicts.md).
 SHARE_STATES = value_map(
     {

@@ -20,6 +20,7 @@ from .common import (
     ORANGE_ABOVE_ZERO,
     READY,
     RED_ABOVE_ZERO,
+    RENEWAL,
     SCOPE_VARIABLES,
     SEL,
     UP_DOWN,
@@ -428,12 +429,19 @@ BOARD = Board(
             ),
         ),
         table_panel(
-            "Guest license expiry",
-            "Time left on each feature's license inside the guest (red within a day, orange "
-            "within 7 days).",
+            "Guest license leases",
+            "Each feature's license lease inside the guest: when it ends (renewed long before on "
+            "a healthy guest) and whether it was renewed when due (red: not renewed; "
+            "docs/licensing.md).",
             q(
                 f"vgpumon_guest_license_expiry_timestamp_seconds{{{SEL}}} - time()",
                 f"{G} {{{{feature}}}}",
+                GUEST,
+                instant=True,
+            ),
+            q(
+                f"vgpumon_guest_license_renewal_overdue{{{SEL}}}",
+                f"{G} {{{{feature}}}} renewal",
                 GUEST,
                 instant=True,
             ),
@@ -441,7 +449,8 @@ BOARD = Board(
                 Column("instance", "Guest"),
                 Column("gpu", "GPU"),
                 Column("feature", "Feature"),
-                Column("Value", "Expires in", unit="s", thresholds=EXPIRY),
+                Column("Value #A", "Lease ends in", unit="s", thresholds=EXPIRY),
+                Column("Value #B", "Renewal", mappings=(RENEWAL,)),
             ),
         ),
     ),

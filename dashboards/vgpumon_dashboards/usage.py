@@ -106,12 +106,18 @@ def total_stat(quantity: str, title: str, unit: str, what: str) -> Panel:
     )
 
 
+# The labels that name each kind of consumer: the hourly series also keep the targets' own labels
+# (cluster, ...), which the whole-fleet panels sum away.
+NAMED_BY = {"vm": "vm", "pod": "namespace, pod", "namespace": "namespace", "tenant": "tenant"}
+
+
 def top(by: str, quantity: str, legend: str, title: str, unit: str, what: str) -> Panel:
     return bargauge_panel(
         title,
         f"The ten {what} in the whole hours of the dashboard's range.",
         q(
-            f"topk(10, {in_range(f'vgpumon:{by}_{quantity}:increase1h')})",
+            f"topk(10, sum by ({NAMED_BY[by]}) "
+            f"({in_range(f'vgpumon:{by}_{quantity}:increase1h')}))",
             legend,
             MET,
             instant=True,
@@ -204,12 +210,12 @@ BOARD = Board(
             "GPU-hours per hour by tenant",
             "Each point is the GPU time a tenant used in the hour before it (the rules' hourly "
             "series): the shape of demand over the day.",
-            q("vgpumon:tenant_gpu_hours:increase1h", "{{tenant}}", MET),
+            q("sum by (tenant) (vgpumon:tenant_gpu_hours:increase1h)", "{{tenant}}", MET),
         ),
         timeseries_panel(
             "Energy per hour by tenant",
             "Each point is the energy a tenant was given in the hour before it.",
-            q("vgpumon:tenant_energy_kwh:increase1h", "{{tenant}}", MET),
+            q("sum by (tenant) (vgpumon:tenant_energy_kwh:increase1h)", "{{tenant}}", MET),
             unit="kwatth",
         ),
         Row("Usage on the selected hosts (usage counters)"),

@@ -12,6 +12,8 @@ from .common import (
     ON_OFF,
     ORANGE_ABOVE_ZERO,
     READY,
+    RED_ABOVE_ZERO,
+    RENEWAL,
     SCOPE_VARIABLES,
     SEL,
     SHARE_STATES,
@@ -28,6 +30,7 @@ from .common import (
     by_vm,
     q,
     ratio_panel,
+    stat_panel,
     table_panel,
     timeseries_panel,
 )
@@ -138,6 +141,33 @@ BOARD = Board(
                 Column("vgpu_id", "vGPU"),
                 Column("state", "State", mappings=(VM_STATES,)),
             ),
+        ),
+        table_panel(
+            "vGPUs gone, by what became of their VM",
+            "vGPUs that went away in the dashboard's range, per host, by what libvirt says of "
+            "their VM (docs/verdicts.md): vm_stopped (shut down, destroyed, migrated: an "
+            "event), vm_holds_another (restarted with a new vGPU), vanished (it still runs "
+            "without one: the alert VgpumonVgpuVanished), vm_unknown (libvirt never knew it).",
+            q(
+                "sum without (gpu, uuid) "
+                f"(increase(vgpumon_gpu_vgpu_departures_total{{{SEL}}}[$__range]))",
+                "{{reason}}",
+                VGPU,
+                instant=True,
+            ),
+            columns=(
+                Column("instance", "Exporter"),
+                Column("reason", "What became of the VM"),
+                Column("Value", "vGPUs"),
+            ),
+            width=8,
+        ),
+        stat_panel(
+            "vGPUs vanished while their VM runs",
+            "vGPUs gone from the host while libvirt says their VM still runs: those guests lost "
+            "their GPU (red above 0; the alert VgpumonVgpuVanished).",
+            q(f"sum(vgpumon_gpu_vgpus_vanished{{{SEL}}})", "vanished", VGPU, instant=True),
+            thresholds=RED_ABOVE_ZERO,
         ),
         table_panel(
             "Live migration by VM",
@@ -432,12 +462,20 @@ BOARD = Board(
             ),
         ),
         table_panel(
-            "Time to license expiry",
-            "Time left on each guest's license (red within a day or past, orange within the "
-            "alert's 7 days). Absent for licenses without an expiry.",
+            "License leases",
+            "Each guest's license lease: when it ends (a healthy guest renews it long before, so "
+            "a near end is no alarm) and whether it was renewed when due (red: not renewed, the "
+            "alert VgpumonVgpuLicenseRenewalOverdue; docs/licensing.md). Absent for licenses "
+            "without an expiry.",
             q(
                 by_vm(f"vgpumon_vgpu_license_expiry_timestamp_seconds{{{SEL}}} - time()"),
                 VM,
+                VGPU,
+                instant=True,
+            ),
+            q(
+                by_vm(f"vgpumon_vgpu_license_renewal_overdue{{{SEL}}}"),
+                f"{VM} renewal",
                 VGPU,
                 instant=True,
             ),
@@ -445,7 +483,8 @@ BOARD = Board(
                 Column("vm_name", "VM"),
                 Column("gpu", "GPU"),
                 Column("vgpu_id", "vGPU"),
-                Column("Value", "Expires in", unit="s", thresholds=EXPIRY),
+                Column("Value #A", "Lease ends in", unit="s", thresholds=EXPIRY),
+                Column("Value #B", "Renewal", mappings=(RENEWAL,)),
             ),
         ),
         timeseries_panel(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from ci_helpers import optional_binding
 from enrich_helpers import wait_for
 from export_helpers import samples_by_name
@@ -19,9 +20,11 @@ from vgpu_helpers import by_id
 
 from vgpumon.collect import Sampler
 from vgpumon.collect.enrich.libvirt import LibvirtConfig, LibvirtEnricher
+from vgpumon.collect.vanished import CONFIRM_SECONDS
 from vgpumon.errors import ConfigError
 from vgpumon.metrics.exposition import render
 from vgpumon.model import Snapshot, from_json, to_json
+from vgpumon.sim.scenario import builtin_text, load_scenario
 from vgpumon.testing import sim_host
 
 libvirt = optional_binding("libvirt", "libvirt")
@@ -270,3 +273,46 @@ async def test_this_hosts_feed_carries_the_names() -> None:
     update = feed.latest.hosts[0]
     assert update.snapshot is not None
     assert by_id(update.snapshot.gpus[0])[1].vm.name == "vm-render-07"
+
+
+async def test_a_vgpu_gone_while_its_vm_runs_is_vanished_one_shut_down_is_not(
+    tmp_path: Path,
+) -> None:
+    """vGPUs 1 and 2 go away at 3 s; libvirt still runs vGPU 1's VM (vm-render-07) while the
+    test shuts vGPU 2's (ml-train-02) down: one vanished, one event (docs/verdicts.md)."""
+    doc = yaml.safe_load(builtin_text("kvm-vgpu-timesliced"))
+    for inst in doc["gpus"][0]["vgpu"]["instances"]:
+        if inst["id"] in (1, 2):
+            inst["stop"] = "3s"
+    path = tmp_path / "kvm-vgpu-stops.yaml"
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    h = sim_host(load_scenario(str(path)))
+    try:
+        link = Link()
+        enricher = LibvirtEnricher(
+            LibvirtConfig(uri=URI, resync_seconds=3600), connect=link.connect
+        )
+        h.sampler.enrichers = [enricher]
+        await _enriched_cycle(h, enricher)
+        link.conn.lookupByName("ml-train-02").destroy()
+        await asyncio.to_thread(
+            wait_for,
+            lambda: any(
+                d.name == "ml-train-02" and d.state == "shutoff" for d in enricher.inventory.domains
+            ),
+            "the shutdown to be read",
+        )
+        h.advance(5.0, poll_every=None)
+        gone = (await h.cycle()).gpus[0]
+        assert 1 not in by_id(gone) and 2 not in by_id(gone)
+        h.advance(CONFIRM_SECONDS + 1.0, poll_every=None)
+        snap = await h.cycle()
+        departures = snap.gpus[0].vgpu_departures
+        assert departures is not None
+        assert [(v.vgpu_id, v.vm_name) for v in departures.vanished] == [(1, "vm-render-07")]
+        assert (departures.counts["vanished"], departures.counts["vm_stopped"]) == (1, 1)
+        samples = samples_by_name(render(snap).decode())
+        vanished = samples["vgpumon_gpu_vgpus_vanished"]
+        assert sorted(v for _, v in vanished) == [0.0, 0.0, 1.0]  # per GPU: only GPU 0's
+    finally:
+        h.close()

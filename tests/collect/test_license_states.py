@@ -20,11 +20,12 @@ def expected(
 ) -> tuple[bool, str, str, float | None]:
     """(licensed, state, expiry status, expiry timestamp) as the scenario file defines them."""
     phase = [p for p in timeline.phases if p.at <= t][-1]
-    if phase.expires is not None and t >= phase.expires:
+    end = phase.end(t)  # expires, or the end of a renewed lease
+    if end is not None and t >= end:
         return False, STATE_NAMES[timeline.after_expiry], "not_available", None
     licensed = STATE_NAMES[phase.state] == "licensed"
-    if phase.expires is not None:
-        return licensed, STATE_NAMES[phase.state], "valid", epoch + phase.expires
+    if end is not None:
+        return licensed, STATE_NAMES[phase.state], "valid", epoch + end
     status = STATUS_NAMES[phase.expiry_status] if licensed else "not_available"
     return licensed, STATE_NAMES[phase.state], status, None
 

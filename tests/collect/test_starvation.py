@@ -126,3 +126,24 @@ def test_a_counter_that_went_back_starts_the_vgpus_window_again() -> None:
     _shares(tracker, 60.0, "equal_share", {1: (30, 0), 2: (30, 0)})
     got = _shares(tracker, 65.0, "equal_share", {1: (32, 0), 2: (1, 0)})  # vGPU 2 id reused
     assert got[2].state == "short_window" and got[1].state == "ok"
+
+
+def test_the_due_under_churn_is_what_the_window_held() -> None:
+    """VMs start and stop beside a long-lived vGPU: equal share serves 4 vGPUs at one reading and
+    5 at the next. The long-lived one receives 22.4 % (its due over the minute is 22.5 %); judged
+    by the last reading's 1/4 it was called starved on every other update (seen with a real
+    Prometheus on vgpu-churn), by the window's average it is ok."""
+    tracker = StarvationTracker()
+    churned = 100
+    for step in range(13):  # a reading every 5 s for a minute
+        t = 5.0 * step
+        neighbours = 3 if step % 2 == 0 else 4
+        usage = {1: (0.224 * t, 0.27 * t)}
+        for _ in range(neighbours):
+            churned += 1
+            usage[churned] = (0.0, 0.0)  # each neighbour a new VM: its own window is short
+        got = _shares(tracker, t, "equal_share", usage)
+    assert len(got) == 4  # the last reading serves 4
+    one = got[1]
+    assert (one.state, one.received) == ("ok", pytest.approx(0.224))
+    assert one.due == pytest.approx((1 / 4 + 1 / 5) / 2)

@@ -80,17 +80,24 @@ def _vgpu_host(*licenses: VgpuLicense) -> Snapshot:
 
 
 def test_license_states() -> None:
+    """Expiring is the collector's lease verdict (docs/licensing.md): a license ending in two
+    days is ok while its lease is renewed, expiring once the renewal is overdue."""
     now = 1000 * DAY
     ok = VgpuLicense(licensed=True, state="licensed", expiry_timestamp_seconds=now + 30 * DAY)
-    soon = VgpuLicense(licensed=True, state="licensed", expiry_timestamp_seconds=now + 2 * DAY)
+    soon = VgpuLicense(
+        licensed=True,
+        state="licensed",
+        expiry_timestamp_seconds=now + 2 * DAY,
+        renewal_overdue=False,
+    )
+    stuck = dataclasses.replace(soon, renewal_overdue=True)
     off = VgpuLicense(licensed=False, state="unlicensed_restricted")
     booting = VgpuLicense(state="uninitialized")
-    week = 7 * DAY
-    assert license_state(_vgpu_host(ok), expiring_seconds=week) == "ok"
-    assert license_state(_vgpu_host(ok, soon), expiring_seconds=week) == "expiring"
-    assert license_state(_vgpu_host(ok, soon), expiring_seconds=DAY) == "ok"
-    assert license_state(_vgpu_host(soon, off), expiring_seconds=week) == "unlicensed"
-    assert license_state(_vgpu_host(booting), expiring_seconds=week) is None
+    assert license_state(_vgpu_host(ok)) == "ok"
+    assert license_state(_vgpu_host(ok, soon)) == "ok"
+    assert license_state(_vgpu_host(ok, stuck)) == "expiring"
+    assert license_state(_vgpu_host(stuck, off)) == "unlicensed"
+    assert license_state(_vgpu_host(booting)) is None
     guest = Snapshot(
         timestamp=now,
         gpus=(
@@ -101,7 +108,18 @@ def test_license_states() -> None:
             ),
         ),
     )
-    assert license_state(guest, expiring_seconds=week) == "unlicensed"
+    assert license_state(guest) == "unlicensed"
+
+
+def test_the_retired_expiring_flag_is_said_to_be_ignored(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert (
+        main(["node-features", "--license-expiring-within", "24h", "--sim", "capacity-a100-mig"])
+        == 0
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--license-expiring-within no longer applies" in err
 
 
 def test_odd_names_become_valid_labels() -> None:
@@ -116,16 +134,16 @@ def test_the_file_changes_only_when_a_value_does(tmp_path: Path) -> None:
     out = tmp_path / "vgpumon.features"
     writer = FeatureFileWriter(out)
     snap = _vgpu_host(VgpuLicense(licensed=True, state="licensed"))
-    assert writer.update(snap, expiring_seconds=DAY) is True
+    assert writer.update(snap) is True
     first = out.stat()
     # A re-sample with the same values (a later timestamp) leaves the file alone, also for a
     # new writer that starts from the file on disk (a restarted exporter).
     later = dataclasses.replace(snap, timestamp=snap.timestamp + 60)
-    assert writer.update(later, expiring_seconds=DAY) is False
-    assert FeatureFileWriter(out).update(later, expiring_seconds=DAY) is False
+    assert writer.update(later) is False
+    assert FeatureFileWriter(out).update(later) is False
     assert (out.stat().st_ino, out.stat().st_mtime_ns) == (first.st_ino, first.st_mtime_ns)
     lapsed = _vgpu_host(VgpuLicense(licensed=False, state="unlicensed"))
-    assert writer.update(lapsed, expiring_seconds=DAY) is True
+    assert writer.update(lapsed) is True
     assert parse(out.read_text(encoding="utf-8"))["vgpumon.io/license"] == "unlicensed"
     assert out.stat().st_ino != first.st_ino, "replaced by rename, not rewritten in place"
     assert sorted(os.listdir(tmp_path)) == ["vgpumon.features"], "no temporary file left"
@@ -159,7 +177,6 @@ def test_serve_listener_writes_on_change_and_skips_a_down_nvml(tmp_path: Path) -
     ("args", "words"),
     [
         (["--output", "/nonexistent-dir/f", "--sim", "capacity-a100-mig"], "no directory"),
-        (["--output", "-", "--license-expiring-within", "soon"], "--license-expiring-within"),
         (["--output", "-", "--sim", "no-such-scenario"], "no-such-scenario"),
         (["--output", "-", "--url", "ftp://x"], "bad exporter URL"),
     ],
@@ -195,7 +212,7 @@ def test_recovery_action_label() -> None:
             Gpu(index=1, uuid="GPU-1", recovery=Recovery(action="none")),
         ),
     )
-    assert node_features(snap, expiring_seconds=0)["recovery.action"] == "gpu_reset"
+    assert node_features(snap)["recovery.action"] == "gpu_reset"
 
 
 def test_a_starved_vgpu_is_a_node_label_from_the_collectors_verdict() -> None:

@@ -158,8 +158,8 @@ def test_table(prometheus: str, capsys: pytest.CaptureFixture[str]) -> None:
     # 30 days of whole hours, evaluated at the end of the range.
     first = _Handler.queries[0]
     assert first["query"] == [
-        "sum_over_time((vgpumon:tenant_gpu_hours:increase1h and on () vector(time()) - 3600 "
-        f">= {START:.0f})[2592000s:1h])"
+        "sum by (tenant) (sum_over_time((vgpumon:tenant_gpu_hours:increase1h and on () "
+        f"vector(time()) - 3600 >= {START:.0f})[2592000s:1h]))"
     ]
     assert float(first["time"][0]) == START + 30 * 86400
 
@@ -201,7 +201,7 @@ def test_bad_input_is_one_line(
 
 @pytest.mark.parametrize(
     ("mode", "message"),
-    [("error", "refused sum_over_time"), ("html", "not JSON")],
+    [("error", "refused sum by (tenant) (sum_over_time"), ("html", "not JSON")],
 )
 def test_server_errors_are_one_line(
     prometheus: str, mode: str, message: str, capsys: pytest.CaptureFixture[str]

@@ -379,11 +379,40 @@ def test_every_rule_evaluates_without_error(stack: Stack) -> None:
     assert {r["name"] for r in loaded if r["type"] == "recording"} == recording_rule_names()
     errors = {r["name"]: r.get("lastError") for r in loaded if r.get("health") != "ok"}
     assert errors == {}
-    # The recording rules the scheduler panels and alerts build on produce data on the vGPU host.
+    # The vGPU recording rules produce data (the per-GPU ones on the vGPU host itself).
     target = stack.targets["vgpu"]
     for record in recording_rule_names(RULES):
         if record.startswith("vgpumon:vgpu"):
             assert stack.query(f'{record}{{instance="{target}"}}'), record
+
+
+# Alerts the stack raises (pending at least) once it settled: a lost GPU, a critical Xid, and the
+# starved vGPU (the starvation verdict needs its minute, so the test waits for all three).
+ALERTS_SEEN = {"VgpumonGpuLost", "VgpumonXidCritical", "VgpumonVgpuStarved"}
+
+
+def test_every_vgpumon_alert_and_recorded_series_carries_the_target_label(stack: Stack) -> None:
+    """Every target has cluster="e2e" (a target label, as the file_sd example sets): every
+    recording rule's series and every vgpumon alert, pending or firing, carries it
+    (docs/verdicts.md, "Rules keep target labels"), so Alertmanager can route by cluster."""
+    constants = {"vgpumon:tenant_map:namespace", "vgpumon:tenant_map:vm"}  # from no target
+    wanted = recording_rule_names() - constants
+    give_up = time.monotonic() + SETTLE_SECONDS
+    while True:
+        recorded = [
+            r for r in stack.query('{__name__=~"vgpumon:.+|DCGM_FI_.+"}')
+            if r["metric"]["__name__"] not in constants
+        ]  # fmt: skip
+        found = {r["metric"]["__name__"] for r in recorded}
+        alerts = stack.query('ALERTS{alertname=~"Vgpumon.+"}')
+        names = {a["metric"]["alertname"] for a in alerts}
+        if (found == wanted and names >= ALERTS_SEEN) or time.monotonic() > give_up:
+            break
+        time.sleep(1.0)
+    assert found == wanted  # every recording rule gives series here
+    assert names >= ALERTS_SEEN
+    unlabelled = [r["metric"] for r in recorded + alerts if r["metric"].get("cluster") != CLUSTER]
+    assert unlabelled == []
 
 
 def test_the_first_xid_on_a_gpu_fires_its_alert(stack: Stack) -> None:

@@ -24,6 +24,17 @@ GOOD = {"instance": "good:9839", "job": "vgpumon"}
 GPU = {"gpu": "0", "uuid": "GPU-0"}
 
 
+# Labels a scrape config adds to every target (docs/verdicts.md: rules keep them all).
+TARGET_LABELS = {"cluster": "c1", "site": "s1"}
+
+
+def with_labels(series_text: str, labels: dict[str, str]) -> str:
+    """A promtool series ``name{...}`` with ``labels`` added (as a target's would be)."""
+    name, _, rest = series_text.partition("{")
+    extra = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return f"{name}{{{extra},{rest}" if rest != "}" else f"{name}{{{extra}}}"
+
+
 def series(name: str, host: dict[str, str], **labels: str) -> str:
     merged = {**host, **labels}
     inner = ",".join(f'{k}="{v}"' for k, v in merged.items())
@@ -37,6 +48,7 @@ class AlertCase:
     bad: dict[str, str]  # series -> promtool values notation
     good: dict[str, str]
     fired: list[dict[str, str]] = field(default_factory=list)  # labels, without alertname
+    value: str = ""  # the alert's value as {{ $value }} renders it, where an annotation shows it
 
 
 def _gpu(name: str, host: dict[str, str], **labels: str) -> str:
@@ -44,6 +56,8 @@ def _gpu(name: str, host: dict[str, str], **labels: str) -> str:
 
 
 SHARE_STATE = "vgpumon_vgpu_scheduler_share_state"
+VANISHED = "vgpumon_gpu_vgpus_vanished"
+DEPARTURES = "vgpumon_gpu_vgpu_departures_total"
 ENCODER_SHARE_STATE = "vgpumon_vgpu_encoder_share_state"
 
 
@@ -219,18 +233,16 @@ CASES: tuple[AlertCase, ...] = (
         [{**BAD, **GPU, "vgpu_id": "1", "state": "unlicensed_restricted"}],
     ),
     AlertCase(
-        "VgpumonVgpuLicenseExpiring",
-        "2h",
-        # time() is 7200 at 2h: three days left on the bad host, thirty on the good one.
+        "VgpumonVgpuLicenseRenewalOverdue",
+        "1h",
+        # The exporter's lease verdict (docs/licensing.md): the bad host's lease is not being
+        # renewed; the good host's ends within days, as a healthy lease does, and is renewed.
+        {_gpu("vgpumon_vgpu_license_renewal_overdue", BAD, vgpu_id="1"): "1x80"},
         {
-            _gpu("vgpumon_vgpu_license_expiry_timestamp_seconds", BAD, vgpu_id="1"): (
-                f"{7200 + 3 * 86400}x150"
-            )
-        },
-        {
+            _gpu("vgpumon_vgpu_license_renewal_overdue", GOOD, vgpu_id="1"): "0x80",
             _gpu("vgpumon_vgpu_license_expiry_timestamp_seconds", GOOD, vgpu_id="1"): (
-                f"{7200 + 30 * 86400}x150"
-            )
+                f"{2 * 86400}x80"
+            ),
         },
         [{**BAD, **GPU, "vgpu_id": "1"}],
     ),
@@ -275,24 +287,20 @@ CASES: tuple[AlertCase, ...] = (
     AlertCase(
         "VgpumonVgpuVanished",
         "20m",
-        # vm-1's vGPU is gone at 11m; vm-2 is still there; vm-3 moved to the good host at 11m.
+        # The exporter's verdict (docs/verdicts.md): on the bad host two vGPUs of two GPUs are
+        # gone while their VMs run, from 11m on: one alert for the host, with the count. The
+        # good host had VMs shut down (counted as departures, never vanished).
         {
-            _gpu("vgpumon_scrape_collector_success", BAD, collector="vgpu"): "1x40",
-            _gpu("vgpumon_vgpu_info", BAD, vgpu_id="1", vgpu_type="T-4Q", vm_id="vm-1"): (
-                "1x10 stale"
-            ),
-            _gpu("vgpumon_vgpu_info", BAD, vgpu_id="3", vgpu_type="T-4Q", vm_id="vm-3"): (
-                "1x10 stale"
-            ),
+            _gpu(VANISHED, BAD): "0x10 1x30",
+            series(VANISHED, BAD, gpu="1", uuid="GPU-1"): "0x10 1x30",
         },
         {
-            _gpu("vgpumon_scrape_collector_success", GOOD, collector="vgpu"): "1x40",
-            _gpu("vgpumon_vgpu_info", GOOD, vgpu_id="2", vgpu_type="T-4Q", vm_id="vm-2"): "1x40",
-            _gpu("vgpumon_vgpu_info", GOOD, vgpu_id="5", vgpu_type="T-4Q", vm_id="vm-3"): (
-                "_x11 1x29"
-            ),
+            _gpu(VANISHED, GOOD): "0x40",
+            _gpu(DEPARTURES, GOOD, reason="vm_stopped"): "0+1x40",
+            _gpu(DEPARTURES, GOOD, reason="vanished"): "0x40",
         },
-        [{**BAD, **GPU, "vgpu_id": "1", "vgpu_type": "T-4Q", "vm_id": "vm-1"}],
+        [BAD],
+        value="2",
     ),
     AlertCase(
         "VgpumonVgpuFramebufferNearlyFull",
@@ -365,18 +373,14 @@ CASES: tuple[AlertCase, ...] = (
         [{**BAD, **GPU, "feature": "vws", "state": "unlicensed"}],
     ),
     AlertCase(
-        "VgpumonGuestLicenseExpiring",
-        "70m",
-        # time() is 4200 at 70m: the bad license ends 3 days later, the good one 30 days later.
+        "VgpumonGuestLicenseRenewalOverdue",
+        "1h",
+        {_gpu("vgpumon_guest_license_renewal_overdue", BAD, feature="vws"): "1x80"},
         {
-            _gpu("vgpumon_guest_license_expiry_timestamp_seconds", BAD, feature="vws"): (
-                f"{3 * 86400}x80"
-            )
-        },
-        {
+            _gpu("vgpumon_guest_license_renewal_overdue", GOOD, feature="vws"): "0x80",
             _gpu("vgpumon_guest_license_expiry_timestamp_seconds", GOOD, feature="vws"): (
-                f"{30 * 86400}x80"
-            )
+                f"{2 * 86400}x80"
+            ),
         },
         [{**BAD, **GPU, "feature": "vws"}],
     ),
@@ -393,10 +397,13 @@ def alerts() -> dict[str, dict[str, Any]]:
 
 
 LABEL_REF = re.compile(r"\{\{\s*\$labels\.(\w+)\s*\}\}")
+VALUE_REF = re.compile(r"\{\{\s*\$value\s*\}\}")
 
 
-def render(template: str, labels: dict[str, str]) -> str:
-    """The alert templates use only ``{{ $labels.x }}``: substitute them like Prometheus does."""
+def render(template: str, labels: dict[str, str], value: str = "") -> str:
+    """The alert templates use only ``{{ $labels.x }}`` and ``{{ $value }}``: substitute them
+    like Prometheus does."""
+    template = VALUE_REF.sub(value, template)
     assert "{{" not in LABEL_REF.sub("", template), f"unsupported template: {template}"
     return LABEL_REF.sub(lambda m: labels.get(m.group(1), ""), template)
 
@@ -414,7 +421,7 @@ def promtool_tests(rule_file: Path) -> dict[str, Any]:
             {
                 "exp_labels": {**labels, "alertname": case.alert, **rule.get("labels", {})},
                 "exp_annotations": {
-                    k: render(v, labels) for k, v in rule.get("annotations", {}).items()
+                    k: render(v, labels, case.value) for k, v in rule.get("annotations", {}).items()
                 },
             }
             for labels in case.fired
@@ -427,6 +434,27 @@ def promtool_tests(rule_file: Path) -> dict[str, Any]:
                 "input_series": _input(both),
                 "alert_rule_test": [
                     {"eval_time": case.eval_time, "alertname": case.alert, "exp_alerts": expected}
+                ],
+            }
+        )
+        # The same broken host behind a scrape config that adds target labels: every alert
+        # carries them (Alertmanager routes by them), whatever the rule aggregates or joins.
+        targeted = {**TARGET_LABELS}
+        tests.append(
+            {
+                "name": f"{case.alert} keeps the target labels {sorted(TARGET_LABELS)}",
+                "interval": "1m",
+                "input_series": _input(
+                    {with_labels(k, targeted): v for k, v in {**case.bad, **case.good}.items()}
+                ),
+                "alert_rule_test": [
+                    {
+                        "eval_time": case.eval_time,
+                        "alertname": case.alert,
+                        "exp_alerts": [
+                            {**e, "exp_labels": {**e["exp_labels"], **targeted}} for e in expected
+                        ],
+                    }
                 ],
             }
         )
@@ -457,6 +485,46 @@ def promtool_tests(rule_file: Path) -> dict[str, Any]:
             ],
         }
     )
+    # A wedged sampler (up 0, the last good sample served and growing old, collectors as they
+    # were): one alert for the cause, not also NVML down, stale and collectors failing.
+    wedged = {
+        series("vgpumon_sampler_wedged", BAD): "0 1x29",
+        series("vgpumon_up", BAD): "1 0x29",
+        series("vgpumon_last_sample_timestamp_seconds", BAD): "0x30",
+        series("vgpumon_scrape_collector_success", BAD, collector="vgpu"): "1 0x29",
+    }
+    quiet = ("VgpumonNvmlDown", "VgpumonExporterStale", "VgpumonCollectorFailing")
+    tests.append(
+        {
+            "name": "a wedged sampler raises VgpumonExporterWedged alone",
+            "interval": "1m",
+            "input_series": _input(wedged),
+            "alert_rule_test": [
+                {"eval_time": "25m", "alertname": name, "exp_alerts": []} for name in quiet
+            ]
+            + [
+                {
+                    "eval_time": "25m",
+                    "alertname": "VgpumonExporterWedged",
+                    "exp_alerts": [
+                        {
+                            "exp_labels": {
+                                **BAD,
+                                "alertname": "VgpumonExporterWedged",
+                                **rule_defs["VgpumonExporterWedged"].get("labels", {}),
+                            },
+                            "exp_annotations": {
+                                k: render(v, BAD)
+                                for k, v in rule_defs["VgpumonExporterWedged"]
+                                .get("annotations", {})
+                                .items()
+                            },
+                        }
+                    ],
+                }
+            ],
+        }
+    )
     return {"rule_files": [str(rule_file)], "evaluation_interval": "1m", "tests": tests}
 
 
@@ -468,10 +536,17 @@ TEST_FILE_HEADER = (
 )
 
 
+class _NoAliases(yaml.SafeDumper):
+    """Writes a case's annotations out in full where another case shares them (no &id/*id)."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
 def render_test_file() -> str:
     """The committed test file; its rule file path is relative, as promtool resolves it."""
     doc = promtool_tests(Path(RULES.name))
-    return TEST_FILE_HEADER + yaml.safe_dump(doc, sort_keys=False, width=1000)
+    return TEST_FILE_HEADER + yaml.dump(doc, Dumper=_NoAliases, sort_keys=False, width=1000)
 
 
 if __name__ == "__main__":

@@ -49,15 +49,15 @@ def test_a_broken_rule_fails_the_promtool_tests(tmp_path: Path) -> None:
     """Summing stranded framebuffer over the wrong family is caught."""
     text = RULES.read_text(encoding="utf-8")
     broken = text.replace(
-        "sum by (cluster) (vgpumon_gpu_vgpu_framebuffer_stranded_bytes)",
-        "sum by (cluster) (vgpumon_gpu_vgpu_framebuffer_free_bytes)",
+        "uuid) (vgpumon_gpu_vgpu_framebuffer_stranded_bytes)",
+        "uuid) (vgpumon_gpu_vgpu_framebuffer_free_bytes)",
     )
     assert broken != text
     (tmp_path / RULES.name).write_text(broken, encoding="utf-8")
     (tmp_path / TESTS.name).write_text(TESTS.read_text(encoding="utf-8"), encoding="utf-8")
     result = run(promtool(), "test", "rules", str(tmp_path / TESTS.name))
     assert result.returncode != 0
-    assert "stranded_bytes:cluster_sum" in result.stdout + result.stderr
+    assert "stranded_bytes:sum" in result.stdout + result.stderr
 
 
 def test_rules_name_only_what_vgpumon_exports() -> None:

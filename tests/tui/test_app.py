@@ -51,7 +51,7 @@ async def test_drill_into_a_vgpu_host_gpu_shows_each_vms_license_and_type(sim_ho
             # No VM name in this scenario: NVML's VM id, shortened (the screen is 120 wide).
             assert column(vgpus, "vm", key) == f.or_dash(v.vm_id)[:8] + "…"
             assert column(vgpus, "type", key) == f.vgpu_type(v.type_name)
-            assert column(vgpus, "license", key) == f.license_short(v.license.state)
+            assert column(vgpus, "license", key) == f.license_state(v.license.state)
             states.add(v.license.state)
         assert {"licensed", "unlicensed_restricted", None} <= states  # all kinds were read
         await pilot.press("escape")
@@ -178,7 +178,7 @@ async def test_pause_freezes_the_screen_and_resume_catches_up(sim_host: Any) -> 
         await pilot.press("p")
         await settle(pilot)
         after = app.hosts["local"].snapshot.gpus[0].vgpu_instances[0]
-        assert column(gpus, "license", key) == f.license_short(after.license.state) != before
+        assert column(gpus, "license", key) == f.license_state(after.license.state) != before
 
 
 async def test_a_lost_gpu_is_badged_and_logged(sim_host: Any) -> None:

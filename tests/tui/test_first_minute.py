@@ -172,7 +172,7 @@ async def test_tree_rows_sit_under_headers_that_name_them(sim_host: Any) -> None
         gpu = snap.gpus[0]
         v = next(v for v in gpu.vgpu_instances if v.license.state == "unlicensed_restricted")
         key = f"local/{gpu.uuid}/vgpu/{v.vgpu_id}"
-        assert cell(gpus, key, "license") == "unlic (restr)"
+        assert cell(gpus, key, "license") == "restricted"
         assert cell(gpus, key, "name/VM").startswith((v.vm_id or "?")[:8])
         assert cell(gpus, key, "mode/type") == "L40S-2B"
     mig = sim_host("a100-mig-mixed")

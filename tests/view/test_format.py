@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from vgpumon.model import VGPU_LICENSE_STATES
 from vgpumon.view import format as f
 
 
@@ -30,7 +31,10 @@ def test_values() -> None:
     ]  # fmt: skip
     assert f.when(1_767_225_600) == "2026-01-01 00:00 UTC"
     assert f.flag(None) == f.DASH and f.flag(True) == "on" and f.flag(False, "yes", "no") == "no"
-    assert f.license_state("unlicensed_restricted") == "unlicensed (restricted)"
+    # One spelling per state, on every screen (the filter keeps NVML's names).
+    assert f.license_state("unlicensed_restricted") == "restricted"
+    assert f.license_state("unlicensed_unrestricted") == "grace period"
+    assert all(len(f.license_state(s)) <= 13 for s in VGPU_LICENSE_STATES)
     assert f.vgpu_type("NVIDIA L40S-8Q") == "L40S-8Q"
 
 

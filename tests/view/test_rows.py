@@ -49,13 +49,20 @@ def test_lost_and_hung_badges() -> None:
     assert kinds == [[], ["hung"]]
 
 
-def test_expiring_within_a_week_and_license_urgency() -> None:
+def test_expiring_is_a_lease_not_renewed_and_license_urgency() -> None:
     snap = snapshot_of("vgpu-license-expiry", at=12.0)
     rows = {r.subject: r for r in vr.all_license_rows("h", snap)}
-    assert 0 < rows["31"].expires_in < 10  # expires at 20 s
+    assert 0 < rows["31"].expires_in < 10  # its lease ends at 20 s
     vgpus = {r.vgpu_id: r for r in vr.vgpu_rows("h", snap, snap.gpus[0])}
-    assert vgpus[31].expiring and vgpus[32].expiring  # one day out is within the week
-    assert not vgpus[33].expiring  # permanent
+    # Expiring is the collector's lease verdict (docs/licensing.md), read from the snapshot: a
+    # lease ending soon is not, one not renewed when due is.
+    assert not vgpus[32].expiring and not vgpus[33].expiring and not vgpus[37].expiring
+    v31 = dataclasses.replace(
+        snap.gpus[0].vgpu_instances[0],
+        license=dataclasses.replace(snap.gpus[0].vgpu_instances[0].license, renewal_overdue=True),
+    )
+    g = dataclasses.replace(snap.gpus[0], vgpu_instances=(v31,))
+    assert vr.vgpu_rows("h", snap, g)[0].expiring
     order = [r.subject for r in vr.all_license_rows("h", snapshot_of("vgpu-license-expiry", 41.0))]
     assert order[0] == "31"  # unlicensed after the lease ran out: most urgent
 
@@ -101,8 +108,9 @@ def test_fleet_host_row_sums_and_counts() -> None:
     snap = snapshot_of("kvm-vgpu-timesliced")
     row = vr.host_row("kvm-01", "up", snap)
     assert row.gpus == 3 and row.modes == (("vgpu-host", 3),) and row.vgpus == 11
-    # vGPUs 2 (grace period), 3 (restricted) and 22 (unlicensed), and 12 expiring within days
-    assert row.license_problems == 4 and row.lost == 0
+    # vGPUs 2 (grace period), 3 (restricted) and 22 (unlicensed); vGPU 12's license ends within
+    # days, but its lease is not overdue (docs/licensing.md): no problem
+    assert row.license_problems == 3 and row.lost == 0
     assert row.memory_total == sum(g.memory.total_bytes for g in snap.gpus)
     down = vr.host_row("kvm-02", "unreachable", None, error="connection refused")
     assert down.gpus == 0 and down.utilization is None and down.error == "connection refused"

@@ -12,7 +12,9 @@
 
 Expiry dates are calendar fields without a time zone in the header; vgpumon reads them as UTC.
 A date is only turned into a timestamp when its status is VALID; PERMANENT, NOT_APPLICABLE and
-NOT_AVAILABLE licenses have no expiry (the metric is absent, not 0).
+NOT_AVAILABLE licenses have no expiry (the metric is absent, not 0). The expiry is the end of the
+license's lease, which a healthy guest renews: whether a lease is overdue for renewal is decided
+here every cycle (:mod:`vgpumon.collect.leases`, docs/licensing.md).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import datetime as dt
 from typing import Any
 
 from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, cadence
+from vgpumon.collect.leases import LeaseTracker
 from vgpumon.collect.vgpu import is_vgpu_host
 from vgpumon.collect.vgpu_raw import GONE, GUEST_DRIVER_ABSENT, as_int, nvml_text
 from vgpumon.model import GuestLicenseFeature, VgpuLicense
@@ -35,6 +38,21 @@ EXPIRY_VALID = 2  # NVML_GRID_LICENSE_EXPIRY_VALID (a 1-tuple in pynvml: compare
 FEATURE_CODES = {0: "unknown", 1: "vgpu", 2: "nvidia_rtx", 3: "gaming", 4: "compute", 5: "vgamedev"}
 MAX_FEATURES = 3  # NVML_GRID_LICENSE_FEATURE_MAX_COUNT
 HOST_MODES = ("host_vgpu", "host_vsga")
+LEASES_KEY = "license_leases"  # the GPU's LeaseTracker
+
+
+def _leases(ctx: GpuContext) -> LeaseTracker:
+    tracker = ctx.state.get(LEASES_KEY)
+    if not isinstance(tracker, LeaseTracker):
+        tracker = ctx.state[LEASES_KEY] = LeaseTracker()
+    return tracker
+
+
+def _with_lease(tracker: LeaseTracker, key: Any, now: float, lic: VgpuLicense) -> VgpuLicense:
+    overdue = tracker.overdue(key, now, lic.licensed, lic.expiry_timestamp_seconds)
+    return (
+        lic if overdue == lic.renewal_overdue else dataclasses.replace(lic, renewal_overdue=overdue)
+    )
 
 
 def expiry(raw: Any) -> tuple[str | None, float | None]:
@@ -94,10 +112,18 @@ def read_vgpu_license(ctx: GpuContext, out: GpuBuilder) -> None:
     known: dict[int, VgpuLicense] = {}
     if not ctx.due(LICENSE) and ctx.previous is not None:
         known = {v.vgpu_id: v.license for v in ctx.previous.vgpu_instances}
+    leases = _leases(ctx)
+    leases.keep({(inst.vgpu_id, inst.uuid) for inst in instances})
     out.set(
         vgpu_instances=tuple(
             dataclasses.replace(
-                inst, license=known.get(inst.vgpu_id) or vgpu_license(ctx, inst.vgpu_id)
+                inst,
+                license=_with_lease(
+                    leases,
+                    (inst.vgpu_id, inst.uuid),
+                    ctx.now,
+                    known.get(inst.vgpu_id) or vgpu_license(ctx, inst.vgpu_id),
+                ),
             )
             for inst in instances
         )
@@ -139,14 +165,31 @@ def read_guest_license(ctx: GpuContext, out: GpuBuilder) -> None:
             previous = ctx.previous
             out.set(
                 guest_license_supported=previous.guest_license_supported,
-                guest_licenses=previous.guest_licenses,
+                guest_licenses=_guest_leases(ctx, previous.guest_licenses),
             )
         return
     raw = ctx.call("nvmlDeviceGetGridLicensableFeatures", ctx.handle)
     if raw is None:
         return
     supported, features = guest_features(raw)
-    out.set(guest_license_supported=supported, guest_licenses=features if supported else ())
+    out.set(
+        guest_license_supported=supported,
+        guest_licenses=_guest_leases(ctx, features) if supported else (),
+    )
+
+
+def _guest_leases(
+    ctx: GpuContext, features: tuple[GuestLicenseFeature, ...]
+) -> tuple[GuestLicenseFeature, ...]:
+    leases = _leases(ctx)
+    leases.keep({f.feature for f in features})
+    out = []
+    for f in features:
+        overdue = leases.overdue(f.feature, ctx.now, f.licensed, f.expiry_timestamp_seconds)
+        out.append(
+            f if overdue == f.renewal_overdue else dataclasses.replace(f, renewal_overdue=overdue)
+        )
+    return tuple(out)
 
 
 READERS = [

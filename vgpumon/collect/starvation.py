@@ -6,7 +6,8 @@ From the scheduler log's counters per vGPU (``run_seconds_total``: time it ran o
 vGPU host), each vGPU's *due* share of the engine's time is:
 
 * ``fixed_share``: ``1 / max_instances`` of its vGPU type, whether or not others run;
-* ``equal_share``: ``1 / N``, N the vGPUs the scheduler serves;
+* ``equal_share``: ``1 / N``, N the vGPUs the scheduler serves, averaged over the window (VMs
+  that start and stop change N within it: the due is what the window held, not the last N);
 * ``best_effort``: ``1 / R``, R the vGPUs that ran or waited in the window (round robin among
   those that want the engine); no policy known: no verdict (``unknown_policy``).
 
@@ -88,6 +89,19 @@ def due_shares(
     return {}
 
 
+def _served_shares(readings: Sequence[_Reading]) -> list[float]:
+    """Per reading, from the newest back: ``1 / N`` averaged over time from that reading to the
+    newest, N the vGPUs the scheduler served at each reading (trapezoids between readings)."""
+    out = [1.0 / max(1, len(readings[-1].usage))]
+    weighted = total = 0.0
+    for a, b in zip(reversed(readings[:-1]), reversed(readings[1:]), strict=True):
+        span = b.timestamp - a.timestamp
+        weighted += span * (1.0 / max(1, len(a.usage)) + 1.0 / max(1, len(b.usage))) / 2
+        total += span
+        out.append(weighted / total if total > 0 else out[-1])
+    return out
+
+
 def verdict(due: float, received: float, waited: float) -> str:
     """Starved or ok, for shares of a window long enough and free of missed entries."""
     asked = received + waited
@@ -167,24 +181,29 @@ class StarvationTracker:
         window = now - first.timestamp
         missed = sch.log_entries_missed_total > first.missed
         deltas: dict[int, tuple[float, float, float]] = {}  # vgpu -> run, waited, its window
+        back: dict[int, int] = {}  # vgpu -> readings its window reaches back (0: only the newest)
         for vgpu in usage:
             # The vGPU's window starts at its oldest reading from which its counters never went
             # back (a counter that went back is a new vGPU under a reused id).
-            start = readings[-1]
-            for r in reversed(readings):
+            start, steps = readings[-1], 0
+            for k, r in enumerate(reversed(readings)):
                 got = r.usage.get(vgpu)
                 if got is None or got[0] > start.usage[vgpu][0] or got[1] > start.usage[vgpu][1]:
                     break
-                start = r
+                start, steps = r, k
             run, wait = usage[vgpu]
             ran0, waited0 = start.usage[vgpu]
             deltas[vgpu] = (run - ran0, wait - waited0, now - start.timestamp)
+            back[vgpu] = steps
         shares = due_shares(
             sch.policy,
             [v for v in members if v.vgpu_id in deltas] or members,
             types,
             {i: d[0] + d[1] for i, d in deltas.items()},
         )
+        if sch.policy == "equal_share" and shares:
+            served = _served_shares(list(readings))
+            shares = {i: served[back[i]] for i in shares if i in back}
         verdicts = []
         for vgpu, (run, wait, span) in sorted(deltas.items()):
             due = shares.get(vgpu)

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 
 from vgpumon.commands import node_source
-from vgpumon.commands.node_features import add_expiring_argument, expiring_seconds
+from vgpumon.commands.node_features import add_expiring_argument, warn_retired
 from vgpumon.errors import VgpumonError, one_line
 from vgpumon.model import Gpu, Snapshot
 from vgpumon.nodefeatures import LICENSE_EXPIRING, UNLICENSED_STATES, license_state
@@ -37,7 +37,7 @@ def _gpu_name(index: int, uuid: str) -> str:
     return f"GPU {index} ({uuid})"
 
 
-def check_license(snapshot: Snapshot, *, expiring_seconds: float) -> Result:
+def check_license(snapshot: Snapshot) -> Result:
     bad = []
     for g in snapshot.gpus:
         for v in g.vgpu_instances:
@@ -52,11 +52,11 @@ def check_license(snapshot: Snapshot, *, expiring_seconds: float) -> Result:
     if bad:
         more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
         return PROBLEM, f"vGPU license problem: {bad[0]}{more}"
-    overall = license_state(snapshot, expiring_seconds=expiring_seconds)
+    overall = license_state(snapshot)
     if overall is None:
         return OK, "no vGPU licenses on this node"
     if overall == LICENSE_EXPIRING:
-        return OK, "vGPU licenses ok; one expires soon"
+        return OK, "vGPU licenses ok; a lease was not renewed when due (docs/licensing.md)"
     return OK, "vGPU licenses ok"
 
 
@@ -186,9 +186,9 @@ def check_scheduler(snapshot: Snapshot) -> Result:
     return OK, f"no vGPU starved ({decided} with a verdict)"
 
 
-def run_checks(snapshot: Snapshot, which: str, *, expiring_seconds: float) -> Result:
+def run_checks(snapshot: Snapshot, which: str) -> Result:
     table: dict[str, Callable[[], Result]] = {
-        "license": lambda: check_license(snapshot, expiring_seconds=expiring_seconds),
+        "license": lambda: check_license(snapshot),
         "gpus": lambda: check_gpus(snapshot),
         "xid": lambda: check_xid(snapshot),
         **{name: functools.partial(_health, snapshot, *how) for name, how in HEALTH_CHECKS.items()},
@@ -229,9 +229,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        expiring = expiring_seconds(args)
+        warn_retired(args)
         snapshot = node_source.node_snapshot(args)
-        code, message = run_checks(snapshot, args.check, expiring_seconds=expiring)
+        code, message = run_checks(snapshot, args.check)
     except VgpumonError as err:
         # Unknown, not a problem: node-problem-detector must not mark the node for our failure.
         code, message = UNKNOWN, f"cannot check: {one_line(err)}"

@@ -233,7 +233,7 @@ def nfd_listener(path: str) -> Callable[[Snapshot], None]:
     Only from snapshots of a working NVML: a cycle without the driver would label the node as
     having no GPUs. A failed write is logged once per distinct error, not every cycle.
     """
-    from vgpumon.nodefeatures import DEFAULT_EXPIRING_SECONDS, FeatureFileWriter
+    from vgpumon.nodefeatures import FeatureFileWriter
 
     writer = FeatureFileWriter(path)
     if not writer.path.parent.is_dir():
@@ -245,7 +245,7 @@ def nfd_listener(path: str) -> Callable[[Snapshot], None]:
         if not snapshot.health.up or snapshot.health.wedged:
             return
         try:
-            if writer.update(snapshot, expiring_seconds=DEFAULT_EXPIRING_SECONDS):
+            if writer.update(snapshot):
                 log.info("wrote node features to %s", path)
             last_error.clear()
         except OSError as exc:

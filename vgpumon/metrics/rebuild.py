@@ -62,6 +62,8 @@ from vgpumon.model import (
     SamplerHealth,
     SamplingCadence,
     Snapshot,
+    VanishedVgpu,
+    VgpuDepartures,
     VgpuInstance,
     VgpuMeter,
     VgpuProcess,
@@ -205,6 +207,7 @@ ENCODER_SCHEDULERS = Node(
 )
 ENCODER_USAGE = Node(ENCODER_SCHEDULERS, "usage", VgpuSchedulerUsage, (("vgpu_id", "vgpu_id"),))
 ENCODER_SHARES = Node(ENCODER_SCHEDULERS, "shares", VgpuShare, (("vgpu_id", "vgpu_id"),))
+DEPARTURES = Node(GPUS, "vgpu_departures", VgpuDepartures, many=False)
 
 # Each scope of the table: the nodes of its item (a tuple for scopes whose items are tuples).
 # A scope missing here fails at import (a new scope needs its place in the snapshot said).
@@ -240,6 +243,7 @@ NODES: dict[int, tuple[Node, ...]] = {
     id(t.MIG_VGPU_TYPE): (MIG_VGPU_CAPACITY,),
     id(t.ENCODER_USAGE): (ENCODER_USAGE,),
     id(t.ENCODER_SHARE): (ENCODER_SHARES,),
+    id(t.DEPARTURES): (DEPARTURES,),
 }
 # Scopes of the table with no place of their own: their families are DERIVED, or CUSTOM (a
 # collector's unsupported-reason counts are a dict of the collector's).
@@ -705,6 +709,22 @@ def _metering_methods(builder: _Builder, samples: Iterable[tuple[Labels, float]]
             metering.setdefault("methods", {})[counter] = method
 
 
+def _vanished(builder: _Builder, samples: Iterable[tuple[Labels, float]]) -> None:
+    # The exposition carries how many vGPUs vanished, not which: they come back unnamed.
+    for labels, value in samples:
+        departures = builder.item(DEPARTURES, labels)
+        if departures is not None and math.isfinite(value) and value >= 0:
+            departures["vanished"] = tuple(VanishedVgpu(vgpu_id=-1) for _ in range(int(value)))
+
+
+def _departure_counts(builder: _Builder, samples: Iterable[tuple[Labels, float]]) -> None:
+    for labels, value in samples:
+        departures = builder.item(DEPARTURES, labels)
+        reason = labels.get("reason")
+        if departures is not None and reason and type(reason) is str and math.isfinite(value):
+            departures.setdefault("counts", {})[reason] = int(value)
+
+
 Custom = Callable[[_Builder, Iterable[tuple[Labels, float]]], None]
 CUSTOM: dict[str, Custom] = {
     "vgpumon_gpu_xid_errors_total": _xid,
@@ -719,6 +739,8 @@ CUSTOM: dict[str, Custom] = {
     "vgpumon_gpu_allocation_info": _allocations,
     "vgpumon_scrape_collector_unsupported_gpus": _unsupported,
     "vgpumon_gpu_metering_method": _metering_methods,
+    "vgpumon_gpu_vgpus_vanished": _vanished,
+    "vgpumon_gpu_vgpu_departures_total": _departure_counts,
 }
 
 # Required fields of the model that no family carries, and what an item rebuilt without them has:

@@ -42,6 +42,7 @@ from vgpumon.model import (
     RECOVERY_ACTIONS,
     SCHEDULER_POLICIES,
     SHARE_STATES,
+    VGPU_DEPARTURES,
     VGPU_LICENSE_STATES,
     VIRTUALIZATION_MODES,
     VM_STATES,
@@ -62,6 +63,7 @@ from vgpumon.model import (
     ProcessMeter,
     SamplingCadence,
     Snapshot,
+    VgpuDepartures,
     VgpuInstance,
     VgpuMeter,
     VgpuProcess,
@@ -292,6 +294,11 @@ def _scheduler_shares(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValu
                 yield (gpu, uuid, gi, str(v.vgpu_id)), v
 
 
+def _departures(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, VgpuDepartures]]:
+    # Only where the VMs' states are known (libvirt): no series is not "none vanished".
+    return ((_gpu_id(g), g.vgpu_departures) for g in _up(s) if g.vgpu_departures is not None)
+
+
 def _guest_features(
     s: Snapshot, o: ExportOptions
 ) -> Iterator[tuple[LabelValues, GuestLicenseFeature]]:
@@ -516,6 +523,7 @@ SCHEDULER: Scope[VgpuScheduler] = Scope(
 SCHEDULER_USAGE: Scope[VgpuSchedulerUsage] = Scope(
     "vGPU scheduler", (*GPU_LABELS, "gpu_instance", "vgpu_id"), _scheduler_usage
 )
+DEPARTURES: Scope[VgpuDepartures] = Scope("vGPU host", GPU_LABELS, _departures)
 ENCODER_USAGE: Scope[VgpuSchedulerUsage] = Scope(
     "vGPU scheduler", (*GPU_LABELS, "gpu_instance", "engine", "vgpu_id"), _encoder_usage
 )
@@ -1803,6 +1811,27 @@ FAMILIES: tuple[Family, ...] = (
     ),
     *MIG_GPM,
     # ---- vGPU host
+    # Vanished or shut down (vgpumon.collect.vanished; docs/verdicts.md), with libvirt only.
+    gauge(
+        DEPARTURES,
+        "vgpumon_gpu_vgpus_vanished",
+        "The GPU's vGPUs that went away while their VM still runs (libvirt's state); absent "
+        "without libvirt. A VM shut down, destroyed or migrated away is counted in "
+        "vgpumon_gpu_vgpu_departures_total, not here.",
+        lambda d: len(d.vanished),
+        collector="libvirt",
+    ),
+    labeled(
+        DEPARTURES,
+        "vgpumon_gpu_vgpu_departures_total",
+        "The GPU's vGPUs that went away since the exporter started, by what became of their VM: "
+        "vm_stopped (shut down, destroyed, migrated), vm_holds_another (restarted with a new "
+        "vGPU), vanished (it still runs without one), vm_unknown (libvirt never knew it).",
+        ("reason",),
+        lambda d: [((r,), d.counts.get(r, 0)) for r in VGPU_DEPARTURES],
+        collector="libvirt",
+        type_=COUNTER,
+    ),
     gauge(
         VGPU_HOST,
         "vgpumon_gpu_vgpu_instances",
@@ -1921,7 +1950,8 @@ FAMILIES: tuple[Family, ...] = (
     gauge(
         VGPU,
         "vgpumon_vgpu_license_expiry_timestamp_seconds",
-        "When the guest's license expires (Unix time); absent when it has no expiry.",
+        "When the guest's license lease ends (Unix time; a healthy guest renews it long "
+        "before); absent when it has no expiry.",
         lambda v: v.license.expiry_timestamp_seconds,
         collector="license",
     ),
@@ -1933,6 +1963,14 @@ FAMILIES: tuple[Family, ...] = (
         "state",
         LICENSE_EXPIRY_STATUSES,
         lambda v: v.license.expiry_status,
+        collector="license",
+    ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_license_renewal_overdue",
+        "1 when the guest's license lease was not renewed when due: over half of it passed "
+        "without a renewal (docs/licensing.md); absent where there is no lease.",
+        lambda v: _flag(v.license.renewal_overdue),
         collector="license",
     ),
     gauge(
@@ -2368,8 +2406,17 @@ FAMILIES: tuple[Family, ...] = (
     gauge(
         GUEST,
         "vgpumon_guest_license_expiry_timestamp_seconds",
-        "When the feature's license expires (Unix time); absent when it has no expiry.",
+        "When the feature's license lease ends (Unix time; a healthy guest renews it long "
+        "before); absent when it has no expiry.",
         lambda f: f.expiry_timestamp_seconds,
+        collector="guest",
+    ),
+    gauge(
+        GUEST,
+        "vgpumon_guest_license_renewal_overdue",
+        "1 when the feature's license lease was not renewed when due (docs/licensing.md); "
+        "absent where there is no lease.",
+        lambda f: _flag(f.renewal_overdue),
         collector="guest",
     ),
     state_set(

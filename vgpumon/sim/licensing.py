@@ -17,6 +17,12 @@ state becomes ``after_expiry`` (default ``unlicensed_restricted``), ``isLicensed
 the expiry status becomes NOT_AVAILABLE (the lease is gone). A held license without ``expires``
 reports ``expiry_status`` (default PERMANENT).
 
+``lease`` instead models a networked lease as the NVIDIA License System serves it
+(docs/licensing.md): the license ends ``lease`` after its last renewal, and the guest renews it
+every ``renew_every`` (default 15 % of the lease) from the change on, so the expiry keeps moving
+forward; ``renew_until`` is the scenario time renewals stop (the license service became
+unreachable), after which the lease runs out like ``expires``.
+
 The guest side (per-GPU key ``guest``) fills ``nvmlDeviceGetGridLicensableFeatures``; every GPU
 without it answers as a real pass-through GPU does (docs/nvml-notes.md §5.3):
 ``isGridLicenseSupported = 0`` and no features.
@@ -25,6 +31,7 @@ without it answers as a real pass-through GPU does (docs/nvml-notes.md §5.3):
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +72,18 @@ class LicensePhase:
     state: int
     expires: float | None = None
     expiry_status: int = EXPIRY_STATUSES["permanent"]
+    lease: float | None = None  # a renewed lease this long (seconds)
+    renew_every: float | None = None
+    renew_until: float | None = None
+
+    def end(self, t: float) -> float | None:
+        """When the license held at ``t`` ends: ``expires``, or the lease renewed last."""
+        if self.lease is None:
+            return self.expires
+        every = self.renew_every or 0.15 * self.lease
+        until = t if self.renew_until is None else min(t, self.renew_until)
+        renewed = self.at + max(0.0, math.floor((until - self.at) / every)) * every
+        return renewed + self.lease
 
 
 @dataclass(frozen=True)
@@ -93,12 +112,13 @@ class LicenseTimeline:
                 phase = p
             else:
                 break
-        if phase.expires is not None:
-            if t >= phase.expires:
+        end = phase.end(t)
+        if end is not None:
+            if t >= end:
                 return LicenseReading(
                     self.after_expiry, False, EXPIRY_STATUSES["not_available"], None
                 )
-            return LicenseReading(phase.state, phase.state == LICENSED, EXPIRY_VALID, phase.expires)
+            return LicenseReading(phase.state, phase.state == LICENSED, EXPIRY_VALID, end)
         status = (
             phase.expiry_status if phase.state == LICENSED else EXPIRY_STATUSES["not_available"]
         )
@@ -124,6 +144,11 @@ _PHASE = Map(
         "expiry_status": Key(
             Enum(EXPIRY_STATUSES), "status of a license without expires", "permanent"
         ),
+        "lease": Key(Unit("duration", lo=1e-3), "a renewed lease this long (instead of expires)"),
+        "renew_every": Key(
+            Unit("duration", lo=1e-3), "the guest renews the lease this often", "15 % of the lease"
+        ),
+        "renew_until": Key(Unit("duration", lo=0), "scenario time the renewals stop", "never"),
     }
 )
 
@@ -142,6 +167,17 @@ class _TimelineType(Type):
                     Enum(EXPIRY_STATUSES), "status of a license without expires", "permanent"
                 ),
                 "changes": Key(Seq(_PHASE), "later transitions", "none"),
+                "lease": Key(
+                    Unit("duration", lo=1e-3), "a renewed lease this long (instead of expires)"
+                ),
+                "renew_every": Key(
+                    Unit("duration", lo=1e-3),
+                    "the guest renews the lease this often",
+                    "15 % of the lease",
+                ),
+                "renew_until": Key(
+                    Unit("duration", lo=0), "scenario time the renewals stop", "never"
+                ),
                 "after_expiry": Key(
                     _STATE, "state once a license expired", "unlicensed_restricted"
                 ),
@@ -154,12 +190,20 @@ class _TimelineType(Type):
         if not isinstance(node, yaml.MappingNode):
             raise self.fail(node, path, ctx)
         d = self._map.parse(node, path, ctx)
+        for where, item in [(path, d)] + [
+            (f"{path}.changes[{i}]", c) for i, c in enumerate(d.get("changes", []))
+        ]:
+            if "expires" in item and "lease" in item:
+                raise ctx.error_at(f"{where}.lease", "give expires or lease, not both")
         phases = [
             LicensePhase(
                 0.0,
                 d.get("state", LICENSED),
                 d.get("expires"),
                 d.get("expiry_status", EXPIRY_STATUSES["permanent"]),
+                d.get("lease"),
+                d.get("renew_every"),
+                d.get("renew_until"),
             )
         ]
         for i, c in enumerate(sorted(d.get("changes", []), key=lambda c: c["at"])):
@@ -171,6 +215,9 @@ class _TimelineType(Type):
                     c["state"],
                     c.get("expires"),
                     c.get("expiry_status", EXPIRY_STATUSES["permanent"]),
+                    c.get("lease"),
+                    c.get("renew_every"),
+                    c.get("renew_until"),
                 )
             )
         return LicenseTimeline(

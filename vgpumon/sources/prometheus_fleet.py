@@ -130,6 +130,16 @@ FLEET = _families(
     "vgpumon_vgpu_license_expiry_timestamp_seconds",
     "vgpumon_guest_license_state",
     "vgpumon_guest_license_expiry_timestamp_seconds",
+    # The lease verdict the expiring badge reads (docs/licensing.md).
+    "vgpumon_vgpu_license_renewal_overdue",
+    "vgpumon_guest_license_renewal_overdue",
+    # vGPUs gone while their VM runs (the event log), and what became of the others.
+    "vgpumon_gpu_vgpus_vanished",
+    "vgpumon_gpu_vgpu_departures_total",
+    # A MIG-backed vGPU host's memory in use counts its vGPUs' framebuffer per GPU instance.
+    "vgpumon_mig_instance_info",
+    "vgpumon_mig_memory_used_bytes",
+    "vgpumon_vgpu_framebuffer_used_bytes",
     "vgpumon_vgpu_idle_seconds",
     "vgpumon_process_idle_seconds",
     *(n for n in rb.READ_BACK if n.startswith("vgpumon_vgpu_scheduler_share")),

@@ -72,8 +72,11 @@ def query(by: str, quantity: str, start: float, end: float) -> str:
     """
     rule = f"vgpumon:{by}_{quantity}:increase1h"
     seconds = round(end - start)
+    # The hourly series keep the targets' own labels (cluster, ...): one total per group.
+    keys = ", ".join(GROUPS[by])
     return (
-        f"sum_over_time(({rule} and on () vector(time()) - {HOUR} >= {start:.0f})[{seconds}s:1h])"
+        f"sum by ({keys}) (sum_over_time(({rule} and on () vector(time()) - {HOUR} "
+        f">= {start:.0f})[{seconds}s:1h]))"
     )
 
 

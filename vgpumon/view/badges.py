@@ -10,9 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-# A license that runs out within this many seconds is "expiring" (one week: enough time to renew).
-EXPIRING_WITHIN_SECONDS = 7 * 86400
-
 # Idle holders (docs/metering.md, "Idle holders"): the metering stage counts how long a vGPU has
 # stayed under the idle ratio while licensed and running, and how long a process has held memory
 # with no SM use. The badge shows well before the alerts (4 hours, 30 minutes): it is a hint to
@@ -74,13 +71,6 @@ def unlicensed(state: str | None, licensed: bool | None) -> bool:
     if state is not None:
         return state.startswith("unlicensed")
     return licensed is False
-
-
-def expiring(expiry: float | None, now: float, state: str | None) -> bool:
-    """Licensed, with an expiry date inside :data:`EXPIRING_WITHIN_SECONDS`."""
-    if expiry is None or not expiry or (state is not None and state != "licensed"):
-        return False
-    return expiry - now <= EXPIRING_WITHIN_SECONDS
 
 
 def idle(seconds: float | None, after: float) -> bool:

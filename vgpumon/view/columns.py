@@ -190,8 +190,15 @@ def _vgpu_badges(v: VgpuRow) -> list[tuple[str, str | None]]:
     return _badge_parts([badge(k) for k, on in kinds if on])
 
 
+def _instances(g: GpuRow) -> str:
+    """What the GPU holds, by kind: MIG GPU instances and vGPUs (a MIG-backed vGPU host has
+    both), never one number for two things."""
+    parts = [f"{n} {kind}" for n, kind in ((g.migs, "MIG"), (g.vgpus, "vGPU")) if n]
+    return " ".join(parts) or f.DASH
+
+
 def _vgpu_license(v: VgpuRow) -> str:
-    return f.license_short(v.license_state)
+    return f.license_state(v.license_state)
 
 
 def _gpu_licenses(g: GpuRow) -> str:
@@ -285,7 +292,7 @@ GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
     ),
     Column(
         "held",
-        "held by",
+        "clock limit",
         lambda r: ", ".join(r.held_by) or f.DASH,
         lambda r: len(r.held_by),
         wide=True,
@@ -304,8 +311,8 @@ GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
     _pod_column(),
     Column(
         "inst",
-        "inst",
-        lambda r: str(r.instances) if r.instances else f.DASH,
+        "instances",
+        _instances,
         lambda r: r.instances,
         priority=4,
         numeric=True,
@@ -599,7 +606,7 @@ HOST_TREE_COLUMNS: tuple[Column[Any], ...] = (
     ),
     tree_column(
         "inst",
-        "inst",
+        "instances",
         {GpuRow: _GPU["inst"], MigRow: _MIG_CIS},
         priority=4,
         numeric=True,
@@ -620,7 +627,7 @@ HOST_TREE_COLUMNS: tuple[Column[Any], ...] = (
     tree_column(
         "clock", "SM clock", {GpuRow: _GPU["clock"]}, priority=7, numeric=True, descending=True
     ),
-    tree_column("held", "held by", {GpuRow: _GPU["held"]}, priority=7),
+    tree_column("held", "clock limit", {GpuRow: _GPU["held"]}, priority=7),
     tree_column("uuid", "UUID", {GpuRow: _GPU_UUID, VgpuRow: _VGPU["vmid"]}, priority=9),
 )
 
@@ -650,8 +657,26 @@ PROCESS_COLUMNS: tuple[Column[ProcessRow], ...] = (
         numeric=True,
         descending=True,
     ),
+    # A host process's SM share is of the whole GPU; a guest's, as NVML gives it, is of its own
+    # vGPU (it can exceed the vGPU's share of the GPU): two columns, each saying which.
     Column(
-        "sm", "sm", lambda r: f.pct(r.sm), lambda r: r.sm, priority=2, numeric=True, descending=True
+        "sm",
+        "sm of GPU",
+        lambda r: f.DASH if r.kind == "vgpu" else f.pct(r.sm),
+        lambda r: None if r.kind == "vgpu" else r.sm,
+        priority=2,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
+        "sm_vgpu",
+        "sm of vGPU",
+        lambda r: f.pct(r.sm) if r.kind == "vgpu" else f.DASH,
+        lambda r: r.sm if r.kind == "vgpu" else None,
+        priority=2,
+        needs=VGPUS,
+        numeric=True,
+        descending=True,
     ),
     _ratio("mem", "mem", lambda r: r.memory_util, wide=True, priority=5),
     Column(

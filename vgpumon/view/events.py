@@ -2,8 +2,9 @@
 
 No source sends events; they are derived by comparing a host's previous and current snapshot (and
 its connection state), so every front end gets the same log from the same data: Xid errors, a GPU
-lost and back, hung GPUs, license state changes, vGPUs created and destroyed, the sampler wedged,
-a host unreachable and back.
+lost and back, hung GPUs, license state changes, vGPUs created and destroyed (and, from the
+collector's verdict, one gone while its VM still runs), the sampler wedged, a host unreachable
+and back.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vgpumon.model import Gpu, Snapshot
+from vgpumon.view.format import license_state
 
 
 @dataclass(frozen=True)
@@ -79,8 +81,27 @@ def snapshot_events(
                         t,
                         host,
                         sev,
-                        f"{label} vGPU {vid} license {was.license.state or '—'} → "
-                        f"{v.license.state or '—'}",
+                        f"{label} vGPU {vid} license {license_state(was.license.state)} → "
+                        f"{license_state(v.license.state)}",
+                    )
+                )
+        # The collector's verdict (docs/verdicts.md): a vGPU gone while its VM still runs.
+        was_vanished = (
+            {v.vgpu_id for v in prev.vgpu_departures.vanished}
+            if prev is not None and prev.vgpu_departures is not None
+            else set()
+        )
+        for lost in g.vgpu_departures.vanished if g.vgpu_departures is not None else ():
+            if lost.vgpu_id not in was_vanished:
+                vm = lost.vm_name or lost.vm_uuid or "?"
+                out.append(
+                    Event(
+                        t,
+                        host,
+                        "error",
+                        # A host read from Prometheus knows how many vanished, not which.
+                        f"{label} {f'vGPU {lost.vgpu_id}' if lost.vgpu_id >= 0 else 'a vGPU'} "
+                        f"vanished while VM {vm} still runs",
                     )
                 )
     for uuid in before.keys() - after.keys():

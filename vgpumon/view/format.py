@@ -114,9 +114,15 @@ def when(timestamp: float | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M UTC")
 
 
+# One spelling per license state on every screen and table (NVML's names stay the filter's:
+# ``license:unlicensed`` finds all three unlicensed states). At most 13 cells, for 80 columns.
 _LICENSE = {
-    "unlicensed_restricted": "unlicensed (restricted)",
-    "unlicensed_unrestricted": "unlicensed (full use)",
+    "licensed": "licensed",
+    "unlicensed_unrestricted": "grace period",  # unlicensed, still at full capability
+    "unlicensed_restricted": "restricted",  # unlicensed, capability reduced
+    "unlicensed": "unlicensed",
+    "uninitialized": "uninitialized",
+    "unknown": "unknown",
 }
 _EXPIRY = {"not_available": "n/a", "not_applicable": "n/a"}
 
@@ -124,17 +130,6 @@ _EXPIRY = {"not_available": "n/a", "not_applicable": "n/a"}
 def license_state(state: str | None) -> str:
     """NVML's license state in words; filters match the raw name (``unlicensed_restricted``)."""
     return DASH if state is None else _LICENSE.get(state, state)
-
-
-_LICENSE_SHORT = {
-    "unlicensed_restricted": "unlic (restr)",
-    "unlicensed_unrestricted": "unlic (full)",
-}
-
-
-def license_short(state: str | None) -> str:
-    """:func:`license_state` in at most 13 cells, for tables that must fit 80 columns."""
-    return DASH if state is None else _LICENSE_SHORT.get(state, state)
 
 
 # What a scheduler share verdict says (collect/starvation.py, docs/verdicts.md), in words: the two

@@ -111,7 +111,8 @@ def _vgpu_tables(snapshot: Snapshot, wide: bool) -> list[Table]:
     out: list[Table] = []
     vgpus = [v for g in snapshot.gpus for v in r.vgpu_rows(HOST, snapshot, g)]
     if vgpus:
-        # Share needs history (a rate); license state and expiry have their own table below.
+        # A one-shot snapshot has no share verdict yet (it needs half a minute of the scheduler's
+        # counters: docs/verdicts.md); license state and expiry have their own table below.
         skip = {"share", "license", "expires"}
         columns = [c for c in VGPU_COLUMNS if c.key not in skip]
         out.append(

@@ -264,7 +264,8 @@ def _vgpu_alarms(
         sched,
         share,
         b.unlicensed(lic.state, lic.licensed),
-        b.expiring(lic.expiry_timestamp_seconds or None, snapshot.timestamp, lic.state),
+        # The collector's lease verdict (docs/licensing.md): not renewed when due.
+        lic.renewal_overdue is True,
         share is not None and share.state == "starved",
     )
 
@@ -371,6 +372,32 @@ class MigRow:
         }
 
 
+def _gi_memory_used(gpu: Gpu, gi_id: int, nvml: int | None) -> int | None:
+    """A GPU instance's memory in use: NVML's figure, or what the MIG-backed vGPU in it holds,
+    whichever is more. Where NVML counts the guest's framebuffer in neither the instance nor the
+    GPU of a MIG-backed vGPU host (0 there while the guests hold gigabytes), the cells would say
+    the GPU is empty; the exported families keep NVML's own figures."""
+    held = [
+        v.framebuffer_used_bytes
+        for v in gpu.vgpu_instances
+        if v.gpu_instance_id == gi_id and v.framebuffer_used_bytes is not None
+    ]
+    if not held:
+        return nvml
+    return max(nvml or 0, sum(held))
+
+
+def gpu_memory_used(gpu: Gpu) -> int | None:
+    """The GPU's memory in use: NVML's figure, or on a MIG-backed vGPU host the sum over its GPU
+    instances as :func:`_gi_memory_used` counts them, whichever is more."""
+    nvml = gpu.memory.used_bytes
+    if not gpu.mig_instances or not any(v.gpu_instance_id is not None for v in gpu.vgpu_instances):
+        return nvml
+    parts = [_gi_memory_used(gpu, gi.id, gi.memory_used_bytes) for gi in gpu.mig_instances]
+    known = [p for p in parts if p is not None]
+    return max(nvml or 0, sum(known)) if known else nvml
+
+
 def mig_rows(host: str, gpu: Gpu, snapshot: Snapshot | None = None) -> list[MigRow]:
     """MIG GPU instances as rows; ``snapshot`` adds who holds each (its kubelet allocations)."""
     rows = []
@@ -394,7 +421,7 @@ def mig_rows(host: str, gpu: Gpu, snapshot: Snapshot | None = None) -> list[MigR
                 gpu_instance_id=gi.id,
                 profile=gi.profile_name,
                 placement=placement,
-                memory_used=gi.memory_used_bytes,
+                memory_used=_gi_memory_used(gpu, gi.id, gi.memory_used_bytes),
                 memory_total=gi.memory_total_bytes,
                 sm_active=None if gpm is None else gpm.sm_active,
                 sm_occupancy=None if gpm is None else gpm.sm_occupancy,
@@ -511,10 +538,7 @@ def _gpu_badges(gpu: Gpu, hung: bool, vgpus: _VgpuAlarms, snapshot: Snapshot) ->
     )
     if vgpus.unlicensed or guest_unlicensed:
         out.append(b.badge("unlicensed"))
-    guest_expiring = any(
-        b.expiring(f.expiry_timestamp_seconds, snapshot.timestamp, f.state)
-        for f in gpu.guest_licenses
-    )
+    guest_expiring = any(f.renewal_overdue for f in gpu.guest_licenses)
     if vgpus.expiring or guest_expiring:
         out.append(b.badge("expiring"))
     if vgpus.starved:
@@ -588,7 +612,7 @@ def gpu_row(
         down_reason=gpu.down_reason,
         hung=hung,
         utilization=gpu.utilization.gpu,
-        memory_used=gpu.memory.used_bytes,
+        memory_used=gpu_memory_used(gpu),
         memory_total=gpu.memory.total_bytes,
         power=gpu.power_watts,
         power_limit=gpu.power_limit_watts,

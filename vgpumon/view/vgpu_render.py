@@ -35,6 +35,7 @@ def vgpu_extra_tables(snapshot: Snapshot, wide: bool = False) -> list[Table]:
     out: list[Table] = []
     schedulers = [s for g in snapshot.gpus for s in r.scheduler_rows(HOST, snapshot, g)]
     if schedulers:
+        # The starved count needs a share verdict, which a one-shot snapshot has not yet.
         columns = [c for c in SCHEDULER_COLUMNS if c.key != "starved"]
         out.append(row_table("vGPU scheduler", columns, schedulers, wide=wide))
     run_time = _run_time(snapshot)

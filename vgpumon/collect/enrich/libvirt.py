@@ -33,12 +33,12 @@ from vgpumon.collect.enrich.base import Refresher
 from vgpumon.collect.enrich.domains import (
     Domain,
     Inventory,
-    merge,
     parse_domain,
     parse_node_device,
     state_name,
 )
 from vgpumon.collect.threads import daemon_thread
+from vgpumon.collect.vanished import DepartureTracker, with_vms
 from vgpumon.errors import ConfigError
 from vgpumon.install_hints import install_hint
 from vgpumon.model import Snapshot
@@ -173,6 +173,7 @@ class LibvirtEnricher:
         self._callback: int | None = None
         self._lost = threading.Event()
         self.events = 0  # lifecycle events received, for tests and debugging
+        self._departures = DepartureTracker()
         self._refresher: Refresher[Inventory] = Refresher(
             NAME,
             self._fetch,
@@ -187,8 +188,9 @@ class LibvirtEnricher:
         self._refresher.start()
 
     def apply(self, snapshot: Snapshot) -> Snapshot:
-        inventory = self._refresher.result
-        return snapshot if inventory is None else merge(snapshot, inventory)
+        # The VMs' names merged in, and whether a vGPU that went away left with its VM
+        # (vgpumon.collect.vanished).
+        return with_vms(snapshot, self._refresher.result, self._departures)
 
     def status(self) -> bool | None:
         return self._refresher.ok()
