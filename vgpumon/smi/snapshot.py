@@ -10,8 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 
-from vgpumon.model import CollectorStatus, Gpu, SamplerHealth, Snapshot, VgpuInstance
+from vgpumon.model import (
+    CollectorStatus,
+    Gpu,
+    SamplerHealth,
+    SchemaError,
+    Snapshot,
+    VgpuInstance,
+    check_snapshot,
+)
 from vgpumon.smi.device import driver_info, parse_gpus
+from vgpumon.smi.errors import SmiParseError
 from vgpumon.smi.vgpu import parse_vgpus
 from vgpumon.smi.xmlsafe import parse_report
 
@@ -47,7 +56,7 @@ def parse_reports(
     collectors = [CollectorStatus("device", True, durations[0])]
     if vgpus is not None:
         collectors.append(CollectorStatus("vgpu", True, durations[1]))
-    return Snapshot(
+    snapshot = Snapshot(
         timestamp=timestamp,
         driver=driver_info(root),
         gpus=gpus,
@@ -55,3 +64,8 @@ def parse_reports(
         health=SamplerHealth(up=True, cycles_total=1, last_cycle_duration_seconds=sum(durations)),
         source=source,
     )
+    try:
+        check_snapshot(snapshot)  # the same GPU twice in a report: nothing can show it
+    except SchemaError as err:
+        raise SmiParseError(f"nvidia-smi -q -x output: {err}") from None
+    return snapshot
