@@ -19,6 +19,7 @@ from vgpumon.commands.node_features import add_expiring_argument, expiring_secon
 from vgpumon.errors import VgpumonError, one_line
 from vgpumon.model import Snapshot
 from vgpumon.nodefeatures import LICENSE_EXPIRING, UNLICENSED_STATES, license_state
+from vgpumon.text import printable
 
 OK, PROBLEM, UNKNOWN = 0, 1, 2  # node-problem-detector's plugin exit codes
 CHECKS = ("license", "gpus", "xid", "all")
@@ -132,5 +133,6 @@ def run(args: argparse.Namespace) -> int:
     except VgpumonError as err:
         # Unknown, not a problem: node-problem-detector must not mark the node for our failure.
         code, message = UNKNOWN, f"cannot check: {one_line(err)}"
-    sys.stdout.write(one_line(message, limit=1000) + "\n")
+    # Names in the message (VMs, GPUs) come from others: escaped, never sent to the terminal.
+    sys.stdout.write(printable(one_line(message, limit=1000)) + "\n")
     return code

@@ -188,6 +188,21 @@ class History:
         series.clear()
         series.extend(points[-self.maxlen :])
 
+    def merge(self, host: str, entity: str, metric: str, points: Iterable[Point]) -> None:
+        """Merge many (older) points at once, e.g. a backfill: one pass, where :meth:`add` of an
+        older point copies the series each time (a series of n backfilled points would cost n**2).
+        A point at an instant the series already has is dropped; the newest ``maxlen`` stay."""
+        key = SeriesKey(host, entity, metric)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = Ring(self.maxlen)
+        held = list(series)
+        have = {t for t, _ in held}
+        merged = held + [p for p in points if p[0] not in have]
+        merged.sort(key=lambda p: p[0])
+        series.clear()
+        series.extend(merged[-self.maxlen :])
+
     def forget(self, host: str) -> None:
         for key in [k for k in self._series if k.host == host]:
             del self._series[key]

@@ -14,15 +14,17 @@ change here, and a history metric with no family is simply not backfilled.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
-from vgpumon.errors import ConfigError
+from vgpumon.errors import ConfigError, one_line
 from vgpumon.metrics.table import FAMILIES, GPU_LABELS, ExportOptions
 from vgpumon.model import (
     CollectorStatus,
@@ -38,6 +40,7 @@ from vgpumon.model import (
     VgpuSchedulerUsage,
     VgpuUtilization,
 )
+from vgpumon.sources.bodies import parse_json, read_capped
 from vgpumon.sources.history import (
     GPU_METRICS,
     MIG_METRICS,
@@ -52,6 +55,10 @@ from vgpumon.sources.history import (
 log = logging.getLogger(__name__)
 
 DEFAULT_WINDOW_SECONDS = 600.0
+# The most of one Prometheus answer read: an hour of 1 s points for every vGPU of a 16 x 48 host
+# is some tens of MB; hundreds of MB is not an answer to these queries (vgpumon.sources.bodies).
+MAX_ANSWER_BYTES = 64 << 20
+YIELD_EVERY = 20_000  # history points merged between two turns of the event loop
 PROBE_UUID = "GPU-00000000-0000-0000-0000-00000000beef"
 
 
@@ -138,16 +145,16 @@ def series_table() -> tuple[Series, ...]:
     return tuple(found)
 
 
-def _entity(kind: str, labels: Mapping[str, str]) -> str | None:
+def _entity(kind: str, labels: Mapping[str, Any]) -> str | None:
     uuid = labels.get("uuid")
-    if uuid is None:
+    if not isinstance(uuid, str):
         return None
     try:
         if kind == "vgpu":
             return vgpu_entity(uuid, int(labels["vgpu_id"]))
         if kind == "mig":
             return mig_entity(uuid, int(labels["gpu_instance"]))
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, TypeError):
         return None
     return gpu_entity(uuid)
 
@@ -200,21 +207,22 @@ class PrometheusBackfill:
         )
         async with session:
             for series in series_table():
-                result = await self._query(session, _selector(series, uuids), start, end)
-                for item in result:
-                    entity = _entity(series.kind, item.get("metric", {}))
-                    if entity is None:
-                        continue
-                    for t, value in item.get("values", []):
-                        if float(t) >= end:
-                            continue  # the live data owns the present
-                        history.add(host, entity, series.metric, float(t), float(value))
-                        added += 1
+                body = await self._query(session, _selector(series, uuids), start, end)
+                # Read in a worker thread: an answer of a large host is millions of points.
+                found = await asyncio.to_thread(_points, body, series.kind, end)
+                merged = 0
+                for entity, points in found.items():
+                    history.merge(host, entity, series.metric, points)
+                    added += len(points)
+                    merged += len(points)
+                    if merged >= YIELD_EVERY:
+                        merged = 0
+                        await asyncio.sleep(0)  # keys and redraws go on meanwhile
         return added
 
     async def _query(
         self, session: aiohttp.ClientSession, query: str, start: float, end: float
-    ) -> list[dict[str, Any]]:
+    ) -> Any:
         params = {
             "query": query,
             "start": f"{start:.3f}",
@@ -222,10 +230,32 @@ class PrometheusBackfill:
             "step": f"{self.step:g}",
         }
         async with session.get(f"{self.url}/api/v1/query_range", params=params) as response:
-            body = await response.json(content_type=None)
+            body = await parse_json(await read_capped(response, MAX_ANSWER_BYTES))
         if not isinstance(body, dict) or body.get("status") != "success":
             error = body.get("error") if isinstance(body, dict) else None
-            raise ConnectionError(f"Prometheus refused {query}: {error or 'no result'}")
-        data = body.get("data") or {}
-        result = data.get("result") or []
-        return result if isinstance(result, list) else []
+            said = one_line(error, 200) if isinstance(error, str) and error else "no result"
+            raise ConnectionError(f"Prometheus refused {query}: {said}")
+        return body
+
+
+def _points(body: Any, kind: str, end: float) -> dict[str, list[tuple[float, float | None]]]:
+    """The (time, value) points of a range query's answer per entity; what is not shaped as
+    Prometheus shapes a matrix, or holds no time, is skipped (a NaN value is a gap)."""
+    data = body.get("data") if isinstance(body, dict) else None
+    result = data.get("result") if isinstance(data, dict) else None
+    out: dict[str, list[tuple[float, float | None]]] = {}
+    for item in result if isinstance(result, list) else ():
+        labels = item.get("metric") if isinstance(item, dict) else None
+        values = item.get("values") if isinstance(item, dict) else None
+        entity = _entity(kind, labels) if isinstance(labels, dict) else None
+        if entity is None or not isinstance(values, list):
+            continue
+        for pair in values:
+            try:
+                t, value = float(pair[0]), float(pair[1])
+            except (TypeError, ValueError, IndexError, KeyError):
+                continue
+            if not math.isfinite(t) or t >= end:
+                continue  # not a time; or the present, which the live data owns
+            out.setdefault(entity, []).append((t, value if math.isfinite(value) else None))
+    return out

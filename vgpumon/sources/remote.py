@@ -36,6 +36,7 @@ from yarl import URL
 from vgpumon.errors import ConfigError, VgpumonError, one_line
 from vgpumon.model import SchemaError, Snapshot, from_json
 from vgpumon.sources.base import HostUpdate
+from vgpumon.sources.bodies import BodyTooLarge, read_capped
 from vgpumon.sources.feed_source import FeedSource, nvml_down
 from vgpumon.sources.polled import PolledFeed
 
@@ -211,13 +212,11 @@ class ExporterClient:
         try:
             async with self._http.get(url, **kwargs) as response:
                 status = response.status
-                data = bytearray()
-                async for chunk in response.content.iter_chunked(1 << 16):
-                    data += chunk
-                    if len(data) > MAX_BODY_BYTES:
-                        reason = f"the answer is larger than {MAX_BODY_BYTES >> 20} MiB"
-                        raise FetchError(url, reason, FetchError.PAYLOAD, status)
-                body = _decode(bytes(data), response.charset)
+                try:
+                    data = await read_capped(response, MAX_BODY_BYTES)
+                except BodyTooLarge as exc:
+                    raise FetchError(url, str(exc), FetchError.PAYLOAD, status) from None
+                body = _decode(data, response.charset)
         except asyncio.TimeoutError:
             raise FetchError(
                 url,
@@ -259,10 +258,11 @@ class ExporterClient:
         return body
 
     async def snapshot(self) -> Snapshot:
-        """The exporter's newest snapshot from its JSON API."""
+        """The exporter's newest snapshot from its JSON API, parsed and checked in a worker thread
+        (a large host's JSON takes long enough to freeze a screen sharing the loop)."""
         body = await self.get_text(SNAPSHOT_PATH, "application/json")
         try:
-            return from_json(body)
+            return await asyncio.to_thread(from_json, body)
         except SchemaError as exc:
             reason = f"schema mismatch: {one_line(exc)}"
             raise FetchError(

@@ -29,6 +29,7 @@ from vgpumon.sources.base import HostState, HostUpdate, SnapshotSource
 from vgpumon.sources.history import History
 from vgpumon.sources.procinfo import ProcInfo, ProcTable
 from vgpumon.sources.usage import UsageClient
+from vgpumon.text import printable
 from vgpumon.tui.cells import COLOUR, MONO, Palette
 from vgpumon.tui.runner import SourceThread
 from vgpumon.tui.state import TopState
@@ -284,7 +285,7 @@ class VgpumonApp(App[None]):
             parts.append("PAUSED")
         if not self.filter_query.empty:
             parts.append(f"filter: {self.filter_query}")
-        self.sub_title = " · ".join(parts)
+        self.sub_title = printable(" · ".join(parts))
 
     # ------------------------------------------------------------------ actions
 

@@ -18,6 +18,7 @@ from textual.widgets import DataTable, Static
 
 from vgpumon.model import Gpu
 from vgpumon.sources.history import gpu_entity, mig_entity, vgpu_entity
+from vgpumon.text import printable
 from vgpumon.tui.cells import badges_text, table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.graph import Graph
@@ -98,20 +99,20 @@ class GpuScreen(LiveScreen):
         gpu = None if snap is None else snap.gpu(self.uuid)
         title = self.query_one("#title", Static)
         if snap is None or gpu is None:
-            title.update("this GPU is not in the newest reading")
+            title.update(Text("this GPU is not in the newest reading"))
             return
         shares = app.shares(self.host)
         row = vr.gpu_row(self.host, snap, gpu, shares)
         # Text, not markup: "[lost]" and a driver's own strings show as written.
         # Alarms before the UUID, which is the first thing to wrap on a narrow terminal.
-        head = Text(f"GPU {row.index}  {f.or_dash(row.name)}  {row.mode_label}")
+        head = Text(printable(f"GPU {row.index}  {f.or_dash(row.name)}  {row.mode_label}"))
         if row.badges:
             head.append("  ")
             head.append_text(badges_text(row.badges, app.palette))
         stale = not gpu.up or snap.health.wedged or (update is not None and update.stale)
         if stale:
             head.append("  last known values (stale)", style=app.palette.warning)
-        head.append(f"  {row.uuid}", style="dim")
+        head.append(f"  {printable(row.uuid)}", style="dim")
         title.update(head)
         now = snap.timestamp
         hist = app.history

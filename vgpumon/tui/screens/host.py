@@ -24,6 +24,7 @@ from textual.widgets import Static
 from vgpumon.model import Gpu, Snapshot
 from vgpumon.sources.base import HostUpdate
 from vgpumon.sources.history import gpu_entity
+from vgpumon.text import printable
 from vgpumon.tui.cells import CellCache, Layout, Palette, row_cells, table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.state import TopState
@@ -47,18 +48,20 @@ def host_title(host: str, vapp_hosts: Mapping[str, HostUpdate], multi: bool) -> 
     update = vapp_hosts.get(host)
     text = Text()
     if multi:
-        text.append(f"{host}  ", style="bold")
+        text.append(f"{printable(host)}  ", style="bold")
     if update is None:
         return text.append("waiting for the first reading…")
     text.append(update.state.value, style="bold" if update.state.value == "up" else "bold red")
     if update.error:
-        text.append(f"  {update.error}", style="red")
+        text.append(f"  {printable(update.error)}", style="red")
     snap = update.snapshot
     if snap is not None:
         d = snap.driver
         text.append(
-            f"  {snap.source}  driver {f.or_dash(d.driver_version)}"
-            f"  CUDA {f.or_dash(d.cuda_driver_version)}"
+            printable(
+                f"  {snap.source}  driver {f.or_dash(d.driver_version)}"
+                f"  CUDA {f.or_dash(d.cuda_driver_version)}"
+            )
         )
         if snap.health.wedged:
             text.append("  sampler wedged", style="bold red")

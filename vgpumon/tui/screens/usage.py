@@ -13,11 +13,13 @@ import dataclasses
 import time
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
 from vgpumon.sources.usage import GROUPS, UsageReport, report_from_snapshot
+from vgpumon.text import printable
 from vgpumon.tui.cells import table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.keyed_table import KeyedTable
@@ -91,8 +93,9 @@ class UsageScreen(LiveScreen):
             [(u.key, self.cells(u, columns)) for u in rows],
             main=True,
         )
-        self.query_one("#usage-title", Static).update(f"{title}{note}")
-        self.query_one("#usage-idle", Static).update(self._idle_summary())
+        # Text, not markup: the note may be a Prometheus error, which says what it likes.
+        self.query_one("#usage-title", Static).update(Text(printable(f"{title}{note}")))
+        self.query_one("#usage-idle", Static).update(Text(self._idle_summary()))
 
     def _report(self) -> tuple[UsageReport | None, str]:
         app = self.vapp

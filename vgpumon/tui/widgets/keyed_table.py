@@ -72,6 +72,13 @@ class KeyedTable(DataTable[RenderableType]):
         """Show ``rows`` (key, cells) in this order under ``columns`` (key, label), each column
         ``widths`` cells wide (default: the widest of its label and cells)."""
         cursor_key = self.highlighted_key
+        if len({k for k, _ in rows}) != len(rows):
+            # Two rows under one key (the same PID listed twice by a peer) would leave the table's
+            # rows and positions disagreeing: the first of them is shown.
+            first: dict[str, Cells] = {}
+            for key, cells in rows:
+                first.setdefault(key, cells)
+            rows = list(first.items())
         if widths is None:
             widths = [
                 max([cell_len(label), *(cell_width(cells[i]) for _, cells in rows)])
