@@ -16,9 +16,10 @@ from typing import Any
 
 import aiohttp
 
-from vgpumon.errors import ConfigError, VgpumonError
+from vgpumon.errors import ConfigError, VgpumonError, one_line
 from vgpumon.model import Snapshot
-from vgpumon.sources.prometheus import prometheus_url
+from vgpumon.sources.bodies import BodyTooLarge, parse_json, read_capped
+from vgpumon.sources.prometheus import MAX_ANSWER_BYTES, prometheus_url
 
 HOUR = 3600
 GIB = 1 << 30
@@ -45,6 +46,9 @@ class UsageReport:
     start: float  # Unix seconds, on a whole hour (0: since each counter began)
     end: float
     rows: tuple[UsageRow, ...]
+    # Values Prometheus gave as NaN or infinite (a counter reset inside a rule's window, a
+    # division by zero): left out of the rows and the totals, and counted here.
+    not_finite: int = 0
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -82,12 +86,22 @@ def report_from_snapshot(snapshot: Snapshot, by: str) -> UsageReport:
         raise ConfigError(f"--by {by!r}: choose one of {', '.join(GROUPS)}")
     rows: dict[tuple[str, ...], dict[str, float]] = {}
 
+    not_finite = 0
+
     def add(key: tuple[str, ...], busy: float, memory: float, energy: float | None) -> None:
+        nonlocal not_finite
         row = rows.setdefault(key, dict.fromkeys(QUANTITIES, 0.0))
-        row["gpu_hours"] += busy / HOUR
-        row["memory_gib_hours"] += memory / (GIB * HOUR)
-        if energy is not None:
-            row["energy_kwh"] += energy / JOULES_PER_KWH
+        for quantity, value, unit in (
+            ("gpu_hours", busy, HOUR),
+            ("memory_gib_hours", memory, GIB * HOUR),
+            ("energy_kwh", energy, JOULES_PER_KWH),
+        ):
+            if value is None:
+                continue
+            if not math.isfinite(value):  # a remote snapshot's counter: left out, counted
+                not_finite += 1
+                continue
+            row[quantity] += value / unit
 
     for g in snapshot.gpus:
         m = g.metering
@@ -110,7 +124,13 @@ def report_from_snapshot(snapshot: Snapshot, by: str) -> UsageReport:
                 u = pod.usage
                 add(key, u.busy_seconds, u.memory_byte_seconds, u.energy_joules)
     ordered = sorted(rows.items(), key=lambda kv: (-kv[1]["gpu_hours"], kv[0]))
-    return UsageReport(by, 0.0, snapshot.timestamp, tuple(UsageRow(k, v) for k, v in ordered))
+    return UsageReport(
+        by,
+        0.0,
+        snapshot.timestamp,
+        tuple(UsageRow(k, v) for k, v in ordered),
+        not_finite=not_finite,
+    )
 
 
 class UsageClient:
@@ -133,6 +153,7 @@ class UsageClient:
         start, end = hour_range(start, end)
         labels = GROUPS[by]
         rows: dict[tuple[str, ...], dict[str, float]] = {}
+        not_finite = 0
         timeout = aiohttp.ClientTimeout(total=self.timeout)
         session = (
             self._session_factory()
@@ -141,37 +162,75 @@ class UsageClient:
         )
         async with session:
             for quantity in QUANTITIES:
-                for item in await self._query(session, query(by, quantity, start, end), end):
-                    metric = item.get("metric") or {}
-                    key = tuple(str(metric.get(label, "")) for label in labels)
-                    rows.setdefault(key, {})[quantity] = float(item["value"][1])
+                promql = query(by, quantity, start, end)
+                for labelset, value in await self._query(session, promql, end):
+                    key = tuple(labelset.get(label, "") for label in labels)
+                    row = rows.setdefault(key, {})
+                    if not math.isfinite(value):
+                        not_finite += 1
+                        continue
+                    # Series that differ only in labels outside the grouping (a cluster, a
+                    # job) are the same row: they add up, never replace one another.
+                    row[quantity] = row.get(quantity, 0.0) + value
         ordered = sorted(rows.items(), key=lambda kv: (-kv[1].get("gpu_hours", 0.0), kv[0]))
-        return UsageReport(by, start, end, tuple(UsageRow(k, v) for k, v in ordered))
+        return UsageReport(
+            by, start, end, tuple(UsageRow(k, v) for k, v in ordered), not_finite=not_finite
+        )
 
     async def _query(
         self, session: aiohttp.ClientSession, promql: str, at: float
-    ) -> list[dict[str, Any]]:
+    ) -> list[tuple[dict[str, str], float]]:
+        """The instant vector ``promql`` gives at ``at``: (labels, value) per series."""
         params = {"query": promql, "time": f"{at:.3f}"}
         try:
             async with session.get(f"{self.url}/api/v1/query", params=params) as response:
-                body = await response.json(content_type=None)
                 status = response.status
+                body = await parse_json(await read_capped(response, MAX_ANSWER_BYTES))
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise VgpumonError(f"Prometheus at {self.url}: {_reason(exc)}") from None
         if not isinstance(body, dict) or body.get("status") != "success":
             error = body.get("error") if isinstance(body, dict) else None
             raise VgpumonError(
-                f"Prometheus at {self.url} refused {promql} (HTTP {status}): {error or 'no result'}"
+                f"Prometheus at {self.url} refused {promql} (HTTP {status}): "
+                f"{one_line(error, 200) if isinstance(error, str) and error else 'no result'}"
             )
-        result = (body.get("data") or {}).get("result") or []
-        if not isinstance(result, list):
-            raise VgpumonError(f"Prometheus at {self.url}: {promql} is not a vector")
-        return result
+        try:
+            return instant_vector(body)
+        except ValueError as exc:
+            raise VgpumonError(f"Prometheus at {self.url}: {promql}: {exc}") from None
+
+
+def instant_vector(body: dict[str, Any]) -> list[tuple[dict[str, str], float]]:
+    """(labels, value) of each series of a ``/api/v1/query`` answer; ValueError (one line)
+    where the answer is not shaped as Prometheus shapes an instant vector."""
+    data = body.get("data")
+    result = data.get("result") if isinstance(data, dict) else None
+    if not isinstance(result, list):
+        raise ValueError("the answer holds no vector (data.result is not a list)")
+    out = []
+    for i, item in enumerate(result):
+        metric = item.get("metric", {}) if isinstance(item, dict) else None
+        value = item.get("value") if isinstance(item, dict) else None
+        if (
+            not isinstance(metric, dict)
+            or not isinstance(value, list)
+            or len(value) != 2
+            or not isinstance(value[1], str)
+        ):
+            raise ValueError(f"series {i} of the answer is not a sample of an instant vector")
+        try:
+            number = float(value[1])
+        except ValueError:
+            raise ValueError(f"series {i}: {value[1][:40]!r} is not a number") from None
+        out.append(({str(k): str(v) for k, v in metric.items()}, number))
+    return out
 
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "no answer in time"
+    if isinstance(exc, BodyTooLarge):
+        return str(exc)
     if isinstance(exc, ValueError):
         return "the answer is not JSON (is this a Prometheus server?)"
     return str(exc) or type(exc).__name__
