@@ -644,6 +644,10 @@ class SamplerHealth:
     # not an NVML sampler, or an exporter too old to say).
     interval_seconds: float | None = None
     cadences: tuple[SamplingCadence, ...] = ()
+    # How many GPUs NVML counted (nvmlDeviceGetCount) when it last counted; more than the
+    # snapshot's GPUs when some could not be read at all (no handle): nothing may then be said
+    # of the node as a whole. None: not counted (NVML down, not a sampler, an older exporter).
+    gpus_counted: int | None = None
 
 
 # Not slotted: one per cycle, and referenced weakly (a weak-reference slot needs Python 3.11).

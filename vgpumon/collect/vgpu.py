@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpumon.capacity import vgpu_framebuffer
-from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, nvml_id, ratio
+from vgpumon.collect.base import (
+    FunctionReader,
+    GpuBuilder,
+    GpuContext,
+    ReadFailed,
+    nvml_id,
+    ratio,
+)
 from vgpumon.collect.vgpu_raw import (
     GONE,
     GUEST_DRIVER_ABSENT,
@@ -39,7 +46,7 @@ from vgpumon.collect.vgpu_raw import (
     vgpu_fb_usage,
     vm_id,
 )
-from vgpumon.model import VgpuInstance, VgpuProcess, VgpuType, VgpuUtilization
+from vgpumon.model import Gpu, VgpuInstance, VgpuProcess, VgpuType, VgpuUtilization
 from vgpumon.nvml.errors import NOT_SUPPORTED
 
 STATE_KEY = "vgpu"
@@ -219,19 +226,16 @@ def read_vgpu(ctx: GpuContext, out: GpuBuilder) -> None:
     got = ctx.attempt("nvmlDeviceGetActiveVgpus", h)
     listed = got.value
     if listed is None:
-        if got.status == "error" and ctx.previous is not None and ctx.previous.up:
+        if got.status != "error":
+            return
+        if ctx.previous is not None and ctx.previous.up:
             # A list that failed this cycle is not an empty host: reporting 0 instances would
             # end every VM's series (and page someone) over one failed call. The last list
             # read stands until the call answers again; the failure is in the error counters.
-            prev = ctx.previous
-            out.set(
-                vgpu_instances=prev.vgpu_instances,
-                vgpu_processes=prev.vgpu_processes,
-                vgpu_types=prev.vgpu_types,
-                vgpu_framebuffer_free_bytes=prev.vgpu_framebuffer_free_bytes,
-                vgpu_framebuffer_stranded_bytes=prev.vgpu_framebuffer_stranded_bytes,
-            )
-        return
+            _keep_previous(ctx.previous, out)
+        # Either way the cycle did not read the vGPUs: the collector did not succeed, and
+        # whoever judges their licenses (check, alerts) is told so rather than "none".
+        raise ReadFailed(f"nvmlDeviceGetActiveVgpus: {got.error}")
     ids = [v for v in (as_int(x) for x in listed) if v]
     gi_of: dict[int, int] = {}
     if mig:
@@ -263,6 +267,16 @@ def read_vgpu(ctx: GpuContext, out: GpuBuilder) -> None:
     if not mig:  # with MIG on, time-sliced types cannot be created: capacity is MIG's
         free, stranded = vgpu_framebuffer(types, instances)
         out.set(vgpu_framebuffer_free_bytes=free, vgpu_framebuffer_stranded_bytes=stranded)
+
+
+def _keep_previous(prev: Gpu, out: GpuBuilder) -> None:
+    out.set(
+        vgpu_instances=prev.vgpu_instances,
+        vgpu_processes=prev.vgpu_processes,
+        vgpu_types=prev.vgpu_types,
+        vgpu_framebuffer_free_bytes=prev.vgpu_framebuffer_free_bytes,
+        vgpu_framebuffer_stranded_bytes=prev.vgpu_framebuffer_stranded_bytes,
+    )
 
 
 def _gi_active(ctx: GpuContext, gi_handle: Any) -> list[int]:

@@ -1,11 +1,13 @@
 """Check this node's GPUs for node-problem-detector (its custom-plugin protocol).
 
 Prints one line and exits 0 when the check finds nothing wrong, 1 when it finds a problem, 2 when
-it cannot tell (NVML down, the exporter unreachable, bad flags). ``license``: a vGPU (host side) or
-a licensed feature (guest side) that is unlicensed; ``gpus``: a GPU lost, hung, or whose row
-remapping failed; ``xid``: an Xid that needs a reset or a drain (the critical set of
-docs/runbooks.md); ``all``: every check, the worst result first. Locally the Xids seen are those
-of the --window; with --url, those the exporter counted since it started.
+it cannot tell: NVML down, the exporter unreachable, bad flags, and whenever the snapshot cannot
+support a verdict (the sampler wedged, a GPU NVML counts but cannot read, a GPU not read, the
+collector the check reads failed or did not run). A problem seen wins over "cannot tell".
+``license``: a vGPU (host side) or a licensed feature (guest side) that is unlicensed; ``gpus``:
+a GPU lost, hung, or whose row remapping failed; ``xid``: an Xid that needs a reset or a drain
+(the critical set of docs/runbooks.md); ``all``: every check, the worst result first. Locally
+the Xids seen are those of the --window; with --url, those the exporter counted since it started.
 """
 
 from __future__ import annotations
@@ -22,12 +24,48 @@ from vgpumon.nodefeatures import LICENSE_EXPIRING, UNLICENSED_STATES, license_st
 from vgpumon.text import printable
 
 OK, PROBLEM, UNKNOWN = 0, 1, 2  # node-problem-detector's plugin exit codes
+HOST_MODES = ("host_vgpu", "host_vsga")  # GPUs whose vGPUs carry licenses (the others: guest)
 CHECKS = ("license", "gpus", "xid", "all")
 Result = tuple[int, str]
 
 
 def _gpu_name(index: int, uuid: str) -> str:
     return f"GPU {index} ({uuid})"
+
+
+def _first(bad: list[str]) -> str:
+    more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+    return f"{bad[0]}{more}"
+
+
+def _node_unread(snapshot: Snapshot) -> str | None:
+    """Why the snapshot says nothing sure of the node as a whole, or None."""
+    h = snapshot.health
+    if not h.up:
+        return f"NVML not available: {h.down_reason or 'not initialised'}"
+    if h.wedged:
+        return "the sampler is wedged: its newest data is stale"
+    counted = h.gpus_counted
+    if counted is not None and counted > len(snapshot.gpus):
+        return f"NVML counts {counted} GPUs, {len(snapshot.gpus)} could be read"
+    return None
+
+
+def _collectors_unread(snapshot: Snapshot, names: tuple[str, ...]) -> str | None:
+    """Why the readings of collectors ``names`` cannot be trusted this cycle, or None."""
+    status = {c.name: c.success for c in snapshot.collectors}
+    failed = [n for n in names if status.get(n) is False]
+    if failed:
+        return f"the {', '.join(failed)} collector failed in the last cycle"
+    missing = [n for n in names if n not in status]
+    if missing:
+        return f"the {', '.join(missing)} collector did not run"
+    return None
+
+
+def _unknown(*reasons: str | None) -> Result | None:
+    said = [r for r in reasons if r]
+    return (UNKNOWN, f"cannot tell: {said[0]}") if said else None
 
 
 def check_license(snapshot: Snapshot, *, expiring_seconds: float) -> Result:
@@ -43,8 +81,20 @@ def check_license(snapshot: Snapshot, *, expiring_seconds: float) -> Result:
             if f.enabled is not False and (f.licensed is False or f.state == "unlicensed"):
                 bad.append(f"{f.feature} license on GPU {g.index} unlicensed")
     if bad:
-        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
-        return PROBLEM, f"vGPU license problem: {bad[0]}{more}"
+        return PROBLEM, f"vGPU license problem: {_first(bad)}"
+    # Nothing unlicensed seen: that says "ok" only if every license could be seen.
+    hosts = any(g.virtualization_mode in HOST_MODES for g in snapshot.gpus)
+    guests = any(g.virtualization_mode not in HOST_MODES for g in snapshot.gpus)
+    needed = (("vgpu", "license") if hosts else ()) + (("guest",) if guests else ())
+    unread = [_gpu_name(g.index, g.uuid) for g in snapshot.gpus if not g.up]
+    unread += list(snapshot.health.hung_gpus)
+    unknown = _unknown(
+        _node_unread(snapshot),
+        f"{_first(unread)} not read: its licenses are unknown" if unread else None,
+        _collectors_unread(snapshot, needed),
+    )
+    if unknown is not None:
+        return unknown
     overall = license_state(snapshot, expiring_seconds=expiring_seconds)
     if overall is None:
         return OK, "no vGPU licenses on this node"
@@ -66,8 +116,12 @@ def check_gpus(snapshot: Snapshot) -> Result:
         elif g.remapped_rows.failed:
             bad.append(f"{_gpu_name(g.index, g.uuid)} row remapping failed")
     if bad:
-        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
-        return PROBLEM, f"{bad[0]}{more}"
+        return PROBLEM, _first(bad)
+    unknown = _unknown(
+        _node_unread(snapshot), _collectors_unread(snapshot, ("device", "remapped_rows"))
+    )
+    if unknown is not None:
+        return unknown
     if not snapshot.gpus:
         return OK, "no GPUs on this node"
     return OK, f"{len(snapshot.gpus)} GPU(s) ok"
@@ -76,8 +130,6 @@ def check_gpus(snapshot: Snapshot) -> Result:
 def check_xid(snapshot: Snapshot) -> Result:
     from vgpumon.metrics.table import XID_CATALOG, XID_CRITICAL
 
-    if not any(c.name == "xid" for c in snapshot.collectors):
-        return UNKNOWN, "Xids are not watched (the xid collector did not run)"
     bad = []
     seen = 0
     for g in snapshot.gpus:
@@ -88,8 +140,12 @@ def check_xid(snapshot: Snapshot) -> Result:
             if xid in XID_CRITICAL or xid not in XID_CATALOG:
                 bad.append(f"Xid {xid} on {_gpu_name(g.index, g.uuid)} ({count}x)")
     if bad:
-        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
-        return PROBLEM, f"{bad[0]}{more}"
+        return PROBLEM, _first(bad)
+    if not any(c.name == "xid" for c in snapshot.collectors):
+        return UNKNOWN, "Xids are not watched (the xid collector did not run)"
+    unknown = _unknown(_node_unread(snapshot), _collectors_unread(snapshot, ("xid",)))
+    if unknown is not None:
+        return unknown
     if seen:
         return OK, f"no critical Xid ({seen} informational)"
     return OK, "no Xid"

@@ -87,6 +87,29 @@ class CallOutcome:
         return self.status == "ok"
 
 
+@dataclass(frozen=True)
+class Tally:
+    """One thread's NVML calls so far (:meth:`NvmlSession.tally`)."""
+
+    returned: int  # came back, answered or not
+    failed: int  # failed (an "error" outcome: timeout, unknown error...)
+    unanswered: int  # failed, or not supported: no value
+    last_error: str  # the error name of the latest failure ("" before any)
+
+    def since(self, before: Tally) -> Tally:
+        return Tally(
+            self.returned - before.returned,
+            self.failed - before.failed,
+            self.unanswered - before.unanswered,
+            self.last_error,
+        )
+
+    @property
+    def all_failed(self) -> bool:
+        """Calls were made, some failed, and none answered: nothing was read."""
+        return self.failed > 0 and self.unanswered >= self.returned
+
+
 # How long a cached "not supported" / "no permission" is believed before the call is tried again.
 REPROBE_SECONDS = 60.0
 
@@ -94,11 +117,17 @@ REPROBE_SECONDS = 60.0
 class _Book:
     """One thread's call statistics and error counts; only that thread writes it."""
 
-    __slots__ = ("errors", "returned", "stats")
+    __slots__ = ("errors", "failed", "last_error", "returned", "stats", "unanswered")
 
     def __init__(self) -> None:
         # calls that came back (returned or raised); a hung call never does
         self.returned = 0
+        # of those, the ones that failed (an "error" outcome), and the ones that gave no answer
+        # at all (failed, or not supported): the sampler tells a collector, or a GPU, whose every
+        # call failed from one that answered something (:meth:`NvmlSession.tally`)
+        self.failed = 0
+        self.unanswered = 0
+        self.last_error = ""
         # function -> [calls, seconds, max_seconds]
         self.stats: dict[str, list[float]] = {}
         self.errors: dict[tuple[str, str], int] = {}
@@ -307,6 +336,8 @@ class NvmlSession:
             self._time(cache_key[1], time.perf_counter() - start)
         if outcome.status == "ok":
             self._answered.add(cache_key)
+        else:  # a raw symbol the library lacks: it came back without an answer
+            self._book().unanswered += 1
         return outcome
 
     def _failed(
@@ -324,11 +355,15 @@ class NvmlSession:
             # code 0: pynvml raises NVMLError(SUCCESS) when a sizing call finds no samples.
             return CallOutcome(status="no_data", error=name)
         kind = classify(exc)
+        book = self._book()
+        book.unanswered += 1
         if kind is ErrorClass.ABSENT:
             return self._mark_absent(cache_key, function, name)
         self._count(function, name)
         if kind is ErrorClass.LIFECYCLE:
             raise GpuDown(gpu, function, name, library=code in LIBRARY_CODES) from exc
+        book.failed += 1
+        book.last_error = name
         return CallOutcome(status="error", error=name)
 
     def _mark_absent(
@@ -383,6 +418,12 @@ class NvmlSession:
         job came back) from one collector hung after others answered."""
         book = self._book()
         return lambda: book.returned
+
+    def tally(self) -> Tally:
+        """The calling thread's counts so far: calls that came back, that failed, that gave no
+        answer; the difference of two tallies is what the calls between them came to."""
+        book = self._book()
+        return Tally(book.returned, book.failed, book.unanswered, book.last_error)
 
     def error_counts(self) -> tuple[NvmlErrorCount, ...]:
         """Error counts of every thread, merged (a snapshot: threads may be counting meanwhile)."""
