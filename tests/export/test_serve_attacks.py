@@ -431,6 +431,86 @@ async def test_10_a_wrong_password_costs_the_same_bcrypt_work_for_every_user(
     assert spent["cheap"] == spent["dear"] == spent["nobody"] == 2**7
 
 
+# -- 11: pipelined requests that are never read (issue 33, finding 3) --------------------------
+
+
+PIPELINED_METRICS = b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: identity\r\n\r\n"
+
+
+async def _pipeliners(
+    port: int, count: int, requests: int, ctx: ssl.SSLContext | None = None
+) -> list[asyncio.StreamWriter]:
+    """``count`` clients that each pipeline ``requests`` GET /metrics and never read."""
+    held = []
+    for _ in range(count):
+        try:
+            _r, w = await asyncio.open_connection("127.0.0.1", port, ssl=ctx)
+        except OSError:
+            continue
+        w.transport.pause_reading()  # type: ignore[attr-defined]
+        w.write(PIPELINED_METRICS * requests)
+        held.append(w)
+        await asyncio.sleep(0)
+    return held
+
+
+def _big_feed() -> FixedFeed:
+    base = rich_snapshot()
+    return FixedFeed(dataclasses.replace(base, gpus=base.gpus * 60))  # ~1 MB of exposition
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+async def test_11_pipelining_clients_that_never_read_do_not_lock_scrapers_out(
+    tmp_path: Path, tls: bool
+) -> None:
+    """The issue's 130 connections x 300 pipelined GETs against 128 slots, scaled: 20 x 300
+    against 16. Each fills its socket buffers with answers and stops being idle: before, they
+    held every slot until the write timeout (30 s), renewable without credentials."""
+    limits = ServerLimits(max_connections=16)
+    async with target(tmp_path, limits=limits, tls=tls, source=_big_feed()) as t:
+        held: list[asyncio.StreamWriter] = []
+
+        async def attack() -> None:
+            held.extend(await _pipeliners(t.port, 20, 300, t.client_ctx))
+            await asyncio.sleep(1.0)  # the buffers fill meanwhile
+
+        try:
+            assert await scrapes_during(t, attack(), count=8) == [200] * 9
+            assert t.guard.stats.evicted["stalled"] + t.guard.stats.evicted["closing"] >= 4
+        finally:
+            for w in held:
+                w.transport.abort()
+
+
+async def test_11_one_connection_gets_a_bounded_number_of_pipelined_answers(
+    tmp_path: Path,
+) -> None:
+    """A client pipelining 300 requests gets MAX_PIPELINED answers, the last with
+    ``Connection: close``, then the connection is closed: a connection cannot make the server
+    answer (and queue in the kernel) an unbounded number of responses it never asked to read."""
+    from vgpumon.export.connections import MAX_PIPELINED
+
+    async with target(tmp_path) as t:
+        reader, writer = await asyncio.open_connection("127.0.0.1", t.port)
+        writer.write(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n" * 300)
+        got = b""
+        while True:
+            chunk = await asyncio.wait_for(reader.read(65536), 5)
+            if not chunk:
+                break
+            got += chunk
+        writer.close()
+        assert got.count(b"HTTP/1.1 200") == MAX_PIPELINED
+        assert got.count(b"Connection: close") == 1
+        # A client that waits for each answer is never cut off.
+        reader, writer = await asyncio.open_connection("127.0.0.1", t.port)
+        for _ in range(MAX_PIPELINED * 3):
+            writer.write(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
+            head = await asyncio.wait_for(reader.readuntil(b"OK\n"), 5)
+            assert b"Connection: close" not in head
+        writer.close()
+
+
 # -- helpers ------------------------------------------------------------------------------------
 
 

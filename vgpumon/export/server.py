@@ -2,8 +2,9 @@
 
 The endpoints (``/metrics``, ``/api/v1/snapshot``, ``/-/healthy``, ``/-/ready``, ``/``) are
 docs/exporter.md's. What must stay true (docs/design.md, rule 1): no handler calls NVML, and a
-scrape gets its bodies from the :class:`~vgpumon.export.publisher.Publisher`; requests beyond
-``max_requests`` in flight get a 503 at once instead of queueing. :func:`serve` owns the start
+scrape gets its bodies from the :class:`~vgpumon.export.publisher.Publisher`; requests for the
+metrics or the snapshot beyond ``max_requests`` in flight get a 503 at once instead of queueing
+(the health and readiness probes are never refused for load). :func:`serve` owns the start
 and the stop of the feed's loop, the listener, the publisher and the web config.
 """
 
@@ -109,12 +110,17 @@ class ExporterApp(App):
     limits: Limits = field(default_factory=Limits)
 
 
-def in_flight_limit(limits: Limits) -> Middleware:
-    """503 at once when ``limits.max_requests`` are already being handled (no queue to hide in)."""
+def in_flight_limit(limits: Limits, paths: frozenset[str]) -> Middleware:
+    """503 at once when ``limits.max_requests`` requests for the data ``paths`` are already being
+    handled (no queue to hide in). Only the data endpoints, as node_exporter limits only its
+    metrics handler: the health and readiness probes, cheap by design, answer whatever the load
+    (a kubelet that gets 503 from a liveness probe restarts a working exporter)."""
     in_flight = 0
 
     async def limit(request: Request, handler: Handler) -> Response:
         nonlocal in_flight
+        if request.path not in paths:
+            return await handler(request)
         cap = limits.max_requests
         if in_flight >= cap:
             return text(f"too many requests in flight (limit {cap})\n", 503, {"Retry-After": "1"})
@@ -238,8 +244,11 @@ def build_app(
         )
         return html_page(page)
 
+    data_paths = frozenset((telemetry_path, "/api/v1/snapshot"))
     app = ExporterApp(
-        middlewares=[in_flight_limit(limits), *middlewares], publisher=publisher, limits=limits
+        middlewares=[in_flight_limit(limits, data_paths), *middlewares],
+        publisher=publisher,
+        limits=limits,
     )
     app.add_get("/", landing)
     app.add_get(telemetry_path, metrics)

@@ -953,7 +953,8 @@ FAMILIES: tuple[Family, ...] = (
         HTTP_SERVER,
         "vgpumon_http_connections_evicted_total",
         "HTTP connections closed at the cap to make room for a new one, by what they were doing"
-        " (idle: kept alive between requests; head: sending a request head; handshake: in TLS).",
+        " (idle: kept alive between requests; head: sending a request head; handshake: in TLS;"
+        " stalled: not taking their answer; closing: closed with an answer still unsent).",
         ("state",),
         lambda h: _counts(h.evicted),
         collector=EXPORTER,
