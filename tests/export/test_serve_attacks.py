@@ -403,14 +403,15 @@ async def test_9_the_server_exports_what_it_refuses(tmp_path: Path) -> None:
     assert "\nvgpumon_http_connections " in body
 
 
-# -- 10: wrong-password timing across users ---------------------------------------------------
+# -- 10: what a wrong password costs (issue 19; issue 33 finding 4) -----------------------------
 
 
-async def test_10_a_wrong_password_costs_the_same_bcrypt_work_for_every_user(
+async def test_10_a_wrong_password_costs_only_the_hash_it_names(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Work is 2**cost per bcrypt; a cheap user's wrong password must cost what an unknown
-    user's does (the most expensive cost in the file), or timing tells the cheap user apart."""
+    """Work is 2**cost per bcrypt. An unknown user costs the fixed cost-10 dummy (as the exporter
+    toolkit's), a known user's wrong password that user's hash, never the dearest in the file:
+    before, every anonymous request paid the highest cost configured."""
     work: list[int] = []
     real = bcrypt.checkpw
 
@@ -420,7 +421,7 @@ async def test_10_a_wrong_password_costs_the_same_bcrypt_work_for_every_user(
 
     monkeypatch.setattr(auth_module.bcrypt, "checkpw", counting)
     cheap = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
-    dear = bcrypt.hashpw(b"pw", bcrypt.gensalt(7)).decode()
+    dear = bcrypt.hashpw(b"pw", bcrypt.gensalt(12)).decode()
     checker = auth_module.BasicAuth({"cheap": cheap, "dear": dear})
     spent = {}
     for who in ("cheap", "dear", "nobody"):
@@ -428,7 +429,116 @@ async def test_10_a_wrong_password_costs_the_same_bcrypt_work_for_every_user(
         assert not await checker.check(basic(f"{who}:wrong").decode(), f"127.0.0.{len(spent) + 1}")
         spent[who] = sum(work)
     checker.close()
-    assert spent["cheap"] == spent["dear"] == spent["nobody"] == 2**7
+    assert spent == {"cheap": 2**4, "dear": 2**12, "nobody": 2**auth_module.DUMMY_COST}
+
+
+def _unusable_hash(cost: int) -> str:
+    """A well-formed bcrypt hash of ``cost`` that no password matches (checking it takes the
+    full time of its cost: cost 31 is days)."""
+    return f"$2b${cost:02d}$" + "." * 53
+
+
+async def test_12_a_cost_31_user_does_not_lock_anyone_out(tmp_path: Path) -> None:
+    """One user with a cost-31 hash: anonymous requests and wrong passwords for that user, from
+    many addresses, while first logins of a normal user come in. Before, every anonymous request
+    paid cost 31 (days of one core), so every first login after it timed out (503)."""
+    async with target(tmp_path, users={"prometheus": 4}) as t:
+        t.runtime._auth.set_users({**t.runtime.config.users, "heavy": _unusable_hash(31)})
+
+        async def attack() -> None:
+            anonymous = [
+                scrape(t, auth=f"{who}:guess", local=f"127.0.2.{n}", within=3)
+                for n in range(2, 22)
+                for who in ("nobody", "heavy")
+            ]
+            await asyncio.gather(*anonymous)
+
+        firsts = [f"127.0.9.{n}" for n in range(1, 7)]
+        statuses = []
+        task = asyncio.ensure_future(attack())
+        try:
+            for local in firsts:
+                statuses.append(await scrape(t, local=local))
+        finally:
+            await task
+        statuses.append(await scrape(t, local="127.0.9.7"))
+        assert statuses == [200] * 7
+        assert t.runtime.bcrypt_checks < 60  # the cost-31 hash was never checked
+
+
+def test_12_a_hash_above_the_ceiling_is_refused_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from vgpumon.export.webconfig_runtime import WebConfigRuntime
+
+    path = tmp_path / "web.yml"
+    path.write_text(f"basic_auth_users:\n  heavy: '{_unusable_hash(20)}'\n")
+    caplog.set_level(logging.WARNING)
+    WebConfigRuntime(str(path), bcrypt_max_cost=14).close()
+    assert "heavy has bcrypt cost 20, above the ceiling 14" in caplog.text
+
+
+def test_12_sigterm_stops_the_exporter_during_a_bcrypt_check(tmp_path: Path) -> None:
+    """A check of cost 18 (seconds of one core) is running when SIGTERM comes: the exporter ends
+    at once. Before, the bcrypt worker (an executor thread, joined at exit) held the process
+    until the check was done: for a cost-31 hash, days."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.error
+    import urllib.request
+
+    from export_helpers import free_port
+
+    path = tmp_path / "web.yml"
+    path.write_text(f"basic_auth_users:\n  heavy: '{_unusable_hash(18)}'\n")
+    port = free_port()
+    vgpumon = str(Path(sys.executable).with_name("vgpumon"))
+    proc = subprocess.Popen(
+        [
+            vgpumon,
+            "serve",
+            "--sim",
+            "baremetal-8xh100",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--web.config.file",
+            str(path),
+            "--web.bcrypt-max-cost",
+            "18",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        give_up = time.monotonic() + 60
+        while True:  # up: an unauthenticated request gets its 401
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/-/healthy", timeout=1)
+            except urllib.error.HTTPError as err:
+                if err.code == 401:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < give_up, "the exporter did not start"
+            time.sleep(0.2)
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(
+            b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nAuthorization: "
+            + basic("heavy:x")
+            + b"\r\n\r\n"
+        )
+        time.sleep(0.5)  # the check is running
+        proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        proc.wait(timeout=30)
+        assert time.monotonic() - started < 5.0
+        sock.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 # -- 11: pipelined requests that are never read (issue 33, finding 3) --------------------------
