@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHIM = Path(__file__).resolve().parent / "shim"
 RESULTS = Path(__file__).resolve().parent / "results"
 RUNNERS = ("vgpumon", "nvitop", "floor")
-# Not run by default: vgpumon with --no-metering, for the A/B of what usage metering costs.
+# Not run by default: vgpumon with --no-metering.enabled, for the A/B of what usage metering costs.
 EXTRA_RUNNERS = ("vgpumon-nometering",)
 INTERVAL = 1.0
 SCRAPE_EVERY = 15.0  # Prometheus' usual scrape interval, during the CPU window
@@ -225,10 +225,17 @@ def start(runner: str, scenario: str | None, tmp: Path, interval: float) -> Runn
     port: int | None = free_port()
     status = None
     if runner in ("vgpumon", "vgpumon-nometering"):
-        cmd = [sys.executable, "-m", "vgpumon.cli", "serve", "--listen", f"127.0.0.1:{port}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "vgpumon.cli",
+            "serve",
+            "--web.listen-address",
+            f"127.0.0.1:{port}",
+        ]
         cmd += ["--interval", str(interval)]
         if runner == "vgpumon-nometering":  # the A/B of what usage metering costs
-            cmd += ["--no-metering"]
+            cmd += ["--no-metering.enabled"]
         if scenario is not None:
             cmd += ["--sim", scenario]
     elif runner == "nvitop":

@@ -109,7 +109,7 @@ def main() -> None:
     parser.add_argument("--real", action="store_true", help="this host's GPUs, not a scenario")
     parser.add_argument(
         "--serve", nargs=argparse.REMAINDER, metavar="ARGS",
-        help="measure `vgpumon serve ARGS` (e.g. --serve --listen 127.0.0.1:9839)",
+        help="measure `vgpumon serve ARGS` (e.g. --serve --web.listen-address 127.0.0.1:9839)",
     )  # fmt: skip
     parser.add_argument("--interval", type=float, default=0.2)
     parser.add_argument("--window", type=float, default=4.0)

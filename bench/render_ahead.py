@@ -53,7 +53,14 @@ def scrape_ms(port: int) -> float:
 def start(mode: str, port: int, sim: str | None) -> subprocess.Popen[bytes]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    cmd = [sys.executable, "-m", "vgpumon.cli", "serve", "--listen", f"127.0.0.1:{port}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vgpumon.cli",
+        "serve",
+        "--web.listen-address",
+        f"127.0.0.1:{port}",
+    ]
     cmd += ["--web.render-ahead", mode, *(["--sim", sim] if sim else [])]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 

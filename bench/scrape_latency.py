@@ -695,7 +695,7 @@ def main() -> int:
         "serve",
         "--sim",
         name,
-        "--listen",
+        "--web.listen-address",
         f"127.0.0.1:{port}",
         "--interval",
         args.interval,

@@ -171,7 +171,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     port = free_port()
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-    cmd = [sys.executable, "-m", "vgpumon.cli", "serve", "--listen", f"127.0.0.1:{port}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vgpumon.cli",
+        "serve",
+        "--web.listen-address",
+        f"127.0.0.1:{port}",
+    ]
     cmd += ["--sim", str(scenario), "--interval", str(args.interval)]
     if args.processes:
         cmd.append("--process-series")

@@ -48,7 +48,14 @@ def get(url: str) -> bytes:
 def measure(host: str, settle: float) -> tuple[float, float, float]:
     tmp = Path(tempfile.mkdtemp(prefix="vgpumon-rss-"))
     port = free_port()
-    cmd = [sys.executable, "-m", "vgpumon.cli", "serve", "--listen", f"127.0.0.1:{port}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vgpumon.cli",
+        "serve",
+        "--web.listen-address",
+        f"127.0.0.1:{port}",
+    ]
     if host != "nodriver":
         scenario = tmp / f"{host}.yaml"
         scenario.write_text(host_scenario(host))

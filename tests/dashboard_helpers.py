@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from functools import cache
@@ -12,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from ci_helpers import in_ci
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARDS = ROOT / "dashboards"
@@ -59,7 +59,7 @@ def generator() -> ModuleType:
     try:
         import grafana_foundation_sdk  # noqa: F401 - only whether the dev extra is there
     except ImportError:
-        if os.environ.get("CI") and sys.version_info >= (3, 11):
+        if in_ci() and sys.version_info >= (3, 11):
             pytest.fail("CI must install the dev extra (grafana-foundation-sdk)")
         pytest.skip("needs the dev extra's Grafana Foundation SDK (Python 3.11 or later)")
     if str(DASHBOARDS) not in sys.path:

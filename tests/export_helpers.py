@@ -13,8 +13,6 @@ from vgpumon.model import (
     ClockEvents,
     Clocks,
     CollectorStatus,
-    Contention,
-    ContentionNeighbour,
     DeviceAllocation,
     DriverInfo,
     Ecc,
@@ -46,6 +44,7 @@ from vgpumon.model import (
     VgpuProcess,
     VgpuScheduler,
     VgpuSchedulerUsage,
+    VgpuShare,
     VgpuType,
     VgpuUtilization,
     VirtualMachine,
@@ -211,6 +210,11 @@ def rich_snapshot() -> Snapshot:
                 ),
                 log_entries_total=200,
                 log_entries_missed_total=3,
+                share_window_seconds=60.0,
+                shares=(
+                    VgpuShare(3251634000, "starved", 0.5, 1 / 12, 0.5, 60.0),
+                    VgpuShare(3251634001, "ok", 0.5, 2 / 3, 0.0, 60.0),
+                ),
             ),
         ),
     )
@@ -298,9 +302,6 @@ def rich_snapshot() -> Snapshot:
             vgpus=tuple(
                 VgpuMeter(v.vgpu_id, Usage(30.0, 60.0 * GIB, 400.0), 0.0)
                 for v in host.vgpu_instances
-            ),
-            contention=(
-                Contention(1, None, 60.0, 5.0, 30.0, 20.0, (ContentionNeighbour(2, 40.0, 20.0),)),
             ),
         ),
     )

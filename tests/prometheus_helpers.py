@@ -6,26 +6,19 @@ scrape and which rules they load, not in how the server is started or stopped.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+from ci_helpers import tool
 from export_helpers import free_port
 
 
 def prometheus_binary() -> str:
     """Debian's ``prometheus``; skipped without it, except in CI, which must have it."""
-    found = shutil.which("prometheus")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("prometheus is required in CI (Debian package prometheus; see .ci/run)")
-        pytest.skip("prometheus not installed (apt-get install prometheus)")
-    return found
+    return tool("prometheus", "Debian package prometheus")
 
 
 def start(cmd: list[str], log: Path) -> subprocess.Popen[bytes]:

@@ -59,6 +59,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
+    """The parser with the flags of ``selected`` (the other commands are names with their help
+    line: ``vgpumon --version`` and ``vgpumon --help`` import no command module)."""
     parser = _Parser(
         prog="vgpumon",
         description="Observability for virtualized NVIDIA GPUs (vGPU, MIG, pass-through).",
@@ -66,7 +68,7 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vgpumon {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (_module, help_text) in COMMANDS.items():
-        if selected is not None and name != selected:
+        if name != selected:
             sub.add_parser(name, help=help_text, add_help=False)
             continue
         module = _load(name)
@@ -112,9 +114,12 @@ def _silence_stdout() -> None:
         pass
 
 
-def _unknown_flags(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
-    """The flags no parser knows, found before argparse checks required options: a mistyped flag
-    is the mistake to name, not the required option it may have hidden."""
+def _parse_once(
+    parser: argparse.ArgumentParser, argv: list[str]
+) -> tuple[argparse.Namespace, list[str]]:
+    """One parse of the command line (help, version and deprecation lines are printed once),
+    with required options checked after unknown flags: a mistyped flag is the mistake to name,
+    not the required option it may have hidden."""
     required = [
         action
         for group in parser._actions  # argparse keeps its subcommands only here
@@ -126,26 +131,30 @@ def _unknown_flags(parser: argparse.ArgumentParser, argv: list[str]) -> list[str
     for action in required:
         action.required = False
     try:
-        return parser.parse_known_args(argv)[1]
-    except (VgpumonError, SystemExit):
-        return []  # any other mistake: the real parse reports it
+        args, unknown = parser.parse_known_args(argv)
     finally:
         for action in required:
             action.required = True
+    if not unknown:
+        missing = [a for a in required if getattr(args, a.dest, None) is None]
+        if missing:
+            names = ", ".join("/".join(a.option_strings) or a.dest for a in missing)
+            command = getattr(args, "command", None)
+            raise VgpumonError(
+                f"{command}: the following arguments are required: {names} "
+                f"(see 'vgpumon {command} --help')"
+            )
+    return args, unknown
 
 
 def _run(argv: list[str]) -> int:
     selected = next((a for a in argv if a in COMMANDS), None)
     parser = build_parser(selected)
-    unknown = _unknown_flags(parser, argv)
-    if not unknown:
-        args, unknown = parser.parse_known_args(argv)
-    else:
-        args = argparse.Namespace(command=selected)
+    args, unknown = _parse_once(parser, argv)
     if unknown:
         # argparse leaves a subcommand's unknown flags to the top level, whose error would point
         # to 'vgpumon --help'; the subcommand's own help is the one that lists its flags.
-        command = getattr(args, "command", None)
+        command = getattr(args, "command", None) or selected
         prog = f"vgpumon {command}" if command else "vgpumon"
         where = f"{command}: " if command else ""
         raise VgpumonError(

@@ -13,7 +13,7 @@ The feeds:
 * one exporter over HTTP (``vgpumon.sources.remote.RemoteFeed``), a :class:`FallibleFeed`;
 * one agentless host, its ``nvidia-smi`` over SSH (``vgpumon.sources.ssh.SshHostFeed``), a
   :class:`FallibleFeed`; and every agentless host as one feed whose snapshot is all of theirs
-  (``vgpumon.sources.agentless.AgentlessFeed``), which ``serve --ssh`` renders. The two that
+  (``vgpumon.sources.agentless.AgentlessFeed``), which ``serve --ssh.targets`` renders. The two that
   poll a peer share their loop and listeners (``vgpumon.sources.polled.PolledFeed``).
 
 ``serve`` renders one feed. ``top`` shows hosts: :class:`vgpumon.sources.feed_source.FeedSource`

@@ -29,10 +29,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, Union
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 VIRTUALIZATION_MODES = ("none", "passthrough", "vgpu", "host_vgpu", "host_vsga")
 SCHEDULER_POLICIES = ("unknown", "best_effort", "equal_share", "fixed_share")
+# The one verdict on a vGPU's scheduler share over its window (vgpumon.collect.starvation,
+# docs/verdicts.md): starved or ok, or why there is no verdict.
+SHARE_STATES = ("starved", "ok", "short_window", "missed_entries", "unknown_policy")
 VGPU_LICENSE_STATES = (
     "unknown",
     "uninitialized",
@@ -365,6 +368,23 @@ class VgpuSchedulerUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class VgpuShare:
+    """One vGPU's share of its scheduler over the window, and the one verdict on it.
+
+    Decided once, in :mod:`vgpumon.collect.starvation` (the rule: docs/verdicts.md); the exporter,
+    ``top``, ``check`` and the node features read it, never decide again. Shares are parts of the
+    engine's time in the window, 0-1; None where there is no verdict to base them on.
+    """
+
+    vgpu_id: int
+    state: str  # SHARE_STATES
+    due: float | None = None  # what its policy entitles it to
+    received: float | None = None  # what it ran
+    waited: float | None = None  # what it was preempted with work left
+    window_seconds: float | None = None  # the time its counters cover (its own, if it is new)
+
+
+@dataclass(frozen=True, slots=True)
 class VgpuScheduler:
     gpu_instance_id: int | None = None  # set for per-GPU-instance (MIG-backed) scheduling
     policy: str | None = None  # SCHEDULER_POLICIES
@@ -378,6 +398,10 @@ class VgpuScheduler:
     usage: tuple[VgpuSchedulerUsage, ...] = ()
     log_entries_total: int = 0  # entries consumed from the ring, de-duplicated
     log_entries_missed_total: int = 0  # entries the ring overwrote before we read them
+    # The share verdicts over the sliding window (vgpumon.collect.starvation): the window the
+    # newest verdicts cover (None: no counters read yet) and one verdict per vGPU.
+    share_window_seconds: float | None = None
+    shares: tuple[VgpuShare, ...] = ()
 
 
 # --------------------------------------------------------------------------- guest licensing
@@ -454,31 +478,8 @@ class PodMeter:
 
 
 @dataclass(frozen=True, slots=True)
-class ContentionNeighbour:
-    vgpu_id: int
-    run_seconds: float  # scheduler run time in the window
-    due_seconds: float  # what its share entitled it to in the window
-
-
-@dataclass(frozen=True, slots=True)
-class Contention:
-    """A starved vGPU: it waited for the GPU while neighbours ran above their due (one window).
-
-    From the vGPU scheduler's run and preemption counters (:mod:`vgpumon.collect.contention`).
-    """
-
-    vgpu_id: int
-    gpu_instance_id: int | None
-    window_seconds: float
-    run_seconds: float
-    preemption_seconds: float
-    due_seconds: float
-    neighbours: tuple[ContentionNeighbour, ...] = ()  # those above their due, most excess first
-
-
-@dataclass(frozen=True, slots=True)
 class GpuMetering:
-    """A GPU's usage counters, per tenant, and the idle and contention findings of the cycle.
+    """A GPU's usage counters, per tenant, and the idle findings of the cycle.
 
     Every entity's counters start at 0 when vgpumon first sees it and grow for its life. The
     GPU's energy is split once per kind of tenant (``vgpu``, ``mig``, ``pod``): per kind, the
@@ -493,7 +494,6 @@ class GpuMetering:
     migs: tuple[MigMeter, ...] = ()
     processes: tuple[ProcessMeter, ...] = ()
     pods: tuple[PodMeter, ...] = ()
-    contention: tuple[Contention, ...] = ()
     # The longest any process has held memory with no SM use (0: none idle; None: no list).
     longest_idle_holder_seconds: float | None = None
     dead_holders: int | None = None  # listed PIDs not on the host; None: cannot tell

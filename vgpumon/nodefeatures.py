@@ -77,6 +77,15 @@ def license_state(snapshot: Snapshot, *, expiring_seconds: float) -> str | None:
     return worst if seen else None
 
 
+def starved(snapshot: Snapshot) -> str | None:
+    """``true`` when the collector's share verdict calls a vGPU of the node starved, ``false``
+    when every vGPU with a verdict is ok, None where no vGPU has one (docs/verdicts.md)."""
+    states = {v.state for g in snapshot.gpus for s in g.vgpu_schedulers for v in s.shares}
+    if "starved" in states:
+        return "true"
+    return "false" if "ok" in states else None
+
+
 def _add_counts(out: dict[str, int], key: str, count: int | None) -> None:
     if count is not None:
         out[key] = out.get(key, 0) + count
@@ -99,6 +108,9 @@ def node_features(
     lic = license_state(snapshot, expiring_seconds=expiring_seconds)
     if lic is not None:
         out["license"] = lic
+    hungry = starved(snapshot)
+    if hungry is not None:
+        out["vgpu.starved"] = hungry
     vgpu: dict[str, int] = {}
     mig: dict[str, int] = {}
     for g in gpus:

@@ -9,9 +9,10 @@ The same text means the same value everywhere, and what one place refuses every 
   as disk vendors write them). At most 2^50 bytes (1 PiB): no GPU memory or load footprint comes
   near it, so a larger figure is a typo, never a value to wrap around.
 * **Durations** (result: seconds, units are lower case so ``m`` (minute) can never be read as
-  ``M``): ``ns``, ``us`` (also ``µs``/``μs``), ``ms``, ``s``, ``m`` (or ``min``), ``h``; parts
-  may be chained as in Go (``1m30s``); a bare number is in the caller's unit (seconds unless
-  said).
+  ``M``): ``ns``, ``us`` (also ``µs``/``μs``), ``ms``, ``s``, ``m`` (or ``min``), ``h``, ``d``
+  (24 h) and ``w`` (7 d), as Prometheus reads them (``--range 30d``); parts may be chained as in
+  Go (``1m30s``, ``1w2d``); a bare number is in the caller's unit (seconds unless said). Go's own
+  dialect (:func:`parse_go_duration`, for Prometheus' web-config files) stops at ``h``.
 * **Frequencies** (result: hertz, case-insensitive): ``Hz``, ``kHz``, ``MHz``, ``GHz``; a bare
   number is in the caller's unit (MHz for GPU clocks, as NVML reports them).
 * **Power** (watts: ``W``, ``mW``, ``kW``), **temperature** (°C: ``C``, ``°C``), **ratios**
@@ -63,16 +64,20 @@ DURATION_UNITS: dict[str, float] = {
     "m": 60.0,
     "min": 60.0,
     "h": 3600.0,
+    "d": 86400.0,
+    "w": 604800.0,
 }
 FREQUENCY_UNITS: dict[str, float] = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}
 POWER_UNITS: dict[str, float] = {"W": 1.0, "w": 1.0, "mW": 1e-3, "kW": 1e3, "KW": 1e3}
 TEMPERATURE_UNITS = ("c", "°c")
 
 SIZE_HELP = "bytes or a unit such as 512MiB, 2G, 1.5GiB (binary) or 4GB (decimal)"
-DURATION_HELP = "seconds or a unit such as 100us, 500ms, 30s, 2m, 1h, 1m30s"
+DURATION_HELP = "seconds or a unit such as 100us, 500ms, 30s, 2m, 1h, 1m30s, 1d, 2w"
 FREQUENCY_HELP = "a frequency such as 1980MHz, 1.98GHz or 500kHz"
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|min|s|m|h)")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|min|s|m|h|d|w)")
+# Go's time.ParseDuration knows no days or weeks (Prometheus' web-config files are read by Go).
+_GO_UNITS = frozenset({"ns", "us", "µs", "μs", "ms", "s", "m", "h"})
 
 
 class UnitError(ConfigError, ValueError):
@@ -164,11 +169,11 @@ def parse_duration(
     return check_range(result, value, "duration", lo, hi, " s")
 
 
-def _chained(text: str) -> float | None:
+def _chained(text: str, units: frozenset[str] | None = None) -> float | None:
     pos, total = 0, 0.0
     while pos < len(text):
         match = _DURATION_PART.match(text, pos)
-        if match is None:
+        if match is None or (units is not None and match.group(2) not in units):
             return None
         total += float(match.group(1)) * DURATION_UNITS[match.group(2)]
         pos = match.end()
@@ -183,7 +188,7 @@ def parse_go_duration(text: str) -> float:
         sign, body = (-1.0 if body[0] == "-" else 1.0), body[1:]
     if body == "0":
         return 0.0
-    total = _chained(body) if body and body[-1].isalpha() else None
+    total = _chained(body, _GO_UNITS) if body and body[-1].isalpha() else None
     if total is None or "min" in body:
         raise UnitError(f'invalid duration {text!r} (e.g. "1s", "500ms", "1m30s")')
     return _finite(sign * total, text, "duration")

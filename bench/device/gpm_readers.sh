@@ -34,7 +34,7 @@ serve_case() { # NAME NPROC ARGS...
     shift 2
     local pids=()
     for k in $(seq "$nproc"); do
-        python3 -m vgpumon.cli serve --listen "127.0.0.1:$((9850 + k))" --interval 1 "$@" \
+        python3 -m vgpumon.cli serve --web.listen-address "127.0.0.1:$((9850 + k))" --interval 1 "$@" \
             >"$out/$name-$k.err" 2>&1 &
         pids+=($!)
         sleep 0.5
@@ -66,7 +66,7 @@ serve_case serve-2-parallel 2 --dispatch parallel
 serve_case serve-2-nogpm 2 --no-collector.gpm
 
 # Per-thread CPU of one idle exporter (default settings), 60 s: two NVLink reads at the 30 s cadence.
-python3 -m vgpumon.cli serve --listen 127.0.0.1:9860 --interval 1 >"$out/threads.err" 2>&1 &
+python3 -m vgpumon.cli serve --web.listen-address 127.0.0.1:9860 --interval 1 >"$out/threads.err" 2>&1 &
 server=$!
 sleep 8
 python3 bench/device/thread_cpu.py "$server" 60 >"$out/threads.txt" 2>&1

@@ -121,15 +121,22 @@ def main() -> int:
     p.add_argument("--duties", default="0.3,0.5", help="one load process per duty")
     p.add_argument("--memory", default="1GiB", help="memory each load holds")
     p.add_argument("--device", default="0")
-    p.add_argument("--cadence", default="1", help="serve --interval.processes (seconds)")
+    p.add_argument("--cadence", default="1", help="serve --intervals.processes (seconds)")
     p.add_argument("--tolerance", type=float, default=0.05)
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    serve_cmd = [sys.executable, "-m", "vgpumon.cli", "serve", "--listen", f"127.0.0.1:{port}"]
-    serve_cmd += ["--process-series", "--interval", "1", "--interval.processes", args.cadence]
-    serve_cmd += ["--interval.energy", "1"]
+    serve_cmd = [
+        sys.executable,
+        "-m",
+        "vgpumon.cli",
+        "serve",
+        "--web.listen-address",
+        f"127.0.0.1:{port}",
+    ]
+    serve_cmd += ["--process-series", "--interval", "1", "--intervals.processes", args.cadence]
+    serve_cmd += ["--intervals.energy", "1"]
     log = open(args.out / "serve.log", "wb")  # noqa: SIM115 - open for the server's whole life
     serve = subprocess.Popen(serve_cmd, stdout=log, stderr=subprocess.STDOUT)
     duties = [float(d) for d in args.duties.split(",")]

@@ -51,7 +51,7 @@ validate)
     done
     vgpumon validate --device 0 --no-progress 2>&1 | tee "$out/validate-table.txt"
     echo "validate table exit ${PIPESTATUS[0]}" | tee -a "$out/validate.log"
-    vgpumon serve --listen 127.0.0.1:9839 --process-series --interval 1 >"$out/serve.log" 2>&1 &
+    vgpumon serve --web.listen-address 127.0.0.1:9839 --process-series --interval 1 >"$out/serve.log" 2>&1 &
     server=$!
     sleep 4
     vgpumon validate --device 0 --url http://127.0.0.1:9839 --no-progress 2>&1 | tee "$out/validate-url.txt"
@@ -61,7 +61,7 @@ validate)
     ;;
 validate-url)
     # The exporter as installed: only --process-series and --interval 1, every cadence at its default.
-    vgpumon serve --listen 127.0.0.1:9839 --process-series --interval 1 >"$out/serve.log" 2>&1 &
+    vgpumon serve --web.listen-address 127.0.0.1:9839 --process-series --interval 1 >"$out/serve.log" 2>&1 &
     server=$!
     python3 bench/device/validate_url_summary.py --wait-ready http://127.0.0.1:9839 \
         >"$out/exporter.txt" 2>&1
@@ -85,7 +85,7 @@ cost)
     python3 bench/nvml_call_costs.py "${sim[@]}" --label "$label" --out "$out" >/dev/null 2>"$out/calls.err"
     echo "call costs exit $?" >>"$out/env.txt"
     spy=$(command -v py-spy || echo /tmp/site/bin/py-spy)
-    python3 -m vgpumon.cli serve "${sim[@]}" --listen 127.0.0.1:9839 --interval 1 >"$out/serve.log" 2>&1 &
+    python3 -m vgpumon.cli serve "${sim[@]}" --web.listen-address 127.0.0.1:9839 --interval 1 >"$out/serve.log" 2>&1 &
     server=$!
     sleep 8
     python3 bench/device/thread_cpu.py "$server" 30 >"$out/threads-$label.txt" 2>&1

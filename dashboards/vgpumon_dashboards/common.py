@@ -52,7 +52,7 @@ DATASOURCE = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 
 # Scenario kinds: tests/dashboard_helpers.py maps each to a simulator scenario.
 VGPU = "vgpu"  # a KVM vGPU host (the quickstart host), with libvirt names, a KubeVirt pod,
-# --processes, --pcie-throughput and --kubernetes-pod-series
+# --process-series, --pcie-throughput and --kubernetes.pod-series
 MIG = "mig"  # an H100 with MIG and GPM
 BARE = "baremetal"  # eight H100s, processes, fans, Xids a few seconds after start
 NVLINK = "nvlink"  # an HGX board with NVLink, one link down
@@ -93,7 +93,7 @@ WHO = "{{instance}} {{host}}"
 
 def vm_info(selector: str) -> str:
     """vgpumon_vgpu_info with vm_name always set: the VM's name where libvirt or the kubelet gave
-    one (serve --libvirt-uri / --kubelet-socket), NVML's VM id where nothing did."""
+    one (serve --libvirt.uri / --kubernetes.socket), NVML's VM id where nothing did."""
     return (
         f'label_replace(vgpumon_vgpu_info{{{selector}, vm_name=""}}, '
         '"vm_name", "$1", "vm_id", "(.*)")\n'
@@ -139,7 +139,8 @@ VARIABLES: dict[str, Variable] = {
             "Exporter",
             'label_values(vgpumon_up{job=~"$job", cluster=~"$cluster"}, instance)',
         ),
-        # Agentless hosts (serve --ssh): one exporter, many hosts, each series labelled host.
+        # Agentless hosts (serve --ssh.targets): one exporter, many hosts, each series labelled
+        # host.
         Variable("host", "Agentless host", f"label_values(vgpumon_gpu_info{{{SCOPE}}}, host)"),
         Variable("gpu", "GPU", f"label_values(vgpumon_gpu_info{{{HOST}}}, gpu)"),
         # VM names where libvirt or the kubelet named the VM, else NVML's VM id (docs/names.md).

@@ -269,8 +269,8 @@ BOARD = Board(
         Row("Who holds the GPUs"),
         table_panel(
             "VMs on vGPUs",
-            "Every vGPU with the VM that holds it: its name from libvirt (serve --libvirt-uri) "
-            "or from its KubeVirt pod (--kubelet-socket), else NVML's VM id (docs/names.md).",
+            "Every vGPU with the VM that holds it: its name from libvirt (serve --libvirt.uri) "
+            "or from its KubeVirt pod (--kubernetes.socket), else NVML's VM id (docs/names.md).",
             q(vm_info(HOST), f"{WHO} {{{{vm_name}}}}", VGPU, instant=True),
             columns=(
                 Column("instance", "Exporter"),
@@ -284,7 +284,7 @@ BOARD = Board(
         table_panel(
             "Pods on GPUs (Kubernetes)",
             "Containers holding a GPU, MIG device or vGPU, from the kubelet (serve "
-            "--kubelet-socket); KubeVirt VMs by name.",
+            "--kubernetes.socket); KubeVirt VMs by name.",
             q(
                 f'vgpumon_gpu_allocation_info{{{HOST}, pod!=""}}',
                 "{{namespace}}/{{pod}}",

@@ -142,25 +142,26 @@ BOARD = Board(
         Row("Processes and pods"),
         ratio_panel(
             "SM utilization by process",
-            "Per-process series (serve --processes): each process's share of the SMs.",
+            "Per-process series (serve --process-series): each process's share of the SMs.",
             q(f"vgpumon_process_sm_utilization_ratio{{{SEL}}}", PROC, BARE),
         ),
         timeseries_panel(
             "GPU memory by process",
-            "Framebuffer each process holds (serve --processes).",
+            "Framebuffer each process holds (serve --process-series).",
             q(f"vgpumon_process_memory_used_bytes{{{SEL}}}", PROC, MIG, BARE),
             unit="bytes",
         ),
         ratio_panel(
             "Memory, encoder and decoder utilization by process",
-            "Each process's share of memory bandwidth, encoder and decoder (serve --processes).",
+            "Each process's share of memory bandwidth, encoder and decoder "
+            "(serve --process-series).",
             q(f"vgpumon_process_memory_utilization_ratio{{{SEL}}}", f"{PROC} memory", BARE),
             q(f"vgpumon_process_encoder_utilization_ratio{{{SEL}}}", f"{PROC} enc", BARE),
             q(f"vgpumon_process_decoder_utilization_ratio{{{SEL}}}", f"{PROC} dec", BARE),
         ),
         stat_panel(
             "Process series truncated",
-            "Whether some processes got no series because of --processes-max (orange: raise "
+            "Whether some processes got no series because of --process-series-max (orange: raise "
             "it or expect missing processes).",
             q(f"vgpumon_process_series_truncated{{{HOST}}}", WHO, BARE, instant=True),
             mappings=(YES_WARN,),
@@ -170,13 +171,13 @@ BOARD = Board(
         ratio_panel(
             "Utilization by pod",
             "The device each container holds (whole GPU, vGPU or MIG instance), from the kubelet "
-            "(serve --kubelet-socket --kubernetes-pod-series).",
+            "(serve --kubernetes.socket --kubernetes.pod-series).",
             q(f"vgpumon_pod_gpu_utilization_ratio{{{SEL}}}", POD, VGPU),
             width=10,
         ),
         timeseries_panel(
             "GPU memory by pod",
-            "Memory of the device each container holds (--kubernetes-pod-series).",
+            "Memory of the device each container holds (--kubernetes.pod-series).",
             q(f"vgpumon_pod_gpu_memory_used_bytes{{{SEL}}}", POD, VGPU),
             unit="bytes",
             width=10,

@@ -150,8 +150,8 @@ BOARD = Board(
             "namespace",
             ("namespace",),
             "By namespace",
-            "Per Kubernetes namespace: its pods' processes on shared GPUs (serve --processes in "
-            "the host PID namespace).",
+            "Per Kubernetes namespace: its pods' processes on shared GPUs "
+            "(serve --process-series in the host PID namespace).",
         ),
         billing_table(
             "vm",
@@ -255,8 +255,8 @@ BOARD = Board(
         ),
         table_panel(
             "Processes: usage in range",
-            "Per GPU process over the range (serve --processes): GPU-hours (its SM utilization x "
-            "time) and GiB-hours of memory held.",
+            "Per GPU process over the range (serve --process-series): GPU-hours (its SM "
+            "utilization x time) and GiB-hours of memory held.",
             q(increase("vgpumon_process_busy_seconds_total", "3600"), "busy", MET, instant=True),
             q(
                 increase("vgpumon_process_memory_byte_seconds_total", GIB_HOUR),
@@ -314,7 +314,7 @@ BOARD = Board(
         table_panel(
             "Processes holding memory without using the GPU",
             "Processes that held GPU memory with an SM utilization of 0 without a break (serve "
-            "--processes). Green under 5 minutes, orange from 5, red from the alert's 30.",
+            "--process-series). Green under 5 minutes, orange from 5, red from the alert's 30.",
             q(f"vgpumon_process_idle_seconds{{{SEL}}} > 0", "idle", MET, instant=True),
             columns=(
                 Column("instance", "Exporter"),

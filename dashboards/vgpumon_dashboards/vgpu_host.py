@@ -36,31 +36,28 @@ PER_TYPE = (
 )
 
 
-# Contention, as vgpumon/collect/contention.py finds it for the TUI (docs/metering.md,
-# "Contention"), from the scheduler's counters over the rate window. A vGPU's due is its share of
-# the engine: the entitlement rule's (equal or fixed share), else, under best effort, an equal
-# split among the vGPUs of the scheduler that ran or waited. Starved: it waited more than 1 % of
-# the time and ran under 90 % of its due. Above due: it ran over its due by more than 1 %.
+# Starvation and contention read the collector's one verdict (docs/verdicts.md): the share state,
+# due and received share it exports per vGPU; no query here decides who is starved. "Above due":
+# a neighbour that received more than its due by over 1 % of the window (who took the time).
+ONE = "instance, job, host, gpu, uuid, gpu_instance, vgpu_id"
 SCHED = "instance, job, host, gpu, uuid, gpu_instance"
-ONE = "instance, job, gpu, uuid, gpu_instance, vgpu_id"  # the entitlement rule has no host
-RAN = f"rate(vgpumon_vgpu_scheduler_run_seconds_total{{{SEL}}}[$__rate_interval])"
-WAITED = f"rate(vgpumon_vgpu_scheduler_preemption_seconds_total{{{SEL}}}[$__rate_interval])"
-ACTIVE = f"({RAN} > 0 or {WAITED} > 0)"
-DUE = (
-    f"(vgpumon:vgpu_scheduler_entitled_share:ratio{{{SEL}}}\n"
-    f" or on ({ONE})\n"
-    f" ({ACTIVE} * 0 + on ({SCHED}) group_left () (1 / count by ({SCHED}) ({ACTIVE}))))"
+RECEIVED = f"vgpumon_vgpu_scheduler_received_share_ratio{{{SEL}}}"
+DUE = f"vgpumon_vgpu_scheduler_due_share_ratio{{{SEL}}}"
+WAITED = f"vgpumon_vgpu_scheduler_waited_share_ratio{{{SEL}}}"
+STARVED = f'vgpumon_vgpu_scheduler_share_state{{{SEL}, state="starved"}} == 1'
+NO_VERDICT = (
+    f"vgpumon_vgpu_scheduler_share_state{{{SEL}, "
+    'state=~"short_window|missed_entries|unknown_policy"} == 1'
 )
-STARVED = f"(({RAN} < on ({ONE}) 0.9 * {DUE}) and on ({ONE}) {WAITED} > 0.01)"
-ABOVE = f"(({RAN} - on ({ONE}) {DUE}) > 0.01)"
+ABOVE = f"(({RECEIVED} - on ({ONE}) {DUE}) > 0.01)"
 
 
 def _starved(expr: str) -> str:
-    return f"({expr}) and on ({ONE}) {STARVED}"
+    return f"({expr}) and on ({ONE}) ({STARVED})"
 
 
 def _neighbour(expr: str) -> str:
-    return f"({expr}) and on ({ONE}) {ABOVE}\nand on ({SCHED}) {STARVED}"
+    return f"({expr}) and on ({ONE}) {ABOVE}\nand on ({SCHED}) ({STARVED})"
 
 
 def _vm_series(title: str, description: str, family: str, unit: str) -> Panel:
@@ -130,7 +127,7 @@ BOARD = Board(
         ),
         table_panel(
             "VM state",
-            "State of the libvirt domain holding each vGPU (serve --libvirt-uri): a paused or "
+            "State of the libvirt domain holding each vGPU (serve --libvirt.uri): a paused or "
             "crashed VM still holds its vGPU.",
             q(by_vm(f"vgpumon_vgpu_vm_state{{{SEL}}} == 1"), VM, VGPU, instant=True),
             columns=(
@@ -191,7 +188,7 @@ BOARD = Board(
         ratio_panel(
             "SM utilization by process in the VMs",
             "Processes inside each VM as the host sees them (per-process series, serve "
-            "--processes).",
+            "--process-series).",
             q(
                 by_vm(f"vgpumon_vgpu_process_sm_utilization_ratio{{{SEL}}}"),
                 f"{VM} {{{{process_name}}}} ({{{{pid}}}})",
@@ -201,7 +198,7 @@ BOARD = Board(
         ratio_panel(
             "Memory, encoder and decoder utilization by process in the VMs",
             "Memory bandwidth, encoder and decoder share of each process inside the VMs "
-            "(serve --processes).",
+            "(serve --process-series).",
             q(
                 by_vm(f"vgpumon_vgpu_process_memory_utilization_ratio{{{SEL}}}"),
                 f"{VM} {{{{process_name}}}} ({{{{pid}}}}) memory",
@@ -220,16 +217,33 @@ BOARD = Board(
         ),
         Row("Scheduler"),
         ratio_panel(
-            "Run share against entitlement",
-            "Fraction of time each vGPU ran (scheduler log) and the share its policy entitles "
-            "it to (equal or fixed share; best effort entitles to nothing).",
-            q(by_vm(f"vgpumon:vgpu_scheduler_run_share:rate5m{{{SEL}}}"), f"{VM} ran", VGPU),
+            "Share received against due",
+            "Part of the last minute each vGPU ran on the engine (scheduler log) and the part its "
+            "policy makes it due (equal or fixed share; best effort: an equal part of those that "
+            "wanted the engine), as the exporter decides them (docs/verdicts.md).",
+            q(by_vm(RECEIVED), f"{VM} received", VGPU),
+            q(by_vm(DUE), f"{VM} due", VGPU),
+            width=12,
+        ),
+        ratio_panel(
+            "Run and waited time",
+            "From the scheduler log's counters over the rate window (which may be longer than "
+            "the verdict's minute): the part of the time each vGPU ran, and the part it was "
+            "preempted with work left.",
             q(
-                by_vm(f"vgpumon:vgpu_scheduler_entitled_share:ratio{{{SEL}}}"),
-                f"{VM} entitled",
+                by_vm(f"rate(vgpumon_vgpu_scheduler_run_seconds_total{{{SEL}}}[$__rate_interval])"),
+                f"{VM} ran",
                 VGPU,
             ),
-            width=24,
+            q(
+                by_vm(
+                    "rate(vgpumon_vgpu_scheduler_preemption_seconds_total"
+                    f"{{{SEL}}}[$__rate_interval])"
+                ),
+                f"{VM} waited",
+                VGPU,
+            ),
+            width=12,
         ),
         table_panel(
             "Scheduler policy",
@@ -239,6 +253,12 @@ BOARD = Board(
             q(f"vgpumon_vgpu_scheduler_arr_enabled{{{SEL}}}", "ARR", VGPU, instant=True),
             q(f"vgpumon_vgpu_scheduler_average_factor{{{SEL}}}", "factor", VGPU, instant=True),
             q(f"vgpumon_vgpu_scheduler_frequency_hertz{{{SEL}}}", "frequency", VGPU, instant=True),
+            q(
+                f"vgpumon_vgpu_scheduler_share_window_seconds{{{SEL}}}",
+                "verdict window",
+                VGPU,
+                instant=True,
+            ),
             columns=(
                 Column("gpu", "GPU"),
                 Column("gpu_instance", "GPU instance"),
@@ -246,6 +266,7 @@ BOARD = Board(
                 Column("Value #B", "Adaptive round-robin", mappings=(ON_OFF,)),
                 Column("Value #C", "Averaging factor"),
                 Column("Value #D", "Frequency", unit="hertz"),
+                Column("Value #E", "Share verdict window", unit="s"),
             ),
             width=8,
         ),
@@ -286,36 +307,49 @@ BOARD = Board(
         ),
         table_panel(
             "Starved vGPUs",
-            "vGPUs that waited for the engine (preempted with work left, over 1 % of the time) yet "
-            "ran under 90 % of their due: the entitled share under equal or fixed share, an equal "
-            "split of those that ran or waited under best effort. The neighbours that took the "
-            "time are in the next table.",
-            q(by_vm(_starved(RAN)), VM, METERING, instant=True),
+            "vGPUs the exporter calls starved (the rule of docs/verdicts.md, the alert's too): "
+            "over the last minute they waited for the engine (preempted with work left) yet "
+            "received under 90 % of their due. The neighbours that took the time are in the next "
+            "table.",
+            q(by_vm(_starved(RECEIVED)), VM, METERING, instant=True),
             q(by_vm(_starved(DUE)), VM, METERING, instant=True),
             q(by_vm(_starved(WAITED)), VM, METERING, instant=True),
             columns=(
                 Column("vm_name", "VM"),
                 Column("gpu", "GPU"),
                 Column("vgpu_id", "vGPU"),
-                Column("Value #A", "Ran", unit="percentunit"),
+                Column("Value #A", "Received", unit="percentunit"),
                 Column("Value #B", "Due", unit="percentunit"),
                 Column("Value #C", "Waited", unit="percentunit"),
             ),
         ),
         table_panel(
             "Neighbours above their due",
-            "On a GPU (or GPU instance) with a starved vGPU, the other vGPUs that ran more than "
-            "their due in the same window, and by how much: who took the starved vGPU's time.",
-            q(by_vm(_neighbour(RAN)), VM, METERING, instant=True),
+            "On a GPU (or GPU instance) with a starved vGPU, the other vGPUs that received more "
+            "than their due in the same window, and by how much: who took the starved vGPU's time.",
+            q(by_vm(_neighbour(RECEIVED)), VM, METERING, instant=True),
             q(by_vm(_neighbour(DUE)), VM, METERING, instant=True),
-            q(by_vm(_neighbour(f"{RAN} - on ({ONE}) {DUE}")), VM, METERING, instant=True),
+            q(by_vm(_neighbour(f"{RECEIVED} - on ({ONE}) {DUE}")), VM, METERING, instant=True),
             columns=(
                 Column("vm_name", "VM"),
                 Column("gpu", "GPU"),
                 Column("vgpu_id", "vGPU"),
-                Column("Value #A", "Ran", unit="percentunit"),
+                Column("Value #A", "Received", unit="percentunit"),
                 Column("Value #B", "Due", unit="percentunit"),
                 Column("Value #C", "Above due", unit="percentunit"),
+            ),
+        ),
+        table_panel(
+            "vGPUs without a share verdict",
+            "vGPUs the exporter cannot judge now, and why: short_window (less than half a minute "
+            "of counters: just started, or a new vGPU), missed_entries (the scheduler log lost "
+            "entries in the window: sample more often) or unknown_policy.",
+            q(by_vm(NO_VERDICT), VM, METERING, instant=True),
+            columns=(
+                Column("vm_name", "VM"),
+                Column("gpu", "GPU"),
+                Column("vgpu_id", "vGPU"),
+                Column("state", "Why no verdict"),
             ),
         ),
         Row("Licenses and frame rate"),

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from enrich_helpers import optional_binding, wait_for
+from ci_helpers import optional_binding
+from enrich_helpers import wait_for
 from export_helpers import samples_by_name
 from vgpu_helpers import by_id
 

@@ -161,6 +161,6 @@ def test_snapshots_without_names_still_read_and_names_round_trip() -> None:
     del old["allocations"]
     for key in ("vm", "vf_pci_bus_id"):
         del old["gpus"][0]["vgpu_instances"][0][key]
-    assert old["schema_version"] == SCHEMA_VERSION == 1
+    assert old["schema_version"] == SCHEMA_VERSION == 2
     read = from_json(json.dumps(old))
     assert read.allocations == () and read.gpus[0].vgpu_instances[0].vm is None

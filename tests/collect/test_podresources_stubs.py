@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from enrich_helpers import optional_binding
+from ci_helpers import optional_binding
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = Path("vgpumon/collect/enrich/podresources")

@@ -3,12 +3,14 @@ one line on standard output) on the local (simulated) NVML and on a running expo
 
 from __future__ import annotations
 
+import dataclasses
 import http.server
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from vgpu_helpers import CONTENTION, sampled
 
 from vgpumon.cli import main
 from vgpumon.model import CollectorStatus, Gpu, SamplerHealth, Snapshot, to_json
@@ -311,3 +313,40 @@ def test_deeply_nested_json_from_the_exporter_is_one_line(
     code = main(["check", "all", "--url", url])
     captured = capsys.readouterr()
     assert code == 2 and captured.out.startswith("cannot check:") and captured.err == ""
+
+
+def test_scheduler_reads_the_exporters_starvation_verdict(
+    capsys: pytest.CaptureFixture[str], exporter: tuple[str, type[_Exporter]]
+) -> None:
+    """vgpu-contention's vGPU 3 is starved (docs/verdicts.md): check says so from the exporter's
+    snapshot, the verdict the alert and top read; a node without a verdict yet is unknown."""
+    url, handler = exporter
+    snap = sampled(CONTENTION, 65.0)
+    handler.body = to_json(snap).encode()
+    code, line = check(capsys, "scheduler", "--url", url)
+    assert code == 1 and line.startswith("vGPU 3 on GPU 0 (VM "), line
+    assert line.endswith("starved: received 10% of a 33% due"), line
+    code, line = check(capsys, "all", "--url", url)
+    assert code == 1 and "vGPU 3" in line
+    early = sampled(CONTENTION, 10.0)
+    handler.body = to_json(early).encode()
+    assert check(capsys, "scheduler", "--url", url) == (
+        2,
+        "scheduler: no verdict: window too short",
+    )
+    # In all, no verdict yet is said but does not make the node unknown.
+    watched = dataclasses.replace(
+        early, collectors=(*early.collectors, CollectorStatus("xid", True, 0.0))
+    )
+    handler.body = to_json(watched).encode()
+    code, line = check(capsys, "all", "--url", url)
+    assert code == 0 and "scheduler: no verdict: window too short" in line
+
+
+def test_scheduler_on_a_one_shot_local_read_has_no_verdict(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, line = check(capsys, "scheduler", "--sim", "kvm-vgpu-timesliced", "--window", "0")
+    assert (code, line) == (2, "scheduler: no verdict: window too short")
+    code, line = check(capsys, "scheduler", "--sim", "baremetal-8xh100", "--window", "0")
+    assert (code, line) == (0, "no vGPU scheduler on this node")

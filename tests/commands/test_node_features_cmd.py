@@ -1,5 +1,6 @@
-"""`vgpumon node-features` and `serve --nfd-features-file`: NFD's local feature file format, values
-from the capacity scenarios' hand-computed answers, and a file that changes only with a value."""
+"""`vgpumon node-features` and `serve --kubernetes.nfd-features-file`: NFD's local feature file
+format, values from the capacity scenarios' hand-computed answers, and a file that changes only
+with a value."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from vgpu_helpers import CONTENTION, sampled
 
 from vgpumon.cli import main
 from vgpumon.commands.serve import nfd_listener
@@ -168,3 +170,11 @@ def test_bad_input_is_one_line(
     assert main(["node-features", *args]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err and "Traceback" not in err
+
+
+def test_a_starved_vgpu_is_a_node_label_from_the_collectors_verdict() -> None:
+    """vgpumon.io/vgpu.starved follows the one verdict (docs/verdicts.md): true on
+    vgpu-contention once the window is long enough, none before (no verdict is not false)."""
+    assert node_features(sampled(CONTENTION, 65.0))["vgpu.starved"] == "true"
+    assert "vgpu.starved" not in node_features(sampled(CONTENTION, 10.0))
+    assert node_features(sampled("capacity-l40s-homogeneous", 65.0))["vgpu.starved"] == "false"

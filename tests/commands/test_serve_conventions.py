@@ -198,7 +198,14 @@ def serving(*extra: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     port = free_port()
     proc = subprocess.Popen(
         [
-            *(sys.executable, "-m", "vgpumon.cli", "serve", "--listen", f"127.0.0.1:{port}"),
+            *(
+                sys.executable,
+                "-m",
+                "vgpumon.cli",
+                "serve",
+                "--web.listen-address",
+                f"127.0.0.1:{port}",
+            ),
             *("--web.shutdown-timeout", "1", *extra),
         ],
         stdout=subprocess.DEVNULL,

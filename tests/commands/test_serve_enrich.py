@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from enrich_helpers import optional_binding, wait_for
+from ci_helpers import optional_binding
+from enrich_helpers import wait_for
 from export_helpers import samples_by_name
 from http_helpers import LiveClient
 from kubelet_helpers import FakeKubelet, pod, socket_dir  # noqa: F401 - fixture
@@ -42,21 +43,21 @@ def test_enrichers_are_off_by_default() -> None:
 
 def test_flags_with_and_without_values() -> None:
     optional_binding("libvirt", "libvirt")
-    assert parse("--libvirt-uri").libvirt_uri == DEFAULT_URI
-    assert parse("--libvirt-uri", "qemu:///session").libvirt_uri == "qemu:///session"
-    assert parse("--kubelet-socket").kubelet_socket == DEFAULT_SOCKET
+    assert parse("--libvirt.uri").libvirt_uri == DEFAULT_URI
+    assert parse("--libvirt.uri", "qemu:///session").libvirt_uri == "qemu:///session"
+    assert parse("--kubernetes.socket").kubelet_socket == DEFAULT_SOCKET
     settings = parse(
-        "--kubelet-socket=/run/k.sock",
-        "--kubernetes-resource",
+        "--kubernetes.socket=/run/k.sock",
+        "--kubernetes.resources",
         "nvidia.com/gpu",
-        "--kubernetes-resource",
+        "--kubernetes.resources",
         "nvidia.com/mig-*",
-        "--kubernetes-pod-series",
+        "--kubernetes.pod-series",
     )
     assert settings.kubelet_socket == "/run/k.sock"
     assert settings.kubernetes_resources == ("nvidia.com/gpu", "nvidia.com/mig-*")
     assert settings.kubernetes_pod_series is True
-    libvirt, kubelet, _metering = build_enrichers(parse("--libvirt-uri", "--kubelet-socket"))
+    libvirt, kubelet, _metering = build_enrichers(parse("--libvirt.uri", "--kubernetes.socket"))
     assert isinstance(libvirt, LibvirtEnricher) and libvirt.config.uri == DEFAULT_URI
     assert isinstance(kubelet, KubeletEnricher)
     assert kubelet.config.resources == DEFAULT_RESOURCES
@@ -86,7 +87,7 @@ def test_config_file_keys(tmp_path: Path) -> None:
 
 def test_kubernetes_api_outside_a_pod_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    settings = parse("--kubelet-socket", "--kubernetes-api")
+    settings = parse("--kubernetes.socket", "--kubernetes.api")
     assert settings.kubernetes_api is True
     with pytest.raises(ConfigError, match="needs to run in a pod"):
         build_enrichers(settings)
@@ -95,7 +96,7 @@ def test_kubernetes_api_outside_a_pod_is_one_line(monkeypatch: pytest.MonkeyPatc
 def test_a_missing_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "grpc", None)
     with pytest.raises(ConfigError, match=r"install the \[kubernetes\] extra: .* -m pip install "):
-        build_enrichers(parse("--kubelet-socket"))
+        build_enrichers(parse("--kubernetes.socket"))
 
 
 async def test_names_and_pods_over_http(socket_dir: str) -> None:  # noqa: F811 - fixture
@@ -110,9 +111,9 @@ async def test_names_and_pods_over_http(socket_dir: str) -> None:  # noqa: F811 
         "kvm-vgpu-timesliced",
         "--interval",
         "0.05",
-        "--libvirt-uri",
+        "--libvirt.uri",
         f"test://{FIXTURE}",
-        "--kubelet-socket",
+        "--kubernetes.socket",
         kubelet.path,
     )
     enrichers = build_enrichers(settings)
@@ -168,7 +169,7 @@ def test_snapshot_json_carries_the_names(capsys: pytest.CaptureFixture[str]) -> 
 
     optional_binding("libvirt", "libvirt")
     rc = main(
-        ["snapshot", "--sim", "kvm-vgpu-timesliced", "--libvirt-uri", f"test://{FIXTURE}", "--json"]
+        ["snapshot", "--sim", "kvm-vgpu-timesliced", "--libvirt.uri", f"test://{FIXTURE}", "--json"]
     )
     assert rc == 0
     snap = from_json(capsys.readouterr().out)
@@ -181,7 +182,7 @@ def test_record_masks_what_the_enrichers_named(capsys: pytest.CaptureFixture[str
     from vgpumon.cli import main
 
     optional_binding("libvirt", "libvirt")
-    rc = main(["record", "--sim", "kvm-vgpu-timesliced", "--libvirt-uri", f"test://{FIXTURE}"])
+    rc = main(["record", "--sim", "kvm-vgpu-timesliced", "--libvirt.uri", f"test://{FIXTURE}"])
     assert rc == 0
     out = capsys.readouterr().out
     assert "vm-render-07" not in out and "Render node" not in out
@@ -190,7 +191,7 @@ def test_record_masks_what_the_enrichers_named(capsys: pytest.CaptureFixture[str
 def test_a_reload_applies_pod_series_and_names_enricher_changes() -> None:
     from vgpumon.commands.serve import reloaded
 
-    got = reloaded(parse("--kubelet-socket", "/run/k.sock", "--kubernetes-pod-series"))
+    got = reloaded(parse("--kubernetes.socket", "/run/k.sock", "--kubernetes.pod-series"))
     assert got.options.pod_series is True
     restart = dict(got.restart_only)
     assert restart["kubelet_socket"] == "/run/k.sock"

@@ -1,5 +1,5 @@
-"""``serve``'s metering settings: on by default, --no-metering, the idle ratio, host /proc only
-with per-process series on a real host."""
+"""``serve``'s metering settings: on by default, --no-metering.enabled, the idle ratio, host /proc
+only with per-process series on a real host."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_on_by_default_off_with_the_flag() -> None:
     on = stage(parse())
     assert on is not None and on.config.idle_ratio == pytest.approx(0.05)
     assert on.config.proc is None  # no --processes: the host's /proc is not read
-    assert stage(parse("--no-metering")) is None
+    assert stage(parse("--no-metering.enabled")) is None
 
 
 def test_idle_ratio_and_processes() -> None:
@@ -55,4 +55,6 @@ def test_help_names_the_flags(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         build_parser("serve").parse_args(["serve", "--help"])
     out = capsys.readouterr().out
-    assert "--metering.idle-ratio" in out and "default 0.05" in out and "--no-metering" in out
+    assert (
+        "--metering.idle-ratio" in out and "default 0.05" in out and "--no-metering.enabled" in out
+    )

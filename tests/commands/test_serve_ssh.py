@@ -1,4 +1,4 @@
-"""``vgpumon serve --ssh`` as a process against real SSH servers on loopback.
+"""``vgpumon serve --ssh.targets`` as a process against real SSH servers on loopback.
 
 Done-when of the agentless source: the host's fake ``nvidia-smi`` answers with the XML of a
 simulator scenario; the exporter serves every series with a ``host`` label, the snapshot it serves
@@ -52,17 +52,17 @@ async def test_serve_ssh_exports_each_host_with_a_host_label(tmp_path: Path) -> 
             "-m",
             "vgpumon.cli",
             "serve",
-            "--ssh",
+            "--ssh.targets",
             hosts[0].target,
-            "--ssh-targets",
+            "--ssh.targets-file",
             str(targets),
-            "--ssh-identity",
+            "--ssh.identity",
             keys.client_key_file,
-            "--ssh-known-hosts",
+            "--ssh.known-hosts",
             keys.known_hosts_file,
-            "--ssh-timeout",
+            "--ssh.timeout",
             "2",
-            "--listen",
+            "--web.listen-address",
             f"127.0.0.1:{port}",
             "--web.shutdown-timeout",
             "1",
@@ -137,12 +137,23 @@ def _serve_error(*args: str) -> tuple[int, str]:
 
 def test_bad_targets_are_one_line_errors(tmp_path: Path) -> None:
     cases = {
-        ("--ssh", "root@bad host"): "--ssh: 'root@bad host' is not [user@]host[:port]",
-        ("--ssh", "esxi:70000"): "--ssh: port 70000 of 'esxi:70000' is out of range",
-        ("--ssh", "esxi", "--ssh", "esxi"): "--ssh: host esxi is given twice",
-        ("--ssh", "esxi", "--sim", "vgpu-guest"): "--ssh reads remote nvidia-smi",
-        ("--ssh-targets", str(tmp_path / "missing")): "--ssh-targets: cannot read",
-        ("--ssh", "esxi", "--ssh-timeout", "0"): "--ssh-timeout",
+        (
+            "--ssh.targets",
+            "root@bad host",
+        ): "--ssh.targets: 'root@bad host' is not [user@]host[:port]",
+        (
+            "--ssh.targets",
+            "esxi:70000",
+        ): "--ssh.targets: port 70000 of 'esxi:70000' is out of range",
+        (
+            "--ssh.targets",
+            "esxi",
+            "--ssh.targets",
+            "esxi",
+        ): "agentless host esxi is given twice",
+        ("--ssh.targets", "esxi", "--sim", "vgpu-guest"): "cannot be combined with an NVML source",
+        ("--ssh.targets-file", str(tmp_path / "missing")): "--ssh.targets-file: cannot read",
+        ("--ssh.targets", "esxi", "--ssh.timeout", "0"): "--ssh.timeout",
     }
     for args, message in cases.items():
         code, stderr = _serve_error(*args)
@@ -152,7 +163,7 @@ def test_bad_targets_are_one_line_errors(tmp_path: Path) -> None:
 
 
 def test_the_flags_build_an_ssh_source_for_other_commands(tmp_path: Path) -> None:
-    """``top --ssh`` gets the same source from the same flags (commands/ssh_args.py)."""
+    """``top --ssh.targets`` gets the same source from the same flags (commands/ssh_args.py)."""
     import argparse
 
     from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_source_from_args
@@ -165,7 +176,9 @@ def test_the_flags_build_an_ssh_source_for_other_commands(tmp_path: Path) -> Non
     add_ssh_arguments(parser)
     none = parser.parse_args([])
     assert ssh_source_from_args(none, "top") is None
-    args = parser.parse_args(["--ssh", "root@esxi-1", "--ssh", "esxi-2:2222", "--ssh-timeout", "4"])
+    args = parser.parse_args(
+        ["--ssh.targets", "root@esxi-1", "--ssh.targets", "esxi-2:2222", "--ssh.timeout", "4"]
+    )
     source = ssh_source_from_args(args, "top")
     assert isinstance(source, SshSource) and isinstance(source, SnapshotSource)
     assert source.hosts() == ("esxi-1", "esxi-2:2222")
@@ -194,7 +207,7 @@ def test_the_config_file_ssh_section_and_flags_over_it(tmp_path: Path) -> None:
     (tmp_path / "known_hosts").write_text("")
     parser = argparse.ArgumentParser()
     serve.add_arguments(parser)
-    args = parser.parse_args(["--config", str(config), "--ssh-timeout", "5"])
+    args = parser.parse_args(["--config", str(config), "--ssh.timeout", "5"])
     ssh = ssh_settings_from(serve.settings_from_args(args), "serve")
     assert ssh is not None
     assert [t.name for t in ssh.targets] == ["esxi-1", "esxi-2:2222"]
@@ -209,7 +222,8 @@ def test_the_config_file_ssh_section_and_flags_over_it(tmp_path: Path) -> None:
 
 
 def test_top_ssh_reads_the_agentless_source() -> None:
-    """``vgpumon top --ssh HOST`` gets the same SshSource as serve (no NVML in the process)."""
+    """``vgpumon top --ssh.targets HOST`` gets the same SshSource as serve (no NVML in the
+    process)."""
     import argparse
 
     import pytest
@@ -220,21 +234,27 @@ def test_top_ssh_reads_the_agentless_source() -> None:
 
     parser = argparse.ArgumentParser()
     top.add_arguments(parser)
-    source = top.source_from_args(parser.parse_args(["--ssh", "root@esxi-1", "--ssh", "esxi-2"]))
+    source = top.source_from_args(
+        parser.parse_args(["--ssh.targets", "root@esxi-1", "--ssh.targets", "esxi-2"])
+    )
     assert isinstance(source, SshSource)
     assert source.hosts() == ("esxi-1", "esxi-2")
     with pytest.raises(ConfigError, match="drop --url"):
-        top.source_from_args(parser.parse_args(["--ssh", "esxi-1", "--url", "http://x:9839"]))
-    with pytest.raises(ConfigError, match="cannot be combined with --sim"):
-        top.source_from_args(parser.parse_args(["--ssh", "esxi-1", "--sim", "vgpu-guest"]))
+        top.source_from_args(
+            parser.parse_args(["--ssh.targets", "esxi-1", "--url", "http://x:9839"])
+        )
+    with pytest.raises(ConfigError, match="cannot be combined with an NVML source"):
+        top.source_from_args(parser.parse_args(["--ssh.targets", "esxi-1", "--sim", "vgpu-guest"]))
 
 
 def test_a_missing_key_or_known_hosts_file_is_refused_at_start(tmp_path: Path) -> None:
     """Like ``--config``: a file that cannot be read stops serve at once (rc 2, one line naming
     it), instead of failing every poll with an error that does not say which file."""
     missing = tmp_path / "nonexistent"
-    for flag in ("--ssh-identity", "--ssh-known-hosts"):
-        code, stderr = _serve_error("--ssh", "esxi", flag, str(missing), "--listen", "127.0.0.1:0")
+    for flag in ("--ssh.identity", "--ssh.known-hosts"):
+        code, stderr = _serve_error(
+            "--ssh.targets", "esxi", flag, str(missing), "--web.listen-address", "127.0.0.1:0"
+        )
         assert code == 2, (flag, stderr)
         assert stderr.strip().splitlines() == [
             f"vgpumon: error: {flag}: cannot read {missing}: No such file or directory"

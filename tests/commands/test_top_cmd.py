@@ -28,7 +28,7 @@ from vgpumon.cli import main
         (["--targets", "/nonexistent/targets.yml"], "targets file"),
         (["--sim", "kvm-vgpu-timesliced", "--theme", "nope"], "unknown theme"),
         (["--password", "x"], "unrecognized"),  # a password is never a flag value
-        (["--url", "http://a:1", "--libvirt-uri"], "bring their own names"),
+        (["--url", "http://a:1", "--libvirt.uri"], "bring their own names"),
         (["--sim", "kvm-vgpu-timesliced", "--history", "soon"], "--history"),
         (["--sim", "kvm-vgpu-timesliced", "--history", "48h"], "at most 86400"),
     ],
@@ -71,8 +71,8 @@ def test_the_textual_check_sees_textual_when_it_is_imported() -> None:
 
 
 async def test_local_top_names_vgpus_from_libvirt() -> None:
-    """``top --libvirt-uri`` runs the same enricher as ``serve``: the VM column shows names."""
-    from enrich_helpers import optional_binding
+    """``top --libvirt.uri`` runs the same enricher as ``serve``: the VM column shows names."""
+    from ci_helpers import optional_binding
 
     from vgpumon.cli import build_parser
     from vgpumon.commands.top import source_from_args
@@ -82,7 +82,7 @@ async def test_local_top_names_vgpus_from_libvirt() -> None:
     optional_binding("libvirt", "libvirt")
     fixtures = Path(__file__).resolve().parents[1] / "fixtures"
     fixture = fixtures / "libvirt" / "kvm-vgpu-timesliced.xml"
-    argv = ["top", "--sim", "kvm-vgpu-timesliced", "--libvirt-uri", f"test://{fixture}"]
+    argv = ["top", "--sim", "kvm-vgpu-timesliced", "--libvirt.uri", f"test://{fixture}"]
     source = source_from_args(build_parser("top").parse_args(argv))
     assert isinstance(source, LocalSource)
     try:

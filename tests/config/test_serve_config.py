@@ -64,15 +64,15 @@ def test_full_file(tmp_path: Path) -> None:
     path = write(
         tmp_path,
         """
-listen: ["127.0.0.1:9100", "[::1]:9100"]
 interval: 2
 deadline: 1.5
-collectors: {pcie: false, utilization: true}
+collector: {pcie: false, utilization: true}
 process_series: true
 process_series_max: 7
 pcie_throughput: true
 web:
-  config_file: web.yml
+  listen_address: ["127.0.0.1:9100", "[::1]:9100"]
+  config: {file: web.yml}
   max_requests: 3
   shutdown_timeout: 2
   render_ahead: Always
@@ -110,6 +110,7 @@ def test_empty_file_keeps_the_defaults(tmp_path: Path) -> None:
         ("intervall: 1\n", 'did you mean "interval"?'),
         ("web:\n  max_request: 3\n", 'line 2: unknown key "max_request" in web (allowed: '),
         ("collectors: {pcei: false}\n", "unknown collector 'pcei'"),
+        ("collector: {pcei: false}\n", 'unknown key "pcei" in collector'),
         ("interval: fast\n", "interval: bad duration 'fast'"),
         ("interval: -1\n", "interval: bad duration -1: must be at least 0.01 s"),
         ("interval: 1e-9\n", "must be at least 0.01 s"),  # a busy loop, was accepted
@@ -169,7 +170,7 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
     both = parse(
         "--config",
         path,
-        "--listen",
+        "--web.listen-address",
         "127.0.0.1:4321",
         "--interval",
         "0.5",

@@ -16,7 +16,7 @@ from vgpumon.errors import ConfigError
 
 
 def parse(*argv: str) -> ServeSettings:
-    return settings_from_args(build_parser().parse_args(["serve", *argv]))
+    return settings_from_args(build_parser("serve").parse_args(["serve", *argv]))
 
 
 def test_the_modes_are_the_samplers() -> None:

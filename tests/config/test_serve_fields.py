@@ -62,7 +62,7 @@ def test_the_documented_example_loads(tmp_path: Path) -> None:
 
 def test_fields_reach_the_sampler_and_the_exposition(tmp_path: Path) -> None:
     path = write(tmp_path, "fields:\n" + GOOD)
-    args = build_parser().parse_args(["serve", "--config", path])
+    args = build_parser("serve").parse_args(["serve", "--config", path])
     settings = settings_from_args(args)
     assert sampler_config(settings).extra_fields == (94,)
     families = reloaded(settings).options.families
@@ -76,7 +76,7 @@ def test_fields_reach_the_sampler_and_the_exposition(tmp_path: Path) -> None:
 
 def test_no_fields_key_means_none(tmp_path: Path) -> None:
     path = write(tmp_path, "process_series: true\n")
-    settings = settings_from_args(build_parser().parse_args(["serve", "--config", path]))
+    settings = settings_from_args(build_parser("serve").parse_args(["serve", "--config", path]))
     assert settings.fields == ()
     assert sampler_config(settings).extra_fields == ()
     assert reloaded(settings).options.families == ()

@@ -14,7 +14,7 @@ from vgpumon.errors import ConfigError
 
 
 def parse(*argv: str) -> ServeSettings:
-    return settings_from_args(build_parser().parse_args(["serve", *argv]))
+    return settings_from_args(build_parser("serve").parse_args(["serve", *argv]))
 
 
 DEFAULTS = {
@@ -38,7 +38,9 @@ def test_file_then_flags(tmp_path: Path) -> None:
     path.write_text("intervals: {energy: 30, processes: 0}\n")
     from_file = sampler_config(parse("--config", str(path))).cadences
     assert from_file == {**DEFAULTS, "energy": 30.0, "processes": 0.0}
-    both = parse("--config", str(path), "--interval.energy", "0", "--interval.pcie-throughput", "2")
+    both = parse(
+        "--config", str(path), "--intervals.energy", "0", "--intervals.pcie-throughput", "2"
+    )
     assert sampler_config(both).cadences == {
         **DEFAULTS,
         "energy": 0.0,
@@ -52,7 +54,7 @@ def test_the_gpm_bar1_and_license_cadences(tmp_path: Path) -> None:
     path.write_text("intervals: {gpm: 15, bar1: 0, license: 1m}\n")
     from_file = sampler_config(parse("--config", str(path))).cadences
     assert from_file == {**DEFAULTS, "gpm": 15.0, "bar1": 0.0, "license": 60.0}
-    flags = parse("--config", str(path), "--interval.gpm", "0", "--interval.license", "30s")
+    flags = parse("--config", str(path), "--intervals.gpm", "0", "--intervals.license", "30s")
     assert sampler_config(flags).cadences == {**DEFAULTS, "gpm": 0.0, "bar1": 0.0, "license": 30.0}
 
 
@@ -73,6 +75,6 @@ def test_bad_values_name_the_key(tmp_path: Path, text: str, message: str) -> Non
 
 
 def test_durations_take_units(tmp_path: Path) -> None:
-    settings = parse("--interval.energy", "1m", "--interval.processes", "500ms")
+    settings = parse("--intervals.energy", "1m", "--intervals.processes", "500ms")
     assert sampler_config(settings).cadences["energy"] == 60.0
     assert sampler_config(settings).cadences["processes"] == 0.5

@@ -12,7 +12,7 @@ from vgpumon.cli import build_parser, main
 from vgpumon.commands.serve import RESTART_ONLY, reloaded, settings_from_args
 from vgpumon.config.docs_gen import DOC_PATH, updated_doc
 from vgpumon.config.serve import ServeSettings
-from vgpumon.config.table import SETTINGS, env_name
+from vgpumon.config.table import SETTINGS
 
 # Fields that are not one value a flag can set: the file's structured sections and where it was.
 NOT_ROWS = {"collectors", "fields", "config_file"}
@@ -30,15 +30,15 @@ def test_every_settings_field_has_exactly_one_row() -> None:
 
 
 def test_every_row_has_a_flag_a_key_and_an_environment_variable() -> None:
-    flags = [flag for row in SETTINGS for flag in (*row.flags, *row.old_flags)]
+    flags = [flag for row in SETTINGS for flag in (row.flag, *row.old_flags)]
     keys = [key for row in SETTINGS for key in (row.key, *row.old_keys)]
-    envs = [env_name(row) for row in SETTINGS]
+    envs = [env for row in SETTINGS for env in (row.env, *row.old_envs)]
     for seen in (flags, keys, envs):
         assert len(seen) == len(set(seen)), "two rows share a spelling"
     assert all(e.startswith("VGPUMON_") and e.isupper() for e in envs)
     help_text = build_parser("serve")._subparsers._group_actions[0].choices["serve"].format_help()  # type: ignore[union-attr]
     for row in SETTINGS:
-        assert row.flags[0] in help_text, row.name
+        assert row.flag in help_text, row.name
 
 
 def test_docs_table_is_generated_from_the_table() -> None:
@@ -47,14 +47,14 @@ def test_docs_table_is_generated_from_the_table() -> None:
         "docs/exporter.md's settings table is out of date: run python -m vgpumon.config.docs_gen"
     )
     for row in SETTINGS:
-        assert f"`{env_name(row)}`" in committed
+        assert f"`{row.env}`" in committed
 
 
 def test_precedence_flag_over_environment_over_file_over_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for row in SETTINGS:
-        monkeypatch.delenv(env_name(row), raising=False)
+        monkeypatch.delenv(row.env, raising=False)
     config = tmp_path / "serve.yml"
     config.write_text("interval: 2\ndeadline: 4\nweb: {max_requests: 7}\n")
     assert parse().interval_seconds == 1.0
@@ -81,7 +81,7 @@ def test_the_config_file_itself_can_come_from_the_environment(
 @pytest.mark.parametrize(
     ("env", "value", "field", "expected"),
     [
-        ("VGPUMON_LISTEN", "127.0.0.1:9100, [::1]:9100", "listen", 2),
+        ("VGPUMON_WEB_LISTEN_ADDRESS", "127.0.0.1:9100, [::1]:9100", "listen", 2),
         ("VGPUMON_PROCESS_SERIES", "true", "process_series", True),
         ("VGPUMON_PROCESS_SERIES", "0", "process_series", False),
         ("VGPUMON_INTERVALS_GPM", "0", "gpm_interval_seconds", 0.0),
@@ -92,7 +92,7 @@ def test_the_config_file_itself_can_come_from_the_environment(
             "kubernetes_resources",
             ("nvidia.com/gpu", "nvidia.com/mig-*"),
         ),
-        ("VGPUMON_DISABLE_DEFAULT_COLLECTORS", "yes", "disable_default_collectors", True),
+        ("VGPUMON_COLLECTOR_DISABLE_DEFAULTS", "yes", "disable_default_collectors", True),
     ],
 )
 def test_environment_values_are_read_by_kind(
@@ -159,15 +159,24 @@ def test_collectors_from_the_environment_sit_between_file_and_flags(
 ) -> None:
     known = [("pcie", True), ("ecc", True), ("gpm", True)]
     config = tmp_path / "serve.yml"
-    config.write_text("collectors: {pcie: false, gpm: false}\n")
-    monkeypatch.setenv("VGPUMON_COLLECTORS", "pcie=true, ecc=false")
+    config.write_text("collector: {pcie: false, gpm: false}\n")
+    monkeypatch.setenv("VGPUMON_COLLECTOR_PCIE", "true")
+    monkeypatch.setenv("VGPUMON_COLLECTOR_ECC", "false")
     settings = parse("--config", str(config), "--no-collector.pcie")
     assert settings.enabled_collectors(known) == set(), "file off gpm, env off ecc, flag off pcie"
     assert parse("--config", str(config)).enabled_collectors(known) == {"pcie"}
-    monkeypatch.setenv("VGPUMON_COLLECTORS", "pcei=false")
+    monkeypatch.setenv("VGPUMON_COLLECTOR_PCEI", "false")
     assert main(["serve"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "VGPUMON_COLLECTORS: unknown collector 'pcei'" in err
+    assert err.count("\n") == 1 and "VGPUMON_COLLECTOR_PCEI: no collector 'pcei'" in err
+
+
+def test_the_nvml_module_variable_is_the_loader_s() -> None:
+    """The loader reads the variable in every command; its name is the row's."""
+    from vgpumon.config.table import BY_NAME
+    from vgpumon.nvml.loader import ENV_MODULE
+
+    assert BY_NAME["nvml_module"].env == ENV_MODULE
 
 
 def test_the_cadence_rows_name_the_sampler_s_cadenced_readings() -> None:

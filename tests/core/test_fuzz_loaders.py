@@ -38,14 +38,18 @@ SCENARIOS.append(
     }
 )
 SERVE_CONFIG = {
-    "listen": ["127.0.0.1:9100", "[::1]:9100"],
     "interval": "500ms",
     "deadline": 2,
-    "collectors": {"pcie": False, "memory": True},
+    "collector": {"pcie": False, "memory": True},
     "process_series": True,
     "process_series_max": 7,
     "pcie_throughput": False,
-    "web": {"config_file": "web.yml", "max_requests": 3, "shutdown_timeout": "2s"},
+    "web": {
+        "listen_address": ["127.0.0.1:9100", "[::1]:9100"],
+        "config": {"file": "web.yml"},
+        "max_requests": 3,
+        "shutdown_timeout": "2s",
+    },
     "sim": "a100-mig-mixed",
     "log": {"level": "debug", "format": "json"},
     "fields": [

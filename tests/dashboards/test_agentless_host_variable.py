@@ -1,18 +1,16 @@
-"""The dashboards tell agentless hosts apart: one exporter (serve --ssh) serving two ESXi hosts,
-each with a GPU 0. promtool evaluates the dashboards' own queries over that exposition: $host
+"""The dashboards tell agentless hosts apart: one exporter (serve --ssh.targets) serving two ESXi
+hosts, each with a GPU 0. promtool evaluates the dashboards' own queries over that exposition: $host
 lists both hosts, and a query narrowed to one host returns that host's GPUs only."""
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
+from ci_helpers import promtool
 from dashboard_helpers import generator, instantiate, label_values_query
 from export_helpers import rich_snapshot, samples_by_name
 
@@ -20,15 +18,6 @@ from vgpumon.metrics.exposition import render
 from vgpumon.metrics.hosts import HOST_FAMILIES, HostSnapshot, HostsView
 
 TARGET = {"instance": "esxi-exporter:9839", "job": "vgpumon"}
-
-
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool is required in CI (Debian package prometheus; see .ci/run)")
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    return found
 
 
 def input_series(names: tuple[str, ...]) -> list[dict[str, str]]:

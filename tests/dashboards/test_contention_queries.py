@@ -1,7 +1,7 @@
-"""The vGPU host dashboard's contention tables find what vgpumon/collect/contention.py finds: on a
-scheduler with a starved vGPU (waited, ran under 90 % of its due), the neighbours that ran above
-their due, under equal share (due from the entitlement rule) and best effort (an equal split of the
-vGPUs that ran or waited). promtool evaluates the dashboard's own queries on hand-made counters."""
+"""The vGPU host dashboard's starvation tables read the exporter's one verdict (docs/verdicts.md):
+the starved vGPUs are those whose share state is starved, and the neighbours above their due are
+the vGPUs of the same scheduler that received more than their due. promtool evaluates the
+dashboard's own queries on hand-made exported series."""
 
 from __future__ import annotations
 
@@ -15,16 +15,31 @@ import yaml
 from dashboard_helpers import RULES, generator, instantiate
 
 STEP = 15  # seconds between samples
-# (uuid, policy, {vgpu_id: (run seconds per second, preemption seconds per second)})
+# (uuid, {vgpu_id: (state, due, received, waited)}) as the exporter publishes them
 GPUS = (
-    # Equal share, due 1/3 each: vGPU 3 waited half the time and ran 1/12 (starved); vGPU 1 ran
-    # 2/3, a third above its due; vGPU 2 ran under its due but never waited (not starved).
-    ("GPU-0", "equal_share", {1: (2 / 3, 0.0), 2: (0.25, 0.0), 3: (1 / 12, 0.5)}),
-    # Best effort, nobody waits: no contention whatever the split.
-    ("GPU-1", "best_effort", {4: (0.7, 0.0), 5: (0.3, 0.0)}),
-    # Best effort, due 1/3 (three ran): vGPU 7 waited and ran 0.2 (starved), vGPU 6 ran 0.7.
-    ("GPU-2", "best_effort", {6: (0.7, 0.0), 7: (0.2, 0.2), 8: (0.1, 0.0)}),
+    # Equal share, due 1/3 each: vGPU 3 waited half the time and received 1/12 (starved);
+    # vGPU 1 received 2/3, a third above its due; vGPU 2 received under its due but is ok.
+    (
+        "GPU-0",
+        {
+            1: ("ok", 1 / 3, 2 / 3, 0.0),
+            2: ("ok", 1 / 3, 0.25, 0.0),
+            3: ("starved", 1 / 3, 1 / 12, 0.5),
+        },
+    ),
+    # Nobody starved: no contention whatever the split.
+    ("GPU-1", {4: ("ok", 0.5, 0.7, 0.0), 5: ("ok", 0.5, 0.3, 0.0)}),
+    # Best effort, due 1/3: vGPU 7 starved, vGPU 6 received 0.7; vGPU 8 has no verdict.
+    (
+        "GPU-2",
+        {
+            6: ("ok", 1 / 3, 0.7, 0.0),
+            7: ("starved", 1 / 3, 0.2, 0.2),
+            8: ("missed_entries", 1 / 3, 0.1, 0.0),
+        },
+    ),
 )
+STATES = ("starved", "ok", "short_window", "missed_entries", "unknown_policy")
 TARGET = 'instance="h:9839", job="vgpumon"'
 
 
@@ -37,31 +52,31 @@ def promtool() -> str:
 
 def series() -> list[dict[str, str]]:
     out = []
-    for gpu, (uuid, policy, vgpus) in enumerate(GPUS):
+    for gpu, (uuid, vgpus) in enumerate(GPUS):
         where = f'{TARGET}, gpu="{gpu}", uuid="{uuid}"'
-        out.append(
-            {
-                "series": f'vgpumon_vgpu_scheduler_policy{{{where}, policy="{policy}"}}',
-                "values": "1x12",
-            }
-        )
-        for vgpu_id, (run, wait) in vgpus.items():
-            one = f'{where}, gpu_instance="", vgpu_id="{vgpu_id}"'
-            out += [
+        for vgpu_id, (state, due, received, waited) in vgpus.items():
+            one = f'{where}, vgpu_id="{vgpu_id}"'
+            out.append(
                 {
                     "series": f'vgpumon_vgpu_info{{{one}, vm_id="id-{vgpu_id}", '
                     f'vm_name="vm-{vgpu_id}", vgpu_type="T"}}',
                     "values": "1x12",
-                },
+                }
+            )
+            out += [
                 {
-                    "series": f"vgpumon_vgpu_scheduler_run_seconds_total{{{one}}}",
-                    "values": f"0+{run * STEP}x12",
-                },
-                {
-                    "series": f"vgpumon_vgpu_scheduler_preemption_seconds_total{{{one}}}",
-                    "values": f"0+{wait * STEP}x12",
-                },
+                    "series": f'vgpumon_vgpu_scheduler_share_state{{{one}, state="{st}"}}',
+                    "values": f"{int(st == state)}x12",
+                }
+                for st in STATES
             ]
+            for name, value in (("due", due), ("received", received), ("waited", waited)):
+                out.append(
+                    {
+                        "series": f"vgpumon_vgpu_scheduler_{name}_share_ratio{{{one}}}",
+                        "values": f"{value}x12",
+                    }
+                )
     return out
 
 
@@ -119,7 +134,21 @@ def test_starved_vgpus_and_the_neighbours_above_their_due(tmp_path: Path) -> Non
 
 
 def test_a_wrong_expectation_fails(tmp_path: Path) -> None:
-    """The check can fail: vGPU 2 (under its due, never waited) is not starved."""
+    """The check can fail: vGPU 2 (under its due, but ok by the exporter's verdict) is not
+    starved."""
     ran, _, _ = panel_queries("Starved vGPUs")
     result = evaluate(tmp_path, [per_vgpu(ran, {"2": 0.25, "3": 1 / 12, "7": 0.2})])
     assert result.returncode != 0 and "vgpu_id" in result.stdout + result.stderr
+
+
+def test_vgpus_without_a_verdict_say_why(tmp_path: Path) -> None:
+    (expr,) = panel_queries("vGPUs without a share verdict")
+    case = {
+        "expr": f"count by (vm_name, vgpu_id, state) ({expr})",
+        "eval_time": f"{STEP * 12}s",
+        "exp_samples": [
+            {"labels": '{state="missed_entries", vgpu_id="8", vm_name="vm-8"}', "value": 1}
+        ],
+    }
+    result = evaluate(tmp_path, [case])
+    assert result.returncode == 0, result.stdout + result.stderr

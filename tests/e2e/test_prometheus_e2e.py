@@ -150,7 +150,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 "serve",
                 "--sim",
                 scenario,
-                "--listen",
+                "--web.listen-address",
                 f"127.0.0.1:{port}",
                 "--interval",
                 "0.5",

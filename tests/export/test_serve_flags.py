@@ -20,15 +20,15 @@ def test_every_registered_collector_has_both_switches(capsys: pytest.CaptureFixt
     assert names, "the registry lists collectors"
     known = [(r.name, r.default_enabled) for r in all_readers()]
     for name in names:
-        on = parse(f"--collector.{name}")
-        off = parse(f"--no-collector.{name}")
+        on = parse(f"--collector.{name.replace('_', '-')}")
+        off = parse(f"--no-collector.{name.replace('_', '-')}")
         assert name in on.enabled_collectors(known)
         assert name not in off.enabled_collectors(known)
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     help_text = capsys.readouterr().out
     for name in names:
-        assert f"--collector.{name}" in help_text
+        assert f"--collector.{name.replace('_', '-')}" in help_text
 
 
 def test_last_switch_wins() -> None:
@@ -47,9 +47,9 @@ def test_sampler_config_follows_the_switches() -> None:
 
 def test_repeatable_listen_and_numbers() -> None:
     settings = parse(
-        "--listen",
+        "--web.listen-address",
         "0.0.0.0:9100",
-        "--listen",
+        "--web.listen-address",
         "[::]:9100",
         "--process-series",
         "--process-series-max",
@@ -78,7 +78,7 @@ def test_repeatable_listen_and_numbers() -> None:
         (["--interval", "1e-9"], "must be at least 0.01 s"),  # a busy loop, was accepted
         (["--interval", "1e308"], "must be at most 86400 s"),
         (["--config", "a\0b"], "contains a NUL byte"),  # was ValueError
-        (["--listen", "9839"], "expected HOST:PORT"),
+        (["--web.listen-address", "9839"], "expected HOST:PORT"),
         (["--process-series-max", "-3"], "--process-series-max: must be at least 1"),
         (["--web.max-requests", "many"], "--web.max-requests: expected a whole number"),
         (["--log.level", "chatty"], "--log.level: expected one of"),
@@ -100,7 +100,18 @@ def test_bad_input_is_one_line_and_non_zero(
 def test_a_missing_nvml_module_at_start_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     # A driver that is not loaded yet is not fatal (serve retries nvmlInit, see
     # test_serve_no_driver.py); a module that cannot be imported is an installation error.
-    assert main(["serve", "--nvml-module", "no_such_nvml_for_test", "--listen", "127.0.0.1:0"]) == 2
+    assert (
+        main(
+            [
+                "serve",
+                "--nvml-module",
+                "no_such_nvml_for_test",
+                "--web.listen-address",
+                "127.0.0.1:0",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
     assert "cannot import NVML module 'no_such_nvml_for_test'" in err

@@ -58,7 +58,7 @@ def drive():
 threading.Thread(target=drive, daemon=True).start()
 from vgpumon.cli import main
 
-status = main(["serve", "--sim", "vgpu-churn", "--listen", f"127.0.0.1:{port}"])
+status = main(["serve", "--sim", "vgpu-churn", "--web.listen-address", f"127.0.0.1:{port}"])
 print(json.dumps({"status": status, "modules": sorted(sys.modules)}))
 """
 
@@ -83,8 +83,8 @@ NOT_FOR_SERVING = (
     "vgpumon.commands.top",
     "vgpumon.commands.scenarios",
 )
-# What the features a plain `serve` leaves off need: agentless hosts (--ssh), VM names
-# (--libvirt-uri), pods (--kubelet-socket).
+# What the features a plain `serve` leaves off need: agentless hosts (--ssh.targets), VM names
+# (--libvirt.uri), pods (--kubernetes.socket).
 NOT_WHEN_OFF = (
     "asyncssh",
     "defusedxml",  # nvidia-smi XML of agentless hosts

@@ -89,7 +89,7 @@ def test_serve_starts_without_a_driver_and_comes_up_when_it_loads(tmp_path: Path
         "PYTHONUNBUFFERED": "1",
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vgpumon.cli", "serve", "--listen", f"127.0.0.1:{port}"],
+        [sys.executable, "-m", "vgpumon.cli", "serve", "--web.listen-address", f"127.0.0.1:{port}"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         env=env,

@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from ci_helpers import in_ci
 from export_helpers import samples_by_name
 
 from vgpumon import sim
@@ -142,7 +143,7 @@ def test_values_obey_the_contract_in_every_scenario(name: str) -> None:
 
 def _promtool() -> str | None:
     found = shutil.which("promtool")
-    if found is None and os.environ.get("CI"):
+    if found is None and in_ci():
         pytest.fail("promtool is required in CI (Debian package prometheus; see .ci/run)")
     return found
 

@@ -52,7 +52,7 @@ VALUE_LABELS = {
     "feature",
     "pid",
     "process_name",
-    # opt-in per-pod series (--kubernetes-pod-series), bounded by the devices like processes
+    # opt-in per-pod series (--kubernetes.pod-series), bounded by the devices like processes
     "namespace",
     "pod",
     "container",

@@ -70,7 +70,8 @@ def test_rules_name_only_what_vgpumon_exports() -> None:
             if name in families:
                 assert labels <= {*families[name].labels, "instance", "job"}
         # Grouping labels are the families' labels, the target's, the operator's cluster, or
-        # the host label an agentless exporter (serve --ssh) puts on each of its hosts' series.
+        # the host label an agentless exporter (serve --ssh.targets) puts on each of its hosts'
+        # series.
         for group in re.findall(r"(?:by|on) \(([^)]*)\)", rule["expr"]):
             for label in (x.strip() for x in group.split(",") if x.strip()):
                 known = {name for f in FAMILIES for name in f.labels}

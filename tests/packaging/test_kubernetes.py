@@ -1,16 +1,16 @@
-"""Kubernetes manifests: valid against the Kubernetes schemas (kubernetes-validate ships them),
-with each optional component's patches applied too; the PrometheusRule is the rules file."""
+"""The kustomize base: valid against the Kubernetes schemas (kubernetes-validate ships them), and
+the rules generator for a PrometheusRule or rules file outside the chart (tests/packaging/
+test_helm_chart.py checks that the base is the chart's rendering, and the components)."""
 
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from k8s_tools import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "packaging" / "kubernetes"
@@ -40,7 +40,7 @@ def validate(resource: dict[str, Any]) -> None:
 def test_kustomization_lists_every_manifest() -> None:
     listed = set(kustomization(K8S)["resources"])
     on_disk = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
-    assert listed == on_disk
+    assert listed == on_disk == {"namespace.yaml", "vgpumon.yaml"}
 
 
 def test_core_manifests_are_valid() -> None:
@@ -52,7 +52,13 @@ def test_core_manifests_are_valid() -> None:
                 validate(resource)
             continue
         validate(resource)
-    assert {"Namespace", "ServiceAccount", "DaemonSet", "Service"} | OPERATOR_KINDS <= kinds
+    assert {
+        "Namespace",
+        "ServiceAccount",
+        "DaemonSet",
+        "Service",
+        "ConfigMap",
+    } | OPERATOR_KINDS <= (kinds)
 
 
 def test_an_invalid_manifest_is_caught() -> None:
@@ -61,51 +67,6 @@ def test_an_invalid_manifest_is_caught() -> None:
     broken["spec"]["template"]["spec"]["hostPid"] = True  # misspelt field
     with pytest.raises(kubernetes_validate.ValidationError):
         validate(broken)
-
-
-def apply_patch(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
-    """The JSON-patch subset the components use: add (with "-" to append) and replace."""
-    doc = copy.deepcopy(doc)
-    for op in ops:
-        *parents, last = op["path"].strip("/").split("/")
-        node: Any = doc
-        for key in parents:
-            node = node[int(key)] if isinstance(node, list) else node[key]
-        if op["op"] == "add" and isinstance(node, list):
-            node.append(op["value"]) if last == "-" else node.insert(int(last), op["value"])
-        elif op["op"] in ("add", "replace"):
-            if op["op"] == "replace":
-                assert last in node, f"replace of a missing {op['path']}"
-            node[last] = op["value"]
-        else:
-            raise AssertionError(f"unsupported op {op['op']}")
-    return doc
-
-
-@pytest.mark.parametrize("component", ["processes", "web-config", "basic-auth"])
-def test_components_patch_into_valid_manifests(component: str) -> None:
-    spec = kustomization(K8S / "components" / component)
-    assert spec["kind"] == "Component"
-    resources = {r["kind"]: r for r in base_resources()}
-    for patch in spec["patches"]:
-        kind = patch["target"]["kind"]
-        resources[kind] = apply_patch(resources[kind], yaml.safe_load(patch["patch"]))
-    for resource in resources.values():
-        if resource["kind"] not in OPERATOR_KINDS:
-            validate(resource)
-    pod = resources["DaemonSet"]["spec"]["template"]["spec"]
-    args = pod["containers"][0]["args"]
-    if component == "processes":
-        assert pod["hostPID"] is True and "--process-series" in args
-    elif component == "basic-auth":
-        assert spec["secretGenerator"][0]["files"] == ["username", "password"]
-        auth = resources["ServiceMonitor"]["spec"]["endpoints"][0]["basicAuth"]
-        assert {auth["username"]["name"], auth["password"]["name"]} == {"vgpumon-scrape-auth"}
-    else:
-        for generated in spec["secretGenerator"][0]["files"]:
-            assert generated in {"web-config.yml", "tls.crt", "tls.key", "ca.crt"}
-        assert (K8S / "components" / component / "web-config.yml").exists()
-        assert any(a.startswith("--web.config.file=") for a in args)
 
 
 def test_host_pid_only_with_per_process_series() -> None:
@@ -118,24 +79,16 @@ def test_host_pid_only_with_per_process_series() -> None:
 
 
 def load_generator() -> Any:
-    path = K8S / "generate_prometheusrule.py"
-    spec = importlib.util.spec_from_file_location("vgpumon_generate_prometheusrule", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script(K8S / "generate_prometheusrule.py")
 
 
-def test_prometheusrule_is_the_rules_file() -> None:
-    committed = (K8S / "prometheusrule.yaml").read_text(encoding="utf-8")
-    assert committed == load_generator().render(), (
-        "run python packaging/kubernetes/generate_prometheusrule.py"
-    )
-    rule = yaml.safe_load(committed)
-    groups = load_generator().groups()
-    assert rule["spec"]["groups"] == groups
-    rule_files = {p.name for p in load_generator().RULE_FILES}
+def test_the_rules_generator_writes_the_rules_files(tmp_path: Path) -> None:
+    out = tmp_path / "rule.yaml"
+    gen = load_generator()
+    assert gen.main(["--out", str(out)]) == 0
+    rule = yaml.safe_load(out.read_text(encoding="utf-8"))
+    assert rule["spec"]["groups"] == gen.groups()
+    rule_files = {p.name for p in gen.RULE_FILES}
     assert rule_files == {p.name for p in RULES.parent.glob("*.rules.yml")}, "every rules file"
     assert (rule["apiVersion"], rule["kind"]) == ("monitoring.coreos.com/v1", "PrometheusRule")
 
@@ -166,21 +119,6 @@ def test_a_relative_runbook_base_is_refused(capsys: pytest.CaptureFixture[str]) 
         load_generator().main(["--runbook-base", "docs/runbooks.md", "--out", "/dev/null"])
     assert exit_info.value.code != 0
     assert "absolute http(s) URL" in capsys.readouterr().err
-
-
-def test_web_config_probes_work_with_tls_and_basic_auth() -> None:
-    """The kubelet's HTTP probes carry no credentials: with the web config they become TCP."""
-    spec = kustomization(K8S / "components" / "web-config")
-    resources = {r["kind"]: r for r in base_resources()}
-    for patch in spec["patches"]:
-        kind = patch["target"]["kind"]
-        resources[kind] = apply_patch(resources[kind], yaml.safe_load(patch["patch"]))
-    container = resources["DaemonSet"]["spec"]["template"]["spec"]["containers"][0]
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert container[probe]["tcpSocket"] == {"port": "metrics"}, probe
-        assert "httpGet" not in container[probe], probe
-    endpoint = resources["ServiceMonitor"]["spec"]["endpoints"][0]
-    assert endpoint["scheme"] == "https" and endpoint["tlsConfig"]["ca"]
 
 
 def test_the_kustomization_names_the_image() -> None:

@@ -3,15 +3,13 @@ every alert links a runbook section that exists, and the Xid sets match the expo
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
+from ci_helpers import promtool
 from rules_cases import (
     CASES,
     ROOT,
@@ -31,15 +29,6 @@ sys.path.insert(0, str(ROOT / "packaging" / "kubernetes"))
 from generate_prometheusrule import RUNBOOK_BASE
 
 RUNBOOKS = ROOT / "docs" / "runbooks.md"
-
-
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool is required in CI (Debian package prometheus; see .ci/run)")
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    return found
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from ci_helpers import promtool
 
 PROMETHEUS = Path(__file__).resolve().parents[2] / "packaging" / "prometheus"
-
-
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool is required in CI (Debian package prometheus; see .ci/run)")
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    return found
 
 
 @pytest.mark.parametrize("name", ["prometheus-static.yml", "prometheus-file-sd.yml"])
@@ -72,7 +62,7 @@ def test_file_sd_example_keeps_every_target_distinct(tmp_path: Path) -> None:
         for address in addresses:
             cmd = [sys.executable, "-m", "vgpumon.cli", "serve", "--sim", "passthrough-guest"]
             log = tmp_path / f"serve-{address}.log"
-            procs.append(start([*cmd, "--listen", address, "--interval", "1"], log))
+            procs.append(start([*cmd, "--web.listen-address", address, "--interval", "1"], log))
         url, proc, _ = start_prometheus(tmp_path, [job])
         procs.append(proc)
         query = f"{url}/api/v1/query?" + urllib.parse.urlencode({"query": "up"})

@@ -40,7 +40,11 @@ def container_argv() -> list[str]:
 
 def kubernetes_argvs() -> list[list[str]]:
     k8s = PACKAGING / "kubernetes"
-    daemonset = yaml.safe_load((k8s / "daemonset.yaml").read_text(encoding="utf-8"))
+    daemonset = next(  # the base: the Helm chart's default rendering
+        d
+        for d in yaml.safe_load_all((k8s / "vgpumon.yaml").read_text(encoding="utf-8"))
+        if d and d["kind"] == "DaemonSet"
+    )
     base = list(daemonset["spec"]["template"]["spec"]["containers"][0]["args"])
     argvs = [base]
     for component in sorted((k8s / "components").iterdir()):

@@ -6,15 +6,14 @@ program exists, so the check runs on a copy whose ExecStart points at this check
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from ci_helpers import tool
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = ROOT / "packaging" / "systemd" / "vgpumon.service"
@@ -24,12 +23,7 @@ THRESHOLD = 20
 
 
 def systemd_analyze() -> str:
-    found = shutil.which("systemd-analyze")
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("systemd-analyze is required in CI (Debian package systemd; see .ci/run)")
-        pytest.skip("systemd-analyze not installed (apt-get install systemd)")
-    return found
+    return tool("systemd-analyze", "Debian package systemd")
 
 
 @pytest.fixture
@@ -128,7 +122,9 @@ def test_reload_rereads_the_web_config_the_arguments_name(tmp_path: Path) -> Non
     web_config = tmp_path / "web-config.yml"
     web_config.write_text("{}\n")
     port = free_port()
-    args = [a for a in args if not a.startswith("--listen")] + [f"--listen=127.0.0.1:{port}"]
+    args = [a for a in args if not a.startswith("--web.listen-address")] + [
+        f"--web.listen-address=127.0.0.1:{port}"
+    ]
     log = (tmp_path / "serve.log").open("wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "vgpumon.cli", "serve", "--sim", "passthrough-guest", *args],

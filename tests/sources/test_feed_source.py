@@ -384,9 +384,11 @@ async def test_top_builds_every_host_from_a_feed(tmp_path: Path) -> None:
     assert [type(f) for f in leaves(["--url", "http://gpu1:9400"])] == [RemoteFeed]
     two = leaves(["--url", "http://gpu1:9400", "--url", "http://gpu2:9400"])
     assert [type(f) for f in two] == [RemoteFeed, RemoteFeed]
-    ssh = leaves(["--ssh", "root@esxi-1", "--ssh", "esxi-2"])
+    ssh = leaves(["--ssh.targets", "root@esxi-1", "--ssh.targets", "esxi-2"])
     assert [type(f) for f in ssh] == [SshHostFeed, SshHostFeed]
-    assert isinstance(top.source_from_args(parser.parse_args(["--ssh", "esxi-1"])), SshSource)
+    assert isinstance(
+        top.source_from_args(parser.parse_args(["--ssh.targets", "esxi-1"])), SshSource
+    )
     assert LocalSource.__mro__[1] is FeedSource and RemoteSource.__mro__[1] is FeedSource
 
 

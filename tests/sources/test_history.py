@@ -1,5 +1,5 @@
-"""History: bounded series per (host, entity, metric), gaps kept, backfill merged in order, rates
-and scheduler shares from counters."""
+"""History: bounded series per (host, entity, metric), gaps kept, backfill merged in order. (The
+scheduler shares are the collector's verdict, read from the snapshot: history derives none.)"""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from vgpumon.model import Gpu, Snapshot, Utilization, VgpuScheduler, VgpuSchedulerUsage
 from vgpumon.sources.base import HostState, HostUpdate
-from vgpumon.sources.history import RUN_SECONDS, History, gpu_entity, vgpu_entity
+from vgpumon.sources.history import History, gpu_entity
 
 
 def snap(t: float, util: float | None, run: float = 0.0, up: bool = True) -> Snapshot:
@@ -45,18 +45,6 @@ def test_backfill_merges_older_points_in_order() -> None:
     for t in (7.0, 8.0, 9.0, 10.0):
         h.add("h", "GPU-a", "util", t, 0.9)
     assert h.series("h", "GPU-a", "util") == [(8.0, 0.9), (9.0, 0.9), (10.0, 0.1), (11.0, 0.2)]
-
-
-def test_rate_and_shares_from_run_time_counters() -> None:
-    h = History()
-    for i in range(11):
-        h.record(update(snap(100.0 + i, 0.5, run=0.25 * i), i))
-    assert h.rate("h", vgpu_entity("GPU-a", 7), RUN_SECONDS, 30.0) == 0.25
-    assert h.shares("h", snap(110.0, 0.5)) == {("GPU-a", 7): 0.25}
-    # A counter reset (the exporter restarted) counts only what came after it.
-    h.record(update(snap(111.0, 0.5, run=0.5), 20))
-    assert h.rate("h", vgpu_entity("GPU-a", 7), RUN_SECONDS, 2.0) == (0.25 + 0.5) / 2
-    assert History().rate("h", "x", "y", 10.0) is None
 
 
 def test_forget_drops_a_host() -> None:

@@ -138,7 +138,7 @@ async def test_a_host_without_nvidia_smi_says_so(tmp_path: Path) -> None:
         finally:
             await source.close()
     assert update.state is HostState.UNREACHABLE
-    assert update.error == "nvidia-smi not found on the host (exit 127): check --ssh-nvidia-smi"
+    assert update.error == "nvidia-smi not found on the host (exit 127): check --ssh.nvidia-smi"
 
 
 async def test_a_wrong_nvidia_smi_path_names_the_flag(tmp_path: Path) -> None:
@@ -150,14 +150,14 @@ async def test_a_wrong_nvidia_smi_path_names_the_flag(tmp_path: Path) -> None:
             await source.close()
     assert hosts[0].commands == ["'/opt/nvidia smi' -q -x"]
     assert (
-        update.error == "/opt/nvidia smi not found on the host (exit 127): check --ssh-nvidia-smi"
+        update.error == "/opt/nvidia smi not found on the host (exit 127): check --ssh.nvidia-smi"
     )
 
 
 async def test_a_target_without_a_user_logs_in_as_the_local_user(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Like ``ssh HOST``: no ``USER@`` and no ``--ssh-user`` is the local user (or the User of
+    """Like ``ssh HOST``: no ``USER@`` and no ``--ssh.user`` is the local user (or the User of
     ~/.ssh/config, which this HOME does not have)."""
     monkeypatch.setenv("HOME", str(tmp_path))
     _, device, vgpu = await asyncio.to_thread(scenario_reports, "baremetal-8xh100")

@@ -35,6 +35,7 @@ def scenario_app(
     deadline: float = 5.0,
     pods: bool = False,
     metering: bool = False,
+    until: float | None = None,
 ) -> tuple[VgpumonApp, Steps]:
     enrichers: list[Any] = [PodsOf()] if pods else []
     if metering:  # usage counters, idle holders, contention (as top runs it on this host)
@@ -43,8 +44,11 @@ def scenario_app(
     app = host.app()
 
     async def before(pilot: Any) -> None:
-        for t in at:
-            await host.at(t)
+        if until is not None:  # scheduler logs read as the poller does: share verdicts
+            await host.run_to(until)
+        else:
+            for t in at:
+                await host.at(t)
         await settle(pilot)
         for key in keys:
             await pilot.press(key)
@@ -109,11 +113,10 @@ SCREENS: dict[str, Callable[[], tuple[VgpumonApp, Steps]]] = {
     # Pods from the kubelet: the pod column appears (whole GPUs, MIG instances, KubeVirt vGPUs).
     "host-tree-pods": lambda: scenario_app("a100-mig-mixed", ("t",), pods=True),
     "gpu-vgpu-pods": lambda: scenario_app("kvm-vgpu-timesliced", ("enter",), pods=True),
-    # Usage metering: usage since start by VM, the starved vGPU and who took its time.
+    # Usage metering: usage since start by VM.
     "usage": lambda: scenario_app("metering-known-load", ("u",), at=(0, 1, 30), metering=True),
-    "scheduler-contention": lambda: scenario_app(
-        CONTENTION, ("2",), at=(0, 1, 30, 61), metering=True
-    ),
+    # The starved vGPU (the collector's verdict after a minute) and who took its time.
+    "scheduler-contention": lambda: scenario_app(CONTENTION, ("2",), until=65.0),
     # Capacity: types × hosts, and where one more L40S-8Q fits (best fit first).
     "capacity": lambda: fleet_app(CAPACITY_FLEET, ("6",)),
     "capacity-fits": lambda: fleet_app(CAPACITY_FLEET, ("6",), "fits:l40s-8q"),

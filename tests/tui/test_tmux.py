@@ -6,7 +6,6 @@ does, so start-up, the terminal driver and quitting are covered too.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -15,11 +14,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from ci_helpers import tool
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux (apt-get install tmux)"),
-]
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(autouse=True, scope="module")
+def needs_tmux() -> None:
+    tool("tmux", "Debian package tmux")  # skip without it; CI=true fails instead
+
+
 VGPUMON = str(Path(sys.executable).with_name("vgpumon"))
 VM_OF_VGPU_1 = "6f1c2a7e-93d4-4b7a-8f1e-0c5d9e2b4a11"  # kvm-vgpu-timesliced, GPU 0, vGPU 1
 

@@ -1,5 +1,5 @@
 """The usage screen (since start, and Prometheus' last hour and day), the idle badge and its filter
-term on the host screen, and contention on the scheduler screen (docs/metering.md, docs/tui.md)."""
+term on the host screen, and contention on the scheduler screen (docs/verdicts.md, docs/tui.md)."""
 
 from __future__ import annotations
 
@@ -138,11 +138,10 @@ async def test_an_idle_vgpu_is_badged_and_found_by_badge_idle(sim_host: Any) -> 
 
 
 async def test_the_scheduler_screen_names_who_took_a_starved_vgpus_time(sim_host: Any) -> None:
-    host = metered(sim_host, CONTENTION)
+    host = sim_host(CONTENTION)
     app = host.app()
     async with app.run_test(size=SIZE) as pilot:
-        for t in (0, 1, 30, 61):
-            await host.at(t)
+        await host.run_to(65.0)
         await pilot.press("2")
         await settle(pilot)
         rows = text(app, "contention")
@@ -152,14 +151,26 @@ async def test_the_scheduler_screen_names_who_took_a_starved_vgpus_time(sim_host
 
 
 async def test_no_contention_is_said_in_one_line(sim_host: Any) -> None:
-    host = metered(sim_host, "kvm-vgpu-timesliced")
+    host = sim_host("capacity-l40s-homogeneous")
+    app = host.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await host.run_to(65.0)
+        await pilot.press("2")
+        await settle(pilot)
+        title = str(app.screen.query_one("#contention-title").render())
+        assert title == "Contention: no vGPU starved in the last minute"
+        assert not table(app, "contention").display
+
+
+async def test_no_verdict_yet_is_said_with_why(sim_host: Any) -> None:
+    host = sim_host("kvm-vgpu-timesliced")
     app = host.app()
     async with app.run_test(size=SIZE) as pilot:
         await host.cycles(3)
         await pilot.press("2")
         await settle(pilot)
         title = str(app.screen.query_one("#contention-title").render())
-        assert title == "Contention: no vGPU starved in the last minute"
+        assert title.endswith("no verdict: window too short"), title
         assert not table(app, "contention").display
 
 

@@ -11,6 +11,8 @@ import pytest
 from textual.pilot import Pilot
 
 from vgpumon.collect.base import SamplerConfig
+from vgpumon.collect.scheduler import SERVICE as SCHEDULER_LOG
+from vgpumon.collect.scheduler import SchedulerLogPoller
 from vgpumon.model import DeviceAllocation, Snapshot
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock
@@ -50,6 +52,24 @@ class SimHost:
         """One cycle at scenario time ``t`` (seconds since the start)."""
         self.clock.advance(self.start + t - self.clock.now())
         await self.source.cycle_once()
+
+    async def run_to(self, t: float, *, cycle_every: float = 5.0, poll_every: float = 0.1) -> None:
+        """Scenario time up to ``t`` (seconds since the start), reading the scheduler logs every
+        ``poll_every`` seconds as the poller thread does on a real host (a jump would wrap their
+        rings: missed entries, so no share verdict) and sampling every ``cycle_every`` seconds."""
+        poller = self.source.sampler.services.get(SCHEDULER_LOG)
+        last = next_cycle = self.clock.now() - self.start
+        while self.clock.now() - self.start < t - 1e-9:
+            self.clock.advance(min(poll_every, t - (self.clock.now() - self.start)))
+            if isinstance(poller, SchedulerLogPoller):
+                for uuid in list(poller._gpus):
+                    poller.poll(uuid)
+            now = self.clock.now() - self.start
+            if now >= next_cycle - 1e-9:
+                await self.source.cycle_once()
+                last, next_cycle = now, now + cycle_every
+        if last < t - 1e-9:
+            await self.source.cycle_once()
 
     def app(self, **kwargs: Any) -> VgpumonApp:
         kwargs.setdefault("clock", self.clock.now)

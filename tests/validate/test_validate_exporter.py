@@ -199,7 +199,7 @@ async def test_what_the_cadences_make_validate_wait_and_say():
     assert source.notes() == [
         "the exporter does not publish its sampling cadences (an older vgpumon): if it reads "
         "GPM or processes less often than every cycle, its averages may straddle the steps; "
-        "run it with --interval.gpm and --interval.processes equal to --interval"
+        "run it with --intervals.gpm and --intervals.processes equal to --interval"
     ]
     source._latest = snapshot(1.0, 1.0, 1.0)
     assert source.notes() == []

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from vgpumon.model import (
-    Contention,
-    ContentionNeighbour,
     Gpu,
     GpuMetering,
     Process,
@@ -13,6 +11,8 @@ from vgpumon.model import (
     Usage,
     VgpuInstance,
     VgpuMeter,
+    VgpuScheduler,
+    VgpuShare,
     VirtualMachine,
 )
 from vgpumon.sources.usage import UsageReport, UsageRow
@@ -73,20 +73,17 @@ def test_a_process_holding_memory_unused_is_idle_and_shows_the_idle_column() -> 
 
 
 def test_contention_names_the_starved_vgpu_and_each_neighbour_above_its_due() -> None:
-    c = Contention(
-        vgpu_id=1,
-        gpu_instance_id=None,
-        window_seconds=60.0,
-        run_seconds=6.0,
-        preemption_seconds=30.0,
-        due_seconds=30.0,
-        neighbours=(ContentionNeighbour(2, 45.0, 30.0),),
+    """From the scheduler's share verdicts: the starved vGPU beside each neighbour that received
+    more than its due (never a verdict of its own)."""
+    shares = (
+        VgpuShare(1, "starved", due=0.5, received=0.1, waited=0.5, window_seconds=60.0),
+        VgpuShare(2, "ok", due=0.5, received=0.75, waited=0.0, window_seconds=60.0),
     )
     g = Gpu(
         index=0,
         uuid="GPU-0",
         vgpu_instances=gpu(None, None).vgpu_instances,
-        metering=GpuMetering(contention=(c,)),
+        vgpu_schedulers=(VgpuScheduler(policy="equal_share", shares=shares),),
     )
     (line,) = contention_lines("h", snapshot(g), [g])
     assert (line.vgpu_id, line.ran, line.due, line.waited) == (1, 0.1, 0.5, 0.5)

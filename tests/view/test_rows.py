@@ -1,10 +1,12 @@
-"""Row models built from the built-in scenarios: modes, badges, entitlement, urgency, sorting."""
+"""Row models built from the built-in scenarios: modes, badges, share verdicts, urgency, sorting."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from view_helpers import snapshot_of
 
-from vgpumon.model import Gpu, Snapshot, VgpuInstance, VgpuLicense, VgpuScheduler, VgpuType
+from vgpumon.model import Gpu, Snapshot, VgpuInstance, VgpuScheduler, VgpuShare
 from vgpumon.view import rows as vr
 from vgpumon.view.columns import GPU_COLUMNS, sort_rows
 
@@ -58,28 +60,33 @@ def test_expiring_within_a_week_and_license_urgency() -> None:
     assert order[0] == "31"  # unlicensed after the lease ran out: most urgent
 
 
-def _sched_gpu(policy: str, sm: float) -> tuple[Gpu, VgpuInstance]:
-    v = VgpuInstance(vgpu_id=1, type_id=7, license=VgpuLicense(state="licensed"))
-    v2 = VgpuInstance(vgpu_id=2, type_id=7)
+def test_rows_read_the_share_verdict_and_decide_none() -> None:
+    """A vGPU row's share, due and starved mark are the snapshot's verdict (docs/verdicts.md):
+    a vGPU asking for 1 % and getting it, under half its due, stays unmarked unless the collector
+    says otherwise; no verdict is never starved."""
+    v1, v2 = VgpuInstance(vgpu_id=1, type_id=7), VgpuInstance(vgpu_id=2, type_id=7)
+    shares = (
+        VgpuShare(1, "ok", due=0.5, received=0.01, waited=0.0, window_seconds=60.0),
+        VgpuShare(2, "missed_entries", due=0.5, received=0.05, waited=0.5, window_seconds=60.0),
+    )
     gpu = Gpu(
-        index=0, uuid="GPU-x", vgpu_instances=(v, v2),
-        vgpu_types=(VgpuType(type_id=7, max_instances=4),),
-        vgpu_schedulers=(VgpuScheduler(policy=policy),),
+        index=0, uuid="GPU-x", vgpu_instances=(v1, v2),
+        vgpu_schedulers=(VgpuScheduler(policy="equal_share", shares=shares),),
     )  # fmt: skip
-    return gpu, v
-
-
-def test_entitlement_per_policy_and_starvation() -> None:
-    gpu, v = _sched_gpu("equal_share", 0.1)
-    assert vr.entitlement(gpu, v, gpu.vgpu_schedulers[0]) == 0.5
-    gpu, v = _sched_gpu("fixed_share", 0.1)
-    assert vr.entitlement(gpu, v, gpu.vgpu_schedulers[0]) == 0.25
-    gpu, v = _sched_gpu("best_effort", 0.1)
-    assert vr.entitlement(gpu, v, gpu.vgpu_schedulers[0]) is None
-    assert vr.starved(0.1, 0.5, 0.1)  # busy for all it got, a fifth of its due
-    assert not vr.starved(0.1, 0.5, 0.02)  # it did not want more
-    assert not vr.starved(0.3, 0.5, 0.3)  # more than half its due
-    assert not vr.starved(None, 0.5, 0.3) and not vr.starved(0.1, None, 0.1)
+    snap = Snapshot(timestamp=1.0, gpus=(gpu,))
+    rows = {r.vgpu_id: r for r in vr.vgpu_rows("h", snap, gpu)}
+    assert (rows[1].received, rows[1].due, rows[1].share_state) == (0.01, 0.5, "ok")
+    assert not rows[1].starved and not rows[2].starved
+    assert rows[2].share_state == "missed_entries"
+    (sched,) = vr.scheduler_rows("h", snap, gpu)
+    assert (sched.starved, sched.undecided) == (0, "missed_entries")
+    starved = dataclasses.replace(shares[0], state="starved")
+    gpu = dataclasses.replace(
+        gpu, vgpu_schedulers=(VgpuScheduler(policy="equal_share", shares=(starved, shares[1])),)
+    )
+    assert vr.vgpu_rows("h", snap, gpu)[0].starved
+    assert "starved" in [b.kind for b in vr.gpu_row("h", snap, gpu).badges]
+    assert vr.scheduler_rows("h", snap, gpu)[0].starved == 1
 
 
 def test_sort_puts_absent_last_both_ways() -> None:

@@ -32,7 +32,6 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpumon.collect.contention import ContentionTracker
 from vgpumon.collect.enrich import METERING
 from vgpumon.collect.podcgroups import ContainerName, PodResolver, in_host_pid_namespace
 from vgpumon.model import (
@@ -171,7 +170,6 @@ class MeteringStage:
     def __init__(self, config: MeteringConfig | None = None) -> None:
         self.config = config or MeteringConfig()
         self._gpus: dict[str, _GpuState] = {}
-        self._contention = ContentionTracker()
         proc = self.config.proc
         self._resolver = PodResolver(proc, self.config.host_root) if proc else None
         host_pid = self.config.host_pid
@@ -202,7 +200,6 @@ class MeteringStage:
         seen = {g.uuid for g in snapshot.gpus}
         for uuid in [u for u in self._gpus if u not in seen]:
             del self._gpus[uuid]
-        self._contention.forget(seen)
         return dataclasses.replace(snapshot, gpus=gpus)
 
     # ------------------------------------------------------------------ one GPU
@@ -242,7 +239,6 @@ class MeteringStage:
             migs=migs,
             processes=processes,
             pods=pods,
-            contention=self._contention.update(now, g),
             longest_idle_holder_seconds=(
                 max((p.idle_seconds or 0.0 for p in processes), default=0.0)
                 if g.processes is not None

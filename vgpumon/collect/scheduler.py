@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpumon.collect.base import GpuBuilder, GpuContext
+from vgpumon.collect.starvation import StarvationTracker
 from vgpumon.collect.threads import daemon_thread
 from vgpumon.collect.vgpu import (
     active_vgpus,
@@ -66,6 +67,7 @@ SERVICE = "vgpu_scheduler_log"
 DEFAULT_POLL_SECONDS = 0.1  # the fastest poll; the ring's fill time sets the actual rate
 MAX_POLL_SECONDS = 1.0
 CAPS_KEY = "vgpu_scheduler_caps"
+SHARES_KEY = "vgpu_scheduler_shares"  # the GPU's StarvationTracker
 PRE_GI_SCHEDULING = frozenset(
     {"kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper"}
 )
@@ -486,7 +488,18 @@ class SchedulerReader:
             schedulers.append(
                 _scheduler(params, caps, scope, w.consumer if w else None, members[scope])
             )
-        out.set(vgpu_schedulers=tuple(schedulers))
+        # The share verdicts, decided here once from the counters just read (docs/verdicts.md).
+        tracker = ctx.state.get(SHARES_KEY)
+        if not isinstance(tracker, StarvationTracker):
+            tracker = ctx.state[SHARES_KEY] = StarvationTracker()
+        out.set(
+            vgpu_schedulers=tracker.update(
+                ctx.now,
+                schedulers,
+                out.get("vgpu_instances") or (),
+                out.get("vgpu_types") or (),
+            )
+        )
 
 
 def _absent(ctx: GpuContext, *, gpu_instance: bool) -> bool:

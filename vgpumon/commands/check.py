@@ -6,8 +6,12 @@ support a verdict (the sampler wedged, a GPU NVML counts but cannot read, a GPU 
 collector the check reads failed or did not run). A problem seen wins over "cannot tell".
 ``license``: a vGPU (host side) or a licensed feature (guest side) that is unlicensed; ``gpus``:
 a GPU lost, hung, or whose row remapping failed; ``xid``: an Xid that needs a reset or a drain
-(the critical set of docs/runbooks.md); ``all``: every check, the worst result first. Locally
-the Xids seen are those of the --window; with --url, those the exporter counted since it started.
+(the critical set of docs/runbooks.md); ``scheduler``: a vGPU the collector's share verdict calls
+starved (the one rule of docs/verdicts.md, read from the snapshot, never decided here); ``all``:
+every check, the worst result first. Locally the Xids seen are those of the --window; with --url,
+those the exporter counted since it started. A share verdict needs a minute of scheduler
+counters, which only a running exporter has: locally ``scheduler`` says why there is none (exit
+2), and ``all`` reports that without letting it hide the other checks' results.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from vgpumon.text import printable
 
 OK, PROBLEM, UNKNOWN = 0, 1, 2  # node-problem-detector's plugin exit codes
 HOST_MODES = ("host_vgpu", "host_vsga")  # GPUs whose vGPUs carry licenses (the others: guest)
-CHECKS = ("license", "gpus", "xid", "all")
+CHECKS = ("license", "gpus", "xid", "scheduler", "all")
 Result = tuple[int, str]
 
 
@@ -51,10 +55,13 @@ def _node_unread(snapshot: Snapshot) -> str | None:
     return None
 
 
-def _collectors_unread(snapshot: Snapshot, names: tuple[str, ...]) -> str | None:
-    """Why the readings of collectors ``names`` cannot be trusted this cycle, or None."""
+def _collectors_unread(
+    snapshot: Snapshot, names: tuple[str, ...], if_run: tuple[str, ...] = ()
+) -> str | None:
+    """Why the readings of collectors ``names`` (which must have run) and ``if_run`` (which
+    may be switched off) cannot be trusted this cycle, or None."""
     status = {c.name: c.success for c in snapshot.collectors}
-    failed = [n for n in names if status.get(n) is False]
+    failed = [n for n in (*names, *if_run) if status.get(n) is False]
     if failed:
         return f"the {', '.join(failed)} collector failed in the last cycle"
     missing = [n for n in names if n not in status]
@@ -118,7 +125,7 @@ def check_gpus(snapshot: Snapshot) -> Result:
     if bad:
         return PROBLEM, _first(bad)
     unknown = _unknown(
-        _node_unread(snapshot), _collectors_unread(snapshot, ("device", "remapped_rows"))
+        _node_unread(snapshot), _collectors_unread(snapshot, ("device",), if_run=("remapped_rows",))
     )
     if unknown is not None:
         return unknown
@@ -151,15 +158,56 @@ def check_xid(snapshot: Snapshot) -> Result:
     return OK, "no Xid"
 
 
+def check_scheduler(snapshot: Snapshot) -> Result:
+    from vgpumon.view.format import pct, share_state
+
+    starved = []
+    undecided: dict[str, int] = {}
+    decided = 0
+    for g in snapshot.gpus:
+        vms = {v.vgpu_id: (v.vm.name if v.vm is not None else v.vm_id) for v in g.vgpu_instances}
+        for sch in g.vgpu_schedulers:
+            for v in sch.shares:
+                if v.state == "starved":
+                    starved.append(
+                        f"vGPU {v.vgpu_id} on GPU {g.index} (VM {vms.get(v.vgpu_id)}) starved: "
+                        f"received {pct(v.received)} of a {pct(v.due)} due"
+                    )
+                elif v.state == "ok":
+                    decided += 1
+                else:
+                    undecided[v.state] = undecided.get(v.state, 0) + 1
+    if starved:
+        return PROBLEM, _first(starved)
+    hosts = any(g.virtualization_mode in HOST_MODES for g in snapshot.gpus)
+    unknown = _unknown(
+        _node_unread(snapshot),
+        _collectors_unread(snapshot, ("scheduler",)) if hosts else None,
+    )
+    if unknown is not None:
+        return unknown
+    if undecided and not decided:
+        why = max(sorted(undecided), key=lambda k: undecided[k])
+        return UNKNOWN, f"scheduler: {share_state(why)}"
+    if not decided:
+        return OK, "no vGPU scheduler on this node"
+    return OK, f"no vGPU starved ({decided} with a verdict)"
+
+
 def run_checks(snapshot: Snapshot, which: str, *, expiring_seconds: float) -> Result:
     table: dict[str, Callable[[], Result]] = {
         "license": lambda: check_license(snapshot, expiring_seconds=expiring_seconds),
         "gpus": lambda: check_gpus(snapshot),
         "xid": lambda: check_xid(snapshot),
+        "scheduler": lambda: check_scheduler(snapshot),
     }
     if which != "all":
         return table[which]()
     results = [table[name]() for name in ("gpus", "xid", "license")]
+    code, message = table["scheduler"]()
+    # No share verdict yet (a one-shot local check never has a minute of counters) is said, but
+    # does not make the whole node unknown.
+    results.append((OK if code == UNKNOWN else code, message))
     # The worst first: a problem over an unknown over OK (NPD shows the first line).
     rank = {PROBLEM: 0, UNKNOWN: 1, OK: 2}
     results.sort(key=lambda r: rank[r[0]])
@@ -178,7 +226,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="what to check (default all)",
     )
     add_expiring_argument(parser)
-    node_source.add_arguments(parser, window_default="1s")
+    node_source.add_arguments(parser, "check", window_default="1s")
 
 
 def run(args: argparse.Namespace) -> int:

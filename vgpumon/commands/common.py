@@ -5,28 +5,20 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from vgpumon.config.flags import add_flags
+from vgpumon.config.table import rows_for
 from vgpumon.errors import ConfigError
-from vgpumon.nvml.loader import ENV_MODULE, open_session
+from vgpumon.nvml.loader import open_session
 from vgpumon.nvml.session import NvmlSession
 
 if TYPE_CHECKING:  # the HTTP client (aiohttp) is imported only by commands that use it
     from vgpumon.sources.remote import Connection
 
 
-def add_nvml_arguments(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("NVML source")
-    src = group.add_mutually_exclusive_group()
-    src.add_argument(
-        "--sim",
-        metavar="SCENARIO",
-        help="use the simulated NVML with a built-in scenario name or a scenario file "
-        "('vgpumon scenarios' lists them)",
-    )
-    src.add_argument(
-        "--nvml-module",
-        metavar="NAME",
-        help=f"import this module instead of pynvml (also ${ENV_MODULE})",
-    )
+def add_nvml_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """``--sim`` and ``--nvml-module``, the rows of the settings table every NVML command reads
+    (the loader reads ``$VGPUMON_NVML_MODULE`` in every command)."""
+    add_flags(parser, rows_for(command, "NVML source"), env=("nvml_module",))
 
 
 def session_from_args(args: argparse.Namespace, *, init_attempts: int = 1) -> NvmlSession:

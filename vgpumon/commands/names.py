@@ -14,18 +14,19 @@ from typing import TYPE_CHECKING
 
 from vgpumon.collect.enrich import DEFAULT_KUBERNETES_RESOURCES
 from vgpumon.config.flags import add_flags, flag_values
-from vgpumon.config.table import rows_in
+from vgpumon.config.table import rows_for
 
 if TYPE_CHECKING:
     from vgpumon.collect.enrich.base import Enricher
 
-NAMES_ROWS = rows_in("names")
+# The enrichers' rows every sampling command reads (serve reads more: pod series, NFD file).
+NAMES_ROWS = rows_for("snapshot", "names")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of the enrichers (rows of :mod:`vgpumon.config.table`), for the commands other
-    than ``serve``, which adds them with the rest of its table."""
-    add_flags(parser, NAMES_ROWS, env=False)
+def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
+    """The flags of the enrichers ``command`` reads (rows of :mod:`vgpumon.config.table`), for
+    the commands other than ``serve``, which adds them with the rest of its table."""
+    add_flags(parser, rows_for(command, "names"), env=False)
 
 
 def build(

@@ -4,7 +4,7 @@ nfd-worker turns each ``vgpumon.io/NAME=VALUE`` line into a node label: virtuali
 model, license state (ok, unlicensed, expiring) and how many more instances of each vGPU type
 and MIG profile fit now. Point --output into NFD's features.d directory
 (/etc/kubernetes/node-feature-discovery/features.d/); the file is replaced atomically and only
-when a value changed. ``vgpumon serve --nfd-features-file FILE`` keeps it current.
+when a value changed. ``vgpumon serve --kubernetes.nfd-features-file FILE`` keeps it current.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the features file to write (default '-': print to standard output)",
     )
     add_expiring_argument(parser)
-    node_source.add_arguments(parser, window_default="0")
+    node_source.add_arguments(parser, "node-features", window_default="0")
 
 
 def run(args: argparse.Namespace) -> int:

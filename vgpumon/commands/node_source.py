@@ -18,8 +18,8 @@ from vgpumon.model import Snapshot
 from vgpumon.units import for_flag, parse_duration
 
 
-def add_arguments(parser: argparse.ArgumentParser, *, window_default: str) -> None:
-    add_nvml_arguments(parser)
+def add_arguments(parser: argparse.ArgumentParser, command: str, *, window_default: str) -> None:
+    add_nvml_arguments(parser, command)
     parser.add_argument(
         "--url",
         metavar="URL",

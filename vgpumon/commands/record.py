@@ -29,7 +29,7 @@ _PCI = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_snapshot_arguments(parser)
+    add_snapshot_arguments(parser, "record")
     parser.add_argument(
         "--output", "-o", metavar="FILE", help="write the scenario here (default: stdout)"
     )

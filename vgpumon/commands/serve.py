@@ -17,9 +17,16 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from vgpumon.commands import names
 from vgpumon.commands.ssh_args import ssh_settings_from
-from vgpumon.config.flags import add_flags, env_collectors, env_values, flag_values
+from vgpumon.config.flags import (
+    add_collector_flags,
+    add_flags,
+    collector_flag_values,
+    env_collectors,
+    env_values,
+    flag_values,
+)
 from vgpumon.config.serve import ServeSettings, load_file, merge
-from vgpumon.config.table import CADENCES, CONFIG_ENV, SETTINGS
+from vgpumon.config.table import CADENCES, CONFIG_ENV, SETTINGS, rows_for
 from vgpumon.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -29,7 +36,7 @@ if TYPE_CHECKING:
     from vgpumon.model import Snapshot
     from vgpumon.sources.ssh_targets import SshSettings
 
-COLLECTOR_DEST = "collector:"
+SERVE_ROWS = rows_for("serve")
 
 
 def _one_line_error(message: str) -> NoReturn:
@@ -48,25 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     # Every setting's flag comes from its row (vgpumon.config.table); the collectors' switches
     # come from the registry, so a new reader gets its flags.
-    groups = add_flags(parser, SETTINGS)
-    collectors = groups["collectors"]
-    for reader in all_readers():
-        state = "on" if reader.default_enabled else "off"
-        collectors.add_argument(
-            f"--collector.{reader.name}",
-            dest=COLLECTOR_DEST + reader.name,
-            action="store_const",
-            const=True,
-            default=None,
-            help=f"enable the {reader.name} collector (default {state})",
-        )
-        collectors.add_argument(
-            f"--no-collector.{reader.name}",
-            dest=COLLECTOR_DEST + reader.name,
-            action="store_const",
-            const=False,
-            help=argparse.SUPPRESS,
-        )
+    groups = add_flags(parser, SERVE_ROWS)
+    readers = [(reader.name, reader.default_enabled) for reader in all_readers()]
+    add_collector_flags(groups["collectors"], readers, env=True)
 
 
 def build_enrichers(settings: ServeSettings) -> list[Enricher]:
@@ -103,17 +94,13 @@ def settings_from_args(
     from vgpumon.collect.registry import collector_names
 
     environ = os.environ if environ is None else environ
-    flags = flag_values(args, SETTINGS)
-    toggles = tuple(
-        (dest[len(COLLECTOR_DEST) :], bool(value))
-        for dest, value in vars(args).items()
-        if dest.startswith(COLLECTOR_DEST) and value is not None
-    )
+    flags = flag_values(args, SERVE_ROWS)
+    toggles = collector_flag_values(args)
     if toggles:
         flags["collectors"] = toggles
     config = getattr(args, "config", None) or environ.get(CONFIG_ENV) or None
     file_values = load_file(config, collector_names()) if config else {}
-    from_env = env_values(environ, SETTINGS)
+    from_env = env_values(environ, SERVE_ROWS)
     env_toggles = env_collectors(environ, collector_names())
     if env_toggles:
         from_env["collectors"] = env_toggles
@@ -244,7 +231,7 @@ def nfd_listener(path: str) -> Callable[[Snapshot], None]:
 
     writer = FeatureFileWriter(path)
     if not writer.path.parent.is_dir():
-        raise ConfigError(f"--nfd-features-file: no directory {str(writer.path.parent)!r}")
+        raise ConfigError(f"kubernetes.nfd_features_file: no directory {str(writer.path.parent)!r}")
     log = logging.getLogger("vgpumon.serve")
     last_error: list[str] = []
 

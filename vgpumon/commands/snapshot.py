@@ -1,7 +1,8 @@
 """Sample the host once and print what NVML reports: a table, JSON, or the /metrics exposition.
 
 Values that need two samples (GPM activity) come from a second cycle taken --interval seconds
-after the first; everything else is read once.
+after the first; everything else is read once. At a terminal the tables fit its width; piped or
+redirected they are as wide as their content, so no value is ever cut.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ FORMATS = ("table", "json", "openmetrics")
 ALWAYS = "device"  # identity and modes: every other reader depends on them
 
 
-def add_snapshot_arguments(parser: argparse.ArgumentParser) -> None:
+def add_snapshot_arguments(parser: argparse.ArgumentParser, command: str) -> None:
     """The sampling flags shared by ``snapshot`` and ``record``."""
-    add_nvml_arguments(parser)
-    names.add_arguments(parser)
+    add_nvml_arguments(parser, command)
+    names.add_arguments(parser, command)
     parser.add_argument(
         "--interval",
         default="1",
@@ -37,7 +38,7 @@ def add_snapshot_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_snapshot_arguments(parser)
+    add_snapshot_arguments(parser, "snapshot")
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the snapshot as JSON")
     out.add_argument(

@@ -1,4 +1,4 @@
-"""The ``--ssh`` flags of the commands that read agentless hosts (``serve``, ``top``).
+"""The ``--ssh.*`` flags of the commands that read agentless hosts (``serve``, ``top``).
 
 One definition (the rows of :mod:`vgpumon.config.table`), so every command names, checks and
 defaults them the same way. The flags' dests are the serve settings' field names
@@ -13,7 +13,7 @@ import argparse
 from typing import Any
 
 from vgpumon.config.flags import add_flags, flag_values
-from vgpumon.config.table import rows_in
+from vgpumon.config.table import rows_for
 from vgpumon.errors import ConfigError
 from vgpumon.sources.base import SnapshotSource
 from vgpumon.sources.ssh_targets import (
@@ -24,7 +24,7 @@ from vgpumon.sources.ssh_targets import (
 )
 
 # The rows of the serve settings table that describe agentless hosts (vgpumon.config.table).
-SSH_ROWS = rows_in("agentless hosts")
+SSH_ROWS = rows_for("top", "agentless hosts")
 
 
 def add_ssh_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +34,7 @@ def add_ssh_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def ssh_flag_values(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``--ssh*`` flags given, checked, by settings field."""
+    """The ``--ssh.*`` flags given, checked, by settings field."""
     return flag_values(args, SSH_ROWS)
 
 
@@ -46,6 +46,8 @@ def ssh_settings_from(values: Any, command: str) -> SshSettings | None:
     def get(name: str) -> Any:
         return checked.get(name) if checked is not None else getattr(values, name, None)
 
+    # Each value was checked where it was given (flag, variable or file line), the files
+    # included: readable now, or the start fails naming the flag, variable or line.
     targets = [parse_target(t) for t in get("ssh_targets") or ()]
     if get("ssh_targets_file"):
         targets.extend(read_targets_file(get("ssh_targets_file")))
@@ -53,7 +55,8 @@ def ssh_settings_from(values: Any, command: str) -> SshSettings | None:
         return None
     if getattr(values, "sim", None) or getattr(values, "nvml_module", None):
         raise ConfigError(
-            f"{command}: --ssh reads remote nvidia-smi; it cannot be combined with --sim"
+            f"{command}: agentless hosts (ssh.targets) are read over SSH; they cannot be "
+            "combined with an NVML source here (sim, nvml_module)"
         )
     defaults = SshSettings(targets=())
 
@@ -61,14 +64,9 @@ def ssh_settings_from(values: Any, command: str) -> SshSettings | None:
         value = get(name)
         return default if value is None else value
 
-    identity_files = tuple(get("ssh_identity_files") or ())
-    for path in identity_files:
-        _check_readable(path, "--ssh-identity")
-    if get("ssh_known_hosts") is not None:
-        _check_readable(get("ssh_known_hosts"), "--ssh-known-hosts")
     return SshSettings(
         targets=unique_targets(targets),
-        identity_files=identity_files,
+        identity_files=tuple(get("ssh_identity_files") or ()),
         known_hosts=get("ssh_known_hosts"),
         timeout_seconds=pick("ssh_timeout_seconds", defaults.timeout_seconds),
         max_sessions=pick("ssh_max_sessions", defaults.max_sessions),
@@ -78,18 +76,8 @@ def ssh_settings_from(values: Any, command: str) -> SshSettings | None:
     )
 
 
-def _check_readable(path: str, flag: str) -> None:
-    """A key or known_hosts file that cannot be read is a mistake to report at start (like
-    ``--config``): otherwise every poll of every host fails without naming the file."""
-    try:
-        with open(path, "rb"):
-            pass
-    except OSError as err:
-        raise ConfigError(f"{flag}: cannot read {path}: {err.strerror or err}") from None
-
-
 def ssh_source_from_args(args: argparse.Namespace, command: str) -> SnapshotSource | None:
-    """The agentless source the flags describe (``top --ssh``), or None without ``--ssh``."""
+    """The agentless source the flags describe (``top --ssh.targets``), or None without it."""
     settings = ssh_settings_from(args, command)
     if settings is None:
         return None

@@ -1,6 +1,6 @@
 """Live terminal view of this host's GPUs (NVML, --sim, --nvml-module), of remote exporters
 (--url, repeatable, or --targets FILE: a plain list or Prometheus file_sd JSON/YAML), or of hosts
-vgpumon cannot run on (--ssh HOST: their nvidia-smi over SSH, docs/agentless.md).
+vgpumon cannot run on (--ssh.targets HOST: their nvidia-smi over SSH, docs/agentless.md).
 
 Keys: arrows/hjkl move and expand, Enter drills in, Escape goes back, / filters, s/S sort,
 p pauses, t toggles the tree, 1-6 switch screens (6: capacity), ? shows every key,
@@ -26,10 +26,10 @@ if TYPE_CHECKING:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # No abbreviations: "--password VALUE" must be refused, not taken as --password-file.
     parser.allow_abbrev = False
-    add_nvml_arguments(parser)
+    add_nvml_arguments(parser, "top")
     from vgpumon.commands import names
 
-    names.add_arguments(parser)  # VM and pod names for this host, as ``serve`` has them
+    names.add_arguments(parser, "top")  # VM and pod names for this host, as ``serve`` has them
     remote = parser.add_argument_group("remote exporters (instead of this host)")
     remote.add_argument(
         "--url",
@@ -124,8 +124,8 @@ def source_from_args(args: argparse.Namespace) -> SnapshotSource:
     remote = bool(args.url or args.targets)
     if args.ssh_targets or args.ssh_targets_file:
         if remote:
-            raise ConfigError("top: --ssh reads hosts over SSH; drop --url/--targets")
-        # Agentless hosts: one nvidia-smi poll per --ssh-interval (default 15 s), not --interval.
+            raise ConfigError("top: --ssh.targets reads hosts over SSH; drop --url/--targets")
+        # Agentless hosts: one nvidia-smi poll per --ssh.interval (default 15 s), not --interval.
         ssh = ssh_source_from_args(args, "top")
         if ssh is not None:
             return ssh
@@ -134,8 +134,8 @@ def source_from_args(args: argparse.Namespace) -> SnapshotSource:
     local_only = ("libvirt_uri", "kubelet_socket")
     if remote and any(getattr(args, n, None) is not None for n in local_only):
         raise ConfigError(
-            "top: --libvirt-uri/--kubelet-socket name this host's VMs and pods; remote exporters "
-            "bring their own names"
+            "top: --libvirt.uri/--kubernetes.socket name this host's VMs and pods; remote "
+            "exporters bring their own names"
         )
     remote_only = ("ca_file", "username", "password_file", "password_env")
     if not remote and (args.insecure or any(getattr(args, n) for n in remote_only)):

@@ -43,7 +43,7 @@ DEFAULTS = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_nvml_arguments(parser)
+    add_nvml_arguments(parser, "validate")
     parser.add_argument(
         "--device",
         default="0",

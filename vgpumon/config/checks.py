@@ -7,6 +7,7 @@ A check takes (raw value, where) and returns the checked value or raises a one-l
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -130,6 +131,42 @@ def check_texts(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(items, (list, tuple)) or not items:
         raise ConfigError(f"{where}: expected a string or a list of strings")
     return tuple(check_text(item, where) for item in items)
+
+
+def check_readable_file(value: Any, where: str) -> str:
+    """A file that can be read now (a key, a known_hosts or targets file): a mistake is said at
+    start, naming where it was given, not by every poll of every host later."""
+    path = check_text(value, where)
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as err:
+        raise ConfigError(f"{where}: cannot read {path}: {err.strerror or err}") from None
+    return path
+
+
+def check_readable_files(value: Any, where: str) -> tuple[str, ...]:
+    """One readable file or a list of them (repeatable flags, YAML lists)."""
+    return tuple(check_readable_file(item, where) for item in check_texts(value, where))
+
+
+def check_new_file(value: Any, where: str) -> str:
+    """A file vgpumon writes: its directory must exist now (the file itself need not)."""
+    path = check_text(value, where)
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ConfigError(f"{where}: no directory {directory!r}")
+    return path
+
+
+def check_ssh_targets(value: Any, where: str) -> tuple[str, ...]:
+    """Agentless hosts, each ``[user@]host[:port]`` (the grammar of vgpumon.sources.ssh_targets)."""
+    from vgpumon.sources.ssh_targets import parse_target
+
+    items = check_texts(value, where)
+    for item in items:
+        parse_target(item, where=where)
+    return items
 
 
 def check_listen(value: Any, where: str) -> tuple[ListenAddress, ...]:

@@ -9,11 +9,10 @@ key: a typo (``web.max_request``) must not silently leave the default in force.
 
 Example::
 
-    listen: ["0.0.0.0:9839", "[::]:9839"]
     interval: 1          # seconds between sampling cycles
     deadline: 5          # a cycle still running after this is abandoned (sampler wedged)
     dispatch: auto       # GPUs read serially while short, else in parallel (or: serial, parallel)
-    collectors: {pcie: false}
+    collector: {pcie: false, disable_defaults: false}
     process_series: true # per-process series (opt-in), at most process_series_max processes
     process_series_max: 100
     pcie_throughput: false
@@ -27,7 +26,8 @@ Example::
       pcie_replay: 10
       nvlink: 30         # NVLink per-link state and counters (many calls per link on HGX)
     web:
-      config_file: web.yml   # TLS and basic auth (Prometheus web-config format)
+      listen_address: ["0.0.0.0:9839", "[::]:9839"]
+      config: {file: web.yml}   # TLS and basic auth (Prometheus web-config format)
       telemetry_path: /metrics
       max_requests: 40
       render_ahead: auto     # always: render every snapshot before a scrape asks
@@ -62,7 +62,15 @@ from typing import TYPE_CHECKING, Any
 from vgpumon.config.checks import check_bool
 from vgpumon.config.fields import parse_fields
 from vgpumon.config.flags import deprecated
-from vgpumon.config.table import BY_KEY, BY_NAME, DEFAULT_PORT, SETTINGS
+from vgpumon.config.table import (
+    BY_KEY,
+    BY_NAME,
+    COLLECTOR_SECTION,
+    DEFAULT_PORT,
+    OLD_COLLECTORS_KEY,
+    SETTINGS,
+    collector_key,
+)
 from vgpumon.errors import ConfigError
 from vgpumon.export.address import ListenAddress, parse_listen
 from vgpumon.export.limits import ServerLimits
@@ -159,21 +167,25 @@ class ServeSettings:
         )
 
 
-COLLECTORS_KEY = "collectors"
 FIELDS_KEY = "fields"  # a list of entries, each checked with its own line (config/fields.py)
 # Every spelling the file takes (old ones too) -> the row's key.
 _SPELLINGS = {key: row.key for row in SETTINGS for key in (row.key, *row.old_keys)}
-_SECTIONS = {key.split(".")[0] for key in _SPELLINGS if "." in key}
-_TOP_KEYS = sorted({key.split(".")[0] for key in _SPELLINGS} | {COLLECTORS_KEY, FIELDS_KEY})
-# Paths in the file are relative to the file.
-_PATH_FIELDS = ("web_config_file", "ssh_targets_file", "ssh_known_hosts")
+
+
+def _allowed_under(prefix: str, collectors: Iterable[str]) -> list[str]:
+    """The keys a mapping at ``prefix`` ("" for the top, "web." for the web section) may hold:
+    settings, sections of settings, and the collectors' section and old map."""
+    paths = [*_SPELLINGS, *(collector_key(name) for name in collectors)]
+    if not prefix:
+        paths += [OLD_COLLECTORS_KEY, FIELDS_KEY]
+    return sorted({p[len(prefix) :].split(".")[0] for p in paths if p.startswith(prefix)})
 
 
 def load_file(path: str, collector_names: Iterable[str]) -> dict[str, Any]:
     """Settings fields from a YAML config file; relative paths in it are relative to the file.
 
     Read through :mod:`vgpumon.yamlfile` (regular files only, size and depth caps, duplicate keys
-    refused); every error names the file, the line and the key.
+    refused); every error names the file, the line and the key (``web.max_requests``).
     """
     # YAML is loaded only when there is a file to read: a serve without --config never imports
     # it, since every module imported stays resident (docs/exporter.md "Memory").
@@ -187,61 +199,92 @@ def load_file(path: str, collector_names: Iterable[str]) -> dict[str, Any]:
         return {}
     if not isinstance(root, yaml.MappingNode):
         raise ConfigError(f"{label}: expected a mapping of settings at the top")
-    known_collectors = set(collector_names)
-    values: dict[str, Any] = {}
-    top = yamlfile.mapping(root, label, "the config file", _TOP_KEYS)
-    for key, (_key_node, value_node) in top.items():
-        if key == COLLECTORS_KEY:
-            where = f"{label} line {yamlfile.line(value_node)}: {key}"
-            raw = yamlfile.to_python(value_node, label)
-            values["collectors"] = _collector_map(raw, where, known_collectors)
-        elif key == FIELDS_KEY:
-            values["fields"] = parse_fields(value_node, label)
-        elif key in _SECTIONS and key not in _SPELLINGS:
-            if not isinstance(value_node, yaml.MappingNode):
-                raise ConfigError(
-                    f"{label} line {yamlfile.line(value_node)}: {key!r} must be a mapping"
-                )
-            allowed = [k.partition(".")[2] for k in _SPELLINGS if k.startswith(key + ".")]
-            for sub, (_sub_key, sub_value) in yamlfile.mapping(
-                value_node, label, key, allowed
-            ).items():
-                _set(values, f"{key}.{sub}", sub_value, label)
-        else:
-            _set(values, key, value_node, label)
-    here = Path(path).parent
-    for name in _PATH_FIELDS:
-        if name in values:
-            values[name] = str(here / values[name])
-    if "ssh_identity_files" in values:
-        values["ssh_identity_files"] = tuple(str(here / p) for p in values["ssh_identity_files"])
-    return values
+    reader = _FileReader(label, Path(path).parent, list(collector_names))
+    reader.section(root, "")
+    return reader.values
 
 
-def _set(values: dict[str, Any], spelling: str, node: yaml.Node, label: str) -> None:
-    from vgpumon import yamlfile
+class _FileReader:
+    """Walks the file's mappings: a key is a setting, a section of settings, the collectors'
+    section, the old collectors map, or ``fields``."""
 
-    row = BY_KEY[_SPELLINGS[spelling]]
-    where = f"{label} line {yamlfile.line(node)}"
-    if spelling != row.key:
-        deprecated(spelling, row.key, where)
-    if row.name in values:
-        raise ConfigError(f"{where}: {row.key} given twice (as {spelling} and its other spelling)")
-    raw = yamlfile.to_python(node, label)
-    values[row.name] = row.check(raw, f"{where}: {spelling}")
+    def __init__(self, label: str, here: Path, collectors: list[str]) -> None:
+        self.label, self.here, self.collectors = label, here, collectors
+        self.values: dict[str, Any] = {}
+        self.toggles: list[tuple[str, bool]] = []
 
+    def where(self, node: yaml.Node) -> str:
+        from vgpumon import yamlfile
 
-def _collector_map(raw: Any, where: str, known: set[str]) -> tuple[tuple[str, bool], ...]:
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a mapping of collector name to true/false")
-    out = []
-    for name, on in raw.items():
-        if name not in known:
+        return f"{self.label} line {yamlfile.line(node)}"
+
+    def section(self, node: yaml.Node, prefix: str) -> None:
+        import yaml
+
+        from vgpumon import yamlfile
+
+        allowed = _allowed_under(prefix, self.collectors)
+        what = prefix.rstrip(".") or "the config file"
+        for key, (_key_node, value) in yamlfile.mapping(node, self.label, what, allowed).items():
+            spelling = prefix + key
+            if spelling in _SPELLINGS:
+                self.setting(spelling, value)
+            elif prefix == f"{COLLECTOR_SECTION}.":
+                self.toggle(key, value, f"{self.where(value)}: {spelling}")
+            elif not prefix and key == OLD_COLLECTORS_KEY:
+                deprecated(key, COLLECTOR_SECTION, self.where(value))
+                self.old_collector_map(value)
+            elif not prefix and key == FIELDS_KEY:
+                self.values["fields"] = parse_fields(value, self.label)
+            else:
+                if not yamlfile.is_null(value) and not isinstance(value, yaml.MappingNode):
+                    raise ConfigError(f"{self.where(value)}: {spelling!r} must be a mapping")
+                self.section(value, spelling + ".")
+        if self.toggles:
+            self.values["collectors"] = tuple(self.toggles)
+
+    def setting(self, spelling: str, node: yaml.Node) -> None:
+        from vgpumon import yamlfile
+
+        row = BY_KEY[_SPELLINGS[spelling]]
+        where = self.where(node)
+        if spelling != row.key:
+            deprecated(spelling, row.key, where)
+        if row.name in self.values:
             raise ConfigError(
-                f"{where}: unknown collector {name!r} (known: {', '.join(sorted(known))})"
+                f"{where}: {row.key} given twice (as {spelling} and its other spelling)"
             )
-        out.append((name, check_bool(on, f"{where}.{name}")))
-    return tuple(out)
+        raw = yamlfile.to_python(node, self.label)
+        if row.path:  # relative to the file, and so checked (a readable key, a directory)
+            raw = self.relative(raw)
+        self.values[row.name] = row.check(raw, f"{where}: {spelling}")
+
+    def relative(self, raw: Any) -> Any:
+        if isinstance(raw, str) and raw:
+            return str(self.here / raw)
+        if isinstance(raw, list):
+            return [self.relative(item) for item in raw]
+        return raw
+
+    def toggle(self, name: str, node: yaml.Node, where: str) -> None:
+        from vgpumon import yamlfile
+
+        self.toggles.append((name, check_bool(yamlfile.to_python(node, self.label), where)))
+
+    def old_collector_map(self, node: yaml.Node) -> None:
+        from vgpumon import yamlfile
+
+        where = f"{self.where(node)}: {OLD_COLLECTORS_KEY}"
+        raw = yamlfile.to_python(node, self.label)
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: expected a mapping of collector name to true/false")
+        for name, on in raw.items():
+            if name not in self.collectors:
+                raise ConfigError(
+                    f"{where}: unknown collector {name!r} "
+                    f"(known: {', '.join(sorted(self.collectors))})"
+                )
+            self.toggles.append((name, check_bool(on, f"{where}.{name}")))
 
 
 # The two choose the NVML module together: a layer that names one replaces both of a lower one.

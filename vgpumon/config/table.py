@@ -1,16 +1,19 @@
-"""The one table of ``vgpumon serve`` settings.
+"""The one table of settings: each setting has one name, spelled three ways.
 
 Each :class:`Setting` row declares a setting once: its field on
-:class:`~vgpumon.config.serve.ServeSettings`, its flag(s), its config file key, its ``VGPUMON_*``
-environment variable (from the key), its check, default, help and whether SIGHUP applies it. From
-the rows come the argparse flags (:mod:`vgpumon.config.flags`), the file's keys and the
+:class:`~vgpumon.config.serve.ServeSettings`, its name, its check, default, help, the commands that
+read it and whether SIGHUP applies it. The name ``a.b_c`` is the config file key (``b_c`` in the
+``a`` section); the flag is ``--a.b-c`` and the environment variable ``VGPUMON_A_B_C``, both
+derived from it by :func:`flag_of` and :func:`env_of`, never written by hand. From the rows come
+the argparse flags of every command (:mod:`vgpumon.config.flags`), the file's keys and the
 environment's variables (:mod:`vgpumon.config.serve`), the settings table of docs/exporter.md
 (:mod:`vgpumon.config.docs_gen`), what a reload applies and what it only names
 (``vgpumon.commands.serve.reloaded``), and the sampler's cadences. A new setting is a new row and
-a field; tests/config/test_settings_table.py keeps the two in step.
+a field; tests/config/test_settings_table.py and tests/config/test_one_name_per_setting.py keep
+them in step.
 
-Old spellings (``old_flags``, ``old_keys``) keep working and say once, on stderr, that they are
-deprecated and what replaced them.
+Old spellings (``old_flags``, ``old_keys`` and the variables of the old keys) keep working and
+say once, on stderr, that they are deprecated and what replaced them.
 """
 
 from __future__ import annotations
@@ -34,12 +37,15 @@ from vgpumon.config.checks import (
     check_listen,
     check_log_format,
     check_log_level,
+    check_new_file,
     check_patterns,
     check_ratio,
+    check_readable_file,
+    check_readable_files,
     check_render_ahead,
+    check_ssh_targets,
     check_telemetry_path,
     check_text,
-    check_texts,
     check_timeout,
 )
 from vgpumon.export.address import DEFAULT_TELEMETRY_PATH, ListenAddress
@@ -53,12 +59,35 @@ ENV_PREFIX = "VGPUMON_"
 # --no-x (or only --x where ``negatable`` is off), true/false in the file and the variable.
 Kind = Literal["value", "list", "switch"]
 
+# The commands that read a row (a flag a command does not read is refused, not ignored).
+SERVE = ("serve",)
+# Commands that sample NVML in this process, naming VMs and pods as serve does.
+SAMPLING = ("serve", "top", "snapshot", "record")
+# Commands that read NVML here at all (--sim, --nvml-module).
+NVML = (*SAMPLING, "node-features", "check", "validate")
+# Commands that read agentless hosts.
+AGENTLESS = ("serve", "top")
+
+
+def flag_of(key: str) -> str:
+    """The flag of a name: ``web.max_requests`` -> ``--web.max-requests``."""
+    return "--" + key.replace("_", "-")
+
+
+def env_of(key: str) -> str:
+    """The environment variable of a name: ``web.max_requests`` -> ``VGPUMON_WEB_MAX_REQUESTS``."""
+    return ENV_PREFIX + key.upper().replace(".", "_").replace("-", "_")
+
+
+def no_flag(flag: str) -> str:
+    """A switch's off form: ``--metering.enabled`` -> ``--no-metering.enabled``."""
+    return "--no-" + flag.removeprefix("--")
+
 
 @dataclass(frozen=True)
 class Setting:
     name: str  # the ServeSettings field
-    key: str  # config file key; "web.max_requests" is max_requests in the web section
-    flags: tuple[str, ...]  # the first is the one help and docs name; the others are synonyms
+    key: str  # the one name: config key, and from it the flag and the variable
     check: Check
     default: Any
     help: str
@@ -66,10 +95,12 @@ class Setting:
     kind: Kind = "value"
     metavar: str | None = None
     reloadable: bool = False  # SIGHUP applies it while serving; otherwise it takes a restart
-    const: Any = None  # the value of a flag given without one (--libvirt-uri)
+    const: Any = None  # the value of a flag given without one (--libvirt.uri)
     negatable: bool = True  # a switch has --no-x too
-    old_flags: tuple[str, ...] = ()  # deprecated spellings of flags[0]
-    old_keys: tuple[str, ...] = ()  # deprecated spellings of key
+    commands: tuple[str, ...] = SERVE  # the commands that read it (and offer its flag)
+    old_flags: tuple[str, ...] = ()  # deprecated flags (a switch's --no- forms follow)
+    old_keys: tuple[str, ...] = ()  # deprecated keys (and their variables)
+    path: bool = False  # a file: relative to the config file when given there
     more: str = ""  # docs/exporter.md only: what does not fit a --help line
     # Where the default lives elsewhere (None here: the module using the setting decides).
     shown_default: Callable[[], str] | None = None
@@ -77,12 +108,17 @@ class Setting:
     exclusive: str | None = None  # rows with the same tag cannot be given together as flags
 
     @property
+    def flag(self) -> str:
+        return flag_of(self.key)
+
+    @property
     def env(self) -> str:
-        return ENV_PREFIX + self.key.upper().replace(".", "_")
+        return env_of(self.key)
 
-
-def env_name(row: Setting) -> str:
-    return row.env
+    @property
+    def old_envs(self) -> tuple[str, ...]:
+        """The variables of the old keys (where they differ from the new one's)."""
+        return tuple(dict.fromkeys(e for e in map(env_of, self.old_keys) if e != self.env))
 
 
 def shown_default(row: Setting) -> str:
@@ -102,7 +138,7 @@ def shown_default(row: Setting) -> str:
 
 
 def _ssh_default(name: str) -> Callable[[], str]:
-    """The agentless module's default (imported when shown: serve loads it only with --ssh)."""
+    """The agentless module's default (imported when shown: serve loads it only with ssh)."""
 
     def shown() -> str:
         from vgpumon.sources import ssh_targets
@@ -114,16 +150,15 @@ def _ssh_default(name: str) -> Callable[[], str]:
 
 
 def _cadence(cadence: str, what: str, default: float, more: str = "") -> Setting:
-    flag_name = cadence.replace("_", "-")
     return Setting(
         f"{cadence}_interval_seconds",
         f"intervals.{cadence}",
-        (f"--interval.{flag_name}",),
         check_cadence,
         default,
         f"read {what} at most this often, keeping the last value between reads; 0: every cycle",
         "sampling",
         metavar="DURATION",
+        old_flags=(f"--interval.{cadence.replace('_', '-')}",),
         more=more,
         cadence=cadence,
     )
@@ -134,8 +169,7 @@ _LIMITS = ServerLimits()
 SETTINGS: tuple[Setting, ...] = (
     Setting(
         "listen",
-        "listen",
-        ("--listen", "--web.listen-address"),  # the second is node_exporter's spelling
+        "web.listen_address",
         check_listen,
         (ListenAddress(None, DEFAULT_PORT),),
         "address to serve on, repeatable: 0.0.0.0:PORT, [::]:PORT, HOST:PORT or :PORT "
@@ -143,12 +177,13 @@ SETTINGS: tuple[Setting, ...] = (
         "web",
         kind="list",
         metavar="ADDR",
-        more="the second spelling is node_exporter's; an address given twice is an error",
+        old_flags=("--listen",),
+        old_keys=("listen",),
+        more="node_exporter's name; an address given twice is an error",
     ),
     Setting(
         "telemetry_path",
         "web.telemetry_path",
-        ("--web.telemetry-path",),
         check_telemetry_path,
         DEFAULT_TELEMETRY_PATH,
         "path under which the metrics are served",
@@ -158,20 +193,20 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "web_config_file",
-        "web.config_file",
-        ("--web.config.file",),
+        "web.config.file",
         check_text,
         None,
         "TLS and basic-auth settings in Prometheus' web-config format",
         "web",
         metavar="FILE",
+        old_keys=("web.config_file",),
+        path=True,
         more="([web-config.md](web-config.md)); relative to the config file when given there; "
         "SIGHUP re-reads the file it names",
     ),
     Setting(
         "max_requests",
         "web.max_requests",
-        ("--web.max-requests",),
         check_count,
         40,
         "requests served at once; more get 503 at once",
@@ -182,7 +217,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "render_ahead",
         "web.render_ahead",
-        ("--web.render-ahead",),
         check_render_ahead,
         "auto",
         "auto: render a new snapshot before a scrape asks only where rendering is slow and "
@@ -195,7 +229,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "max_connections",
         "web.max_connections",
-        ("--web.max-connections",),
         check_count,
         _LIMITS.max_connections,
         "connections served at once; at the cap an idle or unfinished one makes room, and a "
@@ -208,7 +241,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "header_timeout_seconds",
         "web.header_timeout",
-        ("--web.header-timeout",),
         check_timeout,
         _LIMITS.header_timeout_seconds,
         "a connection must finish its TLS handshake and send a request head within this",
@@ -218,7 +250,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "idle_timeout_seconds",
         "web.idle_timeout",
-        ("--web.idle-timeout",),
         check_timeout,
         _LIMITS.idle_timeout_seconds,
         "a kept-alive connection with no new request for this long is closed",
@@ -231,7 +262,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "write_timeout_seconds",
         "web.write_timeout",
-        ("--web.write-timeout",),
         check_timeout,
         _LIMITS.write_timeout_seconds,
         "a client that does not take a response within this is dropped",
@@ -242,7 +272,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "shutdown_timeout_seconds",
         "web.shutdown_timeout",
-        ("--web.shutdown-timeout",),
         check_timeout,
         5.0,
         "on SIGTERM/SIGINT, wait at most this long for requests and a running cycle",
@@ -253,7 +282,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "interval_seconds",
         "interval",
-        ("--interval",),
         check_interval,
         1.0,
         "time between sampling cycles, 10 ms to 1 day",
@@ -263,7 +291,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "deadline_seconds",
         "deadline",
-        ("--deadline",),
         check_timeout,
         5.0,
         "a cycle still running after this is abandoned and the sampler reported wedged",
@@ -273,7 +300,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "dispatch",
         "dispatch",
-        ("--dispatch",),
         check_dispatch,
         "auto",
         "read the GPUs one after another (serial), all at once (parallel), or serially while "
@@ -284,19 +310,18 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "disable_default_collectors",
-        "disable_default_collectors",
-        ("--collector.disable-defaults",),
+        "collector.disable_defaults",
         check_bool,
         False,
-        "run only the collectors enabled by name (--collector.NAME, or collectors: in the file)",
+        "run only the collectors turned on by name (--collector.NAME, collector.NAME: true)",
         "collectors",
         kind="switch",
         negatable=False,
+        old_keys=("disable_default_collectors",),
     ),
     Setting(
         "process_series",
         "process_series",
-        ("--process-series",),
         check_bool,
         False,
         "export per-process series (opt-in: PIDs churn the TSDB); the processes collector "
@@ -310,7 +335,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "process_series_max",
         "process_series_max",
-        ("--process-series-max",),
         check_count,
         100,
         "at most this many processes (host and vGPU guest together) get series; "
@@ -324,7 +348,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "pcie_throughput",
         "pcie_throughput",
-        ("--pcie-throughput",),
         check_bool,
         False,
         "read PCIe throughput (the NVML call blocks about 20 ms per direction and GPU)",
@@ -334,19 +357,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "metering",
         "metering.enabled",
-        ("--metering",),
         check_bool,
         True,
         "usage counters per vGPU, MIG instance, process and pod (off only to compare what they "
         "cost)",
         "sampling",
         kind="switch",
+        old_flags=("--metering",),
         more="([metering.md](metering.md))",
     ),
     Setting(
         "metering_idle_ratio",
         "metering.idle_ratio",
-        ("--metering.idle-ratio",),
         check_ratio,
         0.05,
         "a licensed, running vGPU under this SM utilization counts as idle "
@@ -380,32 +402,31 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "sim",
         "sim",
-        ("--sim",),
         check_text,
         None,
         "use the simulated NVML with a built-in scenario name or a scenario file "
         "('vgpumon scenarios' lists them)",
         "NVML source",
         metavar="SCENARIO",
+        commands=NVML,
         exclusive="nvml",
         more="a module chosen by a higher layer (flag, variable) replaces the file's",
     ),
     Setting(
         "nvml_module",
         "nvml_module",
-        ("--nvml-module",),
         check_text,
         None,
-        "import this module instead of pynvml",
+        "import this module instead of pynvml (any module with pynvml's functions)",
         "NVML source",
         metavar="NAME",
+        commands=NVML,
         exclusive="nvml",
         shown_default=lambda: "pynvml",
     ),
     Setting(
         "log_level",
         "log.level",
-        ("--log.level",),
         check_log_level,
         "info",
         "debug, info, warning or error",
@@ -418,7 +439,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "log_format",
         "log.format",
-        ("--log.format",),
         check_log_format,
         "logfmt",
         "logfmt or json (one object per line: time, level, logger, message); times in UTC",
@@ -428,7 +448,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "libvirt_uri",
         "libvirt.uri",
-        ("--libvirt-uri",),
         check_text,
         None,
         f"name the VM of each vGPU from libvirt, read-only (URI {DEFAULT_LIBVIRT_URI} when the "
@@ -436,12 +455,13 @@ SETTINGS: tuple[Setting, ...] = (
         "names",
         metavar="URI",
         const=DEFAULT_LIBVIRT_URI,
+        commands=SAMPLING,
+        old_flags=("--libvirt-uri",),
         more="([names.md](names.md))",
     ),
     Setting(
         "kubelet_socket",
         "kubernetes.socket",
-        ("--kubelet-socket",),
         check_text,
         None,
         f"attach pods to GPUs through the kubelet's pod-resources socket ({DEFAULT_KUBELET_SOCKET}"
@@ -449,151 +469,168 @@ SETTINGS: tuple[Setting, ...] = (
         "names",
         metavar="PATH",
         const=DEFAULT_KUBELET_SOCKET,
+        commands=SAMPLING,
+        old_flags=("--kubelet-socket",),
     ),
     Setting(
         "kubernetes_resources",
         "kubernetes.resources",
-        ("--kubernetes-resource",),
         check_patterns,
         (),
         "resource names to read, repeatable, shell patterns",
         "names",
         kind="list",
         metavar="PATTERN",
+        commands=SAMPLING,
+        old_flags=("--kubernetes-resource",),
         shown_default=lambda: " ".join(DEFAULT_KUBERNETES_RESOURCES),
     ),
     Setting(
         "kubernetes_pod_series",
         "kubernetes.pod_series",
-        ("--kubernetes-pod-series",),
         check_bool,
         False,
         "per-pod utilization and memory series (opt-in: pods churn the TSDB)",
         "names",
         kind="switch",
         reloadable=True,
+        old_flags=("--kubernetes-pod-series",),
     ),
     Setting(
         "kubernetes_api",
         "kubernetes.api",
-        ("--kubernetes-api",),
         check_bool,
         False,
         "read KubeVirt VM names from the API server (in a pod, with 'get pods' rights)",
         "names",
         kind="switch",
+        commands=SAMPLING,
+        old_flags=("--kubernetes-api",),
     ),
     Setting(
         "nfd_features_file",
         "kubernetes.nfd_features_file",
-        ("--nfd-features-file",),
-        check_text,
+        check_new_file,
         None,
         "keep FILE (in node-feature-discovery's features.d) current with this node's GPU "
         "facts; rewritten atomically when a value changes",
         "names",
         metavar="FILE",
+        old_flags=("--nfd-features-file",),
+        path=True,
         more="([kubernetes.md](kubernetes.md))",
     ),
     Setting(
         "ssh_targets",
         "ssh.targets",
-        ("--ssh",),
-        check_texts,
+        check_ssh_targets,
         (),
         "read this host's GPUs from its nvidia-smi over SSH (repeatable); every series gets "
         "host=HOST",
         "agentless hosts",
         kind="list",
         metavar="[USER@]HOST[:PORT]",
+        commands=AGENTLESS,
+        old_flags=("--ssh",),
         more="instead of NVML here ([agentless.md](agentless.md))",
     ),
     Setting(
         "ssh_targets_file",
         "ssh.targets_file",
-        ("--ssh-targets",),
-        check_text,
+        check_readable_file,
         None,
-        "more targets, one per line",
+        "more targets, one [USER@]HOST[:PORT] per line (# comments)",
         "agentless hosts",
         metavar="FILE",
+        commands=AGENTLESS,
+        old_flags=("--ssh-targets",),
+        path=True,
     ),
     Setting(
         "ssh_user",
         "ssh.user",
-        ("--ssh-user",),
         check_text,
         None,
         "user for targets without USER@ (default, as for ssh: the User of ~/.ssh/config, else "
         "the local user)",
         "agentless hosts",
         metavar="USER",
+        commands=AGENTLESS,
+        old_flags=("--ssh-user",),
     ),
     Setting(
         "ssh_identity_files",
         "ssh.identity",
-        ("--ssh-identity",),
-        check_texts,
+        check_readable_files,
         (),
         "private key file, repeatable (otherwise the SSH agent and ~/.ssh keys)",
         "agentless hosts",
         kind="list",
         metavar="FILE",
+        commands=AGENTLESS,
+        old_flags=("--ssh-identity",),
+        path=True,
         more="key authentication only",
     ),
     Setting(
         "ssh_known_hosts",
         "ssh.known_hosts",
-        ("--ssh-known-hosts",),
-        check_text,
+        check_readable_file,
         None,
         "known_hosts file with every host's key; unknown or changed keys fail the host",
         "agentless hosts",
         metavar="FILE",
+        commands=AGENTLESS,
+        old_flags=("--ssh-known-hosts",),
+        path=True,
         shown_default=lambda: "~/.ssh/known_hosts",
     ),
     Setting(
         "ssh_timeout_seconds",
         "ssh.timeout",
-        ("--ssh-timeout",),
         check_timeout,
         None,
         "per host and poll, connecting included",
         "agentless hosts",
         metavar="DURATION",
+        commands=AGENTLESS,
+        old_flags=("--ssh-timeout",),
         shown_default=_ssh_default("DEFAULT_TIMEOUT_SECONDS"),
     ),
     Setting(
         "ssh_interval_seconds",
         "ssh.interval",
-        ("--ssh-interval",),
         check_interval,
         None,
         "time between polls of one host",
         "agentless hosts",
         metavar="DURATION",
+        commands=AGENTLESS,
+        old_flags=("--ssh-interval",),
         shown_default=_ssh_default("DEFAULT_INTERVAL_SECONDS"),
     ),
     Setting(
         "ssh_max_sessions",
         "ssh.max_sessions",
-        ("--ssh-max-sessions",),
         check_count,
         None,
         "hosts polled at once",
         "agentless hosts",
         metavar="N",
+        commands=AGENTLESS,
+        old_flags=("--ssh-max-sessions",),
         shown_default=_ssh_default("DEFAULT_MAX_SESSIONS"),
     ),
     Setting(
         "ssh_nvidia_smi",
         "ssh.nvidia_smi",
-        ("--ssh-nvidia-smi",),
         check_text,
         None,
         "nvidia-smi on the hosts (found on the PATH)",
         "agentless hosts",
         metavar="PATH",
+        commands=AGENTLESS,
+        old_flags=("--ssh-nvidia-smi",),
         shown_default=_ssh_default("DEFAULT_NVIDIA_SMI"),
     ),
 )
@@ -610,9 +647,23 @@ BY_NAME = {row.name: row for row in SETTINGS}
 BY_KEY = {row.key: row for row in SETTINGS}
 CADENCES = tuple(row for row in SETTINGS if row.cadence is not None)
 CONFIG_ENV = ENV_PREFIX + "CONFIG"  # the config file itself (--config)
-COLLECTORS_ENV = ENV_PREFIX + "COLLECTORS"  # the file's collectors map: NAME=true,NAME=false
+
+# The collectors' switches come from the collector registry (a new reader gets them): each
+# collector NAME is the setting ``collector.NAME`` (``--collector.NAME`` / ``--no-collector.NAME``,
+# ``collector: {NAME: bool}`` in the file, ``VGPUMON_COLLECTOR_NAME``), beside
+# ``collector.disable_defaults``. The old spellings: the file's ``collectors`` map and
+# ``VGPUMON_COLLECTORS=NAME=true,NAME=false``.
+COLLECTOR_SECTION = "collector"
+OLD_COLLECTORS_KEY = "collectors"
+OLD_COLLECTORS_ENV = env_of(OLD_COLLECTORS_KEY)
 
 
-def rows_in(*groups: str) -> tuple[Setting, ...]:
-    """The rows of these flag groups, in table order (``top`` offers the ssh and names ones)."""
-    return tuple(row for row in SETTINGS if row.group in groups)
+def collector_key(name: str) -> str:
+    return f"{COLLECTOR_SECTION}.{name}"
+
+
+def rows_for(command: str, *groups: str) -> tuple[Setting, ...]:
+    """The rows ``command`` reads, in table order, of these flag groups (all without any)."""
+    return tuple(
+        row for row in SETTINGS if command in row.commands and (not groups or row.group in groups)
+    )

@@ -30,8 +30,8 @@ Rules and the reasoning behind names: `docs/exporter.md`.
   `vgpumon_gpu_up 0` and `vgpumon_gpu_info`.
 - State sets have one series per state: 1 for the current state, 0 for the others.
 - Collector: the `--collector.NAME` whose data fills the family (`exporter`: the exporter itself).
-- Agentless hosts (`vgpumon serve --ssh`, `docs/agentless.md`): every family below, each series
-  with a `host` label in front; the SSH poll itself is the collector `ssh`.
+- Agentless hosts (`vgpumon serve --ssh.targets`, `docs/agentless.md`): every family below, each
+  series with a `host` label in front; the SSH poll itself is the collector `ssh`.
 - Families of your own: NVML field values declared under `fields:` in the serve config
   (`docs/exporter.md`, "Extra NVML fields") are exported beside these, per GPU with `gpu` and
   `uuid`, by the collector `fields`. They are not listed here: the config names them, and it may

@@ -3,7 +3,7 @@
 The same function as prometheus-client's ``floatToGoString`` (Apache-2.0, like vgpumon), kept here
 so that ``serve`` never imports prometheus-client: importing any part of that package loads all of
 it (its HTTP and WSGI servers, urllib, the parser), resident for the life of the exporter, for this
-one function (docs/measurements.md). ``tests/export/test_gofloat.py`` holds it to the original.
+one function (docs/measurements.md). ``tests/metrics/test_gofloat.py`` holds it to the original.
 """
 
 from __future__ import annotations

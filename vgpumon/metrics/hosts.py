@@ -1,4 +1,5 @@
-"""Several agentless hosts in one exposition (``vgpumon serve --ssh``): every series gets ``host``.
+"""Several agentless hosts in one exposition (``vgpumon serve --ssh.targets``): every series gets
+``host``.
 
 The metric table stays the one place of names: :data:`HOST_FAMILIES` is derived from
 :data:`~vgpumon.metrics.table.FAMILIES` row by row, each with ``host`` in front of its labels and

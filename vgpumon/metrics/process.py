@@ -9,7 +9,7 @@ docs/measurements.md), so here the same six families are read from ``/proc`` and
 two small file reads and a directory listing, then string formatting.
 
 The output is byte-identical to prometheus-client's text and OpenMetrics output for the same
-``/proc`` contents (tests/export/test_export_process.py reads a fake ``/proc`` both ways). Like
+``/proc`` contents (tests/metrics/test_process.py reads a fake ``/proc`` both ways). Like
 prometheus-client, it gives nothing where ``/proc`` cannot be read (not Linux).
 """
 

@@ -36,6 +36,7 @@ from vgpumon.metrics.naming import COUNTER, GAUGE, unit_of
 from vgpumon.model import (
     MIGRATION_LIMITS,
     SCHEDULER_POLICIES,
+    SHARE_STATES,
     VGPU_LICENSE_STATES,
     VIRTUALIZATION_MODES,
     VM_STATES,
@@ -59,6 +60,7 @@ from vgpumon.model import (
     VgpuProcess,
     VgpuScheduler,
     VgpuSchedulerUsage,
+    VgpuShare,
     VgpuType,
     guest_driver_matches_host,
     vgpu_migration_ready,
@@ -214,6 +216,15 @@ def _scheduler_usage(
             gi = _gi_label(sch.gpu_instance_id)
             for u in sch.usage:
                 yield (gpu, uuid, gi, str(u.vgpu_id)), u
+
+
+def _scheduler_shares(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, VgpuShare]]:
+    for g in _up(s):
+        gpu, uuid = _gpu_id(g)
+        for sch in g.vgpu_schedulers:
+            gi = _gi_label(sch.gpu_instance_id)
+            for v in sch.shares:
+                yield (gpu, uuid, gi, str(v.vgpu_id)), v
 
 
 def _guest_features(
@@ -430,6 +441,9 @@ SCHEDULER: Scope[VgpuScheduler] = Scope(
 )
 SCHEDULER_USAGE: Scope[VgpuSchedulerUsage] = Scope(
     "vGPU scheduler", (*GPU_LABELS, "gpu_instance", "vgpu_id"), _scheduler_usage
+)
+SCHEDULER_SHARE: Scope[VgpuShare] = Scope(
+    "vGPU scheduler", (*GPU_LABELS, "gpu_instance", "vgpu_id"), _scheduler_shares
 )
 GUEST: Scope[GuestLicenseFeature] = Scope("Guest", (*GPU_LABELS, "feature"), _guest_features)
 ALLOCATION: Scope[tuple[Gpu, DeviceAllocation]] = Scope("Kubernetes", GPU_LABELS, _allocations)
@@ -1639,7 +1653,7 @@ FAMILIES: tuple[Family, ...] = (
     state_set(
         VGPU,
         "vgpumon_vgpu_vm_state",
-        "State of the libvirt domain holding the vGPU (state set; --libvirt-uri).",
+        "State of the libvirt domain holding the vGPU (state set; --libvirt.uri).",
         "state",
         VM_STATES,
         lambda v: v.vm.state if v.vm else None,
@@ -1982,6 +1996,46 @@ FAMILIES: tuple[Family, ...] = (
         lambda u: u.preemption_seconds_total,
         collector="scheduler",
     ),
+    # The one starvation verdict (vgpumon.collect.starvation; docs/verdicts.md), which the alert,
+    # the dashboards, top, check and the node features all read.
+    gauge(
+        SCHEDULER,
+        "vgpumon_vgpu_scheduler_share_window_seconds",
+        "Time the scheduler's share verdicts cover: up to a minute of its counters.",
+        lambda sch: sch.share_window_seconds,
+        collector="scheduler",
+    ),
+    state_set(
+        SCHEDULER_SHARE,
+        "vgpumon_vgpu_scheduler_share_state",
+        "The vGPU's share verdict over the window (state set): starved, ok, or why there is "
+        "none (short_window, missed_entries, unknown_policy). docs/verdicts.md gives the rule.",
+        "state",
+        SHARE_STATES,
+        lambda v: v.state,
+        collector="scheduler",
+    ),
+    gauge(
+        SCHEDULER_SHARE,
+        "vgpumon_vgpu_scheduler_due_share_ratio",
+        "Part of the engine's time the scheduler policy entitles the vGPU to over the window.",
+        lambda v: v.due,
+        collector="scheduler",
+    ),
+    gauge(
+        SCHEDULER_SHARE,
+        "vgpumon_vgpu_scheduler_received_share_ratio",
+        "Part of the window the vGPU ran on the engine.",
+        lambda v: v.received,
+        collector="scheduler",
+    ),
+    gauge(
+        SCHEDULER_SHARE,
+        "vgpumon_vgpu_scheduler_waited_share_ratio",
+        "Part of the window the vGPU was preempted with work left.",
+        lambda v: v.waited,
+        collector="scheduler",
+    ),
     # ---- guest
     state_set(
         GUEST,
@@ -2027,7 +2081,7 @@ FAMILIES: tuple[Family, ...] = (
         POD,
         "vgpumon_pod_gpu_utilization_ratio",
         "Utilization of the device the container holds: whole GPU, vGPU (SM) or MIG (GPM SM "
-        "activity); opt-in, --kubernetes-pod-series.",
+        "activity); opt-in, --kubernetes.pod-series.",
         lambda it: _device_usage(it)[0],
         collector="kubelet",
     ),
@@ -2035,7 +2089,7 @@ FAMILIES: tuple[Family, ...] = (
         POD,
         "vgpumon_pod_gpu_memory_used_bytes",
         "Memory used on the device the container holds (GPU memory, vGPU framebuffer, MIG GPU "
-        "instance); opt-in, --kubernetes-pod-series.",
+        "instance); opt-in, --kubernetes.pod-series.",
         lambda it: _device_usage(it)[1],
         collector="kubelet",
     ),

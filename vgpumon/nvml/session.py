@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from vgpumon.model import NvmlErrorCount
 from vgpumon.nvml.errors import LIBRARY_CODES, ErrorClass, classify, error_code, error_name
+from vgpumon.nvml.library import preload
 
 
 class GpuDown(Exception):
@@ -164,6 +165,8 @@ class NvmlSession:
 
     def init(self) -> None:
         """nvmlInit; raises the module's exception unchanged (the caller decides on backoff)."""
+        if not self.source.startswith("sim:"):
+            preload()  # the library from $VGPUMON_NVML_LIBRARY where it is set (library.py)
         self.module.nvmlInit()
 
     def shutdown(self) -> None:

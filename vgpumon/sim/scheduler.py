@@ -17,10 +17,12 @@ not simulated).
 The log is generated period by period: a period gives each scheduled vGPU one run of
 ``share × P`` (``P = timeslice × scheduled vGPUs``) followed by a ``PREEMPT_NS`` switch, and writes
 one entry per run, stamped when the runlist is preempted, with that vGPU's cumulative run and
-preemption time; ``swRunlistId`` is the vGPU's 0-based position in the active-vGPU list. The driver
-keeps the last 200 entries. Periods are generated up to the time of each read; when reads are far
-apart, the time before the last stretch that the ring can still hold is integrated in coarse steps
-(same totals, no entries), so a long idle reader costs little.
+preemption time; ``swRunlistId`` is the vGPU's 0-based position in the active-vGPU list. Preemption
+time is the switch plus the time the vGPU had work left but was held off: ``(demand - share) × P``
+where it asked for more than it got (the meaning vgpumon reads it with, docs/verdicts.md). The
+driver keeps the last 200 entries. Periods are generated up to the time of each read; when reads
+are far apart, the time before the last stretch that the ring can still hold is integrated in
+coarse steps (same totals, no entries), so a long idle reader costs little.
 """
 
 from __future__ import annotations
@@ -152,15 +154,18 @@ class SchedulerSim:
     def timeslice_s(self) -> float:
         return self.host.scheduler.timeslice_ns / 1e9
 
-    def _scheduled(self, t: float) -> list[tuple[int, InstanceRuntime, float]]:
-        """(runlist, instance, granted share) of every vGPU the scheduler runs at ``t``."""
+    def _scheduled(self, t: float) -> list[tuple[int, InstanceRuntime, float, float]]:
+        """(runlist, instance, granted share, share held off) of every vGPU the scheduler runs
+        at ``t``; held off: what it asked for beyond what it was granted."""
         active = self.host.active(t)
         shares = compute_shares(self.host, active, t)
-        return [
-            (pos, inst, shares[inst.id].granted)
-            for pos, inst in enumerate(active)
-            if self.host.types[inst.spec.type_id].gi_profile is None and shares[inst.id].granted > 0
-        ]
+        out = []
+        for pos, inst in enumerate(active):
+            granted = shares[inst.id].granted
+            if self.host.types[inst.spec.type_id].gi_profile is None and granted > 0:
+                held = max(0.0, min(1.0, inst.demand(t)) - granted)
+                out.append((pos, inst, granted, held))
+        return out
 
     def advance(self, t: float) -> None:
         """Generate the log up to scenario time ``t``."""
@@ -182,11 +187,13 @@ class SchedulerSim:
                 if self.gen_t + length > t:
                     break
                 cursor_ns = self._gpu_ns(self.gen_t)
-                for runlist, inst, share in scheduled:
+                for runlist, inst, share, held in scheduled:
                     run = round(share * budget_ns)
                     cursor_ns += run + PREEMPT_NS
                     total = self.run_total.get(inst.id, 0) + run
-                    preempt = self.preempt_total.get(inst.id, 0) + PREEMPT_NS
+                    preempt = (
+                        self.preempt_total.get(inst.id, 0) + PREEMPT_NS + round(held * budget_ns)
+                    )
                     self.run_total[inst.id] = total
                     self.preempt_total[inst.id] = preempt
                     target = self.host.scheduler.timeslice_ns
@@ -206,12 +213,12 @@ class SchedulerSim:
                 budget = self.timeslice_s * len(scheduled)
                 length = budget + len(scheduled) * PREEMPT_NS / 1e9
                 periods = step / length
-                for _, inst, share in scheduled:
+                for _, inst, share, held in scheduled:
                     self.run_total[inst.id] = self.run_total.get(inst.id, 0) + round(
                         share * budget * 1e9 * periods
                     )
                     self.preempt_total[inst.id] = self.preempt_total.get(inst.id, 0) + round(
-                        PREEMPT_NS * periods
+                        (PREEMPT_NS + held * budget * 1e9) * periods
                     )
                 self.entries_written += round(periods * len(scheduled))
             self.gen_t += step

@@ -464,7 +464,7 @@ def vgpu_report(nvml: Any) -> str:
 def main(argv: list[str] | None = None) -> int:
     """A stand-in ``nvidia-smi`` for a test host: ``python -m vgpumon.sim.smi_xml --sim NAME -q -x``
     (or ``... vgpu -q -x``) prints what nvidia-smi would print on that simulated host, so a real
-    sshd can serve any scenario to ``vgpumon serve --ssh`` (install it as ``nvidia-smi``).
+    sshd can serve any scenario to ``vgpumon serve --ssh.targets`` (install it as ``nvidia-smi``).
     """
     import argparse
     import sys

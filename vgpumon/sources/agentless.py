@@ -1,4 +1,4 @@
-"""Agentless hosts as one snapshot feed for ``vgpumon serve --ssh``.
+"""Agentless hosts as one snapshot feed for ``vgpumon serve --ssh.targets``.
 
 :class:`AgentlessFeed` drives an :class:`~vgpumon.sources.ssh.SshSource` and turns each change of
 any host into a new :class:`~vgpumon.metrics.hosts.HostsView`, the snapshot the exporter renders

@@ -14,10 +14,9 @@ for a MIG GPU instance. Absent values (``None``) are kept as gaps, never as 0.
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from vgpumon.model import Gpm, Gpu, MigGpuInstance, Snapshot, VgpuInstance
@@ -122,7 +121,6 @@ MIG_METRICS: dict[str, Callable[[MigGpuInstance], float | None]] = {
     "gpm_dram": lambda m: _gpm_dram(m.gpm),
     "gpm_tensor": lambda m: _gpm_tensor(m.gpm),
 }
-RUN_SECONDS = "run_seconds"  # per vGPU, a counter from the scheduler log
 
 
 @dataclass(frozen=True)
@@ -166,10 +164,6 @@ class History:
             for gi in gpu.mig_instances:
                 for metric, read_m in MIG_METRICS.items():
                     self.add(host, mig_entity(gpu.uuid, gi.id), metric, t, _num(read_m(gi)))
-            for sched in gpu.vgpu_schedulers:
-                for usage in sched.usage:
-                    entity = vgpu_entity(gpu.uuid, usage.vgpu_id)
-                    self.add(host, entity, RUN_SECONDS, t, usage.run_seconds_total)
 
     def add(self, host: str, entity: str, metric: str, t: float, value: float | None) -> None:
         """Append a point (or merge an older one in time order, e.g. from a backfill)."""
@@ -219,49 +213,6 @@ class History:
 
     def keys(self) -> Iterable[SeriesKey]:
         return tuple(self._series)
-
-    def rate(self, host: str, entity: str, metric: str, window: float) -> float | None:
-        """A counter's increase per second over the newest ``window`` seconds (None: too few).
-
-        A counter that went down (a restart) counts only what came after the reset.
-        """
-        inside: list[tuple[float, float]] = []
-        before: tuple[float, float] | None = None
-        end = 0.0
-        # Newest first, stopping at the window's start: a long series costs only its window.
-        for t, v in reversed(self._series.get(SeriesKey(host, entity, metric), ())):
-            if v is None:
-                continue
-            if not inside:
-                end = t
-            if t >= end - window:
-                inside.append((t, v))
-            else:
-                before = (t, v)
-                break
-        if len(inside) < 2:
-            if not inside or before is None:
-                return None
-            inside.append(before)  # the window holds one point: use the two newest
-        inside.reverse()
-        increase = 0.0
-        for (_, a), (_, b) in itertools.pairwise(inside):
-            increase += b - a if b >= a else b
-        span = inside[-1][0] - inside[0][0]
-        return increase / span if span > 0 else None
-
-    def shares(
-        self, host: str, snap: Snapshot, window: float = 30.0
-    ) -> Mapping[tuple[str, int], float]:
-        """Part of the GPU's time each vGPU ran over ``window`` (run-seconds per second)."""
-        out: dict[tuple[str, int], float] = {}
-        for gpu in snap.gpus:
-            for sched in gpu.vgpu_schedulers:
-                for usage in sched.usage:
-                    r = self.rate(host, vgpu_entity(gpu.uuid, usage.vgpu_id), RUN_SECONDS, window)
-                    if r is not None:
-                        out[(gpu.uuid, usage.vgpu_id)] = r
-        return out
 
 
 def _num(value: float | int | None) -> float | None:

@@ -36,15 +36,12 @@ from vgpumon.model import (
     Temperatures,
     Utilization,
     VgpuInstance,
-    VgpuScheduler,
-    VgpuSchedulerUsage,
     VgpuUtilization,
 )
 from vgpumon.sources.bodies import parse_json, read_capped
 from vgpumon.sources.history import (
     GPU_METRICS,
     MIG_METRICS,
-    RUN_SECONDS,
     VGPU_METRICS,
     History,
     gpu_entity,
@@ -105,7 +102,6 @@ def _probe() -> tuple[Snapshot, Gpu]:
         gpm=Gpm(sm_active=v(), dram_active=v(), tensor_active=v(), sm_occupancy=v()),
         vgpu_instances=(vgpu,),
         mig_instances=(mig,),
-        vgpu_schedulers=(VgpuScheduler(usage=(VgpuSchedulerUsage(3, v() * 1e4),)),),
     )
     collectors = tuple(CollectorStatus(name, True, 0.0) for name in ("vgpu", "mig", "gpm"))
     return Snapshot(timestamp=0.0, gpus=(gpu,), collectors=collectors), gpu
@@ -128,8 +124,6 @@ def series_table() -> tuple[Series, ...]:
     vgpu, mig = gpu.vgpu_instances[0], gpu.mig_instances[0]
     ids = (*GPU_LABELS, "vgpu_id")
     wanted += [("vgpu", m, read_v(vgpu), ids) for m, read_v in VGPU_METRICS.items()]
-    run = gpu.vgpu_schedulers[0].usage[0].run_seconds_total
-    wanted.append(("vgpu", RUN_SECONDS, run, ids))
     mids = (*GPU_LABELS, "gpu_instance")
     wanted += [("mig", m, read_m(mig), mids) for m, read_m in MIG_METRICS.items()]
     found = []

@@ -105,7 +105,7 @@ class SshTransport:
             "connect_timeout": s.timeout_seconds,
             "keepalive_interval": max(s.interval_seconds, 15.0),
         }
-        # Without USER@ and --ssh-user the option stays unset (None would crash asyncssh): then,
+        # Without USER@ and --ssh.user the option stays unset (None would crash asyncssh): then,
         # like ``ssh HOST``, the User of ~/.ssh/config applies, else the local user.
         user = target.user or s.default_user
         if user:
@@ -139,7 +139,7 @@ class SshTransport:
             if status in _SHELL_CANNOT_RUN:
                 raise SshPollError(
                     f"{self.settings.nvidia_smi} {_SHELL_CANNOT_RUN[status]} on the host "
-                    f"(exit {status}): check --ssh-nvidia-smi"
+                    f"(exit {status}): check --ssh.nvidia-smi"
                 )
             if status != 0:
                 first = device.decode(errors="replace").strip().splitlines()[:1]

@@ -1,4 +1,5 @@
-"""Who to reach over SSH and how: targets from ``--ssh HOST`` and ``--ssh-targets FILE``.
+"""Who to reach over SSH and how: targets from ``--ssh.targets HOST`` and
+``--ssh.targets-file FILE`` (or the same settings in the config file and the environment).
 
 A target is ``[user@]host[:port]`` (IPv6 literals in brackets: ``[fe80::1]:22``). The targets file
 holds one target per line; blank lines and ``#`` comments are skipped. Authentication is by key only
@@ -51,7 +52,7 @@ class SshSettings:
     default_user: str | None = None
 
 
-def parse_target(text: str, *, where: str = "--ssh") -> SshTarget:
+def parse_target(text: str, *, where: str = "ssh.targets") -> SshTarget:
     match = _TARGET.match(text.strip())
     if match is None:
         raise ConfigError(f"{where}: {text!r} is not [user@]host[:port]")
@@ -66,7 +67,7 @@ def read_targets_file(path: str) -> tuple[SshTarget, ...]:
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError as err:
-        raise ConfigError(f"--ssh-targets: cannot read {path}: {err.strerror or err}") from None
+        raise ConfigError(f"cannot read the targets file {path}: {err.strerror or err}") from None
     out = []
     for number, line in enumerate(lines, 1):
         text = line.split("#", 1)[0].strip()
@@ -80,6 +81,6 @@ def unique_targets(targets: list[SshTarget]) -> tuple[SshTarget, ...]:
     seen: dict[str, SshTarget] = {}
     for t in targets:
         if t.name in seen:
-            raise ConfigError(f"--ssh: host {t.name} is given twice")
+            raise ConfigError(f"agentless host {t.name} is given twice")
         seen[t.name] = t
     return tuple(seen.values())

@@ -56,7 +56,6 @@ QUIT_SIGNALS = tuple(
 )
 REDRAW_SECONDS = 0.25  # how soon a new update reaches the screen (coalesces a fleet's updates)
 EVENTS_KEPT = 1000
-SHARE_WINDOW_SECONDS = 30.0
 
 
 class VgpumonApp(App[None]):
@@ -236,12 +235,6 @@ class VgpumonApp(App[None]):
                 )
             )
         self.dirty = True
-
-    def shares(self, host: str) -> dict[tuple[str, int], float]:
-        update = self.hosts.get(host)
-        if update is None or update.snapshot is None:
-            return {}
-        return dict(self.history.shares(host, update.snapshot, SHARE_WINDOW_SECONDS))
 
     def _catch_up(self) -> None:
         """Take any newer state the stream did not bring (a subscriber that fell behind loses

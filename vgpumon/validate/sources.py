@@ -12,8 +12,8 @@ HTTP client of vgpumon) and :mod:`vgpumon.metrics.parse` turns the exposition ba
 An exporter samples on its own schedule; after every change of load this source waits until the
 exporter has published two samples more (the first may straddle the change, the second cannot),
 and it returns each published sample once. GPM metrics and per-process utilization are averages
-since their previous read, which an exporter does every ``--interval.gpm`` /
-``--interval.processes`` (5 s by default), not every cycle: the exporter publishes its cadences
+since their previous read, which an exporter does every ``--intervals.gpm`` /
+``--intervals.processes`` (5 s by default), not every cycle: the exporter publishes its cadences
 (``vgpumon_sampler_cadence_seconds``), and after a change of load this source also waits until
 a published average can only cover time after the change (:func:`cover_seconds`).
 """
@@ -312,7 +312,7 @@ class ExporterSource(_SnapshotSource):
             return [
                 "the exporter does not publish its sampling cadences (an older vgpumon): if it "
                 "reads GPM or processes less often than every cycle, its averages may straddle "
-                "the steps; run it with --interval.gpm and --interval.processes equal to "
+                "the steps; run it with --intervals.gpm and --intervals.processes equal to "
                 "--interval"
             ]
         cover = cover_seconds(self._latest)

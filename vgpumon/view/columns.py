@@ -162,10 +162,10 @@ def sort_rows(rows: Sequence[R], column: Column[R], reverse: bool = False) -> li
 
 
 def _share(v: VgpuRow) -> str:
-    if v.share is None:
+    if v.received is None:
         return f.DASH
-    got = f.pct(v.share)
-    return got if v.entitled is None else f"{got}/{f.pct(v.entitled)}"
+    got = f.pct(v.received)
+    return got if v.due is None else f"{got}/{f.pct(v.due)}"
 
 
 def _unlicensed_style(state: str | None) -> str | None:
@@ -540,7 +540,7 @@ VGPU_COLUMNS: tuple[Column[VgpuRow], ...] = (
         "share",
         "share/due",
         _share,
-        lambda r: r.share,
+        lambda r: r.received,
         priority=1,
         style=lambda r: ERROR if r.starved else None,
         numeric=True,
@@ -672,6 +672,14 @@ PROCESS_COLUMNS: tuple[Column[ProcessRow], ...] = (
     ),
 )
 
+
+def _starved_count(r: SchedulerRow) -> str:
+    """How many of its vGPUs are starved; ``?`` where some have no verdict and none is starved."""
+    if r.starved:
+        return str(r.starved)
+    return "?" if r.undecided else f.DASH
+
+
 SCHEDULER_COLUMNS: tuple[Column[SchedulerRow], ...] = (
     Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True, priority=0),
     Column(
@@ -723,10 +731,10 @@ SCHEDULER_COLUMNS: tuple[Column[SchedulerRow], ...] = (
     Column(
         "starved",
         "starved",
-        lambda r: str(r.starved) if r.starved else f.DASH,
+        _starved_count,
         lambda r: r.starved,
         priority=1,
-        style=lambda r: ERROR if r.starved else None,
+        style=lambda r: ERROR if r.starved else (DIM if r.undecided else None),
         numeric=True,
         descending=True,
     ),
@@ -742,16 +750,16 @@ SHARE_COLUMNS: tuple[Column[VgpuRow], ...] = (
     Column(
         "sm", "sm", lambda r: f.pct(r.sm), lambda r: r.sm, priority=4, numeric=True, descending=True
     ),
-    _ratio("got", "received", lambda r: r.share, priority=1),
-    _ratio("due", "due", lambda r: r.entitled, priority=1),
+    _ratio("got", "received", lambda r: r.received, priority=1),
+    _ratio("due", "due", lambda r: r.due, priority=1),
     Column(
         "starved",
-        "",
-        lambda r: "STARVED" if r.starved else "",
+        "verdict",
+        lambda r: f.share_state(r.share_state),
         lambda r: r.starved,
         priority=1,
         descending=True,
-        style=lambda r: ERROR if r.starved else None,
+        style=lambda r: ERROR if r.starved else (DIM if r.share_state != "ok" else None),
     ),
 )
 

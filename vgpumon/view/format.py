@@ -137,6 +137,22 @@ def license_short(state: str | None) -> str:
     return DASH if state is None else _LICENSE_SHORT.get(state, state)
 
 
+# What a scheduler share verdict says (collect/starvation.py, docs/verdicts.md), in words: the two
+# verdicts, and why there is none.
+_SHARE_STATE = {
+    "starved": "STARVED",
+    "ok": "",
+    "short_window": "no verdict: window too short",
+    "missed_entries": "no verdict: log entries missed",
+    "unknown_policy": "no verdict: policy unknown",
+}
+
+
+def share_state(state: str | None) -> str:
+    """A vGPU's share verdict: STARVED, nothing when ok, else why there is no verdict."""
+    return DASH if state is None else _SHARE_STATE.get(state, state)
+
+
 def expiry_status(status: str | None) -> str:
     return DASH if status is None else _EXPIRY.get(status, status)
 

@@ -1,9 +1,11 @@
-"""Row models for usage and contention (docs/metering.md): who used how much, and who took a
-starved vGPU's time.
+"""Row models for usage and contention: who used how much (docs/metering.md), and who took a
+starved vGPU's time (docs/verdicts.md).
 
 Usage rows come from a :class:`~vgpumon.sources.usage.UsageReport` (Prometheus' whole hours, or
-the counters since vgpumon started); contention rows from the metering stage's findings in a
-snapshot (``gpus[].metering.contention``), with the VMs named as everywhere else.
+the counters since vgpumon started); contention rows from the scheduler's share verdicts in a
+snapshot (``gpus[].vgpu_schedulers[].shares``): each vGPU the collector calls starved, beside the
+vGPUs of the same scheduler that received more than their due, with the VMs named as everywhere
+else. Nothing here decides who is starved.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from vgpumon.model import Gpu, Snapshot
+from vgpumon.model import Gpu, Snapshot, VgpuShare
 from vgpumon.sources.usage import GROUPS, QUANTITIES, UsageReport, UsageRow
 from vgpumon.view.rows import NO_HOLDERS, vm_label
 
@@ -117,34 +119,48 @@ def _short(label: str | None, vm_id: str | None) -> str | None:
     return label
 
 
+# A neighbour counts as above its due when it received this much more (log granularity).
+ABOVE_DUE_MARGIN = 0.01
+
+
 def contention_lines(host: str, snapshot: Snapshot, gpus: Sequence[Gpu]) -> list[ContentionLine]:
     out = []
     for g in gpus:
-        if g.metering is None:
-            continue
         vms = {v.vgpu_id: _short(vm_label(v, NO_HOLDERS), v.vm_id) for v in g.vgpu_instances}
         ids = {v.vgpu_id: v.vm_id or "" for v in g.vgpu_instances}
-        for c in g.metering.contention:
-            window = c.window_seconds or 1.0
-            neighbours = c.neighbours or (None,)
-            for n in neighbours:
-                out.append(
-                    ContentionLine(
-                        key=f"{host}/{g.uuid}/starved/{c.vgpu_id}/{n.vgpu_id if n else '-'}",
-                        host=host,
-                        gpu_index=g.index,
-                        vgpu_id=c.vgpu_id,
-                        vm=vms.get(c.vgpu_id),
-                        ran=c.run_seconds / window,
-                        due=c.due_seconds / window,
-                        waited=c.preemption_seconds / window,
-                        neighbour=None if n is None else n.vgpu_id,
-                        neighbour_vm=None if n is None else vms.get(n.vgpu_id),
-                        neighbour_ran=None if n is None else n.run_seconds / window,
-                        neighbour_due=None if n is None else n.due_seconds / window,
-                        vm_ids=" ".join(
-                            ids.get(i, "") for i in (c.vgpu_id, n.vgpu_id if n else None) if i
-                        ),
+        for sch in g.vgpu_schedulers:
+            above = sorted(
+                (
+                    v
+                    for v in sch.shares
+                    if v.received is not None
+                    and v.due is not None
+                    and v.received > v.due + ABOVE_DUE_MARGIN
+                ),
+                key=lambda v: (v.due or 0.0) - (v.received or 0.0),
+            )
+            for c in sch.shares:
+                if c.state != "starved":
+                    continue
+                neighbours: list[VgpuShare | None] = [n for n in above if n.vgpu_id != c.vgpu_id]
+                for n in neighbours or [None]:
+                    out.append(
+                        ContentionLine(
+                            key=f"{host}/{g.uuid}/starved/{c.vgpu_id}/{n.vgpu_id if n else '-'}",
+                            host=host,
+                            gpu_index=g.index,
+                            vgpu_id=c.vgpu_id,
+                            vm=vms.get(c.vgpu_id),
+                            ran=c.received or 0.0,
+                            due=c.due or 0.0,
+                            waited=c.waited or 0.0,
+                            neighbour=None if n is None else n.vgpu_id,
+                            neighbour_vm=None if n is None else vms.get(n.vgpu_id),
+                            neighbour_ran=None if n is None else n.received,
+                            neighbour_due=None if n is None else n.due,
+                            vm_ids=" ".join(
+                                ids.get(i, "") for i in (c.vgpu_id, n.vgpu_id if n else None) if i
+                            ),
+                        )
                     )
-                )
     return out

@@ -3,13 +3,17 @@
 Every table is built from the row models and columns of :mod:`vgpumon.view`, the same ones the
 terminal UI shows, so the two never disagree. Values never break across lines: number, size and
 identifier columns do not wrap, and at 80 columns the tables drop the columns marked ``wide`` and
-let only names fold at their spaces. Absent values print as an em dash, never as 0. Sections that
-would be empty (MIG, processes, vGPU) are left out, so a bare-metal host gets two short tables.
+let only names fold at their spaces; a value cut at a narrow terminal ends in an ellipsis, and
+piped or redirected output is never cut at all. Absent values print as an em dash, never as 0.
+Sections that would be empty (MIG, processes, vGPU) are left out, so a bare-metal host gets two
+short tables.
 """
 
 from __future__ import annotations
 
 import datetime
+import io
+import sys
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
@@ -178,10 +182,20 @@ def snapshot_renderable(snapshot: Snapshot, width: int = 80) -> RenderableType:
     return Group(*parts)
 
 
+# Wider than any table: piped or redirected output has no window to fit.
+UNLIMITED_WIDTH = 100_000
+
+
 def render(snapshot: Snapshot, console: Console | None = None) -> None:
+    """Print the picture: at a terminal, fitted to its width (a value that does not fit ends in
+    an ellipsis, never silently); piped or redirected, every table as wide as its content, so
+    no character is lost, and no line padded with spaces."""
     if console is None:
         console = Console()
         if not console.is_terminal:
-            # Piped or redirected: nobody's window to fit, so use the wide layout.
-            console = Console(width=160)
+            buffer = Console(width=UNLIMITED_WIDTH, file=io.StringIO(), color_system=None)
+            buffer.print(snapshot_renderable(snapshot, UNLIMITED_WIDTH))
+            text = buffer.file.getvalue()  # type: ignore[attr-defined]
+            sys.stdout.write("".join(line.rstrip() + "\n" for line in text.splitlines()))
+            return
     console.print(snapshot_renderable(snapshot, console.width))

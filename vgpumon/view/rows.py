@@ -5,9 +5,8 @@ give it) plus a stable ``key``, so a front end can diff two refreshes by key and
 cells that changed, sort on raw values, and format with :mod:`vgpumon.view.format` at the last
 moment. ``fields`` gives the text a filter term matches (see :mod:`vgpumon.view.filter`).
 
-Scheduler shares are measured over time (counter increases), which one snapshot cannot give; the
-builders take them as an optional ``shares`` mapping ``(gpu uuid, vgpu id) -> ratio`` that a
-consumer computes from its history.
+A vGPU's scheduler share, its due and whether it is starved are the collector's verdict, read
+from the snapshot (``vgpu_schedulers[].shares``, docs/verdicts.md): no row decides them again.
 """
 
 from __future__ import annotations
@@ -17,13 +16,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from vgpumon.model import DeviceAllocation, Gpu, Snapshot, VgpuInstance, VgpuScheduler
+from vgpumon.model import (
+    DeviceAllocation,
+    Gpu,
+    Snapshot,
+    VgpuInstance,
+    VgpuScheduler,
+    VgpuShare,
+)
 from vgpumon.view import badges as b
 from vgpumon.view.badges import Badge
 from vgpumon.view.capacity import fitting_names, migration_readiness
 from vgpumon.view.filter import FITS_SEPARATOR
-
-Shares = Mapping[tuple[str, int], float]
 
 # Filter/display names for the GPU's role on this host.
 MODE_LABELS = {
@@ -52,8 +56,6 @@ _SHORT_REASONS = {
     "hw_thermal": "hw thermal",
     "power_brake": "power brake",
 }
-# A vGPU that got less than this part of its entitlement while using all it got is starved.
-STARVED_BELOW = 0.5
 
 
 def gpu_mode(gpu: Gpu) -> str:
@@ -72,41 +74,17 @@ def _ratio(used: float | None, total: float | None) -> float | None:
 # --------------------------------------------------------------------------- vGPU
 
 
-def entitlement(
-    gpu: Gpu, vgpu: VgpuInstance, scheduler: VgpuScheduler | None, peers: int | None = None
-) -> float | None:
-    """The part of the GPU's time the policy promises this vGPU, or None when it promises none.
-
-    Equal share splits the time between the vGPUs the scheduler serves (``peers``, counted here
-    when not given); fixed share gives each vGPU ``1 / max_instances`` of its type; best effort
-    promises nothing.
-    """
-    if scheduler is None or scheduler.policy not in ("equal_share", "fixed_share"):
-        return None
-    if scheduler.policy == "equal_share":
-        if peers is None:
-            peers = sum(
-                1 for v in gpu.vgpu_instances if v.gpu_instance_id == scheduler.gpu_instance_id
-            )
-        return 1.0 / peers if peers else None
-    vtype = next((t for t in gpu.vgpu_types if t.type_id == vgpu.type_id), None)
-    if vtype is None or not vtype.max_instances:
-        return None
-    return 1.0 / vtype.max_instances
-
-
-def starved(received: float | None, entitled: float | None, used: float | None) -> bool:
-    """Got under half its entitlement while busy for all the time it got (it wanted more)."""
-    if received is None or entitled is None or used is None or used < 0.01:
-        return False
-    return received < STARVED_BELOW * entitled and used >= 0.9 * received
-
-
 def _scheduler_for(gpu: Gpu, vgpu: VgpuInstance) -> VgpuScheduler | None:
     for s in gpu.vgpu_schedulers:
         if s.gpu_instance_id == vgpu.gpu_instance_id:
             return s
     return gpu.vgpu_schedulers[0] if len(gpu.vgpu_schedulers) == 1 else None
+
+
+def _share_of(scheduler: VgpuScheduler | None, vgpu_id: int) -> VgpuShare | None:
+    if scheduler is None:
+        return None
+    return next((s for s in scheduler.shares if s.vgpu_id == vgpu_id), None)
 
 
 def _holders(snapshot: Snapshot | None, kind: str, gpu_uuid: str, ident: int | None) -> Holders:
@@ -210,8 +188,11 @@ class VgpuRow:
     expires_in: float | None  # seconds from the snapshot's time; None when no expiry applies
     frame_rate_limit: int | None
     policy: str | None
-    share: float | None  # part of the GPU's time it received over the history window
-    entitled: float | None
+    # The scheduler verdict over its window (collect/starvation.py): what it received, what it
+    # was due, and the state (starved, ok, or why there is none; None: no scheduler data).
+    received: float | None
+    due: float | None
+    share_state: str | None
     starved: bool
     unlicensed: bool
     expiring: bool
@@ -259,20 +240,13 @@ class VgpuRow:
         }
 
 
-def vgpu_rows(
-    host: str, snapshot: Snapshot, gpu: Gpu, shares: Shares | None = None
-) -> list[VgpuRow]:
+def vgpu_rows(host: str, snapshot: Snapshot, gpu: Gpu) -> list[VgpuRow]:
     rows = []
-    peers: dict[int | None, int] = {}
-    for v in gpu.vgpu_instances:
-        peers[v.gpu_instance_id] = peers.get(v.gpu_instance_id, 0) + 1
     idle = {m.vgpu_id: m.idle_seconds for m in gpu.metering.vgpus} if gpu.metering else {}
     fits = fitting_names(gpu)
     for v in gpu.vgpu_instances:
         sched = _scheduler_for(gpu, v)
-        share = None if shares is None else shares.get((gpu.uuid, v.vgpu_id))
-        n = None if sched is None else peers.get(sched.gpu_instance_id, 0)
-        entitled = entitlement(gpu, v, sched, n)
+        share = _share_of(sched, v.vgpu_id)
         lic = v.license
         expiry = lic.expiry_timestamp_seconds or None
         holders = _holders(snapshot, "vgpu", gpu.uuid, v.vgpu_id)
@@ -302,9 +276,10 @@ def vgpu_rows(
                 expires_in=None if expiry is None else expiry - snapshot.timestamp,
                 frame_rate_limit=v.frame_rate_limit,
                 policy=None if sched is None else sched.policy,
-                share=share,
-                entitled=entitled,
-                starved=starved(share, entitled, v.utilization.sm),
+                received=None if share is None else share.received,
+                due=None if share is None else share.due,
+                share_state=None if share is None else share.state,
+                starved=share is not None and share.state == "starved",
                 unlicensed=b.unlicensed(lic.state, lic.licensed),
                 expiring=b.expiring(expiry, snapshot.timestamp, lic.state),
                 vm_id=v.vm_id,
@@ -508,12 +483,11 @@ def gpu_row(
     host: str,
     snapshot: Snapshot,
     gpu: Gpu,
-    shares: Shares | None = None,
     vgpus: list[VgpuRow] | None = None,
 ) -> GpuRow:
     """The GPU's row; ``vgpus`` are its vGPU rows when the caller has built them already."""
     if vgpus is None:
-        vgpus = vgpu_rows(host, snapshot, gpu, shares)
+        vgpus = vgpu_rows(host, snapshot, gpu)
     hung = gpu.uuid in snapshot.health.hung_gpus
     gpm = gpu.gpm
     return GpuRow(
@@ -549,8 +523,8 @@ def gpu_row(
     )
 
 
-def gpu_rows(host: str, snapshot: Snapshot, shares: Shares | None = None) -> list[GpuRow]:
-    return [gpu_row(host, snapshot, g, shares) for g in snapshot.gpus]
+def gpu_rows(host: str, snapshot: Snapshot) -> list[GpuRow]:
+    return [gpu_row(host, snapshot, g) for g in snapshot.gpus]
 
 
 # --------------------------------------------------------------------------- processes
@@ -679,20 +653,28 @@ class SchedulerRow:
     vgpus: int
     log_entries: int
     log_missed: int
-    starved: int  # vGPUs marked starved
+    starved: int  # its vGPUs the collector's verdict calls starved
+    # Why some of its vGPUs have no verdict (a state of SHARE_STATES other than starved/ok, the
+    # commonest); None when every vGPU has one.
+    undecided: str | None = None
 
     @property
     def fields(self) -> dict[str, str]:
         return {"host": self.host, "gpu": str(self.gpu_index), "policy": self.policy or ""}
 
 
-def scheduler_rows(
-    host: str, snapshot: Snapshot, gpu: Gpu, shares: Shares | None = None
-) -> list[SchedulerRow]:
-    vgpus = vgpu_rows(host, snapshot, gpu, shares)
+def _undecided(scheduler: VgpuScheduler) -> str | None:
+    counts: dict[str, int] = {}
+    for v in scheduler.shares:
+        if v.state not in ("starved", "ok"):
+            counts[v.state] = counts.get(v.state, 0) + 1
+    return max(sorted(counts), key=lambda k: counts[k]) if counts else None
+
+
+def scheduler_rows(host: str, snapshot: Snapshot, gpu: Gpu) -> list[SchedulerRow]:
     rows = []
     for s in gpu.vgpu_schedulers:
-        mine = [v for v in vgpus if v.gpu_instance_id == s.gpu_instance_id]
+        members = sum(1 for v in gpu.vgpu_instances if v.gpu_instance_id == s.gpu_instance_id)
         gi = "all" if s.gpu_instance_id is None else str(s.gpu_instance_id)
         rows.append(
             SchedulerRow(
@@ -705,10 +687,11 @@ def scheduler_rows(
                 timeslice=s.timeslice_seconds,
                 average_factor=s.average_factor,
                 frequency=s.frequency_hertz,
-                vgpus=len(mine),
+                vgpus=members,
                 log_entries=s.log_entries_total,
                 log_missed=s.log_entries_missed_total,
-                starved=sum(1 for v in mine if v.starved),
+                starved=sum(1 for v in s.shares if v.state == "starved"),
+                undecided=_undecided(s),
             )
         )
     return rows
@@ -858,17 +841,14 @@ def host_row(
     *,
     error: str | None = None,
     stale: bool = False,
-    shares: Shares | None = None,
 ) -> HostRow:
     vgpus_of = (
-        {}
-        if snapshot is None
-        else {g.uuid: vgpu_rows(host, snapshot, g, shares) for g in snapshot.gpus}
+        {} if snapshot is None else {g.uuid: vgpu_rows(host, snapshot, g) for g in snapshot.gpus}
     )
     gpus = (
         []
         if snapshot is None
-        else [gpu_row(host, snapshot, g, shares, vgpus_of[g.uuid]) for g in snapshot.gpus]
+        else [gpu_row(host, snapshot, g, vgpus_of[g.uuid]) for g in snapshot.gpus]
     )
     modes: dict[str, int] = {}
     for g in gpus:

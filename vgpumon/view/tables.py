@@ -80,7 +80,9 @@ def row_table(
             c.label,
             justify="right" if c.numeric else "left",
             no_wrap=not folds,
-            overflow="fold",
+            # A name folds at its spaces; any other value that does not fit shows that it was
+            # cut (an ellipsis), never a silently shorter value (41% as 41).
+            overflow="fold" if folds else "ellipsis",
         )
     for i, row in enumerate(rows):
         extra = lead_cells[i] if lead_cells else ()

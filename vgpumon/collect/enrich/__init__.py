@@ -6,8 +6,8 @@ never delays a cycle or a scrape. See :mod:`vgpumon.collect.enrich.base`.
 
 The names and defaults below live here, not in the enrichers' modules, so that a command can
 offer the flags (and the sampler can import :mod:`~vgpumon.collect.enrich.base`) without importing
-the enrichers and what they need (XML, HTTP and TLS clients): ``serve`` without ``--libvirt-uri``
-or ``--kubelet-socket`` never loads them.
+the enrichers and what they need (XML, HTTP and TLS clients): ``serve`` without ``--libvirt.uri``
+or ``--kubernetes.socket`` never loads them.
 """
 
 from __future__ import annotations

@@ -43,12 +43,12 @@ class ApiServer:
         host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
         if not host or not port:
             raise ConfigError(
-                "--kubernetes-api needs to run in a pod: KUBERNETES_SERVICE_HOST/PORT are not set"
+                "--kubernetes.api needs to run in a pod: KUBERNETES_SERVICE_HOST/PORT are not set"
             )
         token, ca = os.path.join(root, "token"), os.path.join(root, "ca.crt")
         for path in (token, ca):
             if not os.path.isfile(path):
-                raise ConfigError(f"--kubernetes-api: no service account file {path}")
+                raise ConfigError(f"--kubernetes.api: no service account file {path}")
         name = f"[{host}]" if ":" in host else host
         return cls(f"https://{name}:{port}", token, ca)
 

@@ -72,7 +72,8 @@ def binding() -> tuple[Any, Any, Any]:
         grpc = importlib.import_module("grpc")
         pb2 = importlib.import_module("vgpumon.collect.enrich.podresources.api_pb2")
         pb2_grpc = importlib.import_module("vgpumon.collect.enrich.podresources.api_pb2_grpc")
-    except (ImportError, RuntimeError) as exc:  # RuntimeError: grpcio older than the stubs
+    except Exception as exc:
+        # grpcio than the stubs' raises RuntimeError, an older protobuf its VersionError
         raise ConfigError(
             f"kubelet enrichment needs gRPC ({exc}): {install_hint('kubernetes')}"
         ) from exc

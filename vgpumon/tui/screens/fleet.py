@@ -31,21 +31,15 @@ class FleetScreen(LiveScreen):
                 rows.append(vr.host_row(host, "connecting", None))
                 continue
             snap = update.snapshot
-            shares = app.shares(host)
             row = vr.host_row(
-                host,
-                update.state.value,
-                snap,
-                error=update.error,
-                stale=update.stale,
-                shares=shares,
+                host, update.state.value, snap, error=update.error, stale=update.stale
             )
             if not app.filter_query.empty:
                 kids: list[dict[str, str]] = []
                 if snap is not None:
-                    kids += [g.fields for g in vr.gpu_rows(host, snap, shares)]
+                    kids += [g.fields for g in vr.gpu_rows(host, snap)]
                     for g in snap.gpus:
-                        kids += [v.fields for v in vr.vgpu_rows(host, snap, g, shares)]
+                        kids += [v.fields for v in vr.vgpu_rows(host, snap, g)]
                         kids += [m.fields for m in vr.mig_rows(host, g, snap)]
                 if not app.filter_query.matches(row.fields) and not app.filter_query.matches_any(
                     kids

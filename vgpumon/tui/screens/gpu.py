@@ -101,8 +101,7 @@ class GpuScreen(LiveScreen):
         if snap is None or gpu is None:
             title.update(Text("this GPU is not in the newest reading"))
             return
-        shares = app.shares(self.host)
-        row = vr.gpu_row(self.host, snap, gpu, shares)
+        row = vr.gpu_row(self.host, snap, gpu)
         # Text, not markup: "[lost]" and a driver's own strings show as written.
         # Alarms before the UUID, which is the first thing to wrap on a narrow terminal.
         head = Text(printable(f"GPU {row.index}  {f.or_dash(row.name)}  {row.mode_label}"))
@@ -127,7 +126,7 @@ class GpuScreen(LiveScreen):
         layout = self.layout_now
         query = app.filter_query
 
-        vgpus = [v for v in vr.vgpu_rows(self.host, snap, gpu, shares) if query.matches(v.fields)]
+        vgpus = [v for v in vr.vgpu_rows(self.host, snap, gpu) if query.matches(v.fields)]
         vgpus = self.sorted_rows(vgpus, VGPU_COLUMNS)
         vcols = table_columns(VGPU_COLUMNS, layout, present(snap))
         vtable = self.query_one("#vgpus", KeyedTable)

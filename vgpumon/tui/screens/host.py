@@ -85,7 +85,6 @@ def _tree_cells(cells: Cells, last: bool) -> Cells:
 def gpu_table_rows(
     host: str,
     snap: Snapshot,
-    shares: dict[tuple[str, int], float],
     query: Query,
     expanded: set[str],
     tree: bool,
@@ -103,11 +102,9 @@ def gpu_table_rows(
     names = tuple(c.key for c in columns)
     gpus = {g.uuid: g for g in snap.gpus}
     out: list[tuple[str, Callable[[], Cells]]] = []
-    for row in order if order is not None else vr.gpu_rows(host, snap, shares):
+    for row in order if order is not None else vr.gpu_rows(host, snap):
         gpu: Gpu = gpus[row.uuid]
-        vgpus = (
-            vgpus_of[gpu.uuid] if vgpus_of is not None else vr.vgpu_rows(host, snap, gpu, shares)
-        )
+        vgpus = vgpus_of[gpu.uuid] if vgpus_of is not None else vr.vgpu_rows(host, snap, gpu)
         migs = vr.mig_rows(host, gpu, snap)
         children: list[vr.VgpuRow | vr.MigRow] = [*migs, *vgpus]
         if not query.empty:
@@ -226,14 +223,12 @@ class HostScreen(LiveScreen):
             table.sync([("index", "#")], [])
             return
         snap = update.snapshot
-        shares = app.shares(self.host)
-        vgpus_of = {g.uuid: vr.vgpu_rows(self.host, snap, g, shares) for g in snap.gpus}
-        gpu_rows = [vr.gpu_row(self.host, snap, g, shares, vgpus_of[g.uuid]) for g in snap.gpus]
+        vgpus_of = {g.uuid: vr.vgpu_rows(self.host, snap, g) for g in snap.gpus}
+        gpu_rows = [vr.gpu_row(self.host, snap, g, vgpus_of[g.uuid]) for g in snap.gpus]
         rows = self.sorted_rows(gpu_rows, HOST_TREE_COLUMNS)
         columns, cells = gpu_table_rows(
             self.host,
             snap,
-            shares,
             app.filter_query,
             self.expanded,
             app.tree_mode,

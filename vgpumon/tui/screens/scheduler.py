@@ -1,7 +1,8 @@
-"""The vGPU scheduler: policy, ARR and time slice per GPU, per vGPU the share of the GPU it
-received over the last 30 s (from the scheduler log's run-time counters) against what the policy
-promises it, with starvation marked, and contention: for each vGPU the metering stage found
-starved over its minute, the neighbours that ran above their due (docs/metering.md)."""
+"""The vGPU scheduler: policy, ARR and time slice per GPU; per vGPU the share of the engine it
+received over the window against what the policy makes it due, and the collector's verdict
+(starved, ok, or why there is none); and contention: beside each starved vGPU, the neighbours that
+received more than their due. Every verdict is the snapshot's (docs/verdicts.md), so this screen,
+the host screen's badges and the alert agree."""
 
 from __future__ import annotations
 
@@ -13,18 +14,21 @@ from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.keyed_table import KeyedTable
 from vgpumon.view import rows as vr
 from vgpumon.view.columns import CONTENTION_COLUMNS, SCHEDULER_COLUMNS, SHARE_COLUMNS
+from vgpumon.view.format import share_state as format_share_state
 from vgpumon.view.metering import ContentionLine, contention_lines
 
+SHARES_TITLE = "Share received over the last minute against the policy's due"
 CONTENTION_TITLE = "Starved in the last minute, and who ran above their due"
 NO_CONTENTION = "Contention: no vGPU starved in the last minute"
-NOT_METERED = "Contention: not known (no usage metering in this data)"
+NO_COUNTERS = "Contention: not known (no scheduler counters in this data)"
+UNDECIDED = "Contention: none starved where known; {reason}"
 
 
 class SchedulerScreen(LiveScreen):
     def compose_body(self) -> ComposeResult:
         yield Static("vGPU schedulers", classes="section")
         yield KeyedTable(id="schedulers", classes="inner")
-        yield Static("Share received over 30 s against the policy's due", classes="section")
+        yield Static(SHARES_TITLE, classes="section")
         yield KeyedTable(id="shares")
         yield Static(CONTENTION_TITLE, id="contention-title", classes="section")
         yield KeyedTable(id="contention", classes="inner")
@@ -44,19 +48,16 @@ class SchedulerScreen(LiveScreen):
             if update is None or update.snapshot is None:
                 continue
             snap = update.snapshot
-            measured = app.shares(host)
             contention += [
                 c
                 for c in contention_lines(host, snap, snap.gpus)
                 if app.filter_query.matches(c.fields)
             ]
             for g in snap.gpus:
-                scheds += vr.scheduler_rows(host, snap, g, measured)
+                scheds += vr.scheduler_rows(host, snap, g)
                 if g.vgpu_schedulers:
                     shares += [
-                        v
-                        for v in vr.vgpu_rows(host, snap, g, measured)
-                        if app.filter_query.matches(v.fields)
+                        v for v in vr.vgpu_rows(host, snap, g) if app.filter_query.matches(v.fields)
                     ]
         scols = table_columns(SCHEDULER_COLUMNS, layout)
         self.fill(
@@ -72,15 +73,19 @@ class SchedulerScreen(LiveScreen):
             [(v.key, self.cells(v, vcols)) for v in rows],
             main=True,
         )
-        metered = any(
-            g.metering is not None
-            for u in app.hosts.values()
-            for g in (u.snapshot.gpus if u.snapshot else ())
-        )
-        self.query_one("#contention-title", Static).update(
-            CONTENTION_TITLE if contention else NO_CONTENTION if metered else NOT_METERED
-        )
+        self.query_one("#contention-title", Static).update(_contention_title(contention, scheds))
         table = self.query_one("#contention", KeyedTable)
         table.display = bool(contention)
         ccols = table_columns(CONTENTION_COLUMNS, layout)
         self.fill(table, ccols, [(c.key, self.cells(c, ccols)) for c in contention])
+
+
+def _contention_title(contention: list[ContentionLine], scheds: list[vr.SchedulerRow]) -> str:
+    if contention:
+        return CONTENTION_TITLE
+    if not scheds:
+        return NO_COUNTERS
+    undecided = next((s.undecided for s in scheds if s.undecided), None)
+    if undecided is not None:
+        return UNDECIDED.format(reason=format_share_state(undecided))
+    return NO_CONTENTION
