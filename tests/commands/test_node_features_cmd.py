@@ -116,16 +116,16 @@ def test_the_file_changes_only_when_a_value_does(tmp_path: Path) -> None:
     out = tmp_path / "vgpumon.features"
     writer = FeatureFileWriter(out)
     snap = _vgpu_host(VgpuLicense(licensed=True, state="licensed"))
-    assert writer.update(snap, expiring_seconds=DAY) is True
+    assert writer.write(render(node_features(snap, expiring_seconds=DAY))) is True
     first = out.stat()
     # A re-sample with the same values (a later timestamp) leaves the file alone, also for a
     # new writer that starts from the file on disk (a restarted exporter).
     later = dataclasses.replace(snap, timestamp=snap.timestamp + 60)
-    assert writer.update(later, expiring_seconds=DAY) is False
-    assert FeatureFileWriter(out).update(later, expiring_seconds=DAY) is False
+    assert writer.write(render(node_features(later, expiring_seconds=DAY))) is False
+    assert FeatureFileWriter(out).write(render(node_features(later, expiring_seconds=DAY))) is False
     assert (out.stat().st_ino, out.stat().st_mtime_ns) == (first.st_ino, first.st_mtime_ns)
     lapsed = _vgpu_host(VgpuLicense(licensed=False, state="unlicensed"))
-    assert writer.update(lapsed, expiring_seconds=DAY) is True
+    assert writer.write(render(node_features(lapsed, expiring_seconds=DAY))) is True
     assert parse(out.read_text(encoding="utf-8"))["vgpumon.io/license"] == "unlicensed"
     assert out.stat().st_ino != first.st_ino, "replaced by rename, not rewritten in place"
     assert sorted(os.listdir(tmp_path)) == ["vgpumon.features"], "no temporary file left"
@@ -148,11 +148,54 @@ def test_serve_listener_writes_on_change_and_skips_a_down_nvml(tmp_path: Path) -
     up = SamplerHealth(up=True)
     snap = dataclasses.replace(_vgpu_host(VgpuLicense(licensed=True)), health=up)
     update(snap)
+    assert update.updater.settled(10)
     text = out.read_text(encoding="utf-8")
     assert parse(text)["vgpumon.io/gpu.count"] == "1"
     # NVML down: the snapshot has no GPUs, which must not relabel the node as GPU-less.
     update(Snapshot(timestamp=snap.timestamp + 1, health=SamplerHealth(up=False)))
+    assert update.updater.settled(10)
     assert out.read_text(encoding="utf-8") == text
+
+
+async def test_a_slow_disk_never_holds_a_scrape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An fsync of 2 s (a busy or failing disk) while snapshots keep changing the features: the
+    listener runs on the event loop, so before every scrape waited for the disk (issue 33: 0 of
+    20 answered within 1 s)."""
+    import asyncio
+    import time
+
+    from attack_helpers import scrapes_during, target
+
+    from vgpumon import nodefeatures
+
+    def slow_fsync(fd: int) -> None:
+        time.sleep(2.0)
+
+    monkeypatch.setattr(nodefeatures.os, "fsync", slow_fsync)
+    out = tmp_path / "features"
+    update = nfd_listener(str(out))
+    up = SamplerHealth(up=True)
+    states = ("licensed", "unlicensed_restricted")
+    snaps = [
+        dataclasses.replace(
+            _vgpu_host(VgpuLicense(licensed=i % 2 == 0, state=states[i % 2])),
+            health=up,
+            timestamp=float(i),
+        )
+        for i in range(4)
+    ]
+    async with target(tmp_path) as t:
+
+        async def sampling() -> None:  # as the sampler tells its listeners, on the loop
+            for snap in snaps:
+                update(snap)
+                await asyncio.sleep(0.25)
+
+        assert await scrapes_during(t, sampling()) == [200] * 6
+    assert await asyncio.to_thread(update.updater.settled, 30)
+    assert parse(out.read_text(encoding="utf-8"))["vgpumon.io/license"] == "unlicensed"
 
 
 @pytest.mark.parametrize(

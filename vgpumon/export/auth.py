@@ -15,9 +15,9 @@ second, so:
   trade-off too: a user whose cost is not 10 answers in another time than an unknown name.)
   Failures are never cached;
 * a hash above the cost ceiling (``max_cost``, ``--web.bcrypt-max-cost``, default
-  :data:`DEFAULT_MAX_COST`) is never checked: its user is refused at once (401) and a warning
-  says so when the file is read. Cost 31 takes days per check; one such check would hold the
-  bcrypt worker, and every first login behind it, that long;
+  :data:`~vgpumon.export.limits.DEFAULT_BCRYPT_MAX_COST`) is never checked: its user is refused
+  at once (401) and a warning says so when the file is read. Cost 31 takes days per check: one
+  such check would hold the bcrypt worker, and every first login behind it, that long;
 * the worker is a daemon thread: a check still running when the exporter is told to stop
   (SIGTERM) does not keep the process alive;
 * the bcrypt queue is bounded (``max_pending``, and a share per client address) and ranked, so a
@@ -48,13 +48,11 @@ from dataclasses import dataclass, field
 
 import bcrypt
 
+from vgpumon.export.limits import DEFAULT_BCRYPT_MAX_COST, MAX_BCRYPT_COST, MIN_BCRYPT_COST
+
 # $2a$ / $2b$ / $2x$ / $2y$, a two-digit cost, then 22 salt + 31 hash characters (bcrypt's base64).
 _BCRYPT_RE = re.compile(r"\$2[abxy]\$(\d\d)\$[./A-Za-z0-9]{53}", re.ASCII)
-_MIN_COST, _MAX_COST = 4, 31
 DUMMY_COST = 10  # what an unknown user's check costs (the exporter toolkit's fixed dummy hash)
-# The most a check may cost: about a second of one core per first login on a current CPU. Each
-# step doubles the work; raise it (--web.bcrypt-max-cost) only with logins that slow in mind.
-DEFAULT_MAX_COST = 14
 # bcrypt only ever reads the first 72 bytes of a password. Go's bcrypt (the exporter toolkit's) and
 # htpasswd silently ignore the rest; bcrypt>=5 for Python raises instead, so truncate first.
 BCRYPT_MAX_PASSWORD_BYTES = 72
@@ -115,8 +113,8 @@ def bcrypt_hash_error(hashed: str) -> str | None:
     if match is None:
         return "is not a bcrypt hash (expected $2a$, $2b$, $2x$ or $2y$, a cost, 53 characters)"
     cost = int(match.group(1))
-    if not _MIN_COST <= cost <= _MAX_COST:
-        return f"has bcrypt cost {cost}, outside {_MIN_COST}..{_MAX_COST}"
+    if not MIN_BCRYPT_COST <= cost <= MAX_BCRYPT_COST:
+        return f"has bcrypt cost {cost}, outside {MIN_BCRYPT_COST}..{MAX_BCRYPT_COST}"
     return None
 
 
@@ -198,7 +196,7 @@ class BasicAuth:
         max_pending: int = MAX_PENDING,
         per_address: int = PER_ADDRESS_PENDING,
         limiter: FailureLimiter | None = None,
-        max_cost: int = DEFAULT_MAX_COST,
+        max_cost: int = DEFAULT_BCRYPT_MAX_COST,
     ) -> None:
         self.checker = BcryptChecker()
         self.max_pending = max_pending
@@ -212,6 +210,7 @@ class BasicAuth:
         self._cache: OrderedDict[tuple[bytes, bytes], bytes] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._closed = False
+        self._running: _Job | None = None  # the check on its thread now
         self._users: dict[bytes, bytes] = {}
         self.max_cost = max_cost
         self._locked: frozenset[bytes] = frozenset()  # users whose hash is above max_cost
@@ -329,21 +328,25 @@ class BasicAuth:
             if self._closed:
                 job.done.set_exception(AuthRefused(503, "shutting down"))
                 continue
+            self._running = job
             try:
                 ok = await _in_daemon_thread(job.run)
             except (RuntimeError, ValueError) as err:
                 if not job.done.done():
                     job.done.set_exception(err)
                 continue
+            finally:
+                self._running = None
             if not job.done.done():
                 job.done.set_result(ok)
 
     def close(self) -> None:
-        """Refuse checks still queued; a check running ends with its daemon thread, which never
-        holds the process (a later check after reopening is not expected: serve is stopping)."""
+        """Refuse the checks queued and the one running (their requests get 503 now); the
+        running bcrypt ends on its daemon thread, which never holds the process."""
         self._closed = True
-        for job in self._queue:
-            if not job.done.done():
+        running = [self._running] if self._running is not None else []
+        for job in (*running, *self._queue):
+            if not job.done.done():  # its request answers now: a shutdown waits for no bcrypt
                 job.done.set_exception(AuthRefused(503, "shutting down"))
 
 

@@ -38,6 +38,7 @@ from vgpumon.export.app import (
 from vgpumon.export.connections import ConnectionGuard, ServerLimits
 from vgpumon.export.gc_settings import settle_after_startup
 from vgpumon.export.housekeeping import Housekeeping
+from vgpumon.export.limits import DEFAULT_BCRYPT_MAX_COST
 from vgpumon.export.listener import ListenAt, Listener
 from vgpumon.export.negotiation import choose, gzip_wanted
 from vgpumon.export.publisher import Publisher, no_extra
@@ -260,13 +261,13 @@ def build_app(
     return app
 
 
-def _web_config(path: str | None) -> Any:
+def _web_config(path: str | None, bcrypt_max_cost: int) -> Any:
     """The runtime of a Prometheus web-config file (TLS, basic auth), or None without one."""
     if path is None:
         return None
     from vgpumon.export.webconfig_runtime import WebConfigRuntime
 
-    return WebConfigRuntime(path)
+    return WebConfigRuntime(path, bcrypt_max_cost=bcrypt_max_cost)
 
 
 def startup_warnings(web_config: Any) -> list[str]:
@@ -335,6 +336,7 @@ async def serve(
     max_requests: int,
     web_config_file: str | None,
     shutdown_timeout_seconds: float,
+    bcrypt_max_cost: int = DEFAULT_BCRYPT_MAX_COST,
     render_ahead: bool = False,
     telemetry_path: str = DEFAULT_TELEMETRY_PATH,
     limits: ServerLimits | None = None,
@@ -359,7 +361,7 @@ async def serve(
     call is never interrupted: it is a daemon and ends with the process.
     """
     limits = limits or ServerLimits()
-    web_config = _web_config(web_config_file)
+    web_config = _web_config(web_config_file, bcrypt_max_cost)
     for warning in startup_warnings(web_config):
         log.warning("%s", warning)
     ssl_context = web_config.ssl_context() if web_config is not None else None
@@ -418,10 +420,12 @@ async def serve(
         for task in list(reloads):
             task.cancel()
         deadline = time.monotonic() + bound
+        if web_config is not None:
+            # First: a request waiting on a bcrypt check (cost 14 is a second, more is more)
+            # gets its 503 now instead of holding the shutdown up to its bound.
+            web_config.close()
         await listener.close(bound)
         await publisher.close()
-        if web_config is not None:
-            web_config.close()
         if sampling is not None:
             stop.set()
             remaining = max(0.0, deadline - time.monotonic())

@@ -23,7 +23,8 @@ from typing import Any
 
 from vgpumon.errors import ConfigError
 from vgpumon.export.app import App, Handler, Middleware, Request, Response, text
-from vgpumon.export.auth import DEFAULT_MAX_COST, AuthRefused, BasicAuth
+from vgpumon.export.auth import AuthRefused, BasicAuth
+from vgpumon.export.limits import DEFAULT_BCRYPT_MAX_COST
 from vgpumon.export.webconfig import RateLimit, Stamp, WebConfig, file_stamp
 
 log = logging.getLogger(__name__)
@@ -134,7 +135,11 @@ class WebConfigRuntime:
     INLINE_WAIT_SECONDS = 0.5
 
     def __init__(
-        self, path: str, *, check_interval: float = 1.0, bcrypt_max_cost: int = DEFAULT_MAX_COST
+        self,
+        path: str,
+        *,
+        check_interval: float = 1.0,
+        bcrypt_max_cost: int = DEFAULT_BCRYPT_MAX_COST,
     ) -> None:
         self._path = path
         self._interval = check_interval
