@@ -457,6 +457,9 @@ async def test_12_a_cost_31_user_does_not_lock_anyone_out(tmp_path: Path) -> Non
         statuses = []
         task = asyncio.ensure_future(attack())
         try:
+            checker = t.runtime._auth.checker
+            await asyncio.wait_for(_until(lambda: checker.calls >= 1), 10)  # checks under way
+            await asyncio.sleep(0.1)
             for local in firsts:
                 statuses.append(await scrape(t, local=local))
         finally:
