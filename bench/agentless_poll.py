@@ -5,7 +5,7 @@ Two measurements:
 1. Parse time of ``nvidia-smi -q -x`` + ``nvidia-smi vgpu -q -x`` for the built-in
    ``kvm-vgpu-timesliced`` scenario (3 GPUs, 11 vGPUs) and for a synthetic large host: its GPU and
    vGPU elements repeated to 16 GPUs x 48 vGPUs (the design's upper bound).
-2. Poll latency of :class:`vgpumon.sources.ssh.SshSource` against asyncssh servers on loopback
+2. Poll latency of :class:`vgpumon.sources.ssh.SshFleet` against asyncssh servers on loopback
    (one process: client and servers share the CPU, so this is an upper bound on the client's
    cost, not a network measurement), for 1 host and for HOSTS hosts with MAX_SESSIONS at once:
    the first round logs in, later rounds reuse each host's session.
@@ -31,7 +31,7 @@ import asyncssh
 from vgpumon import sim
 from vgpumon.sim.smi_xml import device_report, vgpu_report
 from vgpumon.smi import parse_reports
-from vgpumon.sources.ssh import SshSource
+from vgpumon.sources.ssh import SshFleet
 from vgpumon.sources.ssh_targets import SshSettings, parse_target
 
 SCENARIO = "kvm-vgpu-timesliced"
@@ -112,17 +112,17 @@ async def poll_bench(hosts: int, max_sessions: int, rounds: int, device: str, vg
             max_sessions=max_sessions,
             timeout_seconds=30,
         )
-        source = SshSource(settings)
+        source = SshFleet(settings)
         walls = []
         t = time.perf_counter()
-        await asyncio.gather(*(source.poll(h) for h in source.hosts()))
+        await asyncio.gather(*(source.poll(h) for h in source.latest.names))
         first = (time.perf_counter() - t) * 1000  # logins included
         for _ in range(rounds):
             t = time.perf_counter()
-            updates = await asyncio.gather(*(source.poll(h) for h in source.hosts()))
+            updates = await asyncio.gather(*(source.poll(h) for h in source.latest.names))
             walls.append((time.perf_counter() - t) * 1000)
             assert all(u.state.value == "up" for u in updates)
-        await source.close()
+        source.transport.close()
         rows.append(
             f"| {count} | {max_sessions} | {first:.0f} | {statistics.median(walls):.0f} "
             f"| {max(walls):.0f} |"

@@ -245,17 +245,12 @@ def start_exporters(scenario: str, ports: list[int]) -> subprocess.Popen[str]:
 
 
 async def measure(urls: list[str], seconds: float, warmup: float, tree: bool) -> dict[str, Any]:
-    from vgpumon.sources.fleet import FleetSource
-    from vgpumon.sources.remote import RemoteSource, RemoteTarget
+    from vgpumon.sources.remote import RemoteTarget, remote_fleet
     from vgpumon.tui.app import create_app
     from vgpumon.tui.screens.base import LiveScreen
 
-    sources = [
-        RemoteSource(RemoteTarget(u, name=f"host-{i:02d}"), interval_seconds=1.0)
-        for i, u in enumerate(urls)
-    ]
-    source = sources[0] if len(sources) == 1 else FleetSource(sources)
-    app = create_app(source, interval=1.0)
+    targets = [RemoteTarget(u, name=f"host-{i:02d}") for i, u in enumerate(urls)]
+    app = create_app(remote_fleet(targets, interval_seconds=1.0), interval=1.0)
     frames: list[float] = []
     original = LiveScreen.refresh_data
 

@@ -170,6 +170,11 @@ def rich_snapshot() -> Snapshot:
         vgpu_framebuffer_free_bytes=64 * GIB,
         vgpu_framebuffer_stranded_bytes=0,
         vgpu_instances=vgpus,
+        # The VMs as a hypervisor's process list names them (an agentless ESXi host's).
+        processes=(
+            *_physical(0, "", "none").processes,
+            Process(pid=2102359, name="render-farm-01", kind="vm", used_memory_bytes=GIB),
+        ),
         vgpu_types=(
             VgpuType(
                 type_id=1001,
@@ -338,7 +343,7 @@ def rich_snapshot() -> Snapshot:
         gpus=(host, mig, guest, lost),
         collectors=(
             CollectorStatus("device", True, 0.0),
-            CollectorStatus("memory", False, 0.0),
+            CollectorStatus("memory", False, 0.0, failure="timeout", detail="no answer in 1 s"),
             CollectorStatus("vgpu", True, 0.0),
             CollectorStatus("xid", True, 0.0),
         ),

@@ -4,7 +4,9 @@ Each fake host is its own server with its own host key, so the client's known_ho
 authentication and per-host timeout all run for real. ``behaviour`` picks what the host does:
 ``"ok"`` answers ``nvidia-smi -q -x`` / ``nvidia-smi vgpu -q -x`` with the given reports,
 ``"hang"`` never answers, ``"garbage"`` prints text that is not XML, ``"refuse"`` accepts no key,
-``"no-smi"`` has no nvidia-smi (exit status 127).
+``"no-smi"`` has no nvidia-smi (exit status 127). The device report answered, the vGPU report can
+fail alone: ``"vgpu-empty"`` prints nothing with exit status 0, ``"vgpu-exit"`` exits 6 with a
+message, ``"vgpu-hang"`` never answers it.
 """
 
 from __future__ import annotations
@@ -77,8 +79,14 @@ async def start_host(
             process.stdout.write(b"sh: nvidia-smi: not found\n")
             process.exit(127)
             return
+        elif command.endswith("vgpu -q -x") and behaviour == "vgpu-hang":
+            await asyncio.sleep(3600)
+        elif command.endswith("vgpu -q -x") and behaviour == "vgpu-exit":
+            process.stdout.write(b"No supported devices in vGPU mode\n")
+            process.exit(6)
+            return
         elif command.endswith("vgpu -q -x"):
-            process.stdout.write(vgpu_xml.encode())
+            process.stdout.write(b"" if behaviour == "vgpu-empty" else vgpu_xml.encode())
         elif command.endswith("-q -x"):
             process.stdout.write(device_xml.encode())
         else:

@@ -1,4 +1,4 @@
-"""The one shape of a snapshot source that ``serve`` and ``top`` both drive: :class:`SnapshotFeed`.
+"""The one shape of a snapshot stream that every consumer drives: :class:`SnapshotFeed`.
 
 A feed makes snapshots in its own loop (:meth:`SnapshotFeed.run`) and says when there is a new
 one (:meth:`SnapshotFeed.on_snapshot`); a consumer reads the newest (:attr:`SnapshotFeed.latest`)
@@ -6,28 +6,39 @@ and never drives NVML, SSH or HTTP itself. A feed that reads over a network can 
 snapshot at all; it is a :class:`FallibleFeed` and says so (:meth:`FallibleFeed.on_failure`),
 keeping its last snapshot.
 
-The feeds:
+The feeds of one host (their news is a :class:`~vgpumon.model.Snapshot`):
 
 * the sampler, this host's GPUs (``vgpumon.collect.sampler``); NVML trouble is inside its
   snapshots (``health``), so it never fails to make one;
 * one exporter over HTTP (``vgpumon.sources.remote.RemoteFeed``), a :class:`FallibleFeed`;
 * one agentless host, its ``nvidia-smi`` over SSH (``vgpumon.sources.ssh.SshHostFeed``), a
-  :class:`FallibleFeed`; and every agentless host as one feed whose snapshot is all of theirs
-  (``vgpumon.sources.agentless.AgentlessFeed``), which ``serve --ssh.targets`` renders. The two that
-  poll a peer share their loop and listeners (``vgpumon.sources.polled.PolledFeed``).
+  :class:`FallibleFeed`. The two that poll a peer share their loop and listeners
+  (``vgpumon.sources.polled.PolledFeed``).
 
-``serve`` renders one feed. ``top`` shows hosts: :class:`vgpumon.sources.feed_source.FeedSource`
-turns any feed of :class:`~vgpumon.model.Snapshot` into one host of a
-:class:`~vgpumon.sources.base.SnapshotSource` (its loop, refresh, connection state and one-line
-error), and a fleet (``vgpumon.sources.fleet``) joins such hosts. No source runs a loop of its own.
+A feed of several hosts has a :class:`Fleet` for news: every host's newest state
+(:class:`HostUpdate`: connecting, up, unreachable with the reason and the last snapshot kept,
+closed), in a stable order. ``vgpumon.sources.fleet.FleetFeed`` joins named feeds of one host
+into such a feed; a feed that reads many hosts at once (a Prometheus server) can be one directly.
+
+Who reads what:
+
+* ``serve`` renders one feed: the sampler, or the agentless hosts' fleet
+  (``vgpumon.sources.agentless.AgentlessFeed``, the fleet as the exporter renders it);
+* ``top`` shows one feed of :class:`Fleet` news, whatever its hosts are: this host's sampler as a
+  fleet of one, exporters, agentless hosts (docs/tui.md, "Data path"). Nothing else stands between
+  a feed and ``top``: no second protocol, no loop of a consumer's own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
+
+from vgpumon.model import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -88,3 +99,45 @@ def tell(listeners: Iterable[Callable[[N], object]], news: N) -> None:
             listener(news)
         except Exception:
             log.exception("a listener of a snapshot feed failed")
+
+
+class HostState(str, enum.Enum):
+    """Where a host of a fleet stands; the value is what a screen prints."""
+
+    CONNECTING = "connecting"  # no answer yet (first contact)
+    UP = "up"  # the newest attempt gave a snapshot that says the host is up
+    UNREACHABLE = "unreachable"  # the newest attempt failed, or its snapshot says the host is down
+    CLOSED = "closed"  # the feed has stopped
+
+
+@dataclass(frozen=True)
+class HostUpdate:
+    """One host's newest state in a :class:`Fleet`; a new object whenever it changes."""
+
+    host: str  # stable key and display name: "local", an exporter's HOST:PORT, or its target name
+    state: HostState
+    snapshot: Snapshot | None = None  # the newest snapshot ever received (kept when unreachable)
+    error: str | None = None  # one line, set when ``state`` is UNREACHABLE
+    received_at: float | None = None  # time.time() when ``snapshot`` arrived
+    sequence: int = 0  # grows by one with every change of this host
+
+    @property
+    def stale(self) -> bool:
+        """The snapshot shown is older than the host's current state (host not up)."""
+        return self.snapshot is not None and self.state is not HostState.UP
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """The news of a feed of hosts: each host's newest state, in a stable order.
+
+    A host whose state did not change keeps the very same :class:`HostUpdate` object from one
+    Fleet to the next, so a consumer finds what changed by identity, without comparing snapshots.
+    """
+
+    name: str  # what the feed reads, for titles ("this host (sim:...)", "20 hosts")
+    hosts: tuple[HostUpdate, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(u.host for u in self.hosts)

@@ -33,6 +33,13 @@ SCHEMA_VERSION = 2
 
 VIRTUALIZATION_MODES = ("none", "passthrough", "vgpu", "host_vgpu", "host_vsga")
 SCHEDULER_POLICIES = ("unknown", "best_effort", "equal_share", "fixed_share")
+# Why a collector failed, where the source can tell (an agentless host's optional vGPU report:
+# printed nothing, exited non-zero, was not nvidia-smi XML, was too large, did not answer).
+COLLECTOR_FAILURES = ("empty", "exit_status", "unparsable", "too_large", "timeout")
+# What holds a GPU in its process list: a compute, graphics or MPS process, or a VM, as a
+# hypervisor's nvidia-smi lists the VMs on its vGPU host GPUs (ESXi: the VM's name, its world ID
+# as the pid, its framebuffer as the memory used).
+PROCESS_KINDS = ("compute", "graphics", "mps", "vm")
 # The one verdict on a vGPU's scheduler share over its window (vgpumon.collect.starvation,
 # docs/verdicts.md): starved or ok, or why there is no verdict.
 SHARE_STATES = ("starved", "ok", "short_window", "missed_entries", "unknown_policy")
@@ -161,7 +168,7 @@ class Gpm:
 class Process:
     pid: int
     name: str | None = None
-    kind: str = "compute"  # compute | graphics | mps
+    kind: str = "compute"  # PROCESS_KINDS
     used_memory_bytes: int | None = None
     gpu_instance_id: int | None = None
     compute_instance_id: int | None = None
@@ -287,7 +294,8 @@ class VgpuProcess:
 
 @dataclass(frozen=True, slots=True)
 class VirtualMachine:
-    """The hypervisor's record of the VM that holds a vGPU (from libvirt, not NVML).
+    """The hypervisor's record of the VM that holds a vGPU (libvirt, KubeVirt, or the VM name an
+    agentless host's ``nvidia-smi vgpu`` report prints), not NVML's.
 
     NVML knows a VM only by an id (a UUID on KVM); the name is what a person on call recognises.
     """
@@ -600,11 +608,15 @@ class DeviceAllocation:
 
 @dataclass(frozen=True, slots=True)
 class CollectorStatus:
-    """One reader's outcome in the cycle (``vgpumon_scrape_collector_*``)."""
+    """One reader's outcome in the cycle (``vgpumon_scrape_collector_*``); a failed one may say
+    why: ``failure`` one of :data:`COLLECTOR_FAILURES` (a metric label), ``detail`` the line a
+    person reads (the log, ``/api/v1/snapshot``)."""
 
     name: str
     success: bool
     duration_seconds: float
+    failure: str | None = None  # COLLECTOR_FAILURES
+    detail: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

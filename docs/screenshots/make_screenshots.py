@@ -9,35 +9,42 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from vgpumon.collect import Sampler
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock
-from vgpumon.sources.fleet import FleetSource
-from vgpumon.sources.local import LocalSource
+from vgpumon.sources.fleet import FleetFeed, nvml_down, this_host
 from vgpumon.tui.app import create_app
 
 HERE = Path(__file__).resolve().parent
 SIZE = (120, 34)
 
 
-def local(scenario: str, host: str = "local") -> tuple[LocalSource, ManualClock]:
+Host = tuple[str, Sampler, ManualClock]
+
+
+def local(scenario: str, host: str = "local") -> Host:
     clock = ManualClock()
     session = open_session(sim=scenario, clock=clock)
-    return LocalSource(session, SamplerConfig(), host=host, clock=clock.now), clock
+    return host, Sampler(session, SamplerConfig(), clock=clock.now), clock
 
 
-async def cycles(source: LocalSource, clock: ManualClock, n: int) -> None:
+async def cycles(sampler: Sampler, clock: ManualClock, n: int) -> None:
     for _ in range(n):
-        await source.cycle_once()
+        await sampler.cycle()
         clock.advance(1.0)
 
 
-async def shot(name: str, sources: list[tuple[LocalSource, ManualClock]], keys: list[str]) -> None:
-    source = sources[0][0] if len(sources) == 1 else FleetSource([s for s, _ in sources])
-    app = create_app(source, start_source=False, clock=sources[0][1].now)
+async def shot(name: str, hosts: list[Host], keys: list[str]) -> None:
+    clock = hosts[0][2]
+    if len(hosts) == 1:
+        feed = this_host(hosts[0][1], host=hosts[0][0], clock=clock.now)
+    else:
+        feed = FleetFeed([(h, s) for h, s, _ in hosts], judge=nvml_down, clock=clock.now)
+    app = create_app(feed, start_feed=False, clock=clock.now)
     async with app.run_test(size=SIZE) as pilot:
-        for s, clock in sources:
-            await cycles(s, clock, 30)
+        for _, sampler, sim_clock in hosts:
+            await cycles(sampler, sim_clock, 30)
         await pilot.pause()
         app.render_now()
         await pilot.pause()
@@ -48,6 +55,8 @@ async def shot(name: str, sources: list[tuple[LocalSource, ManualClock]], keys: 
             await pilot.pause()
         await pilot.pause()
         app.save_screenshot(filename=f"{name}.svg", path=str(HERE))
+    for _, sampler, _ in hosts:
+        sampler.close()
 
 
 async def main() -> None:

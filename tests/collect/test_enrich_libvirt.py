@@ -17,6 +17,7 @@ from enrich_helpers import wait_for
 from export_helpers import samples_by_name
 from vgpu_helpers import by_id
 
+from vgpumon.collect import Sampler
 from vgpumon.collect.enrich.libvirt import LibvirtConfig, LibvirtEnricher
 from vgpumon.errors import ConfigError
 from vgpumon.metrics.exposition import render
@@ -252,18 +253,20 @@ def test_enricher_closes_with_the_sampler(host: Any) -> None:
     assert dataclasses.is_dataclass(enricher.inventory)
 
 
-async def test_a_local_source_carries_the_names() -> None:
-    """What ``top`` on this host reads: the same enrichers in the in-process source."""
+async def test_this_hosts_feed_carries_the_names() -> None:
+    """What ``top`` on this host reads: the same enrichers in the in-process sampler."""
     from vgpumon.nvml.loader import open_session
-    from vgpumon.sources.local import LocalSource
+    from vgpumon.sources.fleet import this_host
 
     enricher = LibvirtEnricher(LibvirtConfig(uri=URI))
-    source = LocalSource(open_session(sim="kvm-vgpu-timesliced"), enrichers=[enricher])
+    sampler = Sampler(open_session(sim="kvm-vgpu-timesliced"), enrichers=[enricher])
+    feed = this_host(sampler)
     try:
-        await source.cycle_once()
+        await sampler.cycle()
         await asyncio.to_thread(wait_for, lambda: enricher.refreshes >= 1, "a libvirt read")
-        update = await source.cycle_once()
+        await sampler.cycle()
     finally:
-        source.sampler.close()
+        sampler.close()
+    update = feed.latest.hosts[0]
     assert update.snapshot is not None
     assert by_id(update.snapshot.gpus[0])[1].vm.name == "vm-render-07"

@@ -31,7 +31,7 @@ def test_on_by_default_off_with_the_flag() -> None:
 
 
 def test_idle_ratio_and_processes() -> None:
-    got = stage(parse("--metering.idle-ratio", "10%", "--processes"))
+    got = stage(parse("--metering.idle-ratio", "10%", "--process-series"))
     assert got is not None and got.config.idle_ratio == pytest.approx(0.1)
     assert got.config.proc == "/proc"
     simulated = stage(parse("--processes", "--sim", "metering-known-load"))

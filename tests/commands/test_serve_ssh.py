@@ -162,27 +162,25 @@ def test_bad_targets_are_one_line_errors(tmp_path: Path) -> None:
         assert len(stderr.strip().splitlines()) == 1, stderr
 
 
-def test_the_flags_build_an_ssh_source_for_other_commands(tmp_path: Path) -> None:
-    """``top --ssh.targets`` gets the same source from the same flags (commands/ssh_args.py)."""
+def test_the_flags_build_ssh_settings_for_other_commands(tmp_path: Path) -> None:
+    """``top --ssh.targets`` gets the same settings from the same flags (commands/ssh_args.py)."""
     import argparse
 
-    from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_source_from_args
-    from vgpumon.sources.base import SnapshotSource
-    from vgpumon.sources.ssh import SshSource
+    from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_settings_from
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--sim")
     parser.add_argument("--nvml-module")
     add_ssh_arguments(parser)
     none = parser.parse_args([])
-    assert ssh_source_from_args(none, "top") is None
+    assert ssh_settings_from(none, "top") is None
     args = parser.parse_args(
         ["--ssh.targets", "root@esxi-1", "--ssh.targets", "esxi-2:2222", "--ssh.timeout", "4"]
     )
-    source = ssh_source_from_args(args, "top")
-    assert isinstance(source, SshSource) and isinstance(source, SnapshotSource)
-    assert source.hosts() == ("esxi-1", "esxi-2:2222")
-    assert source.settings.timeout_seconds == 4.0
+    settings = ssh_settings_from(args, "top")
+    assert settings is not None
+    assert [t.name for t in settings.targets] == ["esxi-1", "esxi-2:2222"]
+    assert settings.timeout_seconds == 4.0
 
 
 def test_the_config_file_ssh_section_and_flags_over_it(tmp_path: Path) -> None:
@@ -221,8 +219,8 @@ def test_the_config_file_ssh_section_and_flags_over_it(tmp_path: Path) -> None:
     assert code != 0 and "ssh.timeout" in stderr and len(stderr.strip().splitlines()) == 1
 
 
-def test_top_ssh_reads_the_agentless_source() -> None:
-    """``vgpumon top --ssh.targets HOST`` gets the same SshSource as serve (no NVML in the
+def test_top_ssh_reads_the_agentless_fleet() -> None:
+    """``vgpumon top --ssh.targets HOST`` reads the same fleet serve renders (no NVML in the
     process)."""
     import argparse
 
@@ -230,21 +228,19 @@ def test_top_ssh_reads_the_agentless_source() -> None:
 
     from vgpumon.commands import top
     from vgpumon.errors import ConfigError
-    from vgpumon.sources.ssh import SshSource
+    from vgpumon.sources.ssh import SshFleet
 
     parser = argparse.ArgumentParser()
     top.add_arguments(parser)
-    source = top.source_from_args(
+    made = top.feed_from_args(
         parser.parse_args(["--ssh.targets", "root@esxi-1", "--ssh.targets", "esxi-2"])
     )
-    assert isinstance(source, SshSource)
-    assert source.hosts() == ("esxi-1", "esxi-2")
+    assert isinstance(made.feed, SshFleet) and not made.this_host
+    assert made.feed.latest.names == ("esxi-1", "esxi-2")
     with pytest.raises(ConfigError, match="drop --url"):
-        top.source_from_args(
-            parser.parse_args(["--ssh.targets", "esxi-1", "--url", "http://x:9839"])
-        )
+        top.feed_from_args(parser.parse_args(["--ssh.targets", "esxi-1", "--url", "http://x:9839"]))
     with pytest.raises(ConfigError, match="cannot be combined with an NVML source"):
-        top.source_from_args(parser.parse_args(["--ssh.targets", "esxi-1", "--sim", "vgpu-guest"]))
+        top.feed_from_args(parser.parse_args(["--ssh.targets", "esxi-1", "--sim", "vgpu-guest"]))
 
 
 def test_a_missing_key_or_known_hosts_file_is_refused_at_start(tmp_path: Path) -> None:

@@ -75,29 +75,30 @@ async def test_local_top_names_vgpus_from_libvirt() -> None:
     from ci_helpers import optional_binding
 
     from vgpumon.cli import build_parser
-    from vgpumon.commands.top import source_from_args
-    from vgpumon.sources.local import LocalSource
+    from vgpumon.collect import Sampler
+    from vgpumon.commands.top import feed_from_args
     from vgpumon.view import rows as vr
 
     optional_binding("libvirt", "libvirt")
     fixtures = Path(__file__).resolve().parents[1] / "fixtures"
     fixture = fixtures / "libvirt" / "kvm-vgpu-timesliced.xml"
     argv = ["top", "--sim", "kvm-vgpu-timesliced", "--libvirt.uri", f"test://{fixture}"]
-    source = source_from_args(build_parser("top").parse_args(argv))
-    assert isinstance(source, LocalSource)
+    made = feed_from_args(build_parser("top").parse_args(argv))
+    sampler = made.feed.feeds["local"]
+    assert isinstance(sampler, Sampler) and not made.this_host  # a simulator's pids are not ours
     try:
         names: set[str | None] = set()
         for _ in range(50):  # the enricher reads libvirt on its own thread; its answer comes soon
-            update = await source.cycle_once()
-            assert update.snapshot is not None
-            snap = update.snapshot
+            await sampler.cycle()
+            snap = made.feed.latest.hosts[0].snapshot
+            assert snap is not None
             names = {r.vm for g in snap.gpus for r in vr.vgpu_rows("local", snap, g)}
             if "vm-render-07" in names:
                 break
             await asyncio.sleep(0.1)
         assert "vm-render-07" in names
     finally:
-        await source.close()
+        sampler.close()
 
 
 def test_history_is_points_at_the_refresh_rate() -> None:

@@ -6,7 +6,8 @@ with the stage pointed at a fake host tree instead: the simulated PIDs are given
 Kubernetes containers and their runtimes' records (the real resolver reads them, as on a node),
 and one PID is given no /proc entry at all (a dead holder). Everything else is ``serve`` as is.
 
-    python tests/e2e/metering_host.py ROOT serve --sim SCENARIO --processes --web.listen-address ...
+    python tests/e2e/metering_host.py ROOT serve --sim SCENARIO --process-series \
+        --web.listen-address ...
 """
 
 from __future__ import annotations

@@ -141,9 +141,9 @@ def metering_scenario(directory: Path) -> Path:
 
 # Flags per kind on top of --sim: the opt-in families the dashboards show.
 EXTRA_FLAGS = {
-    "vgpu": ["--processes", "--pcie-throughput", "--kubernetes.pod-series"],
-    "mig": ["--processes"],
-    "baremetal": ["--processes"],
+    "vgpu": ["--process-series", "--pcie-throughput", "--kubernetes.pod-series"],
+    "mig": ["--process-series"],
+    "baremetal": ["--process-series"],
     "metering": ["--process-series"],
 }
 CLUSTER = "e2e"  # the target label the file_sd example sets

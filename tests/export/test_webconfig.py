@@ -482,7 +482,8 @@ def test_full_tls_config_with_relative_paths(tmp_path: Path, pki: Path) -> None:
     assert config.users == {"alice": HASH_ALICE}
     assert config.rate_limit is not None
     assert config.rate_limit.interval_s == 90 and config.rate_limit.burst == 5
-    assert config.warnings == ()
+    # X25519 alone: set where this Python can, else OpenSSL's defaults (X25519 first), said once.
+    assert config.warnings in ((), (X25519_DEFAULTS,))
 
 
 def test_tls_settings_without_certificate_mean_no_tls(tmp_path: Path) -> None:
@@ -535,6 +536,39 @@ def test_several_curves_are_narrowed_with_a_warning(tmp_path: Path, pki: Path) -
         "curve_preferences: this Python's ssl module can set only one curve, so only CurveP384"
         " is offered (ignored: X25519)",
     )
+
+
+X25519_DEFAULTS = (
+    "curve_preferences: this Python's ssl module cannot offer X25519 alone, so OpenSSL's "
+    "default groups are offered, X25519 first"
+)
+
+
+def test_x25519_where_this_python_cannot_set_it_keeps_openssl_s_defaults(
+    tmp_path: Path, pki: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Debian 12's Python 3.11.2 refuses set_ecdh_curve("X25519") ("unknown group"), which
+    failed the README's test command there: OpenSSL's defaults offer X25519 first, so the
+    preference holds, with a warning, instead of a refused file."""
+    import ssl
+
+    real = ssl.SSLContext.set_ecdh_curve
+
+    def debian_3_11_2(self: ssl.SSLContext, name: str) -> None:
+        if name == "X25519":
+            raise ssl.SSLError(1, "[EC: UNKNOWN_GROUP] unknown group (_ssl.c:4346)")
+        real(self, name)
+
+    monkeypatch.setattr(ssl.SSLContext, "set_ecdh_curve", debian_3_11_2)
+    text = f"tls_server_config:\n  cert_file: {pki}/server.crt\n  key_file: {pki}/server.key\n"
+    config = WebConfig.load(write(tmp_path, text + "  curve_preferences: [X25519]\n"))
+    assert config.tls_context is not None
+    assert config.warnings == (X25519_DEFAULTS,)
+    with pytest.raises(ConfigError, match="curve_preferences"):  # any other refusal stays one
+        monkeypatch.setattr(
+            ssl.SSLContext, "set_ecdh_curve", lambda self, name: debian_3_11_2(self, "X25519")
+        )
+        WebConfig.load(write(tmp_path, text + "  curve_preferences: [CurveP384]\n"))
 
 
 def test_zero_interval_disables_rate_limit(tmp_path: Path) -> None:

@@ -7,11 +7,11 @@ import dataclasses
 from export_helpers import rich_snapshot, samples_by_name
 from prometheus_client.parser import text_string_to_metric_families
 
+from vgpumon.feed import HostState, HostUpdate
 from vgpumon.metrics.exposition import render
 from vgpumon.metrics.hosts import HOST_FAMILIES, HostSnapshot, HostsView
 from vgpumon.metrics.table import FAMILIES
 from vgpumon.model import to_dict
-from vgpumon.sources.base import HostState, HostUpdate
 from vgpumon.sources.ssh import down_snapshot
 
 

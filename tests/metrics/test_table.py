@@ -57,6 +57,7 @@ VALUE_LABELS = {
     "pod",
     "container",
     "reading",  # a cadenced value of the sampler (collect.base.CADENCED), a fixed set
+    "vm_id",  # a VM in the hypervisor's process list (ESXi: its world ID), few per GPU
 }
 FORBIDDEN_LABELS = {"hostname", "host", "instance", "job", "node", "le", "quantile"}
 IDS = ("gpu", "uuid")

@@ -3,9 +3,9 @@
 Producers (``model``, ``nvml``, ``sim``, ``collect``, ``smi``) never import consumers; ``view`` is
 free of textual; ``export`` never reaches into ``collect`` (it gets snapshots, not samplers),
 textual (``serve`` must start on a host without a UI stack) nor ``config`` (the settings read the
-HTTP side's types, not the other way round); ``tui`` sees snapshots only through
-``sources`` and ``view``. Every import counts, also one inside a function or under
-``TYPE_CHECKING``: a lazy import is still an arrow in the wrong direction.
+HTTP side's types, not the other way round); ``tui`` sees snapshots only through the feed it is
+handed (``feed``), ``sources`` and ``view``. Every import counts, also one inside a function or
+under ``TYPE_CHECKING``: a lazy import is still an arrow in the wrong direction.
 
 Each rule is also shown to fail: the checker runs on a temporary tree with one planted violation.
 """
@@ -22,9 +22,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PRODUCERS = ("model", "nvml", "sim", "collect", "smi")
 CONSUMERS = ("view", "sources", "export", "tui", "validate", "commands")
-# What tui may import from vgpumon: the snapshot model, the shared presentation, the sources, the
-# leaf modules every package may use (errors, text, units), and its own modules.
-TUI_ALLOWED = ("model", "view", "sources", "errors", "text", "units", "tui")
+# What tui may import from vgpumon: the snapshot model, the feed shape (what it is handed), the
+# shared presentation, the sources, the leaf modules every package may use (errors, text, units),
+# and its own modules.
+TUI_ALLOWED = ("model", "feed", "view", "sources", "errors", "text", "units", "tui")
 # The metric vocabulary reads only the model: everything that speaks metric names (export,
 # sources, validate, config, commands) imports it, so an import back would tie it in a circle.
 METRICS_ALLOWED = ("model", "errors", "units", "metrics", "__version__")
@@ -135,13 +136,13 @@ def test_the_code_keeps_the_import_rules() -> None:
 
 PLANTED = [
     ("vgpumon/collect/planted.py", "from vgpumon.export.server import serve\n", 0),
-    ("vgpumon/export/planted.py", "from vgpumon.sources.ssh import SshSource\n", 3),
+    ("vgpumon/export/planted.py", "from vgpumon.sources.ssh import SshFleet\n", 3),
     ("vgpumon/export/planted.py", "from vgpumon.config.serve import ListenAddress\n", 3),
     ("vgpumon/collect/planted.py", "from vgpumon.metrics.table import FAMILIES\n", 0),
     ("vgpumon/model.py", "def later():\n    import vgpumon.view.format\n", 0),
     ("vgpumon/sim/planted.py", "from ..commands import serve\n", 0),
     ("vgpumon/nvml/planted.py", "from vgpumon import tui\n", 0),
-    ("vgpumon/smi/planted.py", "from vgpumon.sources.ssh import SshSource\n", 0),
+    ("vgpumon/smi/planted.py", "from vgpumon.sources.ssh import SshFleet\n", 0),
     ("vgpumon/view/planted.py", "from textual.widgets import DataTable\n", 1),
     ("vgpumon/export/planted.py", "from vgpumon.collect.sampler import Sampler\n", 2),
     ("vgpumon/export/planted.py", "import textual.app\n", 4),
@@ -171,7 +172,7 @@ def test_each_rule_fails_on_a_planted_violation(
     (tmp_path / "vgpumon" / "__init__.py").write_text("")
     # Allowed neighbours in the same tree: a clean file must not be reported.
     (tmp_path / "vgpumon" / "tui" / "ok.py").write_text(
-        "import textual\nfrom vgpumon.view import rows\nfrom vgpumon.sources.base import Hub\n"
+        "import textual\nfrom vgpumon.view import rows\nfrom vgpumon.feed import Hub\n"
     )
     (tmp_path / "vgpumon" / "export" / "ok.py").write_text("from vgpumon.model import Snapshot\n")
     assert violations(tmp_path) == []

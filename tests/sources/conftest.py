@@ -22,8 +22,8 @@ from vgpumon.export.address import ListenAddress
 from vgpumon.export.listener import Listener
 from vgpumon.export.server import build_app
 from vgpumon.export.webconfig_runtime import WebConfigRuntime
+from vgpumon.feed import Fleet, HostUpdate, SnapshotFeed
 from vgpumon.nvml.loader import open_session
-from vgpumon.sources.base import HostUpdate, SnapshotSource
 
 PASSWORD = "s3cret-scraper"
 USER = "prometheus"
@@ -181,8 +181,15 @@ def wait_until() -> Callable[..., Any]:
     return until
 
 
+def host_of(feed: SnapshotFeed[Fleet], host: str) -> HostUpdate:
+    """The host's newest state in the feed's newest Fleet."""
+    fleet = feed.latest
+    assert fleet is not None
+    return next(u for u in fleet.hosts if u.host == host)
+
+
 async def until(
-    source: SnapshotSource,
+    feed: SnapshotFeed[Fleet],
     host: str,
     check: Callable[[HostUpdate], bool],
     *,
@@ -193,7 +200,7 @@ async def until(
     loop = asyncio.get_running_loop()
     give_up = loop.time() + seconds
     while True:
-        update = source.latest()[host]
+        update = host_of(feed, host)
         if check(update):
             return update
         if loop.time() > give_up:

@@ -1,6 +1,6 @@
-"""One snapshot-source shape: ``serve`` and ``top`` drive the sampler and the agentless hosts
-through :class:`vgpumon.feed.SnapshotFeed`, and ``top``'s local source runs the sampler's loop
-(the remote and SSH feeds and the one wrapper of feeds: test_feed_source.py)."""
+"""One snapshot-stream shape: ``serve`` and ``top`` drive the sampler and the agentless hosts
+through :class:`vgpumon.feed.SnapshotFeed`, and ``top`` on this host runs the sampler's own loop
+(the remote and SSH feeds and the fleet that joins feeds: test_fleet_feed.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import inspect
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.sampler import Sampler
 from vgpumon.export import server
-from vgpumon.feed import SnapshotFeed
+from vgpumon.feed import Fleet, SnapshotFeed
 from vgpumon.metrics.hosts import HostsView
 from vgpumon.model import Snapshot
 from vgpumon.nvml.loader import open_session
 from vgpumon.sources.agentless import AgentlessFeed
-from vgpumon.sources.local import LocalSource
+from vgpumon.sources.fleet import this_host
 
 MEMBERS = ("name", "latest", "not_ready_reason", "on_snapshot", "refresh", "run")
 
@@ -39,16 +39,18 @@ def test_serve_takes_a_typed_feed() -> None:
 
 
 async def test_top_refresh_wakes_the_samplers_own_loop() -> None:
-    source = LocalSource(
-        open_session(sim="passthrough-guest"), SamplerConfig(interval_seconds=3600)
-    )
-    updates = source.updates()
-    await source.start()
+    sampler = Sampler(open_session(sim="passthrough-guest"), SamplerConfig(interval_seconds=3600))
+    feed = this_host(sampler, closers=[lambda: asyncio.to_thread(sampler.close)])
+    news: asyncio.Queue[Fleet] = asyncio.Queue()
+    feed.on_snapshot(news.put_nowait)
+    stop = asyncio.Event()
+    running = asyncio.create_task(feed.run(stop))
     try:
-        first = await asyncio.wait_for(updates.__anext__(), 10)
-        await source.refresh()  # an hour before the next cycle is due
-        second = await asyncio.wait_for(updates.__anext__(), 10)
+        first = (await asyncio.wait_for(news.get(), 10)).hosts[0]
+        feed.refresh()  # an hour before the next cycle is due
+        second = (await asyncio.wait_for(news.get(), 10)).hosts[0]
         assert second.sequence == first.sequence + 1
-        assert second.snapshot is source.sampler.latest
+        assert second.snapshot is sampler.latest
     finally:
-        await source.close()
+        stop.set()
+        await asyncio.wait_for(running, 10)

@@ -1,4 +1,4 @@
-"""FleetSource: many hosts as one stream; a dead or hung host never holds up the others."""
+"""FleetFeed: many hosts as one feed; a dead or hung host never holds up the others."""
 
 from __future__ import annotations
 
@@ -7,17 +7,16 @@ import asyncio
 import pytest
 from export_helpers import free_port
 
-from vgpumon.collect import SamplerConfig
+from vgpumon.collect import Sampler, SamplerConfig
 from vgpumon.errors import ConfigError
+from vgpumon.feed import Fleet, HostState, SnapshotFeed
 from vgpumon.nvml.loader import open_session
-from vgpumon.sources import HostState, HostUpdate, SnapshotSource
-from vgpumon.sources.fleet import FleetSource
-from vgpumon.sources.local import LocalSource
-from vgpumon.sources.remote import Connection, RemoteSource, RemoteTarget
+from vgpumon.sources.fleet import FleetFeed, nvml_down
+from vgpumon.sources.remote import Connection, RemoteFeed, RemoteTarget, remote_fleet
 
 
-def remote(url: str, *, name: str | None = None, timeout: float = 5.0) -> RemoteSource:
-    return RemoteSource(
+def remote(url: str, *, name: str | None = None, timeout: float = 5.0) -> RemoteFeed:
+    return RemoteFeed(
         RemoteTarget(url, name), Connection(timeout_seconds=timeout), interval_seconds=0.05
     )
 
@@ -28,77 +27,91 @@ async def test_live_hosts_are_up_while_a_hung_one_is_still_waiting(
     one = await exporter_factory("passthrough-guest").start()
     two = await exporter_factory("baremetal-8xh100").start()
     refused = f"http://127.0.0.1:{free_port()}"
-    local = LocalSource(open_session(sim="a100-mig-mixed"), SamplerConfig(interval_seconds=0.1))
-    fleet = FleetSource(
-        [
-            remote(one.url, name="one"),
-            # The hung host's requests time out only after a minute: the others must not wait.
-            remote(silent_url, name="hung", timeout=60.0),
-            remote(two.url, name="two"),
-            remote(refused, name="dead"),
-            local,
-        ]
+    sampler = Sampler(open_session(sim="a100-mig-mixed"), SamplerConfig(interval_seconds=0.1))
+    remotes = [
+        ("one", remote(one.url, name="one")),
+        # The hung host's requests time out only after a minute: the others must not wait.
+        ("hung", remote(silent_url, name="hung", timeout=60.0)),
+        ("two", remote(two.url, name="two")),
+        ("dead", remote(refused, name="dead")),
+    ]
+    fleet = FleetFeed(
+        [*remotes, ("local", sampler)],
+        judge=nvml_down,
+        closers=[*(f.close for _, f in remotes), lambda: asyncio.to_thread(sampler.close)],
     )
-    assert isinstance(fleet, SnapshotSource)
-    assert fleet.hosts() == ("one", "hung", "two", "dead", "local")
+    typed: SnapshotFeed[Fleet] = fleet  # the shape, for mypy run on this file
+    assert typed.latest is not None and typed.latest.names == (
+        "one",
+        "hung",
+        "two",
+        "dead",
+        "local",
+    )
     assert fleet.name == "5 hosts"
-    seen: list[HostUpdate] = []
-
-    async def collect() -> None:
-        async for update in fleet.updates():
-            seen.append(update)
-
-    collecting = asyncio.create_task(collect())
-    await fleet.start()
+    seen: list[Fleet] = []
+    fleet.on_snapshot(seen.append)
+    stop = asyncio.Event()
+    running = asyncio.create_task(fleet.run(stop))
     try:
         for host in ("one", "two", "local"):
             await wait_until(fleet, host, lambda u: u.state is HostState.UP)
         dead = await wait_until(fleet, "dead", lambda u: u.state is HostState.UNREACHABLE)
         assert dead.error == "connection refused"
-        assert fleet.latest()["hung"].state is HostState.CONNECTING
-        up_again = fleet.latest()["one"].sequence
+        assert fleet.latest.hosts[1].state is HostState.CONNECTING
+        up_again = fleet.latest.hosts[0].sequence
         await wait_until(fleet, "one", lambda u: u.sequence > up_again)  # still flowing
-        assert fleet.latest()["hung"].state is HostState.CONNECTING
-        two_gpus = fleet.latest()["two"].snapshot
+        assert fleet.latest.hosts[1].state is HostState.CONNECTING
+        two_gpus = fleet.latest.hosts[2].snapshot
         assert two_gpus is not None and len(two_gpus.gpus) == 8
     finally:
-        await fleet.close()
-    await asyncio.wait_for(collecting, 30)  # the stream ends when the fleet closes
-    assert {u.host for u in seen} >= {"one", "two", "dead", "local"}
-    for host in fleet.hosts():  # each host's updates arrive in its own order, none twice
-        sequences = [u.sequence for u in seen if u.host == host]
-        assert sequences == sorted(set(sequences)), host
-        assert fleet.latest()[host].state is HostState.CLOSED
+        stop.set()
+        # The hung host's request in flight (a minute's time limit) is cancelled, not waited for.
+        await asyncio.wait_for(running, 10)
+    assert all(u.state is HostState.CLOSED for u in fleet.latest.hosts)
+    for i, host in enumerate(fleet.latest.names):  # each host's states in order, none twice
+        sequences = [f.hosts[i].sequence for f in seen]
+        assert sequences == sorted(sequences), host
+    assert {u.host for f in seen for u in f.hosts if u.state is HostState.UP} >= {
+        "one",
+        "two",
+        "local",
+    }
 
 
 async def test_refresh_reaches_every_host(exporter_factory, wait_until):
     one = await exporter_factory().start()
     two = await exporter_factory().start()
-    sources = [RemoteSource(RemoteTarget(e.url), interval_seconds=3600) for e in (one, two)]
-    fleet = FleetSource(sources)
-    await fleet.start()
+    fleet = remote_fleet([RemoteTarget(e.url) for e in (one, two)], interval_seconds=3600)
+    stop = asyncio.Event()
+    running = asyncio.create_task(fleet.run(stop))
     try:
         first = {}
-        for host, exporter in zip(fleet.hosts(), (one, two), strict=True):
+        for host, exporter in zip(fleet.latest.names, (one, two), strict=True):
             first[host] = await wait_until(fleet, host, lambda u: u.state is HostState.UP)
             await exporter.sampled_after(first[host].snapshot.timestamp)
-        await fleet.refresh()
-        for host in fleet.hosts():
+        fleet.refresh()
+        for host in fleet.latest.names:
             await wait_until(fleet, host, lambda u, h=host: u.sequence > first[h].sequence)
     finally:
-        await fleet.close()
+        stop.set()
+        await asyncio.wait_for(running, 30)
+    assert all(u.state is HostState.CLOSED for u in fleet.latest.hosts)
 
 
 def test_a_host_given_twice_is_one_config_error():
     with pytest.raises(ConfigError, match="host 'gpu1:9400' is given twice") as err:
-        FleetSource([remote("http://gpu1:9400"), remote("http://gpu1:9400/metrics")])
+        remote_fleet([RemoteTarget("http://gpu1:9400"), RemoteTarget("http://gpu1:9400/metrics")])
     assert "\n" not in str(err.value)
     with pytest.raises(ConfigError, match="host 'a' is given twice"):
-        FleetSource([remote("http://gpu1:9400", name="a"), remote("http://gpu2:9400", name="a")])
+        remote_fleet([RemoteTarget("http://gpu1:9400", "a"), RemoteTarget("http://gpu2:9400", "a")])
 
 
-async def test_an_empty_fleet_starts_and_closes():
-    fleet = FleetSource([])
-    await fleet.start()
-    assert fleet.hosts() == () and fleet.latest() == {}
-    await fleet.close()
+async def test_an_empty_fleet_runs_and_stops():
+    fleet = FleetFeed([])
+    stop = asyncio.Event()
+    running = asyncio.create_task(fleet.run(stop))
+    await asyncio.sleep(0)
+    assert fleet.latest.hosts == () and fleet.name == "0 hosts"
+    stop.set()
+    await asyncio.wait_for(running, 30)

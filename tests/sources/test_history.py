@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from vgpumon.feed import HostState, HostUpdate
 from vgpumon.model import Gpu, Snapshot, Utilization, VgpuScheduler, VgpuSchedulerUsage
-from vgpumon.sources.base import HostState, HostUpdate
 from vgpumon.sources.history import History, gpu_entity
 
 

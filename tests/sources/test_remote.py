@@ -1,4 +1,5 @@
-"""RemoteSource against real exporters on loopback: up, down and back, TLS, auth, timeouts."""
+"""Exporters as the hosts of ``top`` (RemoteFeed in a fleet) against real exporters on loopback:
+up, down and back, TLS, auth, timeouts."""
 
 from __future__ import annotations
 
@@ -14,15 +15,17 @@ from aiohttp import web
 from http_helpers import loopback_get
 
 from vgpumon.errors import ConfigError
+from vgpumon.feed import Fleet, HostState, HostUpdate, SnapshotFeed
 from vgpumon.model import SCHEMA_VERSION
-from vgpumon.sources import HostState, HostUpdate, SnapshotSource, remote
+from vgpumon.sources import remote
+from vgpumon.sources.fleet import FleetFeed
 from vgpumon.sources.remote import (
     Connection,
     ExporterClient,
     NotReady,
     RemoteFeed,
-    RemoteSource,
     RemoteTarget,
+    remote_fleet,
 )
 
 UP = HostState.UP
@@ -40,14 +43,17 @@ def unreachable(update: HostUpdate) -> bool:
 @asynccontextmanager
 async def polling(
     url: str, connection: Connection | None = None, **kwargs: Any
-) -> AsyncIterator[RemoteSource]:
+) -> AsyncIterator[FleetFeed]:
+    """``top --url URL``'s feed, running: the exporter as the one host of a fleet."""
     connection = connection or Connection()
-    source = RemoteSource(RemoteTarget(url), connection, interval_seconds=0.05, **kwargs)
-    await source.start()
+    fleet = remote_fleet([RemoteTarget(url)], connection, interval_seconds=0.05, **kwargs)
+    stop = asyncio.Event()
+    running = asyncio.create_task(fleet.run(stop))
     try:
-        yield source
+        yield fleet
     finally:
-        await source.close()
+        stop.set()
+        await asyncio.wait_for(running, 30)
 
 
 @asynccontextmanager
@@ -85,7 +91,8 @@ def test_credentials_in_the_url_are_used_but_never_shown():
     target = RemoteTarget("http://me:pw@gpu1:9400/metrics")
     assert target.url_credentials == ("me", "pw")
     assert target.base_url == "http://gpu1:9400"
-    assert "pw" not in RemoteSource(target).name
+    assert "pw" not in RemoteFeed(target).name
+    assert "pw" not in remote_fleet([target]).name
 
 
 @pytest.mark.parametrize("url", ["gpu1:9400", "ftp://gpu1:9400", "http://:9400", "http://"])
@@ -125,32 +132,26 @@ def test_backoff_doubles_from_the_interval_up_to_the_cap_with_jitter():
 
 
 async def test_a_live_exporter_is_up_and_publishes_only_new_snapshots(exporter, wait_until):
-    assert isinstance(RemoteSource(RemoteTarget(exporter.url)), SnapshotSource)
+    typed: SnapshotFeed[Fleet] = remote_fleet([RemoteTarget(exporter.url)])
+    assert typed.latest is not None
     host = f"127.0.0.1:{exporter.port}"
+    seen: list[HostUpdate] = []
     async with polling(exporter.url) as source:
-        assert source.hosts() == (host,)
-        seen: list[HostUpdate] = []
-
-        async def collect() -> None:
-            async for update in source.updates():
-                seen.append(update)
-
-        collecting = asyncio.create_task(collect())
+        assert source.latest.names == (host,)
+        source.on_snapshot(lambda fleet: seen.append(fleet.hosts[0]))
         first = await wait_until(source, host, is_up)
         assert first.snapshot is not None and first.snapshot.gpus
         assert first.snapshot.source == "sim:passthrough-guest"
         assert first.error is None and not first.stale
         await wait_until(source, host, lambda u: u.sequence >= first.sequence + 3)
-    await collecting
     states = [u.state for u in seen]
-    assert states[-1] is HostState.CLOSED or states[-1] is UP
+    assert states[-1] is HostState.CLOSED
     up = [u for u in seen if u.state is UP]
     stamps = [u.snapshot.timestamp for u in up if u.snapshot is not None]
     # Polls come every 50 ms and the exporter samples every 100 ms: many polls found nothing
     # new, and none of those was published.
     assert len(stamps) == len(set(stamps)) >= 3
     assert [u.sequence for u in seen] == sorted(u.sequence for u in seen)
-    assert source.latest()[host].state is HostState.CLOSED
 
 
 async def test_a_stopped_exporter_is_unreachable_with_the_reason_then_back_up(exporter, wait_until):
@@ -163,7 +164,7 @@ async def test_a_stopped_exporter_is_unreachable_with_the_reason_then_back_up(ex
         assert down.stale and down.snapshot is not None  # the last known state is kept
         assert down.snapshot.timestamp >= before.snapshot.timestamp  # type: ignore[union-attr]
         await exporter.start()  # the same port again
-        await source.refresh()
+        source.refresh()
         back = await wait_until(source, host, is_up)
         assert back.error is None and not back.stale
         assert back.snapshot is not None and back.snapshot.timestamp > down.snapshot.timestamp
@@ -171,16 +172,18 @@ async def test_a_stopped_exporter_is_unreachable_with_the_reason_then_back_up(ex
 
 async def test_refresh_polls_at_once_even_with_a_long_interval(exporter, wait_until):
     host = f"127.0.0.1:{exporter.port}"
-    source = RemoteSource(RemoteTarget(exporter.url), interval_seconds=3600)
-    await source.start()
+    source = remote_fleet([RemoteTarget(exporter.url)], interval_seconds=3600)
+    stop = asyncio.Event()
+    running = asyncio.create_task(source.run(stop))
     try:
         first = await wait_until(source, host, is_up)
         assert first.snapshot is not None
         await exporter.sampled_after(first.snapshot.timestamp)
-        await source.refresh()
+        source.refresh()
         await wait_until(source, host, lambda u: u.sequence > first.sequence)
     finally:
-        await source.close()
+        stop.set()
+        await asyncio.wait_for(running, 30)
 
 
 # --------------------------------------------------------------------------- TLS and auth

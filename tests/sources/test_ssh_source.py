@@ -1,6 +1,6 @@
-"""The SSH source against real SSH servers on loopback: one good host, and hosts that hang, refuse
-the key, answer garbage or present an unknown host key; the bad ones are reported and never stop
-the good one."""
+"""Agentless hosts (an SshFleet of SshHostFeeds) against real SSH servers on loopback: one good
+host, and hosts that hang, refuse the key, answer garbage or present an unknown host key; the bad
+ones are reported and never stop the good one."""
 
 from __future__ import annotations
 
@@ -8,14 +8,16 @@ import asyncio
 import dataclasses
 import getpass
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 from smi_helpers import differences, scenario_reports
 from sshd_helpers import fake_hosts
 
-from vgpumon.sources.base import HostState, SnapshotSource
-from vgpumon.sources.ssh import SshSource
+from vgpumon.feed import Fleet, HostState, SnapshotFeed
+from vgpumon.sources.ssh import SshFleet
 from vgpumon.sources.ssh_targets import SshSettings, parse_target
 
 TIMEOUT = 3.0
@@ -31,6 +33,27 @@ def settings(keys, hosts, **kw) -> SshSettings:  # type: ignore[no-untyped-def]
     )
 
 
+@asynccontextmanager
+async def running(fleet: SshFleet) -> AsyncIterator[SshFleet]:
+    """The fleet's own loops (a poll per host and interval) until the block ends."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(fleet.run(stop))
+    try:
+        yield fleet
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def until_up(fleet: SshFleet) -> None:
+    """Return once the fleet's first host has answered."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + 4 * TIMEOUT
+    while fleet.latest.hosts[0].state is not HostState.UP:
+        assert loop.time() < give_up, fleet.latest.hosts[0]
+        await asyncio.sleep(0.02)
+
+
 async def test_good_host_matches_the_nvml_path_and_bad_hosts_are_reported(tmp_path: Path) -> None:
     via_nvml, device, vgpu = await asyncio.to_thread(scenario_reports, "kvm-vgpu-timesliced")
     specs = [
@@ -40,12 +63,13 @@ async def test_good_host_matches_the_nvml_path_and_bad_hosts_are_reported(tmp_pa
         ("garbage", "", ""),
     ]
     async with fake_hosts(tmp_path, specs) as (keys, hosts):
-        source = SshSource(settings(keys, hosts))
-        assert isinstance(source, SnapshotSource)
+        source = SshFleet(settings(keys, hosts))
+        typed: SnapshotFeed[Fleet] = source  # the shape, for mypy run on this file
+        assert typed.latest is not None
         try:
             updates = await asyncio.gather(*(source.poll(h.name) for h in hosts))
         finally:
-            await source.close()
+            source.transport.close()
     good, hung, refused, garbage = updates
     assert good.state is HostState.UP and good.snapshot is not None
     assert differences(via_nvml, good.snapshot) == {}
@@ -63,11 +87,11 @@ async def test_an_unknown_host_key_fails_the_host(tmp_path: Path) -> None:
     _, device, vgpu = await asyncio.to_thread(scenario_reports, "baremetal-8xh100")
     async with fake_hosts(tmp_path, [("ok", device, vgpu)]) as (keys, hosts):
         Path(keys.known_hosts_file).write_text("")  # the host's key is not known
-        source = SshSource(settings(keys, hosts))
+        source = SshFleet(settings(keys, hosts))
         try:
             update = await source.poll(hosts[0].name)
         finally:
-            await source.close()
+            source.transport.close()
     assert update.state is HostState.UNREACHABLE
     assert update.error is not None and update.error.startswith("host key not verifiable")
     assert hosts[0].commands == []
@@ -76,11 +100,11 @@ async def test_an_unknown_host_key_fails_the_host(tmp_path: Path) -> None:
 async def test_no_vgpu_report_is_asked_from_a_host_without_vgpu(tmp_path: Path) -> None:
     _, device, vgpu = await asyncio.to_thread(scenario_reports, "baremetal-8xh100")
     async with fake_hosts(tmp_path, [("ok", device, vgpu)]) as (keys, hosts):
-        source = SshSource(settings(keys, hosts))
+        source = SshFleet(settings(keys, hosts))
         try:
             update = await source.poll(hosts[0].name)
         finally:
-            await source.close()
+            source.transport.close()
     assert update.state is HostState.UP and update.snapshot is not None
     assert hosts[0].commands == ["nvidia-smi -q -x"]
     assert len(update.snapshot.gpus) == 8
@@ -93,29 +117,29 @@ async def test_background_loops_publish_every_host_and_a_hung_one_does_not_block
     specs = [("hang", "", ""), ("ok", device, vgpu)]
     async with fake_hosts(tmp_path, specs) as (keys, hosts):
         # One session at a time: the hung host holds it for at most TIMEOUT, then the good one runs.
-        source = SshSource(settings(keys, hosts, max_sessions=1, interval_seconds=60))
+        source = SshFleet(settings(keys, hosts, max_sessions=1, interval_seconds=60))
         seen: dict[str, HostState] = {}
+        both = asyncio.Event()
 
-        async def first_of_each() -> None:
-            async for update in source.updates():
-                seen[update.host] = update.state
-                if len(seen) == 2:
-                    return
+        def first_of_each(fleet: Fleet) -> None:
+            for update in fleet.hosts:
+                if update.state is not HostState.CONNECTING:
+                    seen.setdefault(update.host, update.state)
+            if len(seen) == 2:
+                both.set()
 
-        await source.start()
-        try:
-            await asyncio.wait_for(first_of_each(), timeout=4 * TIMEOUT)
-        finally:
-            await source.close()
+        source.on_snapshot(first_of_each)
+        async with running(source):
+            await asyncio.wait_for(both.wait(), timeout=4 * TIMEOUT)
     assert seen == {hosts[0].name: HostState.UNREACHABLE, hosts[1].name: HostState.UP}
-    assert all(u.state is HostState.CLOSED for u in source.latest().values())
+    assert all(u.state is HostState.CLOSED for u in source.latest.hosts)
 
 
 async def test_a_session_is_reused_and_a_timed_out_one_replaced(tmp_path: Path) -> None:
     """One login per host while it answers (ESXi logs every login); a new one after a timeout."""
     _, device, vgpu = await asyncio.to_thread(scenario_reports, "baremetal-8xh100")
     async with fake_hosts(tmp_path, [("ok", device, vgpu), ("hang", "", "")]) as (keys, hosts):
-        source = SshSource(settings(keys, hosts, timeout_seconds=1.0))
+        source = SshFleet(settings(keys, hosts, timeout_seconds=1.0))
         try:
             for _ in range(3):
                 assert (await source.poll(hosts[0].name)).state is HostState.UP
@@ -126,28 +150,28 @@ async def test_a_session_is_reused_and_a_timed_out_one_replaced(tmp_path: Path) 
             assert (await source.poll(hosts[0].name)).state is HostState.UP
             assert source.transport.logins == 3
         finally:
-            await source.close()
+            source.transport.close()
     assert hosts[0].commands == ["nvidia-smi -q -x"] * 4
 
 
 async def test_a_host_without_nvidia_smi_says_so(tmp_path: Path) -> None:
     async with fake_hosts(tmp_path, [("no-smi", "", "")]) as (keys, hosts):
-        source = SshSource(settings(keys, hosts))
+        source = SshFleet(settings(keys, hosts))
         try:
             update = await source.poll(hosts[0].name)
         finally:
-            await source.close()
+            source.transport.close()
     assert update.state is HostState.UNREACHABLE
     assert update.error == "nvidia-smi not found on the host (exit 127): check --ssh.nvidia-smi"
 
 
 async def test_a_wrong_nvidia_smi_path_names_the_flag(tmp_path: Path) -> None:
     async with fake_hosts(tmp_path, [("no-smi", "", "")]) as (keys, hosts):
-        source = SshSource(settings(keys, hosts, nvidia_smi="/opt/nvidia smi"))
+        source = SshFleet(settings(keys, hosts, nvidia_smi="/opt/nvidia smi"))
         try:
             update = await source.poll(hosts[0].name)
         finally:
-            await source.close()
+            source.transport.close()
     assert hosts[0].commands == ["'/opt/nvidia smi' -q -x"]
     assert (
         update.error == "/opt/nvidia smi not found on the host (exit 127): check --ssh.nvidia-smi"
@@ -166,16 +190,16 @@ async def test_a_target_without_a_user_logs_in_as_the_local_user(
         bare = dataclasses.replace(
             bare, targets=tuple(parse_target(h.target_without_user) for h in hosts)
         )
-        source = SshSource(bare)
-        with_user = SshSource(
+        source = SshFleet(bare)
+        with_user = SshFleet(
             dataclasses.replace(bare, targets=bare.targets[1:], default_user="ops")
         )
         try:
             update = await source.poll(hosts[0].name)
             other = await with_user.poll(hosts[1].name)
         finally:
-            await source.close()
-            await with_user.close()
+            source.transport.close()
+            with_user.transport.close()
     assert update.state is HostState.UP, update.error
     assert hosts[0].users == [getpass.getuser()]
     assert other.state is HostState.UP, other.error
@@ -198,14 +222,9 @@ async def test_asyncssh_says_nothing_below_warning_unless_debug(
             home.mkdir()
             async with fake_hosts(home, [("ok", device, vgpu)]) as (keys, hosts):
                 caplog.clear()  # the server's own start-up lines are not the client's
-                source = SshSource(settings(keys, hosts, interval_seconds=60))
-                await source.start()
-                try:
-                    async for update in source.updates():
-                        assert update.state is HostState.UP
-                        break
-                finally:
-                    await source.close()
+                source = SshFleet(settings(keys, hosts, interval_seconds=60))
+                async with running(source):
+                    await until_up(source)
             lines = [r for r in caplog.records if r.name.startswith("asyncssh") and r.levelno < 30]
             assert bool(lines) is chatty, (level, [r.getMessage() for r in lines])
     finally:

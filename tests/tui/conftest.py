@@ -11,15 +11,19 @@ from tui_helpers import SimHost
 
 @pytest.fixture
 def sim_host() -> Iterator[Any]:
-    made: list[SimHost] = []
-
     def make(scenario: str, **kwargs: Any) -> SimHost:
-        host = SimHost(scenario, **kwargs)
-        made.append(host)
-        return host
+        return SimHost(scenario, **kwargs)
 
     yield make
-    for host in made:
+
+
+@pytest.fixture(autouse=True)
+def close_sim_hosts() -> Iterator[None]:
+    """Every simulated host a test made: its hangs released, its sampler closed."""
+    yield
+    for host in SimHost.made:
         release = getattr(host.module, "release_hangs", None)
         if release is not None:
             release()
+        host.close()
+    SimHost.made.clear()

@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tui_helpers import SimHost, plain, settle
+from tui_helpers import SimHost, fleet, plain, settle
 
-from vgpumon.sources.fleet import FleetSource
 from vgpumon.tui.app import VgpumonApp, create_app
 from vgpumon.tui.screens.capacity import CapacityScreen
 from vgpumon.tui.screens.fleet import FleetScreen
@@ -27,7 +26,7 @@ FLEET = (
 
 def capacity_fleet() -> tuple[VgpumonApp, list[SimHost]]:
     hosts = [SimHost(scenario, host=name) for name, scenario in FLEET]
-    return create_app(FleetSource([h.source for h in hosts]), start_source=False), hosts
+    return create_app(fleet(hosts), start_feed=False), hosts
 
 
 async def started(pilot: Any, hosts: list[SimHost]) -> None:

@@ -12,11 +12,10 @@ import datetime
 from typing import Any
 
 import pytest
-from tui_helpers import SimHost, plain, settle
+from tui_helpers import SimHost, fleet, plain, settle
 
+from vgpumon.feed import HostState, HostUpdate
 from vgpumon.model import SamplerHealth
-from vgpumon.sources.base import HostState, HostUpdate
-from vgpumon.sources.fleet import FleetSource
 from vgpumon.tui.app import VgpumonApp, create_app
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.screens.gpu import GpuScreen
@@ -117,19 +116,19 @@ async def test_arrows_expand_and_fold_a_gpu(sim_host: Any) -> None:
 # ---------------------------------------------------------------- 3: fleet alarms at 120
 
 
-def fleet() -> tuple[VgpumonApp, list[SimHost]]:
+def three_hosts() -> tuple[VgpumonApp, list[SimHost]]:
     hosts = [
         SimHost("kvm-vgpu-timesliced", host="kvm-01"),
         SimHost("a100-mig-mixed", host="mig-01"),
         SimHost("fault-gpu-lost", host="bare-01"),
     ]
-    app = create_app(FleetSource([h.source for h in hosts]), start_source=False)
+    app = create_app(fleet(hosts), start_feed=False)
     return app, hosts
 
 
 @pytest.mark.parametrize("size", [NARROW, WIDE], ids=["80x24", "120x40"])
 async def test_fleet_alarm_columns_stay_on_screen(size: Any) -> None:
-    app, hosts = fleet()
+    app, hosts = three_hosts()
     async with app.run_test(size=size) as pilot:
         for t in (0, 1, 12):
             for h in hosts:

@@ -21,7 +21,7 @@ from tui_helpers import until
 from vgpumon.errors import ConfigError
 from vgpumon.sources.history import History, gpu_entity, vgpu_entity
 from vgpumon.sources.prometheus import PrometheusBackfill, series_table
-from vgpumon.sources.remote import RemoteSource, RemoteTarget
+from vgpumon.sources.remote import RemoteFeed, RemoteTarget, remote_fleet
 from vgpumon.tui.app import create_app
 from vgpumon.tui.widgets.graph import Graph
 
@@ -103,10 +103,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]
 
 async def test_backfill_fills_the_history_from_range_queries(stack: tuple[str, str]) -> None:
     exporter, prom = stack
-    source = RemoteSource(RemoteTarget(exporter, name="kvm-01"))
-    update = await source.poll_once()
-    await source.close()
-    snap = update.snapshot
+    feed = RemoteFeed(RemoteTarget(exporter, name="kvm-01"))
+    snap = await feed.poll()
+    await feed.close()
     assert snap is not None
     history = History()
     added = await PrometheusBackfill(prom).fill(history, "kvm-01", snap)
@@ -122,8 +121,8 @@ async def test_backfill_fills_the_history_from_range_queries(stack: tuple[str, s
 
 async def test_top_opens_with_full_graphs(stack: tuple[str, str]) -> None:
     exporter, prom = stack
-    source = RemoteSource(RemoteTarget(exporter, name="kvm-01"), interval_seconds=0.5)
-    app = create_app(source, backfill=PrometheusBackfill(prom, step_seconds=1.0))
+    feed = remote_fleet([RemoteTarget(exporter, name="kvm-01")], interval_seconds=0.5)
+    app = create_app(feed, backfill=PrometheusBackfill(prom, step_seconds=1.0))
     opened = time.time()
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: any("filled from Prometheus" in e.text for _, e in app.events))

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tui_helpers import PodsOf, SimHost, settle
+from tui_helpers import PodsOf, SimHost, fleet, settle
 
 from vgpumon.collect.metering import MeteringConfig, MeteringStage
-from vgpumon.sources.fleet import FleetSource
 from vgpumon.tui.app import VgpumonApp, create_app
 from vgpumon.view.filter import parse
 
@@ -67,7 +66,7 @@ def fleet_app(
     query: str = "",
 ) -> tuple[VgpumonApp, Steps]:
     sims = [SimHost(scenario, host=name) for name, scenario in hosts]
-    app = create_app(FleetSource([h.source for h in sims]), start_source=False)
+    app = create_app(fleet(sims), start_feed=False)
 
     async def before(pilot: Any) -> None:
         # Paused while the hosts step, so no half-stepped fleet is ever drawn: a table's columns

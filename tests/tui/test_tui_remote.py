@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from tui_helpers import Exporter, plain, until
 
-from vgpumon.sources.base import HostState
-from vgpumon.sources.fleet import FleetSource
-from vgpumon.sources.remote import Connection, RemoteSource, RemoteTarget
+from vgpumon.feed import HostState
+from vgpumon.sources.remote import Connection, RemoteTarget, remote_fleet
 from vgpumon.tui.app import create_app
 from vgpumon.tui.screens.fleet import FleetScreen
 from vgpumon.tui.screens.host import HostScreen
@@ -19,7 +18,7 @@ FAST = Connection(timeout_seconds=2.0)
 async def test_a_remote_host_that_disconnects_and_comes_back() -> None:
     exporter = await Exporter("kvm-vgpu-timesliced").start()
     target = RemoteTarget(exporter.url, name="kvm-01")
-    app = create_app(RemoteSource(target, FAST, interval_seconds=0.2))
+    app = create_app(remote_fleet([target], FAST, interval_seconds=0.2))
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             assert isinstance(app.screen, HostScreen)
@@ -49,11 +48,8 @@ async def test_a_fleet_of_three_with_one_stopped() -> None:
         for s in ("kvm-vgpu-timesliced", "a100-mig-mixed", "passthrough-guest")
     ]
     names = ["kvm-01", "mig-01", "pt-01"]
-    sources = [
-        RemoteSource(RemoteTarget(e.url, name=n), FAST, interval_seconds=0.2)
-        for e, n in zip(exporters, names, strict=True)
-    ]
-    app = create_app(FleetSource(sources))
+    targets = [RemoteTarget(e.url, name=n) for e, n in zip(exporters, names, strict=True)]
+    app = create_app(remote_fleet(targets, FAST, interval_seconds=0.2))
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             assert isinstance(app.screen, FleetScreen)

@@ -5,23 +5,37 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from textual.pilot import Pilot
 
+from vgpumon.collect import Sampler
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.scheduler import SERVICE as SCHEDULER_LOG
 from vgpumon.collect.scheduler import SchedulerLogPoller
 from vgpumon.model import DeviceAllocation, Snapshot
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock
-from vgpumon.sources.local import LocalSource
+from vgpumon.sources.fleet import FleetFeed, nvml_down, this_host
 from vgpumon.tui.app import VgpumonApp, create_app
 
 
+def fleet(hosts: Sequence[SimHost]) -> FleetFeed:
+    """The simulated hosts as one feed, as ``top`` reads any set of hosts (one alone as ``top``
+    reads this machine)."""
+    if len(hosts) == 1:
+        return this_host(hosts[0].sampler, host=hosts[0].host, clock=hosts[0].clock.now)
+    feeds = [(h.host, h.sampler) for h in hosts]
+    return FleetFeed(feeds, judge=nvml_down, clock=hosts[0].clock.now)
+
+
 class SimHost:
-    """One simulated host feeding a :class:`LocalSource`; the test decides when cycles run."""
+    """One simulated host: a sampler (as ``top`` runs it) the test cycles by hand, shown as the
+    one host of a fleet (:meth:`app`) or with others (:func:`fleet`). Every one made is closed
+    after its test (tests/tui/conftest.py)."""
+
+    made: ClassVar[list[SimHost]] = []
 
     def __init__(
         self,
@@ -35,29 +49,30 @@ class SimHost:
         self.start = self.clock.now()
         self.session = open_session(sim=scenario, clock=self.clock)
         self.module: Any = self.session.module
-        self.source = LocalSource(
+        self.host = host
+        self.sampler = Sampler(
             self.session,
             SamplerConfig(deadline_seconds=deadline),
-            host=host,
             clock=self.clock.now,
             enrichers=enrichers,
         )
+        SimHost.made.append(self)
 
     async def cycles(self, n: int = 3, step: float = 1.0) -> None:
         for _ in range(n):
-            await self.source.cycle_once()
+            await self.sampler.cycle()  # told to the feed's listeners, as a running feed tells
             self.clock.advance(step)
 
     async def at(self, t: float) -> None:
         """One cycle at scenario time ``t`` (seconds since the start)."""
         self.clock.advance(self.start + t - self.clock.now())
-        await self.source.cycle_once()
+        await self.sampler.cycle()
 
     async def run_to(self, t: float, *, cycle_every: float = 5.0, poll_every: float = 0.1) -> None:
         """Scenario time up to ``t`` (seconds since the start), reading the scheduler logs every
         ``poll_every`` seconds as the poller thread does on a real host (a jump would wrap their
         rings: missed entries, so no share verdict) and sampling every ``cycle_every`` seconds."""
-        poller = self.source.sampler.services.get(SCHEDULER_LOG)
+        poller = self.sampler.services.get(SCHEDULER_LOG)
         last = next_cycle = self.clock.now() - self.start
         while self.clock.now() - self.start < t - 1e-9:
             self.clock.advance(min(poll_every, t - (self.clock.now() - self.start)))
@@ -66,14 +81,18 @@ class SimHost:
                     poller.poll(uuid)
             now = self.clock.now() - self.start
             if now >= next_cycle - 1e-9:
-                await self.source.cycle_once()
+                await self.sampler.cycle()
                 last, next_cycle = now, now + cycle_every
         if last < t - 1e-9:
-            await self.source.cycle_once()
+            await self.sampler.cycle()
 
     def app(self, **kwargs: Any) -> VgpumonApp:
+        """``top`` on this host alone; the test runs the cycles."""
         kwargs.setdefault("clock", self.clock.now)
-        return create_app(self.source, start_source=False, **kwargs)
+        return create_app(fleet([self]), start_feed=False, **kwargs)
+
+    def close(self) -> None:
+        self.sampler.close()
 
 
 class PodsOf:

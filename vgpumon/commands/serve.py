@@ -148,7 +148,7 @@ def run_agentless(settings: ServeSettings, ssh: SshSettings, args: argparse.Name
     from vgpumon.export.server import serve
     from vgpumon.metrics.hosts import HOST_FAMILIES
     from vgpumon.sources.agentless import AgentlessFeed
-    from vgpumon.sources.ssh import SshSource
+    from vgpumon.sources.ssh import SshFleet
 
     if settings.fields:
         logging.getLogger("vgpumon.serve").warning(
@@ -156,7 +156,7 @@ def run_agentless(settings: ServeSettings, ssh: SshSettings, args: argparse.Name
         )
 
     async def main() -> int:
-        feed = AgentlessFeed(SshSource(ssh))
+        feed = AgentlessFeed(SshFleet(ssh))
         return await serve(feed, families=HOST_FAMILIES, **serve_arguments(settings, args))
 
     return asyncio.run(main())

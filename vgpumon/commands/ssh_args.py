@@ -15,7 +15,6 @@ from typing import Any
 from vgpumon.config.flags import add_flags, flag_values
 from vgpumon.config.table import rows_for
 from vgpumon.errors import ConfigError
-from vgpumon.sources.base import SnapshotSource
 from vgpumon.sources.ssh_targets import (
     SshSettings,
     parse_target,
@@ -74,13 +73,3 @@ def ssh_settings_from(values: Any, command: str) -> SshSettings | None:
         nvidia_smi=pick("ssh_nvidia_smi", defaults.nvidia_smi),
         default_user=get("ssh_user"),
     )
-
-
-def ssh_source_from_args(args: argparse.Namespace, command: str) -> SnapshotSource | None:
-    """The agentless source the flags describe (``top --ssh.targets``), or None without it."""
-    settings = ssh_settings_from(args, command)
-    if settings is None:
-        return None
-    from vgpumon.sources.ssh import SshSource
-
-    return SshSource(settings)

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vgpumon.commands.common import add_nvml_arguments
-from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_source_from_args
+from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_settings_from
 from vgpumon.errors import ConfigError
-from vgpumon.sources.base import SnapshotSource
 from vgpumon.units import UnitError, parse_duration
 
 if TYPE_CHECKING:
     from vgpumon.collect.enrich.base import Enricher
+    from vgpumon.sources.fleet import FleetFeed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -118,17 +119,33 @@ def metering_stage(args: argparse.Namespace) -> Enricher:
     )
 
 
-def source_from_args(args: argparse.Namespace) -> SnapshotSource:
-    """The source the flags describe; every mistake is one ConfigError line."""
+# How long quitting gives NVML to shut down (after the terminal is given back): a wedged driver
+# does not keep the process alive (``Sampler.close``).
+NVML_CLOSE_SECONDS = 0.5
+
+
+@dataclass(frozen=True)
+class TopFeed:
+    """What ``top`` shows (one feed of every host it reads) and whether its process ids are this
+    machine's (this host through the real NVML: ``/proc`` facts and signals)."""
+
+    feed: FleetFeed
+    this_host: bool = False
+
+
+def feed_from_args(args: argparse.Namespace) -> TopFeed:
+    """The feed the flags describe; every mistake is one ConfigError line."""
     interval = args.interval = _interval(args.interval)
     remote = bool(args.url or args.targets)
     if args.ssh_targets or args.ssh_targets_file:
         if remote:
             raise ConfigError("top: --ssh.targets reads hosts over SSH; drop --url/--targets")
         # Agentless hosts: one nvidia-smi poll per --ssh.interval (default 15 s), not --interval.
-        ssh = ssh_source_from_args(args, "top")
-        if ssh is not None:
-            return ssh
+        settings = ssh_settings_from(args, "top")
+        if settings is not None:
+            from vgpumon.sources.ssh import SshFleet
+
+            return TopFeed(SshFleet(settings))
     if remote and (args.sim or args.nvml_module):
         raise ConfigError("top: --url/--targets read remote exporters; drop --sim/--nvml-module")
     local_only = ("libvirt_uri", "kubelet_socket")
@@ -141,17 +158,25 @@ def source_from_args(args: argparse.Namespace) -> SnapshotSource:
     if not remote and (args.insecure or any(getattr(args, n) for n in remote_only)):
         raise ConfigError("top: TLS and auth flags need --url or --targets")
     if not remote:
+        import asyncio
+
+        from vgpumon.collect import Sampler
         from vgpumon.collect.base import SamplerConfig
         from vgpumon.commands.common import session_from_args
         from vgpumon.commands.names import from_args as enrichers_from_args
-        from vgpumon.sources.local import LocalSource
+        from vgpumon.sources.fleet import this_host
 
         enrichers = [*enrichers_from_args(args), metering_stage(args)]
         session = session_from_args(args)
-        return LocalSource(session, SamplerConfig(interval_seconds=interval), enrichers=enrichers)
+        # The sampler as ``serve`` runs it (enrichers and metering included), the one host.
+        sampler = Sampler(session, SamplerConfig(interval_seconds=interval), enrichers=enrichers)
+        # NVML shutdown may block: off the feed's loop, and bounded.
+        feed = this_host(
+            sampler, closers=[lambda: asyncio.to_thread(sampler.close, NVML_CLOSE_SECONDS)]
+        )
+        return TopFeed(feed, this_host=not session.source.startswith("sim:"))
 
-    from vgpumon.sources.fleet import FleetSource
-    from vgpumon.sources.remote import Connection, RemoteSource, RemoteTarget
+    from vgpumon.sources.remote import Connection, RemoteTarget, remote_fleet
     from vgpumon.sources.targets import load_targets, password_from
 
     targets = [RemoteTarget(url) for url in args.url or ()]
@@ -173,12 +198,11 @@ def source_from_args(args: argparse.Namespace) -> SnapshotSource:
         timeout_seconds=max(1.0, min(5.0, interval * 3)),
     )
     connection.ssl_context()  # a bad CA file is a start-up error, not a screen of red hosts
-    sources = [RemoteSource(t, connection, interval_seconds=interval) for t in targets]
-    return sources[0] if len(sources) == 1 else FleetSource(sources)
+    return TopFeed(remote_fleet(targets, connection, interval_seconds=interval))
 
 
 def run(args: argparse.Namespace) -> int:
-    source = source_from_args(args)  # also turns --interval into seconds
+    top = feed_from_args(args)  # also turns --interval into seconds
     points = history_points(args.history, args.interval)
     from vgpumon.sources.history import History
     from vgpumon.tui.app import create_app
@@ -194,7 +218,8 @@ def run(args: argparse.Namespace) -> int:
             args.prometheus, window_seconds=points * args.interval, step_seconds=args.interval
         )
     app = create_app(
-        source,
+        top.feed,
+        this_host=top.this_host,
         history=History(points),
         interval=args.interval,
         theme=args.theme,
@@ -202,4 +227,5 @@ def run(args: argparse.Namespace) -> int:
         usage=usage,
     )
     app.run()
+    app.stop_feed()  # the terminal is back; the feed frees what it holds, bounded
     return 0

@@ -92,6 +92,7 @@ DEFAULT_TLS12_CIPHERS = (
 # TLS 1.0/1.1 need SHA-1 and OpenSSL 3 security level 0; only used when the file asks for them.
 LEGACY_CIPHERS = "@SECLEVEL=0:ECDH+AESGCM:ECDH+CHACHA20:ECDH+AES:!aNULL:!eNULL:!aDSS:!AESCCM"
 
+X25519 = "X25519"
 GO_CURVES: Mapping[str, str] = {
     "CurveP256": "prime256v1",
     "CurveP384": "secp384r1",
@@ -238,6 +239,15 @@ class TlsContextBuilder:
                 return
             ctx.set_ecdh_curve(names[0])
         except (ssl.SSLError, ValueError) as err:
+            if names[0] == X25519:
+                # Some Pythons' set_ecdh_curve takes only elliptic curves of the EC_KEY kind
+                # (Debian 12's 3.11.2: "unknown group"), not X25519. OpenSSL's own default
+                # groups put X25519 first, so they keep the preference; said, not refused.
+                self.warnings.append(
+                    "curve_preferences: this Python's ssl module cannot offer X25519 alone, so "
+                    "OpenSSL's default groups are offered, X25519 first"
+                )
+                return
             raise self.error(
                 at("curve_preferences"), f"curve_preferences: {one_line(str(err))}"
             ) from None

@@ -34,6 +34,7 @@ from typing import Any, Generic, TypeVar
 from vgpumon import __version__
 from vgpumon.metrics.naming import COUNTER, GAUGE, unit_of
 from vgpumon.model import (
+    COLLECTOR_FAILURES,
     MIGRATION_LIMITS,
     SCHEDULER_POLICIES,
     SHARE_STATES,
@@ -168,6 +169,16 @@ def _vgpus(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, VgpuIns
             yield (gpu, uuid, str(v.vgpu_id)), v
 
 
+def _vms(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Process]]:
+    """The VMs a hypervisor's process list shows on its GPUs (``kind`` vm: an agentless ESXi
+    host's VM names and world IDs); few and long-lived, so not behind the per-process opt-in."""
+    for g in _up(s):
+        gpu, uuid = _gpu_id(g)
+        for p in g.processes or ():
+            if p.kind == "vm":
+                yield (gpu, uuid, str(p.pid)), p
+
+
 def _vgpu_types(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, VgpuType]]:
     for g in _up(s):
         gpu, uuid = _gpu_id(g)
@@ -250,7 +261,8 @@ class ProcessWindow:
 def process_window(s: Snapshot, o: ExportOptions) -> ProcessWindow:
     if not o.processes:
         return ProcessWindow((), (), False)
-    host = [(g, p) for g in _up(s) for p in (g.processes or ())]
+    # The VMs of a hypervisor's process list are the VM families' (not behind the opt-in).
+    host = [(g, p) for g in _up(s) for p in (g.processes or ()) if p.kind != "vm"]
     guest = [(g, p) for g in _up(s) for p in g.vgpu_processes]
     room = max(0, o.processes_max)
     kept_host = host[:room]
@@ -429,6 +441,7 @@ MIG_CI: Scope[tuple[MigGpuInstance, MigComputeInstance]] = Scope(
 )
 VGPU_HOST: Scope[Gpu] = Scope("vGPU host", GPU_LABELS, _vgpu_hosts)
 VGPU: Scope[VgpuInstance] = Scope("vGPU host", (*GPU_LABELS, "vgpu_id"), _vgpus)
+VM: Scope[Process] = Scope("vGPU host", (*GPU_LABELS, "vm_id"), _vms)
 VGPU_TYPE: Scope[VgpuType] = Scope("vGPU host", (*GPU_LABELS, "vgpu_type_id"), _vgpu_types)
 MIG_PROFILE: Scope[MigProfileCapacity] = Scope(
     "MIG", (*GPU_LABELS, "gpu_instance_profile"), _mig_profiles
@@ -863,6 +876,17 @@ FAMILIES: tuple[Family, ...] = (
         "vgpumon_scrape_collector_duration_seconds",
         "Time the collector took in the last cycle, summed over GPUs.",
         lambda c: c.duration_seconds,
+        collector=EXPORTER,
+    ),
+    state_set(
+        COLLECTOR,
+        "vgpumon_scrape_collector_failure_reason",
+        "Why the collector failed in the last cycle, where the source tells (an agentless host's "
+        "vGPU report: empty, exit_status, unparsable, too_large or timeout, the host then "
+        "served from its device report); no series while it succeeds.",
+        "reason",
+        COLLECTOR_FAILURES,
+        lambda c: c.failure,
         collector=EXPORTER,
     ),
     (
@@ -1649,6 +1673,24 @@ FAMILIES: tuple[Family, ...] = (
         ),
         _vgpu_info,
         collector="vgpu",
+    ),
+    gauge(
+        VM,
+        "vgpumon_vm_memory_used_bytes",
+        "GPU memory (framebuffer) a VM holds, as the hypervisor's process list shows the VMs on "
+        "its GPUs (agentless ESXi hosts: vm_id is the VM's world ID); there with or without the "
+        "vGPU report.",
+        lambda p: p.used_memory_bytes,
+        collector="processes",
+    ),
+    info(
+        VM,
+        "vgpumon_vm_info",
+        "A VM the hypervisor's process list shows on the GPU, with its name (agentless ESXi "
+        "hosts; join on vm_id).",
+        ("vm_name",),
+        lambda p: (p.name,),
+        collector="processes",
     ),
     state_set(
         VGPU,

@@ -10,6 +10,6 @@ Permissions]`` and the like stay ``None``: absent, never 0.
 """
 
 from vgpumon.smi.errors import SmiParseError
-from vgpumon.smi.snapshot import SMI_COLLECTORS, parse_reports
+from vgpumon.smi.snapshot import SMI_COLLECTORS, ReportFailure, parse_reports
 
-__all__ = ["SMI_COLLECTORS", "SmiParseError", "parse_reports"]
+__all__ = ["SMI_COLLECTORS", "ReportFailure", "SmiParseError", "parse_reports"]

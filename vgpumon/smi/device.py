@@ -74,7 +74,8 @@ GUEST_FEATURES = {
     "nvidia virtual compute server": "compute",
     "nvidia cloud gaming": "gaming",
 }
-PROCESS_KINDS = {"C": "compute", "G": "graphics", "C+G": "compute", "M": "mps", "M+C": "mps"}
+# nvidia-smi's process type letters -> model.PROCESS_KINDS
+SMI_PROCESS_TYPES = {"C": "compute", "G": "graphics", "C+G": "compute", "M": "mps", "M+C": "mps"}
 
 
 def _lookup(table: dict[str, str], value: str | None) -> str | None:
@@ -170,8 +171,14 @@ def _ecc(gpu: ET.Element) -> Ecc:
     )
 
 
-def _processes(gpu: ET.Element) -> tuple[Process, ...] | None:
-    node = gpu.find("processes")
+def _processes(gpu: ET.Element, *, vms: bool) -> tuple[Process, ...] | None:
+    """The process list; None where the report has none or says N/A (unknown, not empty).
+
+    On a vGPU host GPU (``vms``) each entry is a VM: a hypervisor's nvidia-smi lists the VMs on
+    its GPUs as processes (ESXi: the VM's name, padded with spaces, and its world ID as the pid),
+    with the framebuffer each holds as its memory. Names are stripped; an empty one is absent.
+    """
+    node = v.subtree(gpu, "processes")
     if node is None:
         return None
     out: list[Process] = []
@@ -179,11 +186,12 @@ def _processes(gpu: ET.Element) -> tuple[Process, ...] | None:
         pid = v.integer(p, "pid")
         if pid is None:
             continue
+        kind = SMI_PROCESS_TYPES.get(v.element_text(p, "type") or "C", "compute")
         out.append(
             Process(
                 pid=pid,
                 name=v.element_text(p, "process_name"),
-                kind=PROCESS_KINDS.get(v.element_text(p, "type") or "C", "compute"),
+                kind="vm" if vms else kind,
                 used_memory_bytes=v.size_bytes(p, "used_memory"),
                 gpu_instance_id=v.integer(p, "gpu_instance_id"),
                 compute_instance_id=v.integer(p, "compute_instance_id"),
@@ -221,7 +229,7 @@ def _mig(gpu: ET.Element) -> tuple[MigGpuInstance, ...]:
 
 def _guest_licenses(gpu: ET.Element) -> tuple[bool | None, tuple[GuestLicenseFeature, ...]]:
     """A vGPU guest's licensed product; (None, ()) where nvidia-smi prints no such block."""
-    node = gpu.find("vgpu_software_licensed_product")
+    node = v.subtree(gpu, "vgpu_software_licensed_product")
     if node is None:
         return None, ()
     product = v.element_text(node, "licensed_product_name")
@@ -251,12 +259,13 @@ def _architecture(value: str | None) -> str | None:
 
 
 def parse_gpu(index: int, gpu: ET.Element) -> Gpu:
-    virt = gpu.find("gpu_virtualization_mode")
+    virt = v.subtree(gpu, "gpu_virtualization_mode")  # absent in some guests' reports
     power = gpu.find("gpu_power_readings")
     if power is None:
         power = gpu.find("power_readings")
     fan = v.ratio(gpu, "fan_speed")
     licensing, licenses = _guest_licenses(gpu)
+    virtualization = _lookup(VIRTUALIZATION, v.element_text(virt, "virtualization_mode"))
     return Gpu(
         index=index,
         uuid=v.element_text(gpu, "uuid") or f"pci:{gpu.get('id', index)}",
@@ -265,7 +274,7 @@ def parse_gpu(index: int, gpu: ET.Element) -> Gpu:
         serial=v.element_text(gpu, "serial"),
         brand=_brand(v.element_text(gpu, "product_brand")),
         architecture=_architecture(v.element_text(gpu, "product_architecture")),
-        virtualization_mode=_lookup(VIRTUALIZATION, v.element_text(virt, "virtualization_mode")),
+        virtualization_mode=virtualization,
         host_vgpu_mode=_lookup(HOST_VGPU_MODES, v.element_text(virt, "host_vgpu_mode")),
         vgpu_heterogeneous_mode=v.enabled(virt, "vgpu_heterogeneous_mode"),
         mig_mode_current=v.enabled(gpu, "mig_mode/current_mig"),
@@ -311,7 +320,7 @@ def parse_gpu(index: int, gpu: ET.Element) -> Gpu:
             link_width=v.link_width(gpu, "pci/pci_gpu_link_info/link_widths/current_link_width"),
             replay_errors=v.integer(gpu, "pci/replay_counter"),
         ),
-        processes=_processes(gpu),
+        processes=_processes(gpu, vms=virtualization == "host_vgpu"),
         mig_instances=_mig(gpu),
         guest_license_supported=licensing,
         guest_licenses=licenses,

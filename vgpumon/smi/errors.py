@@ -6,4 +6,9 @@ from vgpumon.errors import VgpumonError
 
 
 class SmiParseError(VgpumonError):
-    """Too large, not XML, an XML attack (entities), or not an ``<nvidia_smi_log>``."""
+    """Too large, not XML, an XML attack (entities), or not an ``<nvidia_smi_log>``; ``failure``
+    says which, in the words of ``vgpumon.model.COLLECTOR_FAILURES``."""
+
+    def __init__(self, message: str, failure: str = "unparsable") -> None:
+        super().__init__(message)
+        self.failure = failure

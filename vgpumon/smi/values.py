@@ -40,6 +40,17 @@ def element_text(element: ET.Element | None, path: str | None = None) -> str | N
     return value
 
 
+def subtree(element: ET.Element | None, path: str) -> ET.Element | None:
+    """The element at ``path`` when it is a subtree; None when it is missing or a placeholder
+    where a subtree belongs (``<processes>N/A</processes>``: unknown, not empty)."""
+    node = element.find(path) if element is not None else None
+    if node is None:
+        return None
+    if len(node) == 0 and (node.text or "").strip() and element_text(node) is None:
+        return None
+    return node
+
+
 def _number(value: str | None) -> tuple[float, str] | None:
     if value is None:
         return None

@@ -3,7 +3,9 @@
 The report has one ``<gpu id="PCI BUS ID">`` per physical GPU and one ``<vgpu id="N">`` per active
 vGPU instance, its elements named after the labels of the text report (``VM UUID`` ->
 ``vm_uuid``, ``FB Memory Usage`` -> ``fb_memory_usage``, ...). KVM hosts identify the VM by UUID
-(``vm_uuid``), others by a domain id (``vm_id``); both are read.
+(``vm_uuid``), others by a domain id (``vm_id``; on ESXi the VM's world ID, the pid the device
+report's process list gives the VM); both are read, and ``VM Name`` (``vm_name``) names the VM.
+``N/A`` where a subtree belongs (``<utilization>N/A</utilization>``) leaves its values absent.
 
 License text, as printed by the vGPU manager: ``Licensed (Expiry: 2026-7-7 16:1:44 GMT)``,
 ``Licensed (Expiry: Permanent)``, ``Licensed``, ``Unlicensed (Restricted)``, ``Unlicensed
@@ -17,7 +19,7 @@ import datetime as dt
 import re
 import xml.etree.ElementTree as ET
 
-from vgpumon.model import VgpuInstance, VgpuLicense, VgpuUtilization
+from vgpumon.model import VgpuInstance, VgpuLicense, VgpuUtilization, VirtualMachine
 from vgpumon.smi import values as v
 
 _LICENSE = re.compile(r"^(?P<word>Licensed|Unlicensed)\s*(?:\((?P<detail>[^)]*)\))?\s*$", re.I)
@@ -75,8 +77,10 @@ def parse_instance(node: ET.Element) -> VgpuInstance | None:
     vm_uuid = v.element_text(node, "vm_uuid")
     vm_id = vm_uuid if vm_uuid is not None else v.element_text(node, "vm_id")
     id_type = "uuid" if vm_uuid is not None else ("domain_id" if vm_id is not None else None)
-    enc = node.find("encoder_stats")
-    fbc = node.find("fbc_stats")
+    enc = v.subtree(node, "encoder_stats")
+    fbc = v.subtree(node, "fbc_stats")
+    utilization = v.subtree(node, "utilization")
+    vm_name = v.element_text(node, "vm_name")
     enc_n = v.integer(enc, "session_count")
     fbc_n = v.integer(fbc, "session_count")
     return VgpuInstance(
@@ -84,6 +88,7 @@ def parse_instance(node: ET.Element) -> VgpuInstance | None:
         uuid=v.element_text(node, "vgpu_uuid"),
         vm_id=vm_id,
         vm_id_type=id_type,
+        vm=VirtualMachine(name=vm_name) if vm_name is not None else None,
         type_id=v.integer(node, "vgpu_type"),
         type_name=v.element_text(node, "vgpu_name"),
         mdev_uuid=v.element_text(node, "mdev_uuid"),
@@ -105,11 +110,11 @@ def parse_instance(node: ET.Element) -> VgpuInstance | None:
         fbc_average_fps=v.number(fbc, "average_fps") if fbc_n else None,
         fbc_average_latency_seconds=v.seconds_from_us(fbc, "average_latency") if fbc_n else None,
         utilization=VgpuUtilization(
-            sm=v.ratio(node, "utilization/gpu_util"),
-            memory=v.ratio(node, "utilization/memory_util"),
-            encoder=v.ratio(node, "utilization/encoder_util"),
-            decoder=v.ratio(node, "utilization/decoder_util"),
-            samples=1 if node.find("utilization") is not None else 0,
+            sm=v.ratio(utilization, "gpu_util"),
+            memory=v.ratio(utilization, "memory_util"),
+            encoder=v.ratio(utilization, "encoder_util"),
+            decoder=v.ratio(utilization, "decoder_util"),
+            samples=1 if utilization is not None else 0,
         ),
         license=parse_license(v.element_text(node, "license_status")),
     )

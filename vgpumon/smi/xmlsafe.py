@@ -50,9 +50,11 @@ def parse_report(data: bytes | str, *, what: str = "nvidia-smi report") -> ET.El
     """The ``<nvidia_smi_log>`` root element of ``data``, or :class:`SmiParseError`."""
     raw = data.encode() if isinstance(data, str) else data
     if len(raw) > MAX_REPORT_BYTES:
-        raise SmiParseError(f"{what} is {len(raw)} bytes, more than the {MAX_REPORT_BYTES} allowed")
+        raise SmiParseError(
+            f"{what} is {len(raw)} bytes, more than the {MAX_REPORT_BYTES} allowed", "too_large"
+        )
     if not raw.strip():
-        raise SmiParseError(f"{what} is empty")
+        raise SmiParseError(f"{what} is empty", "empty")
     try:
         root = _parse(raw)
     except DefusedXmlException as err:

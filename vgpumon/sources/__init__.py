@@ -1,9 +1,7 @@
-"""Where consumers get snapshots: one protocol, any snapshot feed as one host (``feed_source``:
-the local sampler, a remote exporter, an agentless host), fleets of hosts, and history.
+"""Where ``top`` and ``serve --ssh.targets`` get hosts: feeds over a network (an exporter over
+HTTP, an agentless host over SSH), named feeds joined into one fleet (``fleet``), and what a
+consumer keeps of them (history, this host's processes, a Prometheus server's past and usage).
 
 Consumers (``top``, ``validate --url``) import from here and never from ``collect`` or ``sim``.
+The shape of every feed and of a fleet's news is :mod:`vgpumon.feed`.
 """
-
-from vgpumon.sources.base import HostState, HostUpdate, SnapshotSource, UpdateHub
-
-__all__ = ["HostState", "HostUpdate", "SnapshotSource", "UpdateHub"]

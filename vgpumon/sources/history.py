@@ -19,8 +19,8 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from vgpumon.feed import HostUpdate
 from vgpumon.model import Gpm, Gpu, MigGpuInstance, Snapshot, VgpuInstance
-from vgpumon.sources.base import HostUpdate
 
 DEFAULT_POINTS = 600  # ten minutes at a 1 s refresh
 Point = tuple[float, float | None]

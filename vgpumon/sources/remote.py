@@ -1,4 +1,4 @@
-"""One running exporter (``vgpumon serve``) over HTTP, as a :class:`SnapshotSource`.
+"""One running exporter (``vgpumon serve``) over HTTP, as a snapshot feed of one host.
 
 The exporter already serves its newest snapshot as JSON at ``/api/v1/snapshot``, in the same
 schema :mod:`vgpumon.model` writes, so a remote host is read exactly as a local one: the consumer
@@ -15,10 +15,8 @@ Two layers, so there is one HTTP client in vgpumon:
   exponential backoff while it does not (a dead host is not hammered, and many clients that lost
   the same exporter do not come back in lock step). It tells its listeners only when the
   snapshot's timestamp or the connection state changed, so a screen redraws on news, not on
-  every poll.
-
-:class:`RemoteSource` is that feed as one host of ``top``
-(:class:`~vgpumon.sources.feed_source.FeedSource`, the wrapper of every feed).
+  every poll. ``top`` reads exporters as hosts of one fleet
+  (:class:`~vgpumon.sources.fleet.FleetFeed`), like every feed.
 """
 
 from __future__ import annotations
@@ -27,6 +25,7 @@ import asyncio
 import base64
 import random
 import ssl
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,9 +34,8 @@ from yarl import URL
 
 from vgpumon.errors import ConfigError, VgpumonError, one_line
 from vgpumon.model import SchemaError, Snapshot, from_json
-from vgpumon.sources.base import HostUpdate
 from vgpumon.sources.bodies import BodyTooLarge, read_capped
-from vgpumon.sources.feed_source import FeedSource, nvml_down
+from vgpumon.sources.fleet import FleetFeed, nvml_down
 from vgpumon.sources.polled import PolledFeed
 
 SNAPSHOT_PATH = "/api/v1/snapshot"
@@ -356,32 +354,26 @@ class RemoteFeed(PolledFeed):
         await self.client.close()
 
 
-class RemoteSource(FeedSource):
-    """One exporter as the host ``target.host``: a FeedSource over a :class:`RemoteFeed`."""
-
-    def __init__(
-        self,
-        target: RemoteTarget,
-        connection: Connection = Connection(),
-        *,
-        interval_seconds: float = 1.0,
-        backoff_cap_seconds: float = BACKOFF_CAP_SECONDS,
-        rng: random.Random | None = None,
-    ) -> None:
-        self.remote = RemoteFeed(
-            target,
-            connection,
-            interval_seconds=interval_seconds,
-            backoff_cap_seconds=backoff_cap_seconds,
-            rng=rng,
+def remote_fleet(
+    targets: Sequence[RemoteTarget],
+    connection: Connection = Connection(),
+    *,
+    interval_seconds: float = 1.0,
+    backoff_cap_seconds: float = BACKOFF_CAP_SECONDS,
+) -> FleetFeed:
+    """Exporters as the hosts of one fleet (``top --url``/``--targets``): a host whose exporter's
+    NVML is down shows down, as this host's would; each host's HTTP session closes with the
+    fleet."""
+    feeds = [
+        (
+            t.host,
+            RemoteFeed(
+                t,
+                connection,
+                interval_seconds=interval_seconds,
+                backoff_cap_seconds=backoff_cap_seconds,
+            ),
         )
-        self.target = target
-        super().__init__(self.remote, target.host, judge=nvml_down)
-
-    async def poll_once(self) -> HostUpdate:
-        """One request now; publishes if something changed and returns the host's newest state."""
-        await self.remote.poll()
-        return self.latest()[self.host]
-
-    async def close_feed(self) -> None:
-        await self.remote.close()
+        for t in targets
+    ]
+    return FleetFeed(feeds, judge=nvml_down, closers=[feed.close for _, feed in feeds])

@@ -3,11 +3,14 @@
 For hosts vgpumon cannot be installed on (VMware ESXi, appliances, locked-down hypervisors).
 Each poll opens one SSH session (key auth, known_hosts checked), runs ``nvidia-smi -q -x`` and,
 where a GPU is in host vGPU mode, ``nvidia-smi vgpu -q -x``, and parses both with
-:mod:`vgpumon.smi`. A host that times out, refuses the key or answers with garbage is published as
-UNREACHABLE with a one-line reason; it never delays or stops the other hosts: each host is its own
-snapshot feed (:class:`SshHostFeed`, polled in its own loop) wrapped as one host of the source like
-every feed (:class:`~vgpumon.sources.feed_source.FeedSource`), a per-host timeout bounds every
-poll, and a semaphore bounds the sessions open at once.
+:mod:`vgpumon.smi`. A host that times out, refuses the key or answers the device report with
+garbage is published as UNREACHABLE with a one-line reason. The vGPU report is optional: when it
+prints nothing, exits non-zero, is not nvidia-smi XML or does not answer in time, the host is
+served from its device report, the ``vgpu`` collector failed with the reason. Each change of a
+host's state is logged once (not every poll). A host never delays or stops the other hosts: each
+host is its own snapshot feed (:class:`SshHostFeed`, polled in its own loop), the hosts are one
+fleet (:class:`SshFleet`, a :class:`~vgpumon.sources.fleet.FleetFeed` like every set of hosts), a
+per-host timeout bounds every poll, and a semaphore bounds the sessions open at once.
 
 The client is asyncssh (a maintained pure-Python SSHv2 implementation): no ``ssh`` binary, no
 shell quoting of user input beyond the nvidia-smi path, and output read in bounded chunks.
@@ -24,12 +27,11 @@ from collections.abc import Awaitable, Callable
 
 import asyncssh
 
+from vgpumon.feed import HostUpdate
 from vgpumon.model import CollectorStatus, Snapshot
-from vgpumon.smi import SmiParseError, parse_reports
+from vgpumon.smi import ReportFailure, SmiParseError, parse_reports
 from vgpumon.smi.xmlsafe import MAX_REPORT_BYTES
-from vgpumon.sources.base import HostUpdate
-from vgpumon.sources.feed_source import FeedSource
-from vgpumon.sources.fleet import FleetSource
+from vgpumon.sources.fleet import FleetFeed
 from vgpumon.sources.polled import PolledFeed
 from vgpumon.sources.ssh_targets import SshSettings, SshTarget
 
@@ -38,8 +40,13 @@ log = logging.getLogger(__name__)
 SSH_COLLECTOR = "ssh"  # the collector label of the transport's own success and duration
 CHUNK = 65536
 
-# (device report, vGPU report or None) of one host; tests replace the SSH transport with this.
-Fetch = Callable[[SshTarget], Awaitable[tuple[bytes, bytes | None]]]
+# (device report, vGPU report: its bytes, None where the host has no vGPU manager, or why it could
+# not be had) of one host; tests replace the SSH transport with this.
+Fetch = Callable[[SshTarget], Awaitable[tuple[bytes, bytes | ReportFailure | None]]]
+VGPU_COMMAND = "vgpu -q -x"
+# The vGPU report is cut off this long before the poll's timeout, so a slow one costs the vGPU
+# instances of that poll, never the host (the device report is already in hand).
+VGPU_MARGIN_SECONDS = 0.5
 
 
 class SshPollError(Exception):
@@ -131,8 +138,9 @@ class SshTransport:
         if conn is not None:
             conn.abort()
 
-    async def fetch(self, target: SshTarget) -> tuple[bytes, bytes | None]:
+    async def fetch(self, target: SshTarget) -> tuple[bytes, bytes | ReportFailure | None]:
         smi = shlex.quote(self.settings.nvidia_smi)
+        deadline = time.monotonic() + self.settings.timeout_seconds - VGPU_MARGIN_SECONDS
         try:
             conn = await self._connection(target)
             status, device = await _run(conn, f"{smi} -q -x")
@@ -147,8 +155,7 @@ class SshTransport:
                 raise SshPollError(f"nvidia-smi -q -x exited {status}{said}")
             if not _needs_vgpu_report(device):
                 return device, None
-            status, vgpu = await _run(conn, f"{smi} vgpu -q -x")
-            return device, (vgpu if status == 0 else None)
+            return device, await self._vgpu_report(target, conn, smi, deadline)
         except SshPollError:
             raise  # the session itself is fine: keep it
         except asyncssh.PermissionDenied:
@@ -166,6 +173,29 @@ class SshTransport:
         except BaseException:  # the timeout's cancellation included: the session's state is unknown
             self._drop(target)
             raise
+
+    async def _vgpu_report(
+        self, target: SshTarget, conn: asyncssh.SSHClientConnection, smi: str, deadline: float
+    ) -> bytes | ReportFailure:
+        """The vGPU report, or why there is none; its failure is never the host's."""
+        budget = deadline - time.monotonic()
+        what = f"nvidia-smi {VGPU_COMMAND}"
+        try:
+            if budget <= 0:
+                raise asyncio.TimeoutError
+            status, vgpu = await asyncio.wait_for(_run(conn, f"{smi} {VGPU_COMMAND}"), budget)
+        except asyncio.TimeoutError:
+            self._drop(target)  # the command may still run on that connection
+            return ReportFailure(
+                "timeout", f"{what} gave no answer within {self.settings.timeout_seconds:g} s"
+            )
+        except SshPollError as err:  # more than the report cap
+            return ReportFailure("too_large", str(err))
+        if status != 0:
+            first = vgpu.decode(errors="replace").strip().splitlines()[:1]
+            said = f": {first[0][:160]}" if first else ""
+            return ReportFailure("exit_status", f"{what} exited {status}{said}")
+        return vgpu
 
     def close(self) -> None:
         for name in list(self._connections):
@@ -196,6 +226,10 @@ class SshHostFeed(PolledFeed):
         self._sessions = sessions
         self._clock = clock
         self.polls = 0
+        # What was last logged of this host (a failure, or the vGPU report's), so each change is
+        # logged once: a host failing every 15 s for a day is one line, and one when it is back.
+        self._logged_failure: str | None = None
+        self._logged_vgpu: str | None = None
 
     @property
     def name(self) -> str:
@@ -229,17 +263,41 @@ class SshHostFeed(PolledFeed):
             self.polls += 1
         ssh = CollectorStatus(SSH_COLLECTOR, True, fetched)
         snapshot = dataclasses.replace(snapshot, collectors=(ssh, *snapshot.collectors))
+        self._log_answer(snapshot)
         self._tell_snapshot(snapshot)
         return snapshot
 
+    def _log_answer(self, snapshot: Snapshot) -> None:
+        host = self.target.name
+        if self._logged_failure is not None:
+            log.info("agentless host %s answers again", host)
+            self._logged_failure = None
+        vgpu = next((c for c in snapshot.collectors if c.name == "vgpu"), None)
+        problem = None if vgpu is None or vgpu.success else (vgpu.detail or vgpu.failure or "")
+        if problem != self._logged_vgpu:
+            if problem is not None:
+                log.warning(
+                    "agentless host %s: no vGPU report (%s); serving its device report",
+                    host,
+                    problem,
+                )
+            elif self._logged_vgpu is not None:
+                log.info("agentless host %s: its vGPU report is back", host)
+            self._logged_vgpu = problem
+
     def _failed(self, reason: str) -> None:
-        log.warning("agentless host %s: %s", self.target.name, reason)
+        if reason != self._logged_failure:
+            log.warning("agentless host %s: %s", self.target.name, reason)
+            self._logged_failure = reason
         self._tell_failure(reason)
 
 
-class SshSource(FleetSource):
-    """Agentless hosts, each a :class:`FeedSource` over its :class:`SshHostFeed`; one SSH
-    transport (sessions kept between polls) and one session limit for all of them."""
+class SshFleet(FleetFeed):
+    """Agentless hosts, each an :class:`SshHostFeed`, as one fleet: one SSH transport (sessions
+    kept between polls, closed when the fleet stops) and one session limit for all of them.
+
+    Build it once the command has set the log level: asyncssh's own logger is quieted here.
+    """
 
     def __init__(
         self,
@@ -248,36 +306,29 @@ class SshSource(FleetSource):
         fetch: Fetch | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        quiet_library_log()
         self.settings = settings
         self.transport = SshTransport(settings)
         sessions = asyncio.Semaphore(max(1, settings.max_sessions))
-        self.feeds = {
+        self.host_feeds = {
             t.name: SshHostFeed(t, settings, fetch or self.transport.fetch, sessions, clock)
             for t in settings.targets
         }
-        super().__init__([FeedSource(feed, host) for host, feed in self.feeds.items()])
-
-    @property
-    def name(self) -> str:
-        return f"nvidia-smi over SSH ({len(self.feeds)} hosts)"
+        super().__init__(
+            list(self.host_feeds.items()),
+            name=f"nvidia-smi over SSH ({len(self.host_feeds)} hosts)",
+            closers=[self.transport.close],
+        )
 
     @property
     def polls(self) -> int:
         """Polls done, every host's together (for tests and the benchmark)."""
-        return sum(feed.polls for feed in self.feeds.values())
-
-    async def start(self) -> None:
-        quiet_library_log()  # here, not at import: the command has set the log level by now
-        await super().start()
+        return sum(feed.polls for feed in self.host_feeds.values())
 
     async def poll(self, host: str) -> HostUpdate:
-        """Poll one host now and publish the outcome (tests and the benchmark)."""
-        await self.feeds[host].poll()
-        return self.latest()[host]
-
-    async def close(self) -> None:
-        await super().close()
-        self.transport.close()
+        """Poll one host now and take the outcome (tests and the benchmark)."""
+        await self.host_feeds[host].poll()
+        return next(u for u in self.latest.hosts if u.host == host)
 
 
 def down_snapshot(update: HostUpdate, timestamp: float) -> Snapshot:

@@ -1,9 +1,10 @@
 """``vgpumon top``: the Textual application and its factory.
 
-Live data follows one path: the source runs on a thread and event loop of its own
+Live data follows one path: ``top`` is handed one feed of :class:`~vgpumon.feed.Fleet` news
+(whatever its hosts are), which runs on a thread and event loop of its own
 (:mod:`vgpumon.tui.runner`), so its I/O, JSON parsing and NVML scheduling never run on the UI's
-loop; each update it publishes is handed over, recorded into the history and the event log, and a
-short timer redraws the *active* screen when something changed. Screens that are not shown do no
+loop; each host that changed is recorded into the history and the event log, and a short timer
+redraws the *active* screen when something changed. Screens that are not shown do no
 work; they redraw when they come back. Pausing stops redrawing, not collecting, so graphs have
 no hole when the pause ends.
 """
@@ -24,25 +25,18 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
+from vgpumon.feed import Fleet, HostState, HostUpdate, SnapshotFeed
 from vgpumon.model import Snapshot
-from vgpumon.sources.base import HostState, HostUpdate, SnapshotSource
 from vgpumon.sources.history import History
 from vgpumon.sources.procinfo import ProcInfo, ProcTable
 from vgpumon.sources.usage import UsageClient
 from vgpumon.text import printable
 from vgpumon.tui.cells import COLOUR, MONO, Palette
-from vgpumon.tui.runner import SourceThread
+from vgpumon.tui.runner import FeedThread
 from vgpumon.tui.state import TopState
 from vgpumon.tui.themes import MONOCHROME
 from vgpumon.view.events import Event, connection_events, snapshot_events
 from vgpumon.view.filter import Query
-
-
-def local_processes(source: SnapshotSource) -> bool:
-    """The source reads this host's GPUs through the real NVML (not a simulator, not remote)."""
-    from vgpumon.sources.local import LocalSource
-
-    return isinstance(source, LocalSource) and not source.session.source.startswith("sim:")
 
 
 class Backfill(Protocol):
@@ -55,11 +49,14 @@ QUIT_SIGNALS = tuple(
     s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None
 )
 REDRAW_SECONDS = 0.25  # how soon a new update reaches the screen (coalesces a fleet's updates)
+# How long quitting waits for the feed to stop (a cycle or poll in flight, freeing NVML): the
+# terminal is given back first; after this the process exits without it.
+STOP_SECONDS = 1.0
 EVENTS_KEPT = 1000
 
 
 class VgpumonApp(App[None]):
-    """The terminal UI over any :class:`SnapshotSource` (one host or a fleet)."""
+    """The terminal UI over one feed of :class:`~vgpumon.feed.Fleet` news (one host or many)."""
 
     CSS_PATH = Path(__file__).with_name("vgpumon.tcss")
     TITLE = "vgpumon top"
@@ -82,24 +79,27 @@ class VgpumonApp(App[None]):
 
     def __init__(
         self,
-        source: SnapshotSource,
+        feed: SnapshotFeed[Fleet],
         *,
         history: History | None = None,
-        start_source: bool = True,
+        start_feed: bool = True,
         interval: float = 1.0,
         backfill: Backfill | None = None,
         clock: Callable[[], float] = time.time,
         usage: UsageClient | None = None,
+        this_host: bool = False,
     ) -> None:
         from vgpumon.tui.screens import modes
 
-        # Overview depends on the source (fleet or one host), so modes are set per instance;
+        self.feed = feed
+        first = feed.latest
+        self.host_names: tuple[str, ...] = () if first is None else first.names
+        # Overview depends on the feed (fleet or one host), so modes are set per instance;
         # App.__init__ copies MODES into its working set.
         self.MODES = dict(modes(self))  # type: ignore[misc]
         super().__init__()
-        self.source = source
         self.history = history or History()
-        self.start_source = start_source
+        self.start_feed = start_feed
         self.interval = interval
         self.hosts: dict[str, HostUpdate] = {}
         self.events: deque[tuple[int, Event]] = deque(maxlen=EVENTS_KEPT)
@@ -115,25 +115,25 @@ class VgpumonApp(App[None]):
         self.usage = usage  # the usage screen's hourly windows (top --prometheus)
         self.clock = clock  # event times (a test passes the simulator's clock)
         self._backfilled: set[str] = set()
-        self._runner: SourceThread | None = None
-        # /proc facts and signals only for processes of this host read through real NVML: a
-        # remote or simulated host's pids name nothing (or something else) here.
-        self.proc_table: ProcTable | None = ProcTable() if local_processes(source) else None
+        self._runner: FeedThread | None = None
+        # /proc facts and signals only for processes of this host read through real NVML
+        # (``this_host``): a remote or simulated host's pids name nothing (or something else) here.
+        self.proc_table: ProcTable | None = ProcTable() if this_host else None
         self.send_signal: Callable[[int, int], None] = os.kill  # a test sends elsewhere
 
     # ------------------------------------------------------------------ life cycle
 
     def on_mount(self) -> None:
         self._quit_on_signals()
-        for update in self.source.latest().values():
-            self._take(update)
-        if self.start_source:
-            # The source gets a thread and loop of its own: its I/O and parsing never run here.
-            self._runner = SourceThread(self.source, self._take, asyncio.get_running_loop())
+        if self.feed.latest is not None:
+            self.take(self.feed.latest)
+        if self.start_feed:
+            # The feed gets a thread and loop of its own: its I/O and parsing never run here.
+            self._runner = FeedThread(self.feed, self.take, asyncio.get_running_loop())
             self._runner.start()
         else:
-            # Tests drive the source on this loop themselves; consume it here.
-            self.run_worker(self._consume(), name="source", group="source", exit_on_error=False)
+            # Tests drive the feed's hosts on this loop themselves; take its news as it comes.
+            self.feed.on_snapshot(self.take)
         self.set_interval(REDRAW_SECONDS, self._tick)
         self.switch_mode("overview")
         self._update_subtitle()
@@ -146,31 +146,35 @@ class VgpumonApp(App[None]):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, self.exit)
 
-    async def _consume(self) -> None:
-        updates = self.source.updates()  # subscribed now: nothing published from here is lost
-        for update in self.source.latest().values():
-            self._take(update)
-        async for update in updates:
-            self._take(update)
-
-    async def on_unmount(self) -> None:
+    def on_unmount(self) -> None:
         if self._runner is not None:
-            await self._runner.close()
-            return
-        with contextlib.suppress(Exception):
-            await self.source.close()
+            self._runner.stop()  # waited for after the terminal is given back (stop_feed)
+
+    def stop_feed(self, seconds: float = STOP_SECONDS) -> bool:
+        """Wait at most ``seconds`` for the feed to have stopped (after :meth:`run` returned);
+        True when it has, or when it never ran here."""
+        if self._runner is None:
+            return True
+        self._runner.stop()
+        return self._runner.join(seconds)
 
     # ------------------------------------------------------------------ data
 
     @property
     def multi_host(self) -> bool:
-        return len(self.source.hosts()) > 1
+        return len(self.host_names) != 1
+
+    def take(self, news: Fleet) -> None:
+        """Take a feed's news: every host whose state changed (a host that did not change keeps
+        its very object)."""
+        self.host_names = news.names
+        for update in news.hosts:
+            if self.hosts.get(update.host) is not update:
+                self._take(update)
 
     def _take(self, update: HostUpdate) -> None:
         """Record one update (history, events, newest state); the timer redraws later."""
         old = self.hosts.get(update.host)
-        if old is not None and update.sequence <= old.sequence and update.state is old.state:
-            return  # already taken (from the stream or from ``latest()``)
         new_snapshot = self.history.record(update)
         found: list[Event] = []
         # When it happened is when it reached us: a host that never answered has no snapshot
@@ -236,17 +240,7 @@ class VgpumonApp(App[None]):
             )
         self.dirty = True
 
-    def _catch_up(self) -> None:
-        """Take any newer state the stream did not bring (a subscriber that fell behind loses
-        updates, never the newest state in ``latest()``). Only for a source on this loop: a
-        source on its own thread delivers every update it publishes."""
-        if self._runner is not None:
-            return
-        for update in self.source.latest().values():
-            self._take(update)
-
     def _tick(self) -> None:
-        self._catch_up()
         if not self.dirty or self.paused:
             return
         self.dirty = False
@@ -271,9 +265,9 @@ class VgpumonApp(App[None]):
 
     def _update_subtitle(self) -> None:
         up = sum(1 for u in self.hosts.values() if u.state is HostState.UP)
-        parts = [self.source.name]
+        parts = [self.feed.name]
         if self.multi_host:
-            parts.append(f"{up}/{len(self.source.hosts())} hosts up")
+            parts.append(f"{up}/{len(self.host_names)} hosts up")
         if self.paused:
             parts.append("PAUSED")
         if not self.filter_query.empty:
@@ -304,11 +298,11 @@ class VgpumonApp(App[None]):
         self._update_subtitle()
         self.redraw()
 
-    async def action_refresh_source(self) -> None:
+    def action_refresh_source(self) -> None:
         if self._runner is not None:
-            await self._runner.refresh()
+            self._runner.refresh()
         else:
-            await self.source.refresh()
+            self.feed.refresh()
 
     async def action_show(self, mode: str) -> None:
         if self.current_mode != mode:
@@ -352,25 +346,30 @@ class VgpumonApp(App[None]):
 
 
 def create_app(
-    source: SnapshotSource,
+    feed: SnapshotFeed[Fleet],
     *,
     history: History | None = None,
-    start_source: bool = True,
+    start_feed: bool = True,
     interval: float = 1.0,
     theme: str | None = None,
     backfill: Backfill | None = None,
     clock: Callable[[], float] = time.time,
     usage: UsageClient | None = None,
+    this_host: bool = False,
 ) -> VgpumonApp:
-    """The app over ``source``; tests pass ``start_source=False`` and drive the source."""
+    """The app over ``feed``; tests pass ``start_feed=False`` and drive the feed's hosts.
+
+    ``this_host``: the feed reads this host's GPUs through the real NVML, so process ids name
+    this machine's processes (``/proc`` facts, signals)."""
     app = VgpumonApp(
-        source,
+        feed,
         history=history,
-        start_source=start_source,
+        start_feed=start_feed,
         interval=interval,
         backfill=backfill,
         clock=clock,
         usage=usage,
+        this_host=this_host,
     )
     if theme is not None:
         if theme not in app.available_themes:

@@ -1,12 +1,13 @@
-"""Runs a snapshot source on its own thread and event loop, so the UI's loop never runs its work.
+"""Runs ``top``'s feed on its own thread and event loop, so the UI's loop never runs its work.
 
-A source does I/O and CPU work on whatever loop it lives on: HTTP polling and parsing a large
-snapshot's JSON (hundreds of milliseconds for a host with hundreds of vGPUs), the sampler's
-scheduling. On the UI's loop each of those would be a frozen screen. Here the source lives on a
-background thread; each update it publishes is handed to the UI's loop with
-``call_soon_threadsafe``, and the UI asks for a refresh or a close the same way in the other
-direction. The UI never waits on the source: closing waits a bounded time, then leaves the
-daemon thread behind.
+A feed does I/O and CPU work on whatever loop it lives on: HTTP polling and parsing a large
+snapshot's JSON (hundreds of milliseconds for a host with hundreds of vGPUs), SSH sessions, the
+sampler's hand-over of its snapshots. On the UI's loop each of those would be a frozen screen.
+Here the feed runs (:meth:`~vgpumon.feed.SnapshotFeed.run`) on a background thread, exactly as
+``serve`` runs its feed; its news reaches the UI's loop with ``call_soon_threadsafe``, at most one
+hand-over pending at a time (news that comes while one is pending replaces it: the UI only ever
+needs the newest :class:`~vgpumon.feed.Fleet`), and the UI asks for a refresh or a stop the same
+way in the other direction. The UI never waits on the feed.
 """
 
 from __future__ import annotations
@@ -17,83 +18,85 @@ import logging
 import threading
 from collections.abc import Callable
 
-from vgpumon.sources.base import HostUpdate, SnapshotSource
+from vgpumon.feed import Fleet, SnapshotFeed
 
 log = logging.getLogger(__name__)
-CLOSE_SECONDS = 5.0
+START_SECONDS = 5.0
 
 
-class SourceThread:
-    """``source`` started on a thread of its own; ``deliver`` runs on ``ui_loop`` per update."""
+class FeedThread:
+    """``feed`` run on a thread of its own; ``deliver`` runs on ``ui_loop`` with its news."""
 
     def __init__(
         self,
-        source: SnapshotSource,
-        deliver: Callable[[HostUpdate], None],
+        feed: SnapshotFeed[Fleet],
+        deliver: Callable[[Fleet], None],
         ui_loop: asyncio.AbstractEventLoop,
     ) -> None:
-        self.source = source
+        self.feed = feed
         self._deliver = deliver
         self._ui_loop = ui_loop
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
-        self._closed: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._run, name="vgpumon-source", daemon=True)
+        self._lock = threading.Lock()
+        self._pending: Fleet | None = None  # news not yet handed over
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="vgpumon-feed", daemon=True)
+        feed.on_snapshot(self._hand_over)
 
     def start(self) -> None:
         self._thread.start()
-        self._ready.wait(CLOSE_SECONDS)
+        self._ready.wait(START_SECONDS)
 
     def _run(self) -> None:
         try:
             asyncio.run(self._main())
-        except Exception:  # a crashed source thread is logged; the UI shows the hosts as stale
-            log.exception("snapshot source stopped")
+        except Exception:  # a crashed feed thread is logged; the UI shows the hosts as they were
+            log.exception("the feed stopped")
 
     async def _main(self) -> None:
         self._loop = asyncio.get_running_loop()
-        updates = self.source.updates()  # subscribed before start: nothing is missed
+        stop = self._stop = asyncio.Event()
+        if self._stopping:
+            stop.set()
         self._ready.set()
-        for update in self.source.latest().values():
-            self._hand_over(update)
-        closed = self._closed = asyncio.Event()
-        await self.source.start()
-        async for update in updates:
-            self._hand_over(update)
-        await closed.wait()  # the stream ends inside close(): let close() finish first
+        await self.feed.run(stop)
 
-    def _hand_over(self, update: HostUpdate) -> None:
-        with contextlib.suppress(RuntimeError):  # the UI's loop is closed: we are shutting down
-            self._ui_loop.call_soon_threadsafe(self._deliver, update)
+    def _hand_over(self, news: Fleet) -> None:
+        """On the feed's loop: keep the newest news and make sure one hand-over is on its way."""
+        with self._lock:
+            scheduled = self._pending is not None
+            self._pending = news
+        if not scheduled:
+            with contextlib.suppress(RuntimeError):  # the UI's loop is closed: shutting down
+                self._ui_loop.call_soon_threadsafe(self._take)
 
-    def _call(self, make: Callable[[], object]) -> asyncio.Future[object] | None:
+    def _take(self) -> None:
+        """On the UI's loop: the newest news since the last hand-over."""
+        with self._lock:
+            news, self._pending = self._pending, None
+        if news is not None:
+            self._deliver(news)
+
+    def _call(self, what: Callable[[], object]) -> None:
         loop = self._loop
-        if loop is None or loop.is_closed():
-            return None
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the feed's loop already ended
+                loop.call_soon_threadsafe(what)
 
-        async def run() -> object:
-            return await make()  # type: ignore[misc]
+    def refresh(self) -> None:
+        """Ask the feed for a new reading; returns at once."""
+        self._call(self.feed.refresh)
 
-        try:
-            return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(run(), loop))
-        except RuntimeError:
-            return None
+    def stop(self) -> None:
+        """Ask the feed to stop (its run frees what it holds); returns at once."""
+        self._stopping = True
+        stop = self._stop
+        if stop is not None:
+            self._call(stop.set)
 
-    async def refresh(self) -> None:
-        """Ask the source for a new reading; returns without waiting for it."""
-        self._call(self.source.refresh)
-
-    async def close(self) -> None:
-        """Close the source on its loop, waiting at most :data:`CLOSE_SECONDS`."""
-
-        async def close_then_stop() -> None:
-            try:
-                await self.source.close()
-            finally:
-                if self._closed is not None:
-                    self._closed.set()
-
-        future = self._call(close_then_stop)
-        if future is not None:
-            with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(future, CLOSE_SECONDS)
+    def join(self, seconds: float) -> bool:
+        """Wait at most ``seconds`` for the feed to stop; True when it has."""
+        self._thread.join(seconds)
+        return not self._thread.is_alive()

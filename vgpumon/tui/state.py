@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from vgpumon.sources.base import HostUpdate, SnapshotSource
+from vgpumon.feed import HostUpdate
 from vgpumon.sources.history import History
 from vgpumon.sources.procinfo import ProcInfo, ProcTable
 from vgpumon.sources.usage import UsageClient
@@ -24,7 +24,7 @@ from vgpumon.view.filter import Query
 class TopState(Protocol):
     """The app as its screens see it."""
 
-    source: SnapshotSource
+    host_names: tuple[str, ...]  # the feed's hosts, in its order
     history: History
     hosts: dict[str, HostUpdate]  # each host's newest update
     events: deque[tuple[int, Event]]  # (sequence, event), oldest first

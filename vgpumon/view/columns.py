@@ -20,6 +20,7 @@ column, not a branch in a screen.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -909,6 +910,22 @@ def _gpu_index_column() -> Column[Any]:
 HOST_VGPU_COLUMNS: tuple[Column[Any], ...] = (_gpu_index_column(), *VGPU_COLUMNS)
 HOST_MIG_COLUMNS: tuple[Column[Any], ...] = (_gpu_index_column(), *MIG_COLUMNS)
 HOST_PROCESS_COLUMNS: tuple[Column[Any], ...] = (_gpu_index_column(), *PROCESS_COLUMNS)
+
+
+# The VMs a hypervisor's process list shows (process rows of kind vm: an agentless ESXi host's
+# VMs by world ID, name and the framebuffer each holds).
+def _vm_column(key: str, label: str, priority: int) -> Column[Any]:
+    """A process column under the name it has for a VM (the process name is the VM's name)."""
+    column = next(c for c in PROCESS_COLUMNS if c.key == key)
+    return dataclasses.replace(column, label=label, priority=priority)
+
+
+HOST_VM_COLUMNS: tuple[Column[Any], ...] = (
+    _gpu_index_column(),
+    _vm_column("name", "VM", 0),
+    _vm_column("memory", "framebuffer", 0),
+    _vm_column("pid", "VM id", 1),
+)
 
 
 # --------------------------------------------------------------------------- usage, contention

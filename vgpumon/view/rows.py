@@ -586,7 +586,8 @@ def process_rows(
 
 
 def _with_local(row: ProcessRow, local: Mapping[int, HostProcess] | None) -> ProcessRow:
-    info = None if local is None or row.kind == "vgpu" else local.get(row.pid)
+    # A process inside a vGPU or a VM of a hypervisor's list is not a process of this host.
+    info = None if local is None or row.kind in ("vgpu", "vm") else local.get(row.pid)
     if info is None:
         return row
     return dataclasses.replace(

@@ -11,7 +11,7 @@ from vgpumon.tui.state import TopState
 
 
 def modes(app: TopState) -> dict[str, str | Callable[[], Screen[Any]]]:
-    """Overview is the fleet when the source has several hosts, else the one host."""
+    """Overview is the fleet when the feed has several hosts (or none yet), else the one host."""
     from vgpumon.tui.screens.capacity import CapacityScreen
     from vgpumon.tui.screens.events import EventsScreen
     from vgpumon.tui.screens.fleet import FleetScreen
@@ -24,7 +24,7 @@ def modes(app: TopState) -> dict[str, str | Callable[[], Screen[Any]]]:
     def overview() -> Screen[None]:
         if app.multi_host:
             return FleetScreen()
-        return HostScreen(app.source.hosts()[0])
+        return HostScreen(app.host_names[0])
 
     return {
         "overview": overview,

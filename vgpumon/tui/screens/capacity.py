@@ -38,7 +38,7 @@ class CapacityScreen(LiveScreen):
     def snapshots(self) -> list[tuple[str, Snapshot | None]]:
         app = self.vapp
         out: list[tuple[str, Snapshot | None]] = []
-        for host in app.source.hosts():
+        for host in app.host_names:
             update = app.hosts.get(host)
             out.append((host, None if update is None else update.snapshot))
         return out

@@ -25,7 +25,7 @@ class FleetScreen(LiveScreen):
     def host_rows(self) -> list[vr.HostRow]:
         app = self.vapp
         rows = []
-        for host in app.source.hosts():
+        for host in app.host_names:
             update = app.hosts.get(host)
             if update is None:
                 rows.append(vr.host_row(host, "connecting", None))
@@ -53,7 +53,7 @@ class FleetScreen(LiveScreen):
         rows = self.host_rows()
         up = sum(1 for r in rows if r.state == "up")
         self.query_one("#title", Static).update(
-            Text(f"Fleet: {len(app.source.hosts())} hosts, {up} up shown · Enter opens a host")
+            Text(f"Fleet: {len(app.host_names)} hosts, {up} up shown · Enter opens a host")
         )
         cols = table_columns(HOST_COLUMNS, self.layout_now)
         self.fill(

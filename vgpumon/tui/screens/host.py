@@ -21,8 +21,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import Grid
 from textual.widgets import Static
 
+from vgpumon.feed import HostUpdate
 from vgpumon.model import Gpu, Snapshot
-from vgpumon.sources.base import HostUpdate
 from vgpumon.sources.history import gpu_entity
 from vgpumon.text import printable
 from vgpumon.tui.cells import CellCache, Layout, Palette, row_cells, table_columns
@@ -37,6 +37,7 @@ from vgpumon.view.columns import (
     HOST_PROCESS_COLUMNS,
     HOST_TREE_COLUMNS,
     HOST_VGPU_COLUMNS,
+    HOST_VM_COLUMNS,
     LOCAL,
     Column,
     present,
@@ -170,6 +171,14 @@ HOLDERS: tuple[Holders, ...] = (
         lambda snap: any(g.vgpu_instances for g in snap.gpus),
         lambda app, host, snap, vgpus_of: [v for g in snap.gpus for v in vgpus_of[g.uuid]],
         HOST_VGPU_COLUMNS,
+    ),
+    Holders(
+        # An agentless hypervisor (ESXi) lists its VMs as processes: name and framebuffer, by
+        # world ID, also when its vGPU report is missing.
+        "VMs on the GPUs (the hypervisor's process list)",
+        lambda snap: any(p.kind == "vm" for g in snap.gpus for p in g.processes or ()),
+        lambda app, host, snap, _v: [r for r in _processes(app, host, snap) if r.kind == "vm"],
+        HOST_VM_COLUMNS,
     ),
     Holders(
         "MIG instances",

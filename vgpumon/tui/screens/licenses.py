@@ -25,7 +25,7 @@ class LicensesScreen(LiveScreen):
     def draw(self) -> None:
         app = self.vapp
         rows: list[vr.LicenseRow] = []
-        for host in app.source.hosts():
+        for host in app.host_names:
             update = app.hosts.get(host)
             if update is not None and update.snapshot is not None:
                 rows += vr.all_license_rows(host, update.snapshot)

@@ -43,7 +43,7 @@ class SchedulerScreen(LiveScreen):
         scheds: list[vr.SchedulerRow] = []
         shares: list[vr.VgpuRow] = []
         contention: list[ContentionLine] = []
-        for host in app.source.hosts():
+        for host in app.host_names:
             update = app.hosts.get(host)
             if update is None or update.snapshot is None:
                 continue

@@ -1,10 +1,11 @@
-"""Every host of ``top`` is one wrapper (:class:`FeedSource`) over a snapshot feed: the sampler,
-an exporter over HTTP (:class:`RemoteFeed`), an agentless host over SSH (:class:`SshHostFeed`).
+"""Every host of ``top`` is a snapshot feed (the sampler, an exporter over HTTP:
+:class:`RemoteFeed`, an agentless host over SSH: :class:`SshHostFeed`), and the hosts are one
+feed of :class:`~vgpumon.feed.Fleet` news (:class:`FleetFeed`): one stream shape, no second one.
 
 The remote feed is driven by a loopback exporter stand-in whose answer the test sets, both on its
-own (its listeners, its readiness, its stop) and wrapped as a source (the host's updates); a
-hand-made feed shows the wrapper needs nothing but the feed shape; and no class of
-``vgpumon.sources`` that has the source shape starts background work of its own.
+own (its listeners, its readiness, its stop) and as a host of a fleet (the host's states); a
+hand-made feed shows the fleet needs nothing but the feed shape; and no class of
+``vgpumon.sources`` starts background work outside a feed's ``run``.
 """
 
 from __future__ import annotations
@@ -27,16 +28,15 @@ from http_helpers import loopback_get
 
 import vgpumon.sources
 from vgpumon.collect.sampler import Sampler
-from vgpumon.feed import FallibleFeed, SnapshotFeed
+from vgpumon.feed import FallibleFeed, Fleet, HostState, HostUpdate, SnapshotFeed
 from vgpumon.model import SamplerHealth, Snapshot, to_json
-from vgpumon.sources.base import HostState, HostUpdate
-from vgpumon.sources.feed_source import FeedSource
-from vgpumon.sources.fleet import FleetSource
-from vgpumon.sources.local import LocalSource
-from vgpumon.sources.remote import Connection, RemoteFeed, RemoteSource, RemoteTarget
-from vgpumon.sources.ssh import SshHostFeed, SshSource
+from vgpumon.sources.fleet import FleetFeed
+from vgpumon.sources.remote import Connection, RemoteFeed, RemoteTarget, remote_fleet
+from vgpumon.sources.ssh import SshFleet, SshHostFeed
 
-SOURCE_SHAPE = ("hosts", "latest", "updates", "start", "refresh", "close")
+# The second protocol top once read snapshots through (a source: hosts, a stream of updates, its
+# own start and close): nothing in vgpumon has that shape any more.
+SOURCE_SHAPE = ("hosts", "updates", "start", "close")
 FEED_SHAPE = ("name", "latest", "not_ready_reason", "on_snapshot", "refresh", "run")
 BOUND = 30.0  # seconds: a generous bound against a loaded machine, not a timing assertion
 
@@ -146,63 +146,79 @@ async def test_refresh_wakes_the_remote_feed_at_once() -> None:
             await feed.close()
 
 
-# ------------------------------------------------- one exporter, as a feed and as a source
+# ------------------------------------------------- one exporter, as a feed and as a fleet host
 
 
-async def test_one_exporter_read_as_a_feed_and_through_the_source_wrapper() -> None:
+class Heard:
+    """Every Fleet a fleet feed told, and how to wait for one."""
+
+    def __init__(self, fleet: FleetFeed) -> None:
+        self.fleets: list[Fleet] = []
+        fleet.on_snapshot(self.fleets.append)
+        self.fleet = fleet
+
+    def host(self, name: str) -> HostUpdate:
+        return next(u for u in self.fleet.latest.hosts if u.host == name)
+
+    def of(self, name: str) -> list[HostUpdate]:
+        """The host's states as told, each once (a Fleet where it did not change repeats it)."""
+        out: list[HostUpdate] = []
+        for fleet in self.fleets:
+            update = next(u for u in fleet.hosts if u.host == name)
+            if not out or out[-1] is not update:
+                out.append(update)
+        return out
+
+
+async def test_one_exporter_read_as_a_feed_and_as_the_host_of_a_fleet() -> None:
     answer = Answer()
     async with exporter(answer) as url:
         feed = fast_feed(url)
-        source = RemoteSource(
-            RemoteTarget(url), Connection(timeout_seconds=2.0), interval_seconds=0.02,
+        target = RemoteTarget(url)
+        fleet = remote_fleet(
+            [target], Connection(timeout_seconds=2.0), interval_seconds=0.02,
             backoff_cap_seconds=0.05,
         )  # fmt: skip
-        assert isinstance(source, FeedSource) and isinstance(source.feed, RemoteFeed)
-        host = source.host
+        assert [type(f) for f in fleet.feeds.values()] == [RemoteFeed]
+        host = target.host
         told: list[float | str] = []
         feed.on_snapshot(lambda s: told.append(s.timestamp))
         feed.on_failure(told.append)
-        seen: list[HostUpdate] = []
-
-        async def collect() -> None:
-            async for update in source.updates():
-                seen.append(update)
-
-        collecting = asyncio.create_task(collect())
+        heard = Heard(fleet)
         stop = asyncio.Event()
         direct = asyncio.create_task(feed.run(stop))
-        assert source.latest()[host].state is HostState.CONNECTING
-        await source.start()
+        assert heard.host(host).state is HostState.CONNECTING
+        running = asyncio.create_task(fleet.run(stop))
         try:
-            await until(lambda: source.latest()[host].state is HostState.UP and bool(told))
+            await until(lambda: heard.host(host).state is HostState.UP and bool(told))
             answer.status = 401  # until both readers have seen it
-            await until(lambda: source.latest()[host].state is HostState.UNREACHABLE)
+            await until(lambda: heard.host(host).state is HostState.UNREACHABLE)
             await until(lambda: len(told) == 2)
-            down = source.latest()[host]
+            down = heard.host(host)
             assert down.error == "HTTP 401: the exporter wants credentials"
             assert down.stale and down.snapshot is not None and down.snapshot.timestamp == 1.0
             answer.status = 200
-            await until(lambda: source.latest()[host].state is HostState.UP)
+            await until(lambda: heard.host(host).state is HostState.UP)
             await until(lambda: len(told) == 3)
             answer.timestamp = 2.0
-            await until(lambda: 2.0 in told and _stamp(source.latest()[host]) == 2.0)
+            await until(lambda: 2.0 in told and _stamp(heard.host(host)) == 2.0)
         finally:
             stop.set()
-            await source.close()
+            await asyncio.wait_for(running, BOUND)  # the fleet's run ends, its session closed
             await asyncio.wait_for(direct, BOUND)
             await feed.close()
-        await asyncio.wait_for(collecting, BOUND)  # the stream ends when the source closes
-    states = [(u.state, u.error, _stamp(u)) for u in seen]
+        assert fleet.feeds[host].client._http is None or fleet.feeds[host].client._http.closed
+    states = [(u.state, u.error, _stamp(u)) for u in heard.of(host)]
     wanted = [
         (HostState.UP, None, 1.0),
         (HostState.UNREACHABLE, "HTTP 401: the exporter wants credentials", 1.0),
         (HostState.UP, None, 1.0),
         (HostState.UP, None, 2.0),
+        (HostState.CLOSED, None, 2.0),
     ]
-    assert states == wanted  # one update per piece of news, none for a repeated poll
-    assert [u.sequence for u in seen] == [1, 2, 3, 4]
-    assert source.latest()[host].state is HostState.CLOSED
-    # The feed read on its own heard the same news the source published.
+    assert states == wanted  # one change per piece of news, none for a repeated poll
+    assert [u.sequence for u in heard.of(host)] == [1, 2, 3, 4, 5]
+    # The feed read on its own heard the same news the fleet told.
     assert told == [1.0, "HTTP 401: the exporter wants credentials", 1.0, 2.0]
 
 
@@ -262,67 +278,137 @@ class FallibleHandFeed(HandFeed):
 async def test_any_feed_is_one_host_with_its_state_and_reason() -> None:
     feed = FallibleHandFeed()
     down = Snapshot(timestamp=3.0)  # no sampler up, no GPU
+    freed: list[str] = []
 
     def judge(snapshot: Snapshot) -> str | None:
         return "down by its own account" if snapshot is down else None
 
-    source = FeedSource(feed, "hand", judge=judge)
-    assert source.name == "by hand" and source.hosts() == ("hand",)
-    await source.start()
-    await until(lambda: feed.running)  # the feed's own loop, started by the wrapper
-    await source.refresh()
+    async def free() -> None:
+        freed.append("hand")
+
+    fleet = FleetFeed([("hand", feed)], judge=judge, closers=[free])
+    heard = Heard(fleet)
+    assert fleet.name == "by hand" and fleet.latest.names == ("hand",)
+    assert fleet.not_ready_reason == "first sampling cycle not done"
+    stop = asyncio.Event()
+    running = asyncio.create_task(fleet.run(stop))
+    await until(lambda: feed.running)  # the feed's own loop, run by the fleet's
+    fleet.refresh()
     assert feed.refreshed == 1
     feed.make(Snapshot(timestamp=1.0))
+    assert fleet.not_ready_reason is None
     feed.fail("cable cut")
-    failed = source.latest()["hand"]
+    failed = heard.host("hand")
     assert (failed.state, failed.error, _stamp(failed), failed.stale) == (
         HostState.UNREACHABLE, "cable cut", 1.0, True,
     )  # fmt: skip
     feed.make(down)
-    judged = source.latest()["hand"]
+    judged = heard.host("hand")
     assert (judged.state, judged.error, judged.snapshot) == (
         HostState.UNREACHABLE, "down by its own account", down,
     )  # fmt: skip
     feed.make(Snapshot(timestamp=4.0))
-    assert source.latest()["hand"].state is HostState.UP
-    assert source.latest()["hand"].sequence == 4
-    await source.close()
-    assert not feed.running and source.latest()["hand"].state is HostState.CLOSED
+    assert heard.host("hand").state is HostState.UP
+    assert heard.host("hand").sequence == 4 and len(heard.fleets) == 4  # one Fleet per change
+    stop.set()
+    await asyncio.wait_for(running, BOUND)
+    assert not feed.running and heard.host("hand").state is HostState.CLOSED
+    assert freed == ["hand"]  # what the feed held is freed once it stopped
 
 
 async def test_a_feed_that_cannot_fail_is_a_host_too() -> None:
     feed = HandFeed()
     assert not isinstance(feed, FallibleFeed)
-    source = FeedSource(feed, "steady")
+    fleet = FleetFeed([("steady", feed)])
     feed.make(Snapshot(timestamp=1.0))
-    assert source.latest()["steady"].state is HostState.UP
-    await source.close()
+    assert Heard(fleet).host("steady").state is HostState.UP
 
 
-# ------------------------------------------------------------- no source has its own loop
+async def test_a_host_that_did_not_change_keeps_its_object() -> None:
+    """A consumer finds what changed by identity: one host's news leaves the others' states as
+    they were, object for object."""
+    one, two = HandFeed(), HandFeed()
+    fleet = FleetFeed([("one", one), ("two", two)])
+    assert fleet.name == "2 hosts"
+    first = fleet.latest
+    one.make(Snapshot(timestamp=1.0))
+    second = fleet.latest
+    assert second.hosts[0] is not first.hosts[0] and second.hosts[1] is first.hosts[1]
+    assert fleet.not_ready_reason == "1 host(s) not answered yet"
 
 
-def _source_classes() -> list[type]:
+async def test_a_feed_whose_loop_fails_is_logged_and_the_others_go_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Broken(HandFeed):
+        async def run(self, stop: asyncio.Event) -> None:
+            raise RuntimeError("bug in a feed")
+
+    good = HandFeed()
+    fleet = FleetFeed([("broken", Broken()), ("good", good)])
+    stop = asyncio.Event()
+    running = asyncio.create_task(fleet.run(stop))
+    await until(lambda: good.running)
+    good.make(Snapshot(timestamp=1.0))
+    assert Heard(fleet).host("good").state is HostState.UP
+    stop.set()
+    await asyncio.wait_for(running, BOUND)
+    assert "the feed of broken failed" in caplog.text
+
+
+async def test_a_cancelled_fleet_stops_its_hosts() -> None:
+    feed = HandFeed()
+    fleet = FleetFeed([("hand", feed)])
+    running = asyncio.create_task(fleet.run(asyncio.Event()))
+    await until(lambda: feed.running)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(running, BOUND)
+    assert not feed.running
+
+
+# ------------------------------------------ one stream shape; no loop outside a feed's run
+
+
+def _classes() -> list[type]:
+    """Every class defined in the vgpumon package (not imported from elsewhere)."""
+    import vgpumon
+
     found = []
-    for info in pkgutil.iter_modules(vgpumon.sources.__path__):
-        module = importlib.import_module(f"vgpumon.sources.{info.name}")
+    for info in pkgutil.walk_packages(vgpumon.__path__, "vgpumon."):
+        if info.name.startswith(("vgpumon.sim", "vgpumon.loadgen")):
+            continue  # the simulator and the CUDA load generator hold no consumers
+        try:
+            module = importlib.import_module(info.name)
+        except ImportError:  # an optional extra (libvirt, grpc) not installed here
+            continue
         for _, cls in inspect.getmembers(module, inspect.isclass):
-            if cls.__module__ != module.__name__ or getattr(cls, "_is_protocol", False):
-                continue
-            if all(callable(getattr(cls, member, None)) for member in SOURCE_SHAPE):
+            if cls.__module__ == module.__name__:
                 found.append(cls)
     return found
 
 
+def test_the_second_protocol_is_gone() -> None:
+    """Nothing in vgpumon has the shape of a snapshot *source* (hosts, a stream of updates, its
+    own start and close) beside the feed shape: top reads feeds as serve does."""
+    second = [
+        f"{cls.__module__}.{cls.__name__}"
+        for cls in _classes()
+        if all(callable(getattr(cls, member, None)) for member in SOURCE_SHAPE)
+    ]
+    assert second == []
+
+
 def _starts_tasks(cls: type) -> list[str]:
-    """The methods of ``cls`` itself that start background work (a task or a future)."""
+    """The methods of ``cls`` itself, other than a feed's ``run``, that start background work (a
+    task, a future, a thread)."""
     tree = ast.parse(Path(inspect.getfile(cls)).read_text())
     node = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
     return sorted(
         {
             f"{cls.__name__}.{method.name}"
             for method in node.body
-            if isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef)
+            if isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef) and method.name != "run"
             for call in ast.walk(method)
             if isinstance(call, ast.Call)
             and isinstance(call.func, ast.Attribute | ast.Name)
@@ -332,26 +418,41 @@ def _starts_tasks(cls: type) -> list[str]:
     )
 
 
-def test_no_source_runs_a_loop_of_its_own() -> None:
-    """A source is the wrapper of a feed, or a fleet of such sources; only those two start
-    background work (the feed's own loop, the fleet's forwarding)."""
-    classes = _source_classes()
-    names = {cls.__name__ for cls in classes}
-    assert {"FeedSource", "FleetSource", "LocalSource", "RemoteSource", "SshSource"} <= names
+def test_only_a_feeds_run_starts_background_work() -> None:
+    """Every loop in ``vgpumon.sources`` is a feed's ``run``, driven by its consumer (serve's
+    server, top's feed thread); no class starts work of its own beside it."""
+    classes = []
+    for info in pkgutil.iter_modules(vgpumon.sources.__path__):
+        module = importlib.import_module(f"vgpumon.sources.{info.name}")
+        classes += [
+            cls
+            for _, cls in inspect.getmembers(module, inspect.isclass)
+            if cls.__module__ == module.__name__ and not getattr(cls, "_is_protocol", False)
+        ]
+    assert {"FleetFeed", "RemoteFeed", "SshHostFeed", "SshFleet"} <= {c.__name__ for c in classes}
     for cls in classes:
-        assert issubclass(cls, FeedSource | FleetSource), f"{cls.__name__} is its own source"
-        if cls not in (FeedSource, FleetSource):
-            assert _starts_tasks(cls) == [], f"{cls.__name__} starts work of its own"
+        assert _starts_tasks(cls) == [], f"{cls.__name__} starts work of its own"
 
 
 def test_the_planted_loop_is_caught() -> None:
-    """The check above fails on a source with a loop of its own (as the remote one had)."""
+    """The check above fails on a class with a loop of its own outside ``run``."""
 
     class Looping:
         async def start(self) -> None:
             self.task = asyncio.create_task(asyncio.sleep(0))
 
+        async def run(self, stop: asyncio.Event) -> None:
+            await asyncio.create_task(stop.wait())
+
     assert _starts_tasks(Looping) == ["Looping.start"]
+
+    class Source:
+        def hosts(self) -> None: ...
+        def updates(self) -> None: ...
+        def start(self) -> None: ...
+        def close(self) -> None: ...
+
+    assert all(callable(getattr(Source, member, None)) for member in SOURCE_SHAPE)
 
 
 def test_the_feeds_have_the_feed_shape() -> None:
@@ -362,21 +463,23 @@ def test_the_feeds_have_the_feed_shape() -> None:
             assert hasattr(feed, member), (feed.__name__, member)
     fallible: list[type[FallibleFeed[Snapshot]]] = [RemoteFeed, SshHostFeed]
     assert all(callable(getattr(f, "on_failure", None)) for f in fallible)
+    fleets: list[type[SnapshotFeed[Fleet]]] = [FleetFeed, SshFleet]
+    for fleet in fleets:
+        for member in FEED_SHAPE:
+            assert hasattr(fleet, member), (fleet.__name__, member)
 
 
 async def test_top_builds_every_host_from_a_feed(tmp_path: Path) -> None:
-    """``top`` on this host, on exporters and on agentless hosts: each host a FeedSource."""
+    """``top`` on this host, on exporters and on agentless hosts: one fleet of feeds."""
     from vgpumon.commands import top
 
     parser = argparse.ArgumentParser()
     top.add_arguments(parser)
 
     def leaves(argv: list[str]) -> list[Any]:
-        source = top.source_from_args(parser.parse_args(argv))
-        children = source.sources if isinstance(source, FleetSource) else [source]
-        for child in children:
-            assert isinstance(child, FeedSource), type(child)
-        return [child.feed for child in children if isinstance(child, FeedSource)]
+        made = top.feed_from_args(parser.parse_args(argv))
+        assert isinstance(made.feed, FleetFeed)
+        return list(made.feed.feeds.values())
 
     local = leaves(["--sim", "passthrough-guest"])
     assert [type(f) for f in local] == [Sampler]
@@ -387,40 +490,42 @@ async def test_top_builds_every_host_from_a_feed(tmp_path: Path) -> None:
     ssh = leaves(["--ssh.targets", "root@esxi-1", "--ssh.targets", "esxi-2"])
     assert [type(f) for f in ssh] == [SshHostFeed, SshHostFeed]
     assert isinstance(
-        top.source_from_args(parser.parse_args(["--ssh.targets", "esxi-1"])), SshSource
+        top.feed_from_args(parser.parse_args(["--ssh.targets", "esxi-1"])).feed, SshFleet
     )
-    assert LocalSource.__mro__[1] is FeedSource and RemoteSource.__mro__[1] is FeedSource
 
 
 # ------------------------------------------------------------------ what a remote snapshot says
 
 
 @asynccontextmanager
-async def remote_host(answer: Answer) -> AsyncIterator[RemoteSource]:
-    """A started RemoteSource over the stand-in, once it holds a first snapshot."""
+async def remote_host(answer: Answer) -> AsyncIterator[Heard]:
+    """A running fleet of one exporter over the stand-in, once it holds a first snapshot."""
     async with exporter(answer) as url:
-        source = RemoteSource(
-            RemoteTarget(url), Connection(timeout_seconds=2.0), interval_seconds=0.02
+        fleet = remote_fleet(
+            [RemoteTarget(url)], Connection(timeout_seconds=2.0), interval_seconds=0.02
         )
-        await source.start()
+        heard = Heard(fleet)
+        stop = asyncio.Event()
+        running = asyncio.create_task(fleet.run(stop))
         try:
-            await until(lambda: source.latest()[source.host].snapshot is not None)
-            yield source
+            await until(lambda: heard.fleet.latest.hosts[0].snapshot is not None)
+            yield heard
         finally:
-            await source.close()
+            stop.set()
+            await asyncio.wait_for(running, BOUND)
 
 
 async def test_a_remote_exporter_that_wedges_reaches_the_screen() -> None:
     """A wedged exporter keeps serving its last good snapshot (same timestamp) with the health
     saying wedged: that is news, not a repeat, or ``top --url`` would never show it."""
     answer = Answer(health=SamplerHealth(up=True, cycles_total=5))
-    async with remote_host(answer) as source:
+    async with remote_host(answer) as heard:
         answer.health = SamplerHealth(
             up=False, wedged=True, cycles_total=6, cycles_abandoned_total=1
         )
 
         def wedged() -> bool:
-            snap = source.latest()[source.host].snapshot
+            snap = heard.fleet.latest.hosts[0].snapshot
             return snap is not None and snap.health.wedged
 
         await until(wedged)
@@ -428,7 +533,7 @@ async def test_a_remote_exporter_that_wedges_reaches_the_screen() -> None:
 
 async def test_a_remote_exporter_without_nvml_shows_its_host_down_as_a_local_one_does() -> None:
     answer = Answer(health=SamplerHealth(up=False, down_reason="NVML not initialised: x"))
-    async with remote_host(answer) as source:
-        update = source.latest()[source.host]
+    async with remote_host(answer) as heard:
+        update = heard.fleet.latest.hosts[0]
         assert update.state is HostState.UNREACHABLE
         assert update.error == "NVML is not initialised"
