@@ -81,6 +81,7 @@ class PrometheusStandIn:
         self.error: str | None = None
         self.raw: bytes | None = None
         self.queries: list[str] = []
+        self.params: list[dict[str, list[str]]] = []  # every request's query parameters
         stand_in = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -91,6 +92,7 @@ class PrometheusStandIn:
                 params = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
                 promql = params.get("query", [""])[0]
                 stand_in.queries.append(promql)
+                stand_in.params.append(params)
                 status = 200
                 if stand_in.raw is not None:
                     body = stand_in.raw

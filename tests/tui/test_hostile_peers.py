@@ -17,11 +17,12 @@ from typing import Any
 
 from aiohttp import web
 from export_helpers import rich_snapshot
+from http_helpers import loopback_get
 from pty_helpers import stray_controls
 from tui_helpers import until
 
+from vgpumon.feed import HostState
 from vgpumon.model import Snapshot, to_json
-from vgpumon.sources.base import HostState
 from vgpumon.sources.remote import Connection, RemoteSource, RemoteTarget
 from vgpumon.tui.app import VgpumonApp, create_app
 
@@ -59,18 +60,8 @@ class StandIn:
         async def snapshot(request: web.Request) -> web.Response:
             return web.Response(body=self.body, content_type="application/json")
 
-        app = web.Application()
-        app.router.add_get("/api/v1/snapshot", snapshot)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}"
-        try:
+        async with loopback_get("/api/v1/snapshot", snapshot) as self.url:
             yield self
-        finally:
-            await runner.cleanup()
 
 
 def screen_bytes(app: VgpumonApp) -> str:
@@ -220,31 +211,21 @@ async def test_the_screen_obeys_q_while_a_large_backfill_is_merged() -> None:
         asked.set()
         return web.Response(body=body, content_type="application/json")
 
-    prom = web.Application()
-    prom.router.add_get("/api/v1/query_range", query_range)
-    runner = web.AppRunner(prom)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     stand_in = StandIn()
     stand_in.body = to_json(snap).encode()
-    try:
-        async with stand_in.running():
-            source = RemoteSource(RemoteTarget(stand_in.url, name="h1"), FAST, interval_seconds=0.5)
-            backfill = PrometheusBackfill(f"http://127.0.0.1:{port}", window_seconds=600)
-            app = create_app(source, backfill=backfill)
-            async with app.run_test(size=(120, 40)) as pilot:
-                await until(pilot, lambda: "h1" in app.hosts and app.hosts["h1"].snapshot)
-                await asyncio.wait_for(asked.wait(), 60)
-                loop = asyncio.get_running_loop()
-                started = loop.time()
-                await asyncio.sleep(0.3)  # the answer is being read and merged
-                await pilot.press("q")
-                quit_after = loop.time() - started
-            assert quit_after < 2.0
-    finally:
-        await runner.cleanup()
+    async with loopback_get("/api/v1/query_range", query_range) as prom_url, stand_in.running():
+        source = RemoteSource(RemoteTarget(stand_in.url, name="h1"), FAST, interval_seconds=0.5)
+        backfill = PrometheusBackfill(prom_url, window_seconds=600)
+        app = create_app(source, backfill=backfill)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: "h1" in app.hosts and app.hosts["h1"].snapshot)
+            await asyncio.wait_for(asked.wait(), 60)
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            await asyncio.sleep(0.3)  # the answer is being read and merged
+            await pilot.press("q")
+            quit_after = loop.time() - started
+        assert quit_after < 2.0
 
 
 async def test_a_row_key_given_twice_shows_one_row() -> None:
