@@ -23,7 +23,7 @@ from tui_helpers import until
 
 from vgpumon.feed import HostState
 from vgpumon.model import Snapshot, to_json
-from vgpumon.sources.remote import Connection, RemoteSource, RemoteTarget
+from vgpumon.sources.remote import Connection, RemoteTarget, remote_fleet
 from vgpumon.tui.app import VgpumonApp, create_app
 
 FAST = Connection(timeout_seconds=2.0)
@@ -81,7 +81,7 @@ async def test_every_screen_shows_a_hostile_peer_escaped() -> None:
     stand_in = StandIn()
     stand_in.body = to_json(snap).encode()
     async with stand_in.running():
-        source = RemoteSource(RemoteTarget(stand_in.url, name="h1"), FAST, interval_seconds=0.2)
+        source = remote_fleet([RemoteTarget(stand_in.url, name="h1")], FAST, interval_seconds=0.2)
         app = create_app(source)
         async with app.run_test(size=(200, 60)) as pilot:
             await until(pilot, lambda: "h1" in app.hosts and app.hosts["h1"].snapshot is not None)
@@ -106,7 +106,7 @@ async def _host_error_of(body: bytes) -> str:
     stand_in = StandIn()
     stand_in.body = body
     async with stand_in.running():
-        source = RemoteSource(RemoteTarget(stand_in.url, name="h1"), FAST, interval_seconds=0.2)
+        source = remote_fleet([RemoteTarget(stand_in.url, name="h1")], FAST, interval_seconds=0.2)
         app = create_app(source)
         async with app.run_test(size=(120, 40)) as pilot:
             await until(
@@ -173,7 +173,9 @@ async def test_markup_in_a_prometheus_error_shows_on_the_usage_screen() -> None:
     with PrometheusStandIn() as prom:
         prom.error = "bad [link=http://evil]click[/link] [red]x " + OSC52
         async with stand_in.running():
-            source = RemoteSource(RemoteTarget(stand_in.url, name="h1"), FAST, interval_seconds=0.2)
+            source = remote_fleet(
+                [RemoteTarget(stand_in.url, name="h1")], FAST, interval_seconds=0.2
+            )
             app = create_app(source, usage=UsageClient(prom.url, timeout_seconds=5))
             async with app.run_test(size=(160, 40)) as pilot:
                 await until(pilot, lambda: "h1" in app.hosts)
@@ -214,7 +216,7 @@ async def test_the_screen_obeys_q_while_a_large_backfill_is_merged() -> None:
     stand_in = StandIn()
     stand_in.body = to_json(snap).encode()
     async with loopback_get("/api/v1/query_range", query_range) as prom_url, stand_in.running():
-        source = RemoteSource(RemoteTarget(stand_in.url, name="h1"), FAST, interval_seconds=0.5)
+        source = remote_fleet([RemoteTarget(stand_in.url, name="h1")], FAST, interval_seconds=0.5)
         backfill = PrometheusBackfill(prom_url, window_seconds=600)
         app = create_app(source, backfill=backfill)
         async with app.run_test(size=(120, 40)) as pilot:
