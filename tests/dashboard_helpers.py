@@ -36,6 +36,7 @@ SCENARIOS = {
     "capacity-homogeneous": "capacity-l40s-homogeneous",
     "capacity-heterogeneous": "capacity-l40s-heterogeneous",
     "capacity-mig": "capacity-a100-mig",
+    "driver-surfaces": "driver-surfaces",
 }
 
 MATCH_ALL = {

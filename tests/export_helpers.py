@@ -337,7 +337,7 @@ def rich_snapshot() -> Snapshot:
             dead_holder_memory_bytes=0,
         ),
     )
-    return Snapshot(
+    snapshot = Snapshot(
         timestamp=1_767_225_601.0,
         driver=DriverInfo("580.65.06", "13.580.65.06", "13.0"),
         gpus=(host, mig, guest, lost),
@@ -385,6 +385,87 @@ def rich_snapshot() -> Snapshot:
             DeviceAllocation("nvidia.com/gpu", guest.uuid, kind="gpu", gpu_uuid=guest.uuid),
         ),
     )
+    return with_driver_surfaces(snapshot)
+
+
+def with_driver_surfaces(snapshot: Snapshot) -> Snapshot:
+    """The rich host with what the R550-R610 driver surfaces add: recovery and repair state,
+    confidential computing, accounting, migration payloads, per-type reservations, MIG-backed
+    vGPU capacity per GPU instance, encoder schedulers and the metering methods."""
+    from vgpumon.model import (
+        AccountingRecord,
+        ConfCompute,
+        GpuInstanceVgpuCapacity,
+        Recovery,
+    )
+
+    host, mig, guest, lost = snapshot.gpus
+    vgpus = tuple(
+        dataclasses.replace(v, migration_state_bytes=(v.framebuffer_used_bytes or 0) + 64 << 20)
+        for v in host.vgpu_instances
+    )
+    types = tuple(
+        dataclasses.replace(
+            t,
+            framebuffer_reservation_bytes=256 << 20,
+            gsp_heap_bytes=96 << 20,
+            bar1_bytes=256 << 20,
+        )
+        for t in host.vgpu_types
+    )
+    encoder = dataclasses.replace(host.vgpu_schedulers[0], engine="nvenc0")
+    host = dataclasses.replace(
+        host,
+        recovery=Recovery("gpu_reset", False, True, False),
+        conf_compute=ConfCompute(True, "prod", False, "protected_pcie", False, "amd_sev_snp", True),
+        vgpu_instances=vgpus,
+        vgpu_types=types,
+        vgpu_encoder_schedulers=(encoder,),
+        # a GPU instance that hosts MIG-backed vGPUs, with only what the vGPU readers fill
+        mig_instances=(MigGpuInstance(id=2, profile_id=9, profile_name="3g.40gb"),),
+    )
+    host = dataclasses.replace(
+        host,
+        mig_instances=(
+            dataclasses.replace(
+                host.mig_instances[0],
+                vgpu_heterogeneous_mode=True,
+                vgpu_capacity=(GpuInstanceVgpuCapacity(1001, "NVIDIA H100-8C", 2),),
+            ),
+        ),
+    )
+    assert host.metering is not None
+    host = dataclasses.replace(
+        host, metering=dataclasses.replace(host.metering, methods={"vgpu": "vgpu_samples"})
+    )
+    assert mig.metering is not None
+    mig = dataclasses.replace(
+        mig,
+        recovery=Recovery("none", False, False, True),
+        conf_compute=ConfCompute(
+            True,
+            "prod",
+            False,
+            "none",
+            True,
+            protected_memory_total_bytes=70 << 30,
+            protected_memory_used_bytes=12 << 30,
+            unprotected_memory_bytes=10 << 30,
+        ),
+        metering=dataclasses.replace(
+            mig.metering, methods={"mig": "gpm", "process": "accounting", "pod": "accounting"}
+        ),
+    )
+    guest = dataclasses.replace(
+        guest,
+        accounting_enabled=True,
+        accounting=(AccountingRecord(4242, True, 0.5, 600, 12, 2.4, 1.7e9, 2 << 30),),
+    )
+    collectors = (
+        *snapshot.collectors,
+        CollectorStatus("recovery", True, 0.0, unsupported={"function_not_found": 1}),
+    )
+    return dataclasses.replace(snapshot, gpus=(host, mig, guest, lost), collectors=collectors)
 
 
 def samples_by_name(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:

@@ -33,6 +33,8 @@ SCHEMA_VERSION = 2
 
 VIRTUALIZATION_MODES = ("none", "passthrough", "vgpu", "host_vgpu", "host_vsga")
 SCHEDULER_POLICIES = ("unknown", "best_effort", "equal_share", "fixed_share")
+# The engines a vGPU scheduler log covers (NVML_VGPU_SCHEDULER_ENGINE_TYPE_*, R590+ for encoders).
+SCHEDULER_ENGINES = ("graphics", "nvenc0", "nvenc1")
 # Why a collector failed, where the source can tell (an agentless host's optional vGPU report:
 # printed nothing, exited non-zero, was not nvidia-smi XML, was too large, did not answer).
 COLLECTOR_FAILURES = ("empty", "exit_status", "unparsable", "too_large", "timeout")
@@ -66,6 +68,24 @@ DEVICE_KINDS = ("gpu", "mig", "vgpu")
 # What NVML says stands in the way of moving a vGPU (NVML_VGPU_COMPATIBILITY_LIMIT_*).
 MIGRATION_LIMITS = ("host_driver", "guest_driver", "gpu", "other")
 LICENSE_EXPIRY_STATUSES = ("not_available", "invalid", "valid", "not_applicable", "permanent")
+# What the driver asks for to bring a GPU back (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, R565+), in
+# NVML_GPU_RECOVERY_ACTION_* order.
+RECOVERY_ACTIONS = (
+    "none",
+    "gpu_reset",
+    "node_reboot",
+    "drain_p2p",
+    "drain_and_reset",
+    "recover_imex_domain",
+    "bus_reset",
+    "system_reboot",
+)
+# Confidential computing (nvmlSystemGetConfComputeState / Settings): the environment and the
+# multi-GPU protection mode, in NVML_CC_SYSTEM_ENVIRONMENT_* / NVML_CC_SYSTEM_MULTIGPU_* order.
+CC_ENVIRONMENTS = ("unavailable", "sim", "prod")
+CC_MULTI_GPU_MODES = ("none", "protected_pcie", "nvle")
+# How a metering counter was integrated (docs/metering.md gives each one's error bound).
+METERING_METHODS = ("accounting", "accounting_average", "process_samples", "vgpu_samples", "gpm")
 CLOCK_EVENT_REASONS = (
     "idle",
     "applications_clocks_setting",
@@ -145,6 +165,90 @@ class RemappedRows:
     uncorrectable: int | None = None
     pending: bool | None = None
     failed: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """What the driver itself says a GPU needs (R565+ recovery action, R580+ repair status,
+    R590+ unrepairable memory); None where the driver does not say."""
+
+    action: str | None = None  # RECOVERY_ACTIONS
+    channel_repair_pending: bool | None = None
+    tpc_repair_pending: bool | None = None
+    unrepairable_memory: bool | None = None
+
+    # The verdicts `check`, the node-feature labels and `top` read (the alert rules read the
+    # same facts from the families): decided here once.
+
+    @property
+    def action_needed(self) -> bool | None:
+        """The driver asks for an action; None when it does not say."""
+        return None if self.action is None else self.action != "none"
+
+    @property
+    def repair_pending(self) -> bool | None:
+        flags = (self.channel_repair_pending, self.tpc_repair_pending)
+        if True in flags:
+            return True
+        return None if flags == (None, None) else False
+
+    @property
+    def pending_repairs(self) -> tuple[str, ...]:
+        return tuple(
+            name
+            for name, flag in (
+                ("channel", self.channel_repair_pending),
+                ("tpc", self.tpc_repair_pending),
+            )
+            if flag
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ConfCompute:
+    """Confidential computing as the driver reports it (the system state, read per GPU)."""
+
+    feature_enabled: bool | None = None  # CC mode on for the system
+    environment: str | None = None  # CC_ENVIRONMENTS
+    devtools_mode: bool | None = None  # CC developer-tools mode (not a protected setup)
+    multi_gpu_mode: str | None = None  # CC_MULTI_GPU_MODES
+    ready: bool | None = None  # GPUs accept client work (the attestation step set them ready)
+    cpu_capability: str | None = None  # none | amd_sev | intel_tdx | amd_sev_snp | amd_snp_vtom
+    gpus_capable: bool | None = None
+    protected_memory_total_bytes: int | None = None
+    protected_memory_used_bytes: int | None = None
+    unprotected_memory_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AccountingRecord:
+    """One process in the driver's accounting buffer (accounting mode on).
+
+    The driver integrates each process's utilization over its life itself: ``sum_gpu_util`` over
+    ``sample_count`` samples (``_v2``, R610+), else only the rounded lifetime average.
+    """
+
+    pid: int
+    running: bool | None = None
+    gpu_utilization: float | None = None  # lifetime average, ratio
+    sum_gpu_util_percent: int | None = None  # _v2: the sum of the per-sample percentages
+    sample_count: int | None = None  # _v2
+    elapsed_seconds: float | None = None  # lifetime so far (running) or in total (ended)
+    start_timestamp_seconds: float | None = None
+    max_memory_bytes: int | None = None
+
+    @property
+    def busy_seconds(self) -> float | None:
+        """GPU-busy seconds over the process's life: the mean per-sample utilization (exact sum
+        where ``_v2`` gave one) times its elapsed time."""
+        if self.elapsed_seconds is None:
+            return None
+        if self.sum_gpu_util_percent is not None and self.sample_count:
+            mean = self.sum_gpu_util_percent / self.sample_count / 100.0
+            return min(1.0, mean) * self.elapsed_seconds
+        if self.gpu_utilization is None:
+            return None
+        return self.gpu_utilization * self.elapsed_seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +344,20 @@ class MigGpuInstance:
     memory_used_bytes: int | None = None
     gpm: Gpm | None = None
     compute_instances: tuple[MigComputeInstance, ...] = ()
+    # MIG-backed time-sliced vGPUs inside this GPU instance (R575+, GB20x): mixed sizes allowed,
+    # and how many more of each vGPU type fit in it now (None: the driver cannot tell).
+    vgpu_heterogeneous_mode: bool | None = None
+    vgpu_capacity: tuple[GpuInstanceVgpuCapacity, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GpuInstanceVgpuCapacity:
+    """One vGPU type a GPU instance can host (nvmlGpuInstanceGetCreatableVgpus) and how many more
+    instances of it fit there now (its creatable placements, non-overlapping)."""
+
+    type_id: int
+    type_name: str | None = None
+    creatable_instances: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,6 +465,8 @@ class VgpuInstance:
     # whether a live move is allowed, and what limits it (MIGRATION_LIMITS; () when nothing).
     live_migration_compatible: bool | None = None
     migration_limits: tuple[str, ...] | None = None
+    # Bytes a live migration of this vGPU moves now (nvmlVgpuInstanceGetRuntimeStateSize, R565+).
+    migration_state_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,6 +484,22 @@ class VgpuType:
     active_instances: int = 0
     # How many more instances of this type fit now; None when the driver cannot tell.
     creatable_instances: int | None = None
+    # What one instance takes beyond its framebuffer (R550+): the driver's framebuffer
+    # reservation and GSP heap, and its BAR1 aperture; for exact "fits" arithmetic.
+    framebuffer_reservation_bytes: int | None = None
+    gsp_heap_bytes: int | None = None
+    bar1_bytes: int | None = None
+
+    @property
+    def footprint_bytes(self) -> int | None:
+        """Framebuffer one instance takes from the GPU: its own, the reservation, the GSP heap."""
+        if self.framebuffer_bytes is None:
+            return None
+        return (
+            self.framebuffer_bytes
+            + (self.framebuffer_reservation_bytes or 0)
+            + (self.gsp_heap_bytes or 0)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,6 +531,7 @@ class VgpuShare:
 @dataclass(frozen=True, slots=True)
 class VgpuScheduler:
     gpu_instance_id: int | None = None  # set for per-GPU-instance (MIG-backed) scheduling
+    engine: str = "graphics"  # SCHEDULER_ENGINES: the engine whose time it shares out
     policy: str | None = None  # SCHEDULER_POLICIES
     arr_enabled: bool | None = None
     timeslice_seconds: float | None = None
@@ -475,6 +612,9 @@ class ProcessMeter:
     namespace: str | None = None
     pod: str | None = None
     container: str | None = None
+    # How busy_seconds grew this cycle (METERING_METHODS): "accounting" or "accounting_average"
+    # (the driver's own per-process record), or "process_samples" (NVML's per-process samples).
+    busy_method: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,6 +646,9 @@ class GpuMetering:
     longest_idle_holder_seconds: float | None = None
     dead_holders: int | None = None  # listed PIDs not on the host; None: cannot tell
     dead_holder_memory_bytes: int | None = None
+    # Per busy counter ("vgpu", "mig", "process", "pod"), the method it grew by this cycle
+    # (METERING_METHODS); a counter with no tenant has no entry.
+    methods: dict[str, str] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- whole GPU
@@ -556,6 +699,9 @@ class Gpu:
     vgpu_types: tuple[VgpuType, ...] = ()
     vgpu_processes: tuple[VgpuProcess, ...] = ()
     vgpu_schedulers: tuple[VgpuScheduler, ...] = ()
+    # The encoder engines' schedulers (R590+), apart from the graphics engine's above so that
+    # every reader of ``vgpu_schedulers`` keeps meaning the graphics engine.
+    vgpu_encoder_schedulers: tuple[VgpuScheduler, ...] = ()
     guest_license_supported: bool | None = None
     guest_licenses: tuple[GuestLicenseFeature, ...] = ()
     # A vGPU host GPU that supports migrating its vGPUs (pGPU virtualization capabilities,
@@ -571,6 +717,15 @@ class Gpu:
     mig_free_slices: int | None = None
     # Usage counters and idle findings (vgpumon.collect.metering); None where metering is off.
     metering: GpuMetering | None = None
+    # What the driver says the GPU needs to recover (reset, reboot, drain) and pending repairs.
+    recovery: Recovery = field(default_factory=Recovery)
+    conf_compute: ConfCompute = field(default_factory=ConfCompute)
+    # Accounting mode and the driver's per-process records (read only while the mode is on).
+    accounting_enabled: bool | None = None
+    accounting: tuple[AccountingRecord, ...] | None = None
+    # Collectors that read nothing on this GPU because the driver (or the NVML module) lacks
+    # their calls, with NVML's reason ("function_not_found", "not_supported", ...).
+    unsupported: dict[str, str] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- Kubernetes
@@ -617,6 +772,9 @@ class CollectorStatus:
     duration_seconds: float
     failure: str | None = None  # COLLECTOR_FAILURES
     detail: str | None = None
+    # GPUs on which the collector read nothing for lack of support, by NVML's reason
+    # ("function_not_found": a driver or module older than the call; "not_supported": this GPU).
+    unsupported: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,10 +121,38 @@ def node_features(
         for p in g.mig_profiles:
             if p.name:
                 _add_counts(mig, label_part(p.name), p.creatable_instances)
+    out.update(_health_labels(gpus))
     for name, count in sorted(vgpu.items()):
         out[label_part(f"vgpu.creatable.{name}")] = str(count)
     for name, count in sorted(mig.items()):
         out[label_part(f"mig.creatable.{name}")] = str(count)
+    return out
+
+
+def _health_labels(gpus: Iterable[Gpu]) -> dict[str, str]:
+    """What the driver says the node's GPUs need, and confidential computing.
+
+    Only what is there to say: a label appears while a GPU's driver asks for an action
+    (``recovery.action``: the action, ``mixed`` when GPUs ask for different ones), a repair is
+    pending or memory is beyond repair (``true``), and where CC is on (``cc.enabled=true``, with
+    ``cc.ready``). A workload keeps off such nodes with ``DoesNotExist``; a healthy node carries
+    none of them, so the labels change only when something happens.
+    """
+    gpus = [g for g in gpus if g.up]
+    out: dict[str, str] = {}
+    needed = sorted({g.recovery.action or "" for g in gpus if g.recovery.action_needed})
+    if needed:
+        out["recovery.action"] = needed[0] if len(needed) == 1 else MIXED
+    if any(g.recovery.repair_pending for g in gpus):
+        out["repair.pending"] = "true"
+    if any(g.recovery.unrepairable_memory for g in gpus):
+        out["memory.unrepairable"] = "true"
+    cc = [g.conf_compute for g in gpus if g.conf_compute.feature_enabled]
+    if cc:
+        out["cc.enabled"] = "true"
+        ready = [c.ready for c in cc if c.ready is not None]
+        if ready:
+            out["cc.ready"] = "true" if all(ready) else "false"
     return out
 
 

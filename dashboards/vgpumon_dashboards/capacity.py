@@ -12,6 +12,7 @@ from .common import (
     CAP_HETEROGENEOUS,
     CAP_HOMOGENEOUS,
     CAP_MIG,
+    DRIVER,
     FRAGMENTATION,
     GPU_KEYS,
     HOST,
@@ -395,6 +396,27 @@ BOARD = Board(
                 Column("Value #D", "Memory", unit="bytes"),
             ),
             width=16,
+        ),
+        bargauge_panel(
+            "MIG-backed vGPUs per GPU instance",
+            "Per GPU instance of a MIG vGPU host (time-sliced MIG-backed vGPUs, R575+): the "
+            "vGPUs running in it, and the more of each type that fit in it now (its free "
+            "placements). The vGPU host dashboard lists them by type.",
+            q(
+                f"vgpumon_mig_vgpu_instances{{{SEL}}}",
+                f"{GPU} GI {{{{gpu_instance}}}} running",
+                DRIVER,
+                instant=True,
+            ),
+            q(
+                f"vgpumon_mig_vgpu_type_creatable_instances{{{SEL}}}"
+                f" * on ({GPU_KEYS}, vgpu_type_id) group_left (vgpu_type)"
+                f" vgpumon_vgpu_type_info{{{SEL}}}",
+                f"{GPU} GI {{{{gpu_instance}}}} {{{{vgpu_type}}}} fit",
+                DRIVER,
+                instant=True,
+            ),
+            width=24,
         ),
         Row("Migration readiness"),
         stat_panel(

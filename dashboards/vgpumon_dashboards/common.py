@@ -64,6 +64,9 @@ METERING = "metering"  # known load: vGPUs (one idle), processes in two pods, a 
 CAP_HOMOGENEOUS = "capacity-homogeneous"  # two L40S in homogeneous mode, one stranding 16 GiB
 CAP_HETEROGENEOUS = "capacity-heterogeneous"  # an L40S in mixed-size mode with placement gaps
 CAP_MIG = "capacity-mig"  # an A100 with a 3g and a 2g GPU instance, 2 slices free
+# The newer driver surfaces (R550-R610) on one host: encoder scheduling, time-sliced vGPUs in GPU
+# instances, reservations and migration payloads, accounting, CC, a pending repair.
+DRIVER = "driver-surfaces"
 KINDS = (
     VGPU,
     MIG,
@@ -75,6 +78,7 @@ KINDS = (
     CAP_HOMOGENEOUS,
     CAP_HETEROGENEOUS,
     CAP_MIG,
+    DRIVER,
 )
 ALL = (VGPU, MIG, BARE)
 
@@ -220,6 +224,17 @@ YES_WARN = value_map({"0": ("no", "green"), "1": ("yes", "orange")})
 ON_OFF = value_map({"1": ("on", "blue"), "0": ("off", "text")})
 OK_FAILED = value_map({"1": ("ok", "green"), "0": ("failed", "red")})
 READY = value_map({"1": ("ready", "green"), "0": ("not ready", "red")})
+# The share verdict's states (vgpumon_vgpu_*_share_state, docs/verdicts.md).
+SHARE_STATES = value_map(
+    {
+        "starved": ("starved", "red"),
+        "ok": ("ok", "green"),
+        "short_window": ("no verdict yet", "text"),
+        "missed_entries": ("log entries missed", "orange"),
+        "unknown_policy": ("policy unknown", "text"),
+    }
+)
+CURRENT = value_map({"1": ("current", "blue"), "0": ("", "transparent")})
 # vgpumon_vgpu_migration_limit's reasons (what NVML's compatibility check says limits a move).
 MIGRATION_LIMITS = value_map(
     {

@@ -157,6 +157,21 @@ BOARD = Board(
             ),
         ),
         table_panel(
+            "Collectors the driver cannot serve",
+            "Per collector, on how many GPUs it read nothing because the driver (or the NVML "
+            "module) lacks its calls, and why: function_not_found is a driver older than the "
+            "call, not_supported a GPU or mode without it. Their series are absent there, "
+            "never 0.",
+            q(f"vgpumon_scrape_collector_unsupported_gpus{{{HOST}}}", WHO, VGPU, instant=True),
+            columns=(
+                Column("instance", "Exporter"),
+                Column("collector", "Collector"),
+                Column("reason", "Why"),
+                Column("Value", "GPUs"),
+            ),
+            width=24,
+        ),
+        table_panel(
             "Versions",
             "NVIDIA driver, NVML and CUDA driver versions, vgpumon's version and Python, the "
             "NVML module read (the simulator says sim:SCENARIO) and how the last cycle read "

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from .common import (
+    ALL,
     BARE,
+    CURRENT,
+    DRIVER,
     EXPIRY,
     FILLING,
     GPU_KEYS,
@@ -15,6 +18,7 @@ from .common import (
     NVLINK,
     ON_OFF,
     ORANGE_ABOVE_ZERO,
+    READY,
     RED_ABOVE_ZERO,
     SCOPE_VARIABLES,
     SEL,
@@ -264,6 +268,28 @@ BOARD = Board(
             q(f"vgpumon_gpu_remapped_rows_failed{{{SEL}}}", f"{G} failed"),
             thresholds=ORANGE_ABOVE_ZERO,
         ),
+        state_panel(
+            "What the driver asks for",
+            "Red while the driver itself asks for a recovery action (the legend names it: GPU "
+            "reset, node reboot, drain...), while a repair waits for the next reset, or when "
+            "memory is beyond repair; each has its alert and runbook. Absent on drivers before "
+            "R565 (action), R580 (repair) and R590 (memory).",
+            q(
+                f'vgpumon_gpu_recovery_action{{{SEL}, action!="none"}}',
+                f"{G} asks {{{{action}}}}",
+                *ALL,
+                DRIVER,
+            ),
+            q(
+                f"vgpumon_gpu_repair_pending{{{SEL}}}",
+                f"{G} {{{{kind}}}} repair pending",
+                *ALL,
+                DRIVER,
+            ),
+            q(f"vgpumon_gpu_unrepairable_memory{{{SEL}}}", f"{G} memory beyond repair", DRIVER),
+            mappings=(YES_BAD,),
+            width=24,
+        ),
         timeseries_panel(
             "Xid errors",
             "Xid errors per interval, only where one happened (the exporter pre-creates every "
@@ -274,6 +300,50 @@ BOARD = Board(
                 BARE,
             ),
             thresholds=RED_ABOVE_ZERO,
+            width=24,
+        ),
+        Row("Confidential computing"),
+        state_panel(
+            "Confidential computing",
+            "Whether CC is on, in developer-tools mode (not a protected setup), and whether the "
+            "GPUs accept work (red: attestation has not set them ready; its alert fires after "
+            "10 minutes).",
+            q(f"vgpumon_gpu_cc_enabled{{{SEL}}}", f"{G} CC", *ALL, DRIVER),
+            q(f"vgpumon_gpu_cc_devtools_mode_enabled{{{SEL}}}", f"{G} devtools mode", DRIVER),
+            mappings=(ON_OFF,),
+            width=8,
+        ),
+        state_panel(
+            "CC GPUs ready",
+            "Green once attestation set the GPUs ready for client work.",
+            q(
+                f"vgpumon_gpu_cc_ready{{{SEL}}} and on ({GPU_KEYS}) vgpumon_gpu_cc_enabled == 1",
+                f"{G} ready",
+                DRIVER,
+            ),
+            mappings=(READY,),
+            width=8,
+        ),
+        state_panel(
+            "CC environment and multi-GPU mode",
+            "The environment (prod, sim, unavailable) and the multi-GPU protection mode "
+            "(none, protected PCIe, NVLink encryption).",
+            q(
+                f"vgpumon_gpu_cc_environment{{{SEL}}} == 1",
+                f"{G} {{{{environment}}}}",
+                *ALL,
+                DRIVER,
+            ),
+            q(f"vgpumon_gpu_cc_multi_gpu_mode{{{SEL}}} == 1", f"{G} {{{{mode}}}}", *ALL, DRIVER),
+            mappings=(CURRENT,),
+            width=8,
+        ),
+        timeseries_panel(
+            "CC protected memory",
+            "Memory protected by confidential computing and the part in use.",
+            q(f"vgpumon_gpu_cc_protected_memory_total_bytes{{{SEL}}}", f"{G} protected", DRIVER),
+            q(f"vgpumon_gpu_cc_protected_memory_used_bytes{{{SEL}}}", f"{G} used", DRIVER),
+            unit="bytes",
             width=24,
         ),
         Row("PCIe"),

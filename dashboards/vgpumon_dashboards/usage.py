@@ -11,9 +11,11 @@ pod, idle and dead holders, and the energy no tenant was given.
 from __future__ import annotations
 
 from .common import (
+    DRIVER,
     GPU_KEYS,
     MIG,
     NEUTRAL,
+    ON_OFF,
     ORANGE_ABOVE_ZERO,
     RED_ABOVE_ZERO,
     SCOPE_VARIABLES,
@@ -164,6 +166,30 @@ BOARD = Board(
             ("namespace", "pod"),
             "By pod",
             "Per pod: the sum of its containers' processes on shared GPUs.",
+        ),
+        table_panel(
+            "How the busy counters are metered",
+            "Per GPU and busy counter, the method it grew by (docs/metering.md gives each "
+            "one's error bound): accounting (the driver's per-process integral; turn it on "
+            "with nvidia-smi -am 1 to bill processes and pods exactly), accounting_average, "
+            "process_samples (cannot bill a time-sliced GPU), vgpu_samples, gpm; and whether "
+            "accounting mode is on.",
+            q(f"vgpumon_gpu_metering_method{{{SEL}}}", "method", MET, DRIVER, instant=True),
+            q(
+                f"vgpumon_gpu_accounting_mode_enabled{{{SEL}}}",
+                "accounting",
+                MET,
+                DRIVER,
+                instant=True,
+            ),
+            columns=(
+                Column("instance", "Exporter"),
+                Column("gpu", "GPU"),
+                Column("counter", "Counter"),
+                Column("method", "Method"),
+                Column("Value #B", "Accounting mode", mappings=(ON_OFF,)),
+            ),
+            width=24,
         ),
         Row("Top consumers"),
         top("vm", "gpu_hours", "{{vm}}", "Top VMs by GPU-hours", "none", VMS),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .common import (
+    DRIVER,
     EXPIRY,
     FILLING,
     GPU_KEYS,
@@ -13,6 +14,7 @@ from .common import (
     READY,
     SCOPE_VARIABLES,
     SEL,
+    SHARE_STATES,
     VGPU,
     VM_INFO,
     VM_STATES,
@@ -245,6 +247,69 @@ BOARD = Board(
             ),
             width=12,
         ),
+        ratio_panel(
+            "Encoder share",
+            "The part of a video encoder engine each vGPU received over the verdict's window, "
+            "was held off it with work left, and the share its policy makes it due (per-engine "
+            "scheduler logs, R590+): on VDI and streaming hosts the encoder, not the graphics "
+            "engine, is what VMs fight over.",
+            q(
+                by_vm(f"vgpumon_vgpu_encoder_received_share_ratio{{{SEL}}}"),
+                f"{VM} {{{{engine}}}} received",
+                DRIVER,
+            ),
+            q(
+                by_vm(f"vgpumon_vgpu_encoder_waited_share_ratio{{{SEL}}}"),
+                f"{VM} {{{{engine}}}} held off",
+                DRIVER,
+            ),
+            q(
+                by_vm(f"vgpumon_vgpu_encoder_due_share_ratio{{{SEL}}}"),
+                f"{VM} {{{{engine}}}} due",
+                DRIVER,
+            ),
+            width=12,
+        ),
+        ratio_panel(
+            "Encoder time",
+            "Each vGPU's time on a video encoder engine, and held off it, per second (the "
+            "engines' scheduler-log counters).",
+            q(
+                by_vm(
+                    "rate(vgpumon_vgpu_encoder_scheduler_run_seconds_total"
+                    f"{{{SEL}}}[$__rate_interval])"
+                ),
+                f"{VM} {{{{engine}}}} ran",
+                DRIVER,
+            ),
+            q(
+                by_vm(
+                    "rate(vgpumon_vgpu_encoder_scheduler_preemption_seconds_total"
+                    f"{{{SEL}}}[$__rate_interval])"
+                ),
+                f"{VM} {{{{engine}}}} held off",
+                DRIVER,
+            ),
+            width=6,
+        ),
+        table_panel(
+            "Encoder verdicts",
+            "Per vGPU and encoder engine, the collector's verdict on its share against its due "
+            "(the one starvation rule, docs/verdicts.md): starved, ok, or why there is none yet.",
+            q(
+                by_vm(f"vgpumon_vgpu_encoder_share_state{{{SEL}}} == 1"),
+                VM,
+                DRIVER,
+                instant=True,
+            ),
+            columns=(
+                Column("vm_name", "VM"),
+                Column("gpu", "GPU"),
+                Column("engine", "Engine"),
+                Column("state", "Verdict", mappings=(SHARE_STATES,)),
+            ),
+            width=6,
+        ),
         table_panel(
             "Scheduler policy",
             "Policy of each GPU (or GPU instance), adaptive round-robin, its averaging factor "
@@ -432,6 +497,15 @@ BOARD = Board(
             "vgpumon_vgpu_fbc_average_latency_seconds",
             "s",
         ),
+        timeseries_panel(
+            "Live-migration payload",
+            "Bytes a live migration of each vGPU would move now (its runtime state, framebuffer "
+            "in use included): with the link's bandwidth, how long the move takes. Absent "
+            "before R565.",
+            q(by_vm(f"vgpumon_vgpu_migration_state_bytes{{{SEL}}}"), VM, VGPU, DRIVER),
+            unit="bytes",
+            width=24,
+        ),
         Row("Capacity"),
         bargauge_panel(
             "vGPUs that still fit, by type",
@@ -470,6 +544,67 @@ BOARD = Board(
                 Column("Value #B", "Maximum"),
                 Column("Value #C", "Framebuffer", unit="bytes"),
             ),
+        ),
+        table_panel(
+            "What one vGPU takes, by type",
+            "Per vGPU type, what the driver reserves beyond the vGPU's framebuffer (its "
+            "reservation and GSP heap: together the type's real footprint) and its BAR1 "
+            "aperture (R550+).",
+            q(
+                f"vgpumon_vgpu_type_framebuffer_bytes{{{SEL}}}{PER_TYPE}",
+                "framebuffer",
+                DRIVER,
+                instant=True,
+            ),
+            q(
+                f"vgpumon_vgpu_type_framebuffer_reservation_bytes{{{SEL}}}{PER_TYPE}",
+                "reservation",
+                DRIVER,
+                instant=True,
+            ),
+            q(
+                f"vgpumon_vgpu_type_gsp_heap_bytes{{{SEL}}}{PER_TYPE}",
+                "gsp",
+                DRIVER,
+                instant=True,
+            ),
+            q(f"vgpumon_vgpu_type_bar1_bytes{{{SEL}}}{PER_TYPE}", "bar1", DRIVER, instant=True),
+            columns=(
+                Column("gpu", "GPU"),
+                Column("vgpu_type", "vGPU type"),
+                Column("Value #A", "Framebuffer", unit="bytes"),
+                Column("Value #B", "Reservation", unit="bytes"),
+                Column("Value #C", "GSP heap", unit="bytes"),
+                Column("Value #D", "BAR1", unit="bytes"),
+            ),
+        ),
+        table_panel(
+            "MIG-backed vGPUs per GPU instance",
+            "Per GPU instance of a MIG vGPU host: vGPUs running in it, whether it mixes vGPU "
+            "sizes, and how many more of each type fit there now (GB20x time-sliced MIG-backed "
+            "vGPUs, R575+).",
+            q(f"vgpumon_mig_vgpu_instances{{{SEL}}}", "running", DRIVER, instant=True),
+            q(
+                f"vgpumon_mig_vgpu_heterogeneous_mode_enabled{{{SEL}}}",
+                "mixed",
+                DRIVER,
+                instant=True,
+            ),
+            q(
+                f"vgpumon_mig_vgpu_type_creatable_instances{{{SEL}}}{PER_TYPE}",
+                "fits",
+                DRIVER,
+                instant=True,
+            ),
+            columns=(
+                Column("gpu", "GPU"),
+                Column("gpu_instance", "GPU instance"),
+                Column("Value #A", "Running"),
+                Column("Value #B", "Mixed sizes", mappings=(ON_OFF,)),
+                Column("vgpu_type", "vGPU type"),
+                Column("Value #C", "More that fit"),
+            ),
+            width=24,
         ),
     ),
 )

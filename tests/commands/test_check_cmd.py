@@ -277,7 +277,7 @@ def test_a_wedged_sampler_is_unknown_through_the_exporter(
         health=SamplerHealth(up=True, wedged=True),
     )
     handler.body = to_json(wedged).encode()
-    for which in ("license", "xid", "all"):
+    for which in ("license", "xid", "recovery", "repair", "memory", "all"):
         code, line = check(capsys, which, "--url", url)
         assert code == 2 and "wedged" in line, (which, line)
 
@@ -313,6 +313,42 @@ def test_deeply_nested_json_from_the_exporter_is_one_line(
     code = main(["check", "all", "--url", url])
     captured = capsys.readouterr()
     assert code == 2 and captured.out.startswith("cannot check:") and captured.err == ""
+
+
+# ---- what the driver says the GPU needs (recovery-reset: GPU 0 asks for a reset from 2 s to
+# 5 s, GPU 1 has a TPC repair pending, GPU 2's memory is beyond repair from 20 s)
+
+
+def test_recovery_exits_1_while_the_driver_asks_for_a_reset_and_0_after(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, line = check(capsys, "recovery", "--sim", "recovery-reset", "--window", "0")
+    assert code == 0, line
+    code, line = check(capsys, "recovery", "--sim", "recovery-reset", "--window", "3s")
+    assert code == 1, line
+    assert line.startswith("GPU 0 (GPU-") and "needs gpu reset" in line
+    code, line = check(capsys, "recovery", "--sim", "recovery-reset", "--window", "6s")
+    assert code == 0, line
+
+
+def test_pending_repair_and_unrepairable_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    code, line = check(capsys, "repair", "--sim", "recovery-reset", "--window", "0")
+    assert code == 1 and "GPU 1" in line and "tpc repair pending" in line, line
+    code, line = check(capsys, "memory", "--sim", "recovery-reset", "--window", "0")
+    assert code == 0, line  # not before 20 s
+    code, line = check(capsys, "all", "--sim", "recovery-reset", "--window", "0")
+    assert code == 1 and "tpc repair" in line, line
+
+
+def test_an_older_driver_cannot_support_a_recovery_verdict(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    old = scenario(tmp_path, "name: r550\ndriver: {version: '550.54.14'}\ngpus: [{model: l40s}]\n")
+    for which in ("recovery", "repair", "memory"):
+        code, line = check(capsys, which, "--sim", old, "--window", "0")
+        assert code == 2 and "does not report" in line, line
+    code, line = check(capsys, "all", "--sim", old, "--window", "0")
+    assert code == 0, line  # said, but the other checks decide
 
 
 def test_scheduler_reads_the_exporters_starvation_verdict(

@@ -228,6 +228,32 @@ def test_bad_input_is_one_line(
     assert err.count("\n") == 1 and words in err and "Traceback" not in err
 
 
+def test_driver_health_and_cc_labels(tmp_path: Path) -> None:
+    # recovery-reset at t ~ 0: GPU 1 has a TPC repair pending; nothing asked yet
+    got = features_of(tmp_path, "--sim", "recovery-reset")
+    assert got["vgpumon.io/repair.pending"] == "true"
+    assert "vgpumon.io/recovery.action" not in got  # asked only from 2 s on
+    assert "vgpumon.io/memory.unrepairable" not in got  # from 20 s on
+    got = features_of(tmp_path, "--sim", "confidential-computing")
+    assert got["vgpumon.io/cc.enabled"] == "true"
+    assert got["vgpumon.io/cc.ready"] == "false"  # attestation sets it ready at 20 s
+    got = features_of(tmp_path, "--sim", "baremetal-8xh100")
+    assert not any(k.split("/")[1].startswith(("cc.", "repair", "recovery")) for k in got)
+
+
+def test_recovery_action_label() -> None:
+    from vgpumon.model import Recovery
+
+    snap = Snapshot(
+        timestamp=0.0,
+        gpus=(
+            Gpu(index=0, uuid="GPU-0", recovery=Recovery(action="gpu_reset")),
+            Gpu(index=1, uuid="GPU-1", recovery=Recovery(action="none")),
+        ),
+    )
+    assert node_features(snap, expiring_seconds=0)["recovery.action"] == "gpu_reset"
+
+
 def test_a_starved_vgpu_is_a_node_label_from_the_collectors_verdict() -> None:
     """vgpumon.io/vgpu.starved follows the one verdict (docs/verdicts.md): true on
     vgpu-contention once the window is long enough, none before (no verdict is not false)."""

@@ -48,6 +48,11 @@ VALUE_LABELS = {
     "pipe",
     "mode",
     "policy",
+    "action",  # what the driver asks for to recover a GPU (a state set)
+    "environment",  # the confidential-computing environment (a state set)
+    "engine",  # the engine a scheduler log covers (graphics, nvenc0, nvenc1)
+    "counter",  # which usage counter a metering method is about
+    "method",  # the metering method (docs/metering.md)
     "state",
     "feature",
     "pid",

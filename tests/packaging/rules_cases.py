@@ -44,6 +44,7 @@ def _gpu(name: str, host: dict[str, str], **labels: str) -> str:
 
 
 SHARE_STATE = "vgpumon_vgpu_scheduler_share_state"
+ENCODER_SHARE_STATE = "vgpumon_vgpu_encoder_share_state"
 
 
 CASES: tuple[AlertCase, ...] = (
@@ -143,6 +144,46 @@ CASES: tuple[AlertCase, ...] = (
         [{**BAD, **GPU}],
     ),
     AlertCase(
+        "VgpumonGpuRecoveryAction",
+        "2m",
+        {
+            _gpu("vgpumon_gpu_recovery_action", BAD, action="gpu_reset"): "1x3",
+            _gpu("vgpumon_gpu_recovery_action", BAD, action="none"): "0x3",
+        },
+        {
+            _gpu("vgpumon_gpu_recovery_action", GOOD, action="gpu_reset"): "0x3",
+            _gpu("vgpumon_gpu_recovery_action", GOOD, action="none"): "1x3",
+        },
+        [{**BAD, **GPU, "action": "gpu_reset"}],
+    ),
+    AlertCase(
+        "VgpumonGpuRepairPending",
+        "6m",
+        {_gpu("vgpumon_gpu_repair_pending", BAD, kind="tpc"): "1x10"},
+        {_gpu("vgpumon_gpu_repair_pending", GOOD, kind="tpc"): "0x10"},
+        [{**BAD, **GPU, "kind": "tpc"}],
+    ),
+    AlertCase(
+        "VgpumonGpuUnrepairableMemory",
+        "1m",
+        {_gpu("vgpumon_gpu_unrepairable_memory", BAD): "1x3"},
+        {_gpu("vgpumon_gpu_unrepairable_memory", GOOD): "0x3"},
+        [{**BAD, **GPU}],
+    ),
+    AlertCase(
+        "VgpumonCcGpusNotReady",
+        "11m",
+        {
+            _gpu("vgpumon_gpu_cc_ready", BAD): "0x15",
+            _gpu("vgpumon_gpu_cc_enabled", BAD): "1x15",
+        },
+        {
+            _gpu("vgpumon_gpu_cc_ready", GOOD): "1x15",
+            _gpu("vgpumon_gpu_cc_enabled", GOOD): "1x15",
+        },
+        [{**BAD, **GPU}],
+    ),
+    AlertCase(
         "VgpumonThermalSlowdown",
         "11m",
         {_gpu("vgpumon_gpu_clock_event_active", BAD, reason="hw_thermal"): "1x15"},
@@ -215,6 +256,21 @@ CASES: tuple[AlertCase, ...] = (
             },
         },
         [{**BAD, **GPU, "vgpu_id": "1", "state": "starved"}],
+    ),
+    AlertCase(
+        "VgpumonVgpuEncoderStarved",
+        "20m",
+        # The same verdict on a video encoder engine: vGPU 3 of the bad host is starved on
+        # nvenc0; the good host's is ok there and starved on no engine.
+        {
+            _gpu(ENCODER_SHARE_STATE, BAD, engine="nvenc0", vgpu_id="3", state=st): v
+            for st, v in (("starved", "1x40"), ("ok", "0x40"))
+        },
+        {
+            _gpu(ENCODER_SHARE_STATE, GOOD, engine="nvenc0", vgpu_id="3", state=st): v
+            for st, v in (("starved", "0x40"), ("ok", "1x40"))
+        },
+        [{**BAD, **GPU, "engine": "nvenc0", "vgpu_id": "3", "state": "starved"}],
     ),
     AlertCase(
         "VgpumonVgpuVanished",

@@ -347,7 +347,7 @@ def test_npd_runs_in_the_exporters_pod_and_asks_it_on_loopback() -> None:
         args = build_parser("check").parse_args(rule["args"])
         assert args.url == f"http://127.0.0.1:{port}"
         checks.add(args.check)
-    assert checks == {"license", "gpus", "xid", "scheduler"}
+    assert checks == {"license", "gpus", "xid", "scheduler", "recovery", "repair"}
     assert {c["type"] for c in config["conditions"]} == {r["condition"] for r in config["rules"]}
     # NPD reads the config the ConfigMap holds, and its binary from the init container's copy.
     flag = next(a for a in npd["args"] if a.startswith("--config.custom-plugin-monitor="))

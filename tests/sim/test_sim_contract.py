@@ -196,6 +196,23 @@ class VgpuEnv:
             parent, self.r595.nvmlDeviceGetGpuInstanceId(mig)
         )
 
+        self.surfaces: dict[str, SimNvml] = {}
+
+    def surface(self, name: str) -> SimNvml:
+        if name not in self.surfaces:
+            sim = create(name, ManualClock())
+            sim.nvmlInit()
+            sim.clock.advance(3.0)
+            self.surfaces[name] = sim
+        return self.surfaces[name]
+
+    def sh(self, name: str, index: int = 0) -> Any:
+        return self.surface(name).nvmlDeviceGetHandleByIndex(index)
+
+    def surface_gi(self) -> Any:
+        sim = self.surface("mig-timesliced-vgpu")
+        return sim.nvmlDeviceGetGpuInstanceById(self.sh("mig-timesliced-vgpu"), 1)
+
     def first(self, fn: Callable[[Any], Any], candidates: list[Any]) -> Any:
         """fn on the first candidate that answers (an instance with a limiter, accounting on...)."""
         error: pynvml.NVMLError | None = None
@@ -302,9 +319,7 @@ def core_rows() -> list[Row]:
         ("nvmlDeviceGetNumFans", lambda e: (e.h,), INT),
         ("nvmlDeviceGetFanSpeed", lambda e: (e.h,), INT),
         ("nvmlDeviceGetFanSpeed_v2", lambda e: (e.h, 1), INT),
-        ("nvmlDeviceGetAccountingMode", lambda e: (e.h,), INT),
         ("nvmlDeviceGetAccountingBufferSize", lambda e: (e.h,), INT),
-        ("nvmlDeviceGetAccountingPids", lambda e: (e.h,), ListOf(int)),
         ("nvmlDeviceGetComputeRunningProcesses", lambda e: (e.h,), FRIENDLY),
         ("nvmlDeviceGetComputeRunningProcesses_v2", lambda e: (e.h,), FRIENDLY),
         ("nvmlDeviceGetComputeRunningProcesses_v3", lambda e: (e.h,), FRIENDLY),
@@ -622,6 +637,53 @@ def vgpu_rows() -> list[Row]:
         ("nvmlVgpuInstanceGetLicenseStatus", lambda v: (v.vi,), INT),
         ("nvmlVgpuInstanceGetMetadata", lambda v: (v.vi,), Is(s.c_nvmlVgpuMetadata_t)),
         ("nvmlDeviceGetVgpuMetadata", lambda v: (v.h,), Is(s.c_nvmlVgpuPgpuMetadata_t)),
+        # driver health and capacity surfaces (vgpumon.sim.driver_health, vgpu_capacity_api),
+        # called on the scenario of SURFACES that answers them
+        ("nvmlDeviceGetRepairStatus", lambda v: (v.sh("recovery-reset"),), ListOf(int, 2)),
+        ("nvmlDeviceGetUnrepairableMemoryFlag_v1", lambda v: (v.sh("recovery-reset"),), INT),
+        ("nvmlSystemGetConfComputeState", lambda v: (), Is(s.c_nvmlConfComputeSystemState_t)),
+        (
+            "nvmlSystemGetConfComputeSettings",
+            lambda v: (s.c_nvmlSystemConfComputeSettings_v1_t(),),
+            INT,
+        ),
+        (
+            "nvmlSystemGetConfComputeCapabilities",
+            lambda v: (),
+            Is(s.c_nvmlConfComputeSystemCaps_t),
+        ),
+        ("nvmlSystemGetConfComputeGpusReadyState", lambda v: (), INT),
+        (
+            "nvmlDeviceGetConfComputeMemSizeInfo",
+            lambda v: (v.sh("confidential-computing"),),
+            Is(s.c_nvmlConfComputeMemSizeInfo_t),
+        ),
+        (
+            "nvmlDeviceGetConfComputeProtectedMemoryUsage",
+            lambda v: (v.sh("confidential-computing"),),
+            Is(s.c_nvmlMemory_t),
+        ),
+        ("nvmlDeviceGetAccountingMode", lambda v: (v.sh("accounting-known-load"),), INT),
+        ("nvmlDeviceGetAccountingPids", lambda v: (v.sh("accounting-known-load"),), ListOf(int)),
+        (
+            "nvmlDeviceGetAccountingStats",
+            lambda v: (v.sh("accounting-known-load"), 8101),
+            Is(s.c_nvmlAccountingStats_t),
+        ),
+        (
+            "nvmlDeviceGetAccountingStats_v2",
+            lambda v: (v.sh("accounting-known-load"), 8101),
+            Is(s.c_nvmlAccountingStats_v2_t),
+        ),
+        ("nvmlVgpuInstanceGetRuntimeStateSize", lambda v: (201,), Is(s.nvmlVgpuRuntimeState_v1_t)),
+        ("nvmlVgpuTypeGetFbReservation", lambda v: (2301,), INT),
+        ("nvmlVgpuTypeGetGspHeapSize", lambda v: (2301,), INT),
+        ("nvmlVgpuTypeGetBAR1Info", lambda v: (2301,), Is(s.c_nvmlVgpuTypeBar1Info_v1_t)),
+        (
+            "nvmlGpuInstanceGetVgpuTypeCreatablePlacements",
+            lambda v: (v.surface_gi(), _gi_placements(2301)),
+            SameAsArg(1, s.c_nvmlVgpuCreatablePlacementInfo_v1_t),
+        ),
         (
             "nvmlGetVgpuCompatibility",
             lambda v: (
@@ -636,6 +698,35 @@ def vgpu_rows() -> list[Row]:
 def _answering(v: VgpuEnv, fn: Callable[[Any], Any], candidates: list[Any]) -> Any:
     """The first id for which ``fn`` answers (a type with a frame-rate limiter, ...)."""
     return v.first(lambda c: (fn(c), c)[1], candidates)
+
+
+def _gi_placements(type_id: int) -> Any:
+    info = pynvml.c_nvmlVgpuCreatablePlacementInfo_v1_t()
+    info.version = pynvml.nvmlVgpuCreatablePlacementInfo_v1
+    info.vgpuTypeId = type_id
+    return info
+
+
+# Where the driver-surface rows are called: a built-in scenario that answers each of them.
+SURFACES = {
+    "nvmlDeviceGetRepairStatus": "recovery-reset",
+    "nvmlDeviceGetUnrepairableMemoryFlag_v1": "recovery-reset",
+    "nvmlSystemGetConfComputeState": "confidential-computing",
+    "nvmlSystemGetConfComputeSettings": "confidential-computing",
+    "nvmlSystemGetConfComputeCapabilities": "confidential-computing",
+    "nvmlSystemGetConfComputeGpusReadyState": "confidential-computing",
+    "nvmlDeviceGetConfComputeMemSizeInfo": "confidential-computing",
+    "nvmlDeviceGetConfComputeProtectedMemoryUsage": "confidential-computing",
+    "nvmlDeviceGetAccountingMode": "accounting-known-load",
+    "nvmlDeviceGetAccountingPids": "accounting-known-load",
+    "nvmlDeviceGetAccountingStats": "accounting-known-load",
+    "nvmlDeviceGetAccountingStats_v2": "accounting-known-load",
+    "nvmlVgpuInstanceGetRuntimeStateSize": "mig-timesliced-vgpu",
+    "nvmlVgpuTypeGetFbReservation": "mig-timesliced-vgpu",
+    "nvmlVgpuTypeGetGspHeapSize": "mig-timesliced-vgpu",
+    "nvmlVgpuTypeGetBAR1Info": "mig-timesliced-vgpu",
+    "nvmlGpuInstanceGetVgpuTypeCreatablePlacements": "mig-timesliced-vgpu",
+}
 
 
 def _accounting_stats_args(v: VgpuEnv) -> tuple[Any, ...]:
@@ -720,7 +811,10 @@ def test_vgpu_return_types(
         arguments = args(vgpu_env)
         on_r595 = any(a is vgpu_env.h595 or a is vgpu_env.gi for a in arguments)
         target = vgpu_env.r595 if on_r595 else vgpu_env.sim
+        if name in SURFACES:
+            target = vgpu_env.surface(SURFACES[name])
         value = getattr(target, name)(*arguments)
     except pynvml.NVMLError as err:
+        assert name not in SURFACES, f"{name} must answer in {SURFACES[name]}: {err}"
         pytest.skip(f"{name} does not answer in the built-in vGPU scenarios ({err})")
     assert expect.check(value, arguments), f"{name} returned {type(value).__name__}: {value!r}"

@@ -140,7 +140,7 @@ async def test_gpu_screen_shows_migration_readiness_per_vgpu() -> None:
     """kvm-vgpu-timesliced's GPU 0 (the exporter's vgpumon_vgpu_migration_ready says the same):
     vGPU 3 cannot migrate and NVML's check names "other"; vGPU 4 has no guest driver loaded, so
     its branch is unknown, but NVML's check names the guest driver. At 160 columns the reasons
-    show too; from 120 the ready column."""
+    show too, and the migration payload; from 120 the ready column."""
     host = SimHost("kvm-vgpu-timesliced")
     app = host.app()
     async with app.run_test(size=(160, 50)) as pilot:
@@ -153,6 +153,9 @@ async def test_gpu_screen_shows_migration_readiness_per_vgpu() -> None:
         ready = {c["vGPU"]: c["migr"] for c in cells.values()}
         why = {c["vGPU"]: c["migration"] for c in cells.values()}
         assert ready == {"1": "ready", "2": "ready", "3": "no", "4": "no"}
+        # what a move would carry (R565+): the simulator's framebuffer in use + 64 MiB
+        moves = {c["vGPU"]: c["moves"] for c in cells.values()}
+        assert moves == {"1": "6.1 GiB", "2": "3.6 GiB", "3": "1.1 GiB", "4": "576.0 MiB"}
         assert why["1"] == "—"
         assert why["3"] == "vGPU unsupported; limited: other"
         assert why["4"] == "limited: guest driver"

@@ -176,6 +176,25 @@ class GpuBuilder:
 _GPU_FIELDS = {f.name for f in dataclasses.fields(Gpu)}
 
 
+def note_unsupported(out: GpuBuilder, collector: str, reason: str | None) -> None:
+    """Say that ``collector`` read nothing on this GPU because the driver (or the NVML module)
+    lacks its calls; ``reason`` is NVML's ("function_not_found", "not_supported", ...).
+
+    The sampler counts these per collector and reason in the collector status, so an operator
+    tells "this driver cannot say" from "the value is 0" (which the series never pretends).
+    """
+    if reason:
+        out.fields.setdefault("unsupported", {})[collector] = reason
+
+
+def absent_reason(*outcomes: CallOutcome) -> str | None:
+    """The reason shared by outcomes that are all "absent" (the collector has nothing to read
+    here), or None as soon as one answered or failed otherwise."""
+    if not outcomes or any(o.status != "absent" for o in outcomes):
+        return None
+    return outcomes[0].error or "not_supported"
+
+
 class Reader(Protocol):
     """One NVML area. ``name`` is the collector name used by flags and self-metrics.
 

@@ -82,6 +82,9 @@ class _Acc:
     memory: float = 0.0
     energy: float = 0.0
     idle: float | None = None
+    # The driver's lifetime busy seconds of a process at its last accounting read: the counter
+    # grows by the record's increase (docs/metering.md, "Per-process busy time").
+    accounted: float | None = None
 
 
 @dataclass
@@ -128,6 +131,7 @@ class _GpuState:
     processes: dict[Hashable, _Acc] = field(default_factory=dict)
     pods: dict[tuple[str, str, str], _Acc] = field(default_factory=dict)
     splits: dict[str, _Split] = field(default_factory=lambda: {k: _Split() for k in KINDS})
+    process_methods: set[str] = field(default_factory=set)  # of the last cycle
 
 
 def _vgpu_key(v: VgpuInstance) -> Hashable:
@@ -250,6 +254,7 @@ class MeteringStage:
                 if self._host_pid and g.processes is not None
                 else None
             ),
+            methods=_methods(g, st, vgpus, migs, pods),
         )
         return dataclasses.replace(g, metering=metering)
 
@@ -334,14 +339,32 @@ class MeteringStage:
         busy: dict[Hashable, float] = {}
         reserved: dict[Hashable, float] = {}
         out = []
+        records = {r.pid: r for r in g.accounting or ()} if g.accounting_enabled else {}
+        methods: set[str] = set()
         for p in g.processes or ():
             key = (p.pid, p.name, p.gpu_instance_id, p.compute_instance_id)
             acc = st.processes.get(key) or _Acc()
             live[key] = acc
             sm = p.sm_utilization
             used = p.used_memory_bytes
-            if sm is not None:
-                acc.busy += sm * dt
+            record = records.get(p.pid)
+            lifetime = record.busy_seconds if record is not None else None
+            if lifetime is not None:
+                # The driver's integral: the counter grows by its increase since the last read
+                # (from the first read on: counters start when vgpumon first sees the process).
+                method = "accounting" if record and record.sample_count else "accounting_average"
+                seen = acc.accounted is not None
+                grown = max(0.0, lifetime - acc.accounted) if acc.accounted is not None else 0.0
+                acc.accounted = max(lifetime, acc.accounted or 0.0)
+                acc.busy += grown
+                if seen and dt > 0:
+                    sm = grown / dt  # this cycle's share, for the energy split and idle time
+            else:
+                method = "process_samples"
+                if sm is not None:
+                    acc.busy += sm * dt
+            if sm is not None or lifetime is not None:
+                methods.add(method)
             if used is not None:
                 acc.memory += used * dt
             acc.idle = _idle(acc.idle, bool(used), sm, 1e-9, dt)
@@ -376,13 +399,42 @@ class MeteringStage:
                     names.namespace if names else None,
                     names.pod if names else None,
                     names.container if names else None,
+                    method if sm is not None or lifetime is not None else None,
                 )
             )
         st.processes = live
+        st.process_methods = methods
         st.pods = pods
         if dt > 0 and (busy or reserved):
             st.splits["pod"].add(busy, reserved, dt)
         return tuple(out)
+
+
+def _methods(
+    g: Gpu,
+    st: _GpuState,
+    vgpus: tuple[VgpuMeter, ...],
+    migs: tuple[MigMeter, ...],
+    pods: tuple[PodMeter, ...],
+) -> dict[str, str]:
+    """Per busy counter, how it grew this cycle (docs/metering.md gives each one's bound).
+
+    Processes (and the pods they belong to) by the driver's accounting records where accounting
+    is on and gave one, else by NVML's per-process samples; a GPU whose processes used both (one
+    started before accounting was turned on) says the one with the weaker bound.
+    """
+    out: dict[str, str] = {}
+    if vgpus:
+        out["vgpu"] = "vgpu_samples"
+    if migs:
+        out["mig"] = "gpm"
+    if st.process_methods:
+        order = ("process_samples", "accounting_average", "accounting")
+        weakest = min(st.process_methods, key=order.index)
+        out["process"] = weakest
+        if pods:
+            out["pod"] = weakest
+    return out
 
 
 def tenant_kinds(g: Gpu) -> tuple[str, ...]:

@@ -23,12 +23,19 @@ READER_MODULES = (
     "vgpumon.collect.pcie",
     "vgpumon.collect.mig",
     "vgpumon.collect.processes",
+    # after processes: a PID listed as running again is a reused PID, read anew
+    "vgpumon.collect.accounting",
     "vgpumon.collect.gpm",
     "vgpumon.collect.xid",
     # vgpu before license and scheduler, which use the instances it found.
     "vgpumon.collect.vgpu",
     "vgpumon.collect.licensing",
     "vgpumon.collect.scheduler",
+    # after vgpu, whose instances and types they complete
+    "vgpumon.collect.vgpu_migration",
+    "vgpumon.collect.vgpu_capacity",
+    "vgpumon.collect.recovery",
+    "vgpumon.collect.confcompute",
     # The operator's own NVML fields (serve config ``fields``); runs only when some are declared.
     "vgpumon.collect.fields",
 )

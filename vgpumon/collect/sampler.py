@@ -441,11 +441,17 @@ class Sampler(GpuDispatch):
         # nothing to read: its collectors ran over zero GPUs and succeeded.
         library_up = system.up and not self._library_down
         ran = set(timings) | failed
+        unsupported: dict[str, dict[str, int]] = {}
+        for g in gpus:
+            for name, reason in g.unsupported.items():
+                counts = unsupported.setdefault(name, {})
+                counts[reason] = counts.get(reason, 0) + 1
         collectors = tuple(
             CollectorStatus(
                 name=r.name,
                 success=r.name not in failed and (r.name in ran or (library_up and not slots)),
                 duration_seconds=timings.get(r.name, 0.0),
+                unsupported=unsupported.get(r.name, {}),
             )
             for r in self.readers
             if is_active(r, self.config)

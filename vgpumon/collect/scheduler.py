@@ -48,6 +48,8 @@ from vgpumon.collect.vgpu import (
 from vgpumon.collect.vgpu_raw import (
     ARR_DISABLE,
     ARR_ENABLE,
+    ENCODER_ENGINES,
+    ENGINE_GRAPHICS,
     POLICY_BEST_EFFORT,
     RING_ENTRIES,
     LogEntry,
@@ -59,7 +61,7 @@ from vgpumon.collect.vgpu_raw import (
     scheduler_state,
 )
 from vgpumon.model import SCHEDULER_POLICIES, VgpuScheduler, VgpuSchedulerUsage
-from vgpumon.nvml.session import GpuDown, NvmlSession
+from vgpumon.nvml.session import SYSTEM, GpuDown, NvmlSession
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,10 @@ PRE_GI_SCHEDULING = frozenset(
 )
 
 Scope = int | None  # None: the whole GPU; an int: that GPU instance
+# A watched log: a scope's graphics engine (the scope itself), or one of its encoder engines
+# (scope, "nvenc0" | "nvenc1"; R590+ engine ids). On VDI and streaming hosts the encoder, not the
+# graphics engine, is what VMs fight over.
+WatchKey = Scope | tuple[Scope, str]
 
 
 def owner_of(runlist: int, owners: Sequence[int]) -> int | None:
@@ -194,11 +200,15 @@ class _Watch:
     bounds: tuple[int, int] | None
     consumer: LogConsumer = field(default_factory=LogConsumer)
     params: SchedulerParams | None = None
+    engine: int = ENGINE_GRAPHICS
+    # An encoder engine's log: a read that gives nothing (the driver has no such engine, or no
+    # log for it) is skipped; it does not disarm the GPU's graphics polling.
+    optional: bool = False
 
 
 @dataclass
 class _GpuWatch:
-    scopes: dict[Scope, _Watch] = field(default_factory=dict)
+    scopes: dict[WatchKey, _Watch] = field(default_factory=dict)
     armed: bool = False
     busy: bool = False  # vGPUs are running: only then does the ring fill between cycles
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -222,7 +232,7 @@ class SchedulerLogPoller:
         self._lock = threading.Lock()
         self._closed = threading.Event()
 
-    def watch(self, uuid: str, scopes: dict[Scope, _Watch], *, busy: bool = True) -> None:
+    def watch(self, uuid: str, scopes: dict[WatchKey, _Watch], *, busy: bool = True) -> None:
         """(Re)arm a GPU with this cycle's scopes; counters of scopes that stay are kept.
 
         ``busy``: vGPUs are running on it. A GPU without running vGPUs writes no log entries, so
@@ -254,7 +264,7 @@ class SchedulerLogPoller:
                 gw.armed = False
                 gw.scopes.clear()
 
-    def scope(self, uuid: str, scope: Scope) -> _Watch | None:
+    def scope(self, uuid: str, scope: WatchKey) -> _Watch | None:
         gw = self._gpus.get(uuid)
         return gw.scopes.get(scope) if gw is not None else None
 
@@ -279,9 +289,10 @@ class SchedulerLogPoller:
             gpu_instance=w.gpu_instance,
             bounds=w.bounds,
             after_ns=w.consumer.last_ts,  # decode only what is new
+            engine=w.engine,
         )
         if got is None:
-            return False
+            return w.optional
         owners = w.owners()
         if owners is None:
             return False
@@ -392,6 +403,7 @@ def _scheduler(
     gi: int | None,
     consumer: LogConsumer | None,
     active: Sequence[int],
+    engine: str = "graphics",
 ) -> VgpuScheduler:
     policy = _policy(params.policy) if params is not None else None
     arr: bool | None = None
@@ -410,6 +422,7 @@ def _scheduler(
             entries, missed = consumer.entries_total, consumer.missed_total
     return VgpuScheduler(
         gpu_instance_id=gi,
+        engine=engine,
         policy=policy,
         arr_enabled=arr,
         timeslice_seconds=timeslice,
@@ -451,7 +464,7 @@ class SchedulerReader:
         # The capabilities (and every device-level scheduler call) are NOT_SUPPORTED with MIG on.
         caps = None if mig else _caps(ctx)
         bounds = caps.bounds if caps else None
-        scopes: dict[Scope, _Watch] = {}
+        scopes: dict[WatchKey, _Watch] = {}
         members: dict[Scope, list[int]] = {}
         if mig:
             # Time-sliced vGPUs inside a GPU instance are a Blackwell GB20x feature; the per-GI
@@ -471,10 +484,39 @@ class SchedulerReader:
             poller.forget(ctx.uuid)
             return
 
+        graphics: dict[Scope, _Watch] = {
+            k: w for k, w in scopes.items() if not isinstance(k, tuple)
+        }
+        for scope, spec in graphics.items():
+            # The encoder engines once the scope's graphics log has answered through a call that
+            # takes an engine id (the device's _v2; a GPU instance's v1 or _v2): where the
+            # symbol is missing, asking for each engine would only count the same absence again.
+            seen = poller.scope(ctx.uuid, scope)
+            if seen is None or seen.params is None:
+                continue
+            if not spec.gpu_instance and seen.params.api != "v2":
+                continue
+            for name, engine in ENCODER_ENGINES.items():
+                if not _engine_absent(ctx, engine, gpu_instance=spec.gpu_instance):
+                    scopes[(scope, name)] = _Watch(
+                        spec.target,
+                        spec.gpu_instance,
+                        spec.owners,
+                        bounds,
+                        engine=engine,
+                        optional=True,
+                    )
         poller.watch(ctx.uuid, scopes, busy=bool(active))
         poller.poll(ctx.uuid)
+        encoders = []
+        for key in [k for k in scopes if isinstance(k, tuple)]:
+            scope, name = key
+            w = poller.scope(ctx.uuid, key)
+            if w is None or w.consumer.reads == 0:
+                continue  # the engine never answered: no scheduler of it
+            encoders.append(_scheduler(w.params, None, scope, w.consumer, members[scope], name))
         schedulers = []
-        for scope, spec in scopes.items():
+        for scope, spec in graphics.items():
             if _absent(ctx, gpu_instance=spec.gpu_instance):
                 continue  # no log here, and then no scheduler state either: one probe was enough
             w = poller.scope(ctx.uuid, scope)
@@ -488,18 +530,40 @@ class SchedulerReader:
             schedulers.append(
                 _scheduler(params, caps, scope, w.consumer if w else None, members[scope])
             )
-        # The share verdicts, decided here once from the counters just read (docs/verdicts.md).
-        tracker = ctx.state.get(SHARES_KEY)
-        if not isinstance(tracker, StarvationTracker):
-            tracker = ctx.state[SHARES_KEY] = StarvationTracker()
+        # The share verdicts, decided here once from the counters just read (docs/verdicts.md):
+        # the graphics engine's, and each encoder engine's by the same rule.
+        vgpus, types = out.get("vgpu_instances") or (), out.get("vgpu_types") or ()
+        out.set(vgpu_schedulers=_tracker(ctx, "graphics").update(ctx.now, schedulers, vgpus, types))
         out.set(
-            vgpu_schedulers=tracker.update(
-                ctx.now,
-                schedulers,
-                out.get("vgpu_instances") or (),
-                out.get("vgpu_types") or (),
+            vgpu_encoder_schedulers=tuple(
+                sch
+                for name in ENCODER_ENGINES
+                for sch in _tracker(ctx, name).update(
+                    ctx.now, [e for e in encoders if e.engine == name], vgpus, types
+                )
             )
         )
+
+
+def _tracker(ctx: GpuContext, engine: str) -> StarvationTracker:
+    """The GPU's share verdicts of one engine (a tracker keys its readings by GPU instance, so
+    each engine has its own)."""
+    key = SHARES_KEY if engine == "graphics" else f"{SHARES_KEY}.{engine}"
+    tracker = ctx.state.get(key)
+    if not isinstance(tracker, StarvationTracker):
+        tracker = ctx.state[key] = StarvationTracker()
+    return tracker
+
+
+def _engine_absent(ctx: GpuContext, engine: int, *, gpu_instance: bool) -> bool:
+    """An encoder engine's log is known to be unsupported here (the device has it through
+    ``_v2`` only; a GPU instance through ``_v2`` or v1)."""
+    if gpu_instance:
+        v1 = "nvmlGpuInstanceGetVgpuSchedulerLog"
+        return newer_and_older_absent(
+            ctx.session, ctx.uuid, f"{v1}_v2", v1, ("gpu_instance", engine)
+        )
+    return ctx.session.is_absent(SYSTEM, "nvmlDeviceGetVgpuSchedulerLog_v2", ((), engine))
 
 
 def _absent(ctx: GpuContext, *, gpu_instance: bool) -> bool:

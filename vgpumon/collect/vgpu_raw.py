@@ -37,6 +37,8 @@ GONE = (NOT_FOUND,)
 GUEST_DRIVER_ABSENT = DRIVER_NOT_LOADED
 
 ENGINE_GRAPHICS = 1  # NVML_VGPU_SCHEDULER_ENGINE_TYPE_GRAPHICS
+# The encoder engines a scheduler log can be asked for (R590+ engine ids), by their names.
+ENCODER_ENGINES = {"nvenc0": 3, "nvenc1": 2}  # NVML_VGPU_SCHEDULER_ENGINE_TYPE_NVENC0 / 1
 ARR_DEFAULT, ARR_DISABLE, ARR_ENABLE = 0, 1, 2
 POLICY_BEST_EFFORT = 1
 RING_ENTRIES = 200  # NVML_SCHEDULER_SW_MAX_LOG_ENTRIES
@@ -302,6 +304,7 @@ def _scheduler_info(
     v1_version: int,
     *,
     gpu_instance: bool,
+    engine: int = ENGINE_GRAPHICS,
 ) -> tuple[Any, str]:
     """``nvml{Device,GpuInstance}GetVgpuScheduler<what>``: ``_v2`` (R595+) first, v1 where the
     driver lacks it. Returns (the info struct or None, "v2" | "v1").
@@ -309,9 +312,12 @@ def _scheduler_info(
     ``what`` is "State" or "Log": the two getters take the same arguments and structs of the same
     naming. The device v1 call allocates its own struct; the GPU-instance v1 call takes a versioned
     one (``v1_version`` where the module has no ``nvmlVgpuScheduler<what>Info_v1`` constant).
+    ``engine``: an encoder engine's log instead of the graphics engine's; the device v1 call has
+    no engine input, so an encoder engine of a GPU is read through ``_v2`` only, and its support
+    is cached apart from the graphics engine's.
     """
     names = _SCHEDULER_NAMES[what]
-    v2_struct = _struct(session, names.v2_struct, engineId=ENGINE_GRAPHICS)
+    v2_struct = _struct(session, names.v2_struct, engineId=engine)
     v2_args = (target, v2_struct) if v2_struct is not None else None
     v1_args: tuple[Any, ...] | None
     key: Hashable
@@ -320,13 +326,15 @@ def _scheduler_info(
             session,
             names.v1_struct,
             version=_module_const(session, names.v1_version_const, v1_version),
-            engineId=ENGINE_GRAPHICS,
+            engineId=engine,
         )
         v1_args = (target, v1_struct) if v1_struct is not None else None
         v1, v2, key = names.gpu_instance_v1, names.gpu_instance_v2, "gpu_instance"
     else:
-        v1_args = (target,)
+        v1_args = (target,) if engine == ENGINE_GRAPHICS else None
         v1, v2, key = names.device_v1, names.device_v2, ()
+    if engine != ENGINE_GRAPHICS:
+        key = (key, engine)
     value, newer = newer_then_older(session, gpu, v2, v1, v2_args, v1_args, key)
     return value, "v2" if newer else "v1"
 
@@ -421,13 +429,14 @@ def scheduler_log(
     gpu_instance: bool = False,
     bounds: tuple[int, int] | None = None,
     after_ns: int | None = None,
+    engine: int = ENGINE_GRAPHICS,
 ) -> SchedulerLog | None:
-    """One read of the scheduler's 200-entry ring for a GPU or GPU instance.
+    """One read of the scheduler's 200-entry ring for a GPU or GPU instance (of one engine).
 
     ``after_ns``: decode only entries at or after this timestamp (the rest were consumed).
     """
     value, api = _scheduler_info(
-        session, gpu, target, "Log", LOG_INFO_V1, gpu_instance=gpu_instance
+        session, gpu, target, "Log", LOG_INFO_V1, gpu_instance=gpu_instance, engine=engine
     )
     if value is None:
         return None

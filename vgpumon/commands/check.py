@@ -6,30 +6,34 @@ support a verdict (the sampler wedged, a GPU NVML counts but cannot read, a GPU 
 collector the check reads failed or did not run). A problem seen wins over "cannot tell".
 ``license``: a vGPU (host side) or a licensed feature (guest side) that is unlicensed; ``gpus``:
 a GPU lost, hung, or whose row remapping failed; ``xid``: an Xid that needs a reset or a drain
-(the critical set of docs/runbooks.md); ``scheduler``: a vGPU the collector's share verdict calls
-starved (the one rule of docs/verdicts.md, read from the snapshot, never decided here); ``all``:
-every check, the worst result first. Locally the Xids seen are those of the --window; with --url,
-those the exporter counted since it started. A share verdict needs a minute of scheduler
-counters, which only a running exporter has: locally ``scheduler`` says why there is none (exit
-2), and ``all`` reports that without letting it hide the other checks' results.
+(the critical set of docs/runbooks.md); ``recovery``: the driver asks for a reset, a reboot or a
+drain (R565+); ``repair``: a channel or TPC repair waits for the GPU's next reset (R580+);
+``memory``: memory the row remapper can no longer repair (R590+); these three are unknown (exit
+2) where no GPU's driver says; ``scheduler``: a vGPU the collector's share verdict calls starved
+(the one rule of docs/verdicts.md, read from the snapshot, never decided here); ``all``: every
+check, the worst result first. Locally the Xids seen are those of the --window; with --url, those
+the exporter counted since it started. A share verdict needs a minute of scheduler counters,
+which only a running exporter has: locally ``scheduler`` says why there is none (exit 2), and
+``all`` reports that without letting it hide the other checks' results.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable
 
 from vgpumon.commands import node_source
 from vgpumon.commands.node_features import add_expiring_argument, expiring_seconds
 from vgpumon.errors import VgpumonError, one_line
-from vgpumon.model import Snapshot
+from vgpumon.model import Gpu, Snapshot
 from vgpumon.nodefeatures import LICENSE_EXPIRING, UNLICENSED_STATES, license_state
 from vgpumon.text import printable
 
 OK, PROBLEM, UNKNOWN = 0, 1, 2  # node-problem-detector's plugin exit codes
 HOST_MODES = ("host_vgpu", "host_vsga")  # GPUs whose vGPUs carry licenses (the others: guest)
-CHECKS = ("license", "gpus", "xid", "scheduler", "all")
+CHECKS = ("license", "gpus", "xid", "scheduler", "recovery", "repair", "memory", "all")
 Result = tuple[int, str]
 
 
@@ -158,6 +162,70 @@ def check_xid(snapshot: Snapshot) -> Result:
     return OK, "no Xid"
 
 
+def _health(
+    snapshot: Snapshot,
+    what: str,
+    verdict: Callable[[Gpu], bool | None],
+    problem: Callable[[Gpu], str],
+    ok: str,
+) -> Result:
+    """One driver-health verdict over the node's GPUs (decided in the model, read here)."""
+    if not snapshot.health.up:
+        return UNKNOWN, f"NVML not available: {snapshot.health.down_reason or 'not initialised'}"
+    bad, known = [], 0
+    for g in snapshot.gpus:
+        if not g.up:
+            continue
+        said = verdict(g)
+        if said is None:
+            continue
+        known += 1
+        if said:
+            bad.append(f"{_gpu_name(g.index, g.uuid)} {problem(g)}")
+    if bad:
+        more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
+        return PROBLEM, f"{bad[0]}{more}"
+    # Nothing wrong seen: that says "ok" only if every GPU could be read this cycle.
+    unread = [_gpu_name(g.index, g.uuid) for g in snapshot.gpus if not g.up]
+    unread += list(snapshot.health.hung_gpus)
+    unknown = _unknown(
+        _node_unread(snapshot),
+        f"{_first(unread)} not read: its {what} are unknown" if unread else None,
+        _collectors_unread(snapshot, (), if_run=("recovery",)),
+    )
+    if unknown is not None:
+        return unknown
+    if not snapshot.gpus:
+        return OK, "no GPUs on this node"
+    if not known:
+        return UNKNOWN, f"the driver does not report {what} (an older driver)"
+    return OK, ok
+
+
+# The driver-health checks: (what the driver may not report, the verdict the model decides,
+# what is wrong, the all-clear).
+HEALTH_CHECKS: dict[str, tuple[str, Callable[[Gpu], bool | None], Callable[[Gpu], str], str]] = {
+    "recovery": (
+        "recovery actions",
+        lambda g: g.recovery.action_needed,
+        lambda g: f"needs {(g.recovery.action or '').replace('_', ' ')} (the driver asks)",
+        "no GPU asks for a reset, reboot or drain",
+    ),
+    "repair": (
+        "repair status",
+        lambda g: g.recovery.repair_pending,
+        lambda g: f"has a {' and '.join(g.recovery.pending_repairs)} repair pending (next reset)",
+        "no repair pending",
+    ),
+    "memory": (
+        "unrepairable memory",
+        lambda g: g.recovery.unrepairable_memory,
+        lambda g: "has memory beyond repair (needs service)",
+        "no unrepairable memory",
+    ),
+}
+
+
 def check_scheduler(snapshot: Snapshot) -> Result:
     from vgpumon.view.format import pct, share_state
 
@@ -199,11 +267,18 @@ def run_checks(snapshot: Snapshot, which: str, *, expiring_seconds: float) -> Re
         "license": lambda: check_license(snapshot, expiring_seconds=expiring_seconds),
         "gpus": lambda: check_gpus(snapshot),
         "xid": lambda: check_xid(snapshot),
+        **{name: functools.partial(_health, snapshot, *how) for name, how in HEALTH_CHECKS.items()},
         "scheduler": lambda: check_scheduler(snapshot),
     }
     if which != "all":
         return table[which]()
     results = [table[name]() for name in ("gpus", "xid", "license")]
+    older_driver = _node_unread(snapshot) is None
+    for name in HEALTH_CHECKS:
+        code, message = table[name]()
+        # An older driver that says nothing of these is said, but does not make the whole
+        # node unknown (the other checks still decide); a snapshot that cannot be read does.
+        results.append((OK if code == UNKNOWN and older_driver else code, message))
     code, message = table["scheduler"]()
     # No share verdict yet (a one-shot local check never has a minute of counters) is said, but
     # does not make the whole node unknown.

@@ -34,8 +34,11 @@ from typing import Any, Generic, TypeVar
 from vgpumon import __version__
 from vgpumon.metrics.naming import COUNTER, GAUGE, unit_of
 from vgpumon.model import (
+    CC_ENVIRONMENTS,
+    CC_MULTI_GPU_MODES,
     COLLECTOR_FAILURES,
     MIGRATION_LIMITS,
+    RECOVERY_ACTIONS,
     SCHEDULER_POLICIES,
     SHARE_STATES,
     VGPU_LICENSE_STATES,
@@ -44,6 +47,7 @@ from vgpumon.model import (
     CollectorStatus,
     DeviceAllocation,
     Gpu,
+    GpuInstanceVgpuCapacity,
     GpuMetering,
     GuestLicenseFeature,
     MigComputeInstance,
@@ -153,6 +157,34 @@ def _mig_cis(
                 yield (gpu, uuid, str(gi.id), str(ci.id)), (gi, ci)
 
 
+def _collector_reasons(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, int]]:
+    for c in s.collectors:
+        for reason, gpus in sorted(c.unsupported.items()):
+            yield (c.name, reason), gpus
+
+
+def _mig_vgpu_gis(
+    s: Snapshot, o: ExportOptions
+) -> Iterator[tuple[LabelValues, tuple[Gpu, MigGpuInstance]]]:
+    """GPU instances of vGPU hosts: where MIG-backed vGPUs live."""
+    for g in _up(s):
+        if g.virtualization_mode != "host_vgpu":
+            continue
+        gpu, uuid = _gpu_id(g)
+        for gi in g.mig_instances:
+            yield (gpu, uuid, str(gi.id)), (g, gi)
+
+
+def _mig_vgpu_capacity(
+    s: Snapshot, o: ExportOptions
+) -> Iterator[tuple[LabelValues, GpuInstanceVgpuCapacity]]:
+    for g in _up(s):
+        gpu, uuid = _gpu_id(g)
+        for gi in g.mig_instances:
+            for c in gi.vgpu_capacity:
+                yield (gpu, uuid, str(gi.id), str(c.type_id)), c
+
+
 def _vgpu_hosts(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, Gpu]]:
     # Only a vGPU host can say how many vGPUs it runs; elsewhere "0" would be a made-up value.
     # So would an empty list where the vgpu reader did not run (--no-collector.vgpu): the mode
@@ -227,6 +259,26 @@ def _scheduler_usage(
             gi = _gi_label(sch.gpu_instance_id)
             for u in sch.usage:
                 yield (gpu, uuid, gi, str(u.vgpu_id)), u
+
+
+def _encoder_usage(
+    s: Snapshot, o: ExportOptions
+) -> Iterator[tuple[LabelValues, VgpuSchedulerUsage]]:
+    for g in _up(s):
+        gpu, uuid = _gpu_id(g)
+        for sch in g.vgpu_encoder_schedulers:
+            gi = _gi_label(sch.gpu_instance_id)
+            for u in sch.usage:
+                yield (gpu, uuid, gi, sch.engine, str(u.vgpu_id)), u
+
+
+def _encoder_shares(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, VgpuShare]]:
+    for g in _up(s):
+        gpu, uuid = _gpu_id(g)
+        for sch in g.vgpu_encoder_schedulers:
+            gi = _gi_label(sch.gpu_instance_id)
+            for v in sch.shares:
+                yield (gpu, uuid, gi, sch.engine, str(v.vgpu_id)), v
 
 
 def _scheduler_shares(s: Snapshot, o: ExportOptions) -> Iterator[tuple[LabelValues, VgpuShare]]:
@@ -423,6 +475,7 @@ HTTP_SERVER: Scope[Any] = Scope("Exporter health", (), _http_server)
 COLLECTOR: Scope[CollectorStatus] = Scope("Exporter health", ("collector",), _collectors)
 CADENCE: Scope[SamplingCadence] = Scope("Exporter health", ("reading",), _cadences)
 NVML_ERROR: Scope[NvmlErrorCount] = Scope("Exporter health", ("function", "error"), _nvml_errors)
+COLLECTOR_REASON: Scope[int] = Scope("Exporter health", ("collector", "reason"), _collector_reasons)
 ALL_GPUS: Scope[Gpu] = Scope("Physical GPU", GPU_LABELS, _all_gpus)
 GPU: Scope[Gpu] = Scope("Physical GPU", GPU_LABELS, _up_gpus)
 GPU_XID: Scope[Gpu] = Scope("Physical GPU", GPU_LABELS, _xid_gpus)
@@ -439,6 +492,12 @@ MIG: Scope[MigGpuInstance] = Scope("MIG", (*GPU_LABELS, "gpu_instance"), _mig_gi
 MIG_CI: Scope[tuple[MigGpuInstance, MigComputeInstance]] = Scope(
     "MIG", (*GPU_LABELS, "gpu_instance", "compute_instance"), _mig_cis
 )
+MIG_VGPU: Scope[tuple[Gpu, MigGpuInstance]] = Scope(
+    "MIG", (*GPU_LABELS, "gpu_instance"), _mig_vgpu_gis
+)
+MIG_VGPU_TYPE: Scope[GpuInstanceVgpuCapacity] = Scope(
+    "MIG", (*GPU_LABELS, "gpu_instance", "vgpu_type_id"), _mig_vgpu_capacity
+)
 VGPU_HOST: Scope[Gpu] = Scope("vGPU host", GPU_LABELS, _vgpu_hosts)
 VGPU: Scope[VgpuInstance] = Scope("vGPU host", (*GPU_LABELS, "vgpu_id"), _vgpus)
 VM: Scope[Process] = Scope("vGPU host", (*GPU_LABELS, "vm_id"), _vms)
@@ -454,6 +513,12 @@ SCHEDULER: Scope[VgpuScheduler] = Scope(
 )
 SCHEDULER_USAGE: Scope[VgpuSchedulerUsage] = Scope(
     "vGPU scheduler", (*GPU_LABELS, "gpu_instance", "vgpu_id"), _scheduler_usage
+)
+ENCODER_USAGE: Scope[VgpuSchedulerUsage] = Scope(
+    "vGPU scheduler", (*GPU_LABELS, "gpu_instance", "engine", "vgpu_id"), _encoder_usage
+)
+ENCODER_SHARE: Scope[VgpuShare] = Scope(
+    "vGPU scheduler", (*GPU_LABELS, "gpu_instance", "engine", "vgpu_id"), _encoder_shares
 )
 SCHEDULER_SHARE: Scope[VgpuShare] = Scope(
     "vGPU scheduler", (*GPU_LABELS, "gpu_instance", "vgpu_id"), _scheduler_shares
@@ -876,6 +941,15 @@ FAMILIES: tuple[Family, ...] = (
         "vgpumon_scrape_collector_duration_seconds",
         "Time the collector took in the last cycle, summed over GPUs.",
         lambda c: c.duration_seconds,
+        collector=EXPORTER,
+    ),
+    gauge(
+        COLLECTOR_REASON,
+        "vgpumon_scrape_collector_unsupported_gpus",
+        "GPUs on which the collector read nothing because the driver or the NVML module lacks "
+        "its calls, by NVML's reason (function_not_found: older than the call; not_supported: "
+        "not on this GPU). Its series are absent there, never 0.",
+        lambda n: n,
         collector=EXPORTER,
     ),
     state_set(
@@ -1335,6 +1409,102 @@ FAMILIES: tuple[Family, ...] = (
         "1 when a row remapping failed (the GPU needs service).",
         lambda g: _flag(g.remapped_rows.failed),
         collector="remapped_rows",
+    ),
+    # ---- what the driver says the GPU needs (vgpumon.collect.recovery)
+    (
+        GPU_RECOVERY_ACTION := state_set(
+            GPU,
+            "vgpumon_gpu_recovery_action",
+            "What the driver asks for to bring the GPU back (R565+): none, gpu_reset, "
+            "node_reboot, drain_p2p, drain_and_reset, recover_imex_domain, bus_reset, "
+            "system_reboot (state set).",
+            "action",
+            RECOVERY_ACTIONS,
+            lambda g: g.recovery.action,
+            collector="recovery",
+        )
+    ),
+    labeled(
+        GPU,
+        "vgpumon_gpu_repair_pending",
+        "1 when a repair is pending, done at the GPU's next reset (R580+), by kind (channel, tpc).",
+        ("kind",),
+        lambda g: _pairs(
+            channel=_flag(g.recovery.channel_repair_pending),
+            tpc=_flag(g.recovery.tpc_repair_pending),
+        ),
+        collector="recovery",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_unrepairable_memory",
+        "1 when the GPU has memory the row remapper can no longer repair (R590+): the board "
+        "needs service.",
+        lambda g: _flag(g.recovery.unrepairable_memory),
+        collector="recovery",
+    ),
+    # ---- confidential computing (vgpumon.collect.confcompute)
+    gauge(
+        GPU,
+        "vgpumon_gpu_cc_enabled",
+        "1 when confidential computing is on for the system the GPU is in.",
+        lambda g: _flag(g.conf_compute.feature_enabled),
+        collector="confcompute",
+    ),
+    state_set(
+        GPU,
+        "vgpumon_gpu_cc_environment",
+        "Confidential computing environment: unavailable, sim, prod (state set).",
+        "environment",
+        CC_ENVIRONMENTS,
+        lambda g: g.conf_compute.environment,
+        collector="confcompute",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_cc_devtools_mode_enabled",
+        "1 in confidential computing's developer-tools mode (not a protected setup).",
+        lambda g: _flag(g.conf_compute.devtools_mode),
+        collector="confcompute",
+    ),
+    state_set(
+        GPU,
+        "vgpumon_gpu_cc_multi_gpu_mode",
+        "Confidential computing multi-GPU protection: none, protected_pcie, nvle (state set).",
+        "mode",
+        CC_MULTI_GPU_MODES,
+        lambda g: g.conf_compute.multi_gpu_mode,
+        collector="confcompute",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_cc_ready",
+        "1 when the GPUs accept client work in confidential computing (attestation set them "
+        "ready); 0 while they refuse it.",
+        lambda g: _flag(g.conf_compute.ready),
+        collector="confcompute",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_cc_protected_memory_total_bytes",
+        "GPU memory protected by confidential computing (present only with CC on).",
+        lambda g: g.conf_compute.protected_memory_total_bytes,
+        collector="confcompute",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_cc_protected_memory_used_bytes",
+        "Protected memory in use (present only with CC on).",
+        lambda g: g.conf_compute.protected_memory_used_bytes,
+        collector="confcompute",
+    ),
+    gauge(
+        GPU,
+        "vgpumon_gpu_accounting_mode_enabled",
+        "1 when the driver's accounting mode is on: per-process busy time comes from the "
+        "driver's own records (docs/metering.md); read, never set.",
+        lambda g: _flag(g.accounting_enabled),
+        collector="accounting",
     ),
     labeled(
         GPU_XID,
@@ -1866,6 +2036,50 @@ FAMILIES: tuple[Family, ...] = (
         lambda t: t.creatable_instances,
         collector="vgpu",
     ),
+    gauge(
+        VGPU_TYPE,
+        "vgpumon_vgpu_type_framebuffer_reservation_bytes",
+        "Framebuffer the driver reserves for each vGPU of this type, beyond its own (R550+).",
+        lambda t: t.framebuffer_reservation_bytes,
+        collector="vgpu_type_reservations",
+    ),
+    gauge(
+        VGPU_TYPE,
+        "vgpumon_vgpu_type_gsp_heap_bytes",
+        "GSP firmware heap each vGPU of this type takes (R550+).",
+        lambda t: t.gsp_heap_bytes,
+        collector="vgpu_type_reservations",
+    ),
+    gauge(
+        VGPU_TYPE,
+        "vgpumon_vgpu_type_bar1_bytes",
+        "BAR1 aperture of one vGPU of this type (R550+).",
+        lambda t: t.bar1_bytes,
+        collector="vgpu_type_reservations",
+    ),
+    # ---- MIG-backed time-sliced vGPUs per GPU instance (GB20x, R575+)
+    gauge(
+        MIG_VGPU,
+        "vgpumon_mig_vgpu_instances",
+        "MIG-backed vGPUs running in the GPU instance.",
+        lambda m: sum(1 for v in m[0].vgpu_instances if v.gpu_instance_id == m[1].id),
+        collector="vgpu",
+    ),
+    gauge(
+        MIG_VGPU,
+        "vgpumon_mig_vgpu_heterogeneous_mode_enabled",
+        "1 when the GPU instance may host time-sliced vGPUs of different sizes at once.",
+        lambda m: _flag(m[1].vgpu_heterogeneous_mode),
+        collector="vgpu_gpu_instances",
+    ),
+    gauge(
+        MIG_VGPU_TYPE,
+        "vgpumon_mig_vgpu_type_creatable_instances",
+        "How many more vGPUs of this type fit in the GPU instance now (its free placements); "
+        "types it cannot host have no series.",
+        lambda c: c.creatable_instances,
+        collector="vgpu_gpu_instances",
+    ),
     # ---- capacity (docs/capacity.md)
     gauge(
         VGPU_HOST,
@@ -1958,6 +2172,14 @@ FAMILIES: tuple[Family, ...] = (
         lambda m: _flag(vgpu_migration_ready(m[0], m[1], m[2])),
         collector="vgpu",
     ),
+    gauge(
+        VGPU,
+        "vgpumon_vgpu_migration_state_bytes",
+        "Bytes a live migration of the vGPU would move now (R565+): its runtime state, "
+        "framebuffer in use included.",
+        lambda v: v.migration_state_bytes,
+        collector="vgpu_migration",
+    ),
     # ---- vGPU scheduler
     state_set(
         SCHEDULER,
@@ -2036,6 +2258,55 @@ FAMILIES: tuple[Family, ...] = (
         "vgpumon_vgpu_scheduler_preemption_seconds_total",
         "Time the vGPU was preempted, from the scheduler log.",
         lambda u: u.preemption_seconds_total,
+        collector="scheduler",
+    ),
+    # ---- the encoder engines' schedulers (R590+ engine ids): what VDI and streaming VMs share
+    counter(
+        ENCODER_USAGE,
+        "vgpumon_vgpu_encoder_scheduler_run_seconds_total",
+        "Time the vGPU ran on the video encoder engine (engine: nvenc0, nvenc1), from that "
+        "engine's scheduler log.",
+        lambda u: u.run_seconds_total,
+        collector="scheduler",
+    ),
+    counter(
+        ENCODER_USAGE,
+        "vgpumon_vgpu_encoder_scheduler_preemption_seconds_total",
+        "Time the vGPU was held off the video encoder engine, from that engine's scheduler log.",
+        lambda u: u.preemption_seconds_total,
+        collector="scheduler",
+    ),
+    # The encoder engines' share against due, under the one starvation rule (docs/verdicts.md):
+    # the same verdict as the graphics engine's, per engine.
+    state_set(
+        ENCODER_SHARE,
+        "vgpumon_vgpu_encoder_share_state",
+        "The vGPU's share verdict on a video encoder engine over the window (state set): "
+        "starved, ok, or why there is none; the graphics engine's rule, per engine.",
+        "state",
+        SHARE_STATES,
+        lambda v: v.state,
+        collector="scheduler",
+    ),
+    gauge(
+        ENCODER_SHARE,
+        "vgpumon_vgpu_encoder_due_share_ratio",
+        "Part of the encoder engine's time the scheduler policy entitles the vGPU to.",
+        lambda v: v.due,
+        collector="scheduler",
+    ),
+    gauge(
+        ENCODER_SHARE,
+        "vgpumon_vgpu_encoder_received_share_ratio",
+        "Part of the window the vGPU ran on the encoder engine.",
+        lambda v: v.received,
+        collector="scheduler",
+    ),
+    gauge(
+        ENCODER_SHARE,
+        "vgpumon_vgpu_encoder_waited_share_ratio",
+        "Part of the window the vGPU was held off the encoder engine with work left.",
+        lambda v: v.waited,
         collector="scheduler",
     ),
     # The one starvation verdict (vgpumon.collect.starvation; docs/verdicts.md), which the alert,
@@ -2273,6 +2544,16 @@ FAMILIES: tuple[Family, ...] = (
         "vgpumon_gpu_dead_holder_memory_bytes",
         "GPU memory held by processes that no longer exist on the host.",
         lambda m: m.dead_holder_memory_bytes,
+        collector="metering",
+    ),
+    labeled(
+        METERED,
+        "vgpumon_gpu_metering_method",
+        "1 for the method each busy counter grew by in the last cycle (counter: vgpu, mig, "
+        "process, pod; method: accounting, accounting_average, process_samples, vgpu_samples, "
+        "gpm); docs/metering.md gives each method's error bound.",
+        ("counter", "method"),
+        lambda m: [((c, method), 1.0) for c, method in sorted(m.methods.items())],
         collector="metering",
     ),
 )

@@ -115,13 +115,21 @@ class Tally:
 REPROBE_SECONDS = 60.0
 
 
+def _about_gpu(function: str) -> bool:
+    """Whether a call's answer says anything of the GPU it was made for: a system-wide call
+    (``nvmlSystem*``, e.g. the confidential-computing state a GPU's collector reads) answers
+    whatever the GPU does, so it is left out of the tallies below (timed and counted all the
+    same): a GPU none of whose own calls answered is not read, though the system's did."""
+    return not function.startswith("nvmlSystem")
+
+
 class _Book:
     """One thread's call statistics and error counts; only that thread writes it."""
 
     __slots__ = ("errors", "failed", "last_error", "returned", "stats", "unanswered")
 
     def __init__(self) -> None:
-        # calls that came back (returned or raised); a hung call never does
+        # calls about a GPU that came back (returned or raised); a hung call never does
         self.returned = 0
         # of those, the ones that failed (an "error" outcome), and the ones that gave no answer
         # at all (failed, or not supported): the sampler tells a collector, or a GPU, whose every
@@ -339,7 +347,7 @@ class NvmlSession:
             self._time(cache_key[1], time.perf_counter() - start)
         if outcome.status == "ok":
             self._answered.add(cache_key)
-        else:  # a raw symbol the library lacks: it came back without an answer
+        elif _about_gpu(cache_key[1]):  # a raw symbol the library lacks: came back, no answer
             self._book().unanswered += 1
         return outcome
 
@@ -359,13 +367,14 @@ class NvmlSession:
             return CallOutcome(status="no_data", error=name)
         kind = classify(exc)
         book = self._book()
-        book.unanswered += 1
+        about_gpu = _about_gpu(function)
+        book.unanswered += about_gpu
         if kind is ErrorClass.ABSENT:
             return self._mark_absent(cache_key, function, name)
         self._count(function, name)
         if kind is ErrorClass.LIFECYCLE:
             raise GpuDown(gpu, function, name, library=code in LIBRARY_CODES) from exc
-        book.failed += 1
+        book.failed += about_gpu
         book.last_error = name
         return CallOutcome(status="error", error=name)
 
@@ -405,7 +414,7 @@ class NvmlSession:
         book: _Book | None = getattr(self._local, "book", None)
         if book is None:
             book = self._book()
-        book.returned += 1
+        book.returned += _about_gpu(function)
         st = book.stats.get(function)
         if st is None:
             book.stats[function] = [1, seconds, seconds]

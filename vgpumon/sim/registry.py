@@ -141,7 +141,9 @@ EXTENSION_MODULES: list[str] = [
     "vgpumon.sim.vgpu",
     "vgpumon.sim.scheduler",
     "vgpumon.sim.vgpu_api",
+    "vgpumon.sim.vgpu_capacity_api",
     "vgpumon.sim.vgpu_record",
+    "vgpumon.sim.driver_health",
 ]
 
 

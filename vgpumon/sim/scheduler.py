@@ -14,6 +14,10 @@ MIG-backed vGPUs are not time-sliced: they get their demand, and the device-leve
 answer NOT_SUPPORTED with MIG on (the per-GPU-instance calls too, before Blackwell GB20x, which is
 not simulated).
 
+The encoder engines (R590+ engine ids, read through the ``_v2`` log call) are scheduled alike:
+NVENC0 shares out the vGPUs' ``encoder`` demand under the same policy, with its own log; NVENC1
+has nothing scheduled (an empty log).
+
 The log is generated period by period: a period gives each scheduled vGPU one run of
 ``share × P`` (``P = timeslice × scheduled vGPUs``) followed by a ``PREEMPT_NS`` switch, and writes
 one entry per run, stamped when the runlist is preempted, with that vGPU's cumulative run and
@@ -47,6 +51,7 @@ PREEMPT_NS = 10_000
 GPU_NS_AT_ZERO = 1_000_000_000_000  # the GPU's ns counter at scenario t = 0 (any boot time)
 COARSE_STEP = 0.1
 ENGINE_GRAPHICS = pynvml.NVML_VGPU_SCHEDULER_ENGINE_TYPE_GRAPHICS
+ENGINE_NVENC0 = pynvml.NVML_VGPU_SCHEDULER_ENGINE_TYPE_NVENC0
 V2_DRIVER = 595  # header 13.2: the _v2 scheduler calls (FUNCTION_NOT_FOUND before)
 GI_DRIVER = 575  # header 12.9: per-GPU-instance vGPU calls
 
@@ -99,8 +104,12 @@ def fixed_slot(host: VgpuHost, inst: InstanceRuntime) -> float:
     return 1.0 / vtype.max_instances
 
 
-def compute_shares(host: VgpuHost, active: list[InstanceRuntime], t: float) -> dict[int, Share]:
-    demands = {i.id: i.demand(t) for i in active}
+def compute_shares(
+    host: VgpuHost, active: list[InstanceRuntime], t: float, load: str = "sm"
+) -> dict[int, Share]:
+    """Each active vGPU's share of one engine at ``t``: the graphics engine from the ``sm``
+    demand, an encoder engine from the ``encoder`` one (the same policy schedules both)."""
+    demands = {i.id: i.load[load](t) if load != "sm" else i.demand(t) for i in active}
     sliced = [i for i in active if host.types[i.spec.type_id].gi_profile is None]
     out = {
         i.id: Share(demands[i.id], demands[i.id])
@@ -130,8 +139,9 @@ def compute_shares(host: VgpuHost, active: list[InstanceRuntime], t: float) -> d
 class SchedulerSim:
     """Per-GPU scheduler state (``GpuState.ext["vgpu_scheduler"]``): the log ring and totals."""
 
-    def __init__(self, host: VgpuHost) -> None:
+    def __init__(self, host: VgpuHost, load: str = "sm") -> None:
         self.host = host
+        self.load = load  # the demand this engine schedules: "sm" (graphics) or "encoder"
         self.gen_t = 0.0
         self.ring: deque[tuple[int, int, int, int, int, int]] = deque(maxlen=RING)
         self.run_total: dict[int, int] = {}
@@ -142,11 +152,15 @@ class SchedulerSim:
 
     # ---------------------------------------------------------------- shares
 
+    def demand(self, inst: InstanceRuntime, t: float) -> float:
+        """What the vGPU asks of this scheduler's engine at ``t``."""
+        return inst.load[self.load](t) if self.load != "sm" else inst.demand(t)
+
     def shares(self, t: float) -> dict[int, Share]:
         """The shares at ``t``: a pure function of the scenario and ``t``, so computed on each
         ask. (A cache of recent instants held megabytes on a large host and saved nothing: a
         reader asks for each sample instant once, the ones newer than its cursor.)"""
-        return compute_shares(self.host, self.host.active(t), t)
+        return compute_shares(self.host, self.host.active(t), t, self.load)
 
     # ---------------------------------------------------------------- log
 
@@ -158,12 +172,12 @@ class SchedulerSim:
         """(runlist, instance, granted share, share held off) of every vGPU the scheduler runs
         at ``t``; held off: what it asked for beyond what it was granted."""
         active = self.host.active(t)
-        shares = compute_shares(self.host, active, t)
+        shares = compute_shares(self.host, active, t, self.load)
         out = []
         for pos, inst in enumerate(active):
             granted = shares[inst.id].granted
             if self.host.types[inst.spec.type_id].gi_profile is None and granted > 0:
-                held = max(0.0, min(1.0, inst.demand(t)) - granted)
+                held = max(0.0, min(1.0, self.demand(inst, t)) - granted)
                 out.append((pos, inst, granted, held))
         return out
 
@@ -245,12 +259,24 @@ def scheduler_of(gpu: GpuState) -> SchedulerSim | None:
     return sim if isinstance(sim, SchedulerSim) else None
 
 
+def encoder_scheduler_of(gpu: GpuState) -> SchedulerSim | None:
+    """NVENC0's scheduler: the vGPUs' ``encoder`` demand under the same policy."""
+    sim = gpu.ext.get("vgpu_scheduler_nvenc0")
+    return sim if isinstance(sim, SchedulerSim) else None
+
+
 def _factory(gpu: GpuState, core: SimCore) -> SchedulerSim | None:
     host = host_of(gpu)
     return SchedulerSim(host) if host is not None else None
 
 
+def _encoder_factory(gpu: GpuState, core: SimCore) -> SchedulerSim | None:
+    host = host_of(gpu)
+    return SchedulerSim(host, "encoder") if host is not None else None
+
+
 registry.register_gpu_state("vgpu_scheduler", _factory)
+registry.register_gpu_state("vgpu_scheduler_nvenc0", _encoder_factory)
 
 
 # --------------------------------------------------------------------------- the API
@@ -368,8 +394,14 @@ class SchedulerApi(Provider):
     def nvmlDeviceGetVgpuSchedulerLog_v2(self, handle: Any, c_vgpu_sched_log_info_v2: Any) -> Any:
         sim, out = self._v2(handle, c_vgpu_sched_log_info_v2)
         spec = sim.host.scheduler
-        if out.engineId != ENGINE_GRAPHICS:
-            out.schedulerPolicy, out.entriesCount = POLICIES["best_effort"], 0
+        if out.engineId == ENGINE_NVENC0:
+            # The first encoder engine schedules the vGPUs' encoder demand (R590+ engine ids);
+            # the second has nothing scheduled in the simulator.
+            encoder = encoder_scheduler_of(self.core.physical(handle))
+            if encoder is not None:
+                sim = encoder
+        elif out.engineId != ENGINE_GRAPHICS:
+            out.schedulerPolicy, out.entriesCount = spec.policy, 0
             return c_vgpu_sched_log_info_v2
         best = spec.policy == POLICIES["best_effort"]
         out.schedulerPolicy = spec.policy

@@ -94,6 +94,14 @@ VGPU_TYPE = Map(
             Int(lo=0), "MIG GPU-instance profile id (MIG-backed types)", "none"
         ),
         "license": Key(Str(), "nvmlVgpuTypeGetLicense text", "by series"),
+        "max_per_gpu_instance": Key(
+            Int(1, 64), "vGPUs of this MIG-backed type per GPU instance (GB20x time-sliced)", "1"
+        ),
+        "framebuffer_reservation": Key(
+            Size(lo=0), "framebuffer the driver reserves per vGPU (R550+)", "not reported"
+        ),
+        "gsp_heap": Key(Size(lo=0), "GSP heap per vGPU (R550+)", "not reported"),
+        "bar1": Key(Size(lo=0), "BAR1 aperture of one vGPU (R550+)", "not reported"),
     },
     expected="a vGPU type mapping",
 )
@@ -171,6 +179,11 @@ INSTANCE_KEYS: dict[str, Key] = {
     "processes": Key(Seq(GUEST_PROCESS), "guest processes (per-process utilization)", "none"),
     "license": Key(LICENSE, "host-side license timeline (see licensing)", "licensed"),
     "migration": Key(Bool(), "the vGPU can be live-migrated", "the host's migration"),
+    "migration_state": Key(
+        PatternOf("size"),
+        "bytes a live migration moves (R565+)",
+        "framebuffer in use + 64 MiB",
+    ),
 }
 INSTANCE = Map(INSTANCE_KEYS, expected="a vGPU instance mapping")
 VGPU = Map(
@@ -180,6 +193,11 @@ VGPU = Map(
         "placement_slots": Key(Int(1, 256), "placement slots of the GPU", "memory / smallest type"),
         "hypervisor": Key(Enum({h: h for h in HYPERVISORS}), ", ".join(HYPERVISORS), "kvm"),
         "migration": Key(Bool(), "the GPU supports vGPU live migration", "true"),
+        "gpu_instance_heterogeneous": Key(
+            Bool(),
+            "mixed-size vGPUs inside GPU instances (GB20x, R575+)",
+            "not supported",
+        ),
         "types": Key(Seq(VGPU_TYPE, min_len=1), "supported vGPU types", required=True),
         "scheduler": Key(SCHEDULER, "time-slice scheduler", "best effort"),
         "instances": Key(Seq(INSTANCE), "vGPU instances (VMs)", "none"),
@@ -222,6 +240,10 @@ class VgpuTypeSpec:
     frame_rate_limit: int  # 0: limiter off
     gi_profile: int | None
     license: str
+    max_per_gi: int = 1
+    fb_reservation: int | None = None
+    gsp_heap: int | None = None
+    bar1: int | None = None
 
 
 @dataclass(frozen=True)
@@ -266,6 +288,7 @@ class InstanceSpec:
     license: LicenseTimeline
     salt: str
     migration: bool | None = None  # None: as the host
+    migration_state: PatternSpec | None = None  # None: framebuffer in use + 64 MiB
 
     def alive(self, t: float) -> bool:
         """Running at ``t``; a VM that starts at 0 was already running before the scenario began
@@ -310,6 +333,11 @@ class InstanceRuntime:
             k: spec.load.get(k, PatternSpec.constant(0.0)).build(seed, f"{s}.load.{k}", 0.0, 1.0)
             for k in LOAD_KEYS
         }
+        self._state: Evaluator | None = (
+            spec.migration_state.build(seed, f"{s}.migration_state", lo=0.0)
+            if spec.migration_state is not None
+            else None
+        )
         self._fb: Evaluator | None = (
             spec.framebuffer_used.build(seed, f"{s}.framebuffer_used", lo=0.0)
             if spec.framebuffer_used is not None
@@ -335,6 +363,12 @@ class InstanceRuntime:
         used = int(self._fb(t)) if self._fb is not None else total // 4
         return max(0, min(used, total))
 
+    def migration_state(self, t: float, total: int) -> int:
+        """Bytes a live migration moves now: the scenario's, or framebuffer in use + 64 MiB."""
+        if self._state is not None:
+            return max(0, int(self._state(t)))
+        return self.framebuffer_used(t, total) + MIGRATION_STATE_OVERHEAD
+
 
 # --------------------------------------------------------------------------- the host
 
@@ -355,6 +389,7 @@ class VgpuHost:
     slot_bytes: int
     slots: int
     migration: bool = True  # pGPU migration capability
+    gi_heterogeneous: bool | None = None  # None: per-GPU-instance mode not supported
     _runtimes: dict[int, InstanceRuntime] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # statics by id: a host of 16 x 48 vGPUs made every instance call a linear search otherwise
@@ -568,7 +603,7 @@ def _types(
             profile = next((p for p in gpu_spec.mig_profiles if p.id == gi_profile), None)
             if profile is None:
                 raise fail(join(tpath, "gpu_instance_profile"), f"no MIG profile {gi_profile}")
-            default_max = profile.instances
+            default_max = profile.instances * t.get("max_per_gpu_instance", 1)
         else:
             default_max = max(1, min(32, usable // t["framebuffer"]))
         out[t["id"]] = VgpuTypeSpec(
@@ -581,8 +616,16 @@ def _types(
             frame_rate_limit=t.get("frame_rate_limit", 0 if series == "C" else 60),
             gi_profile=gi_profile,
             license=t.get("license", LICENSE_BY_SERIES[series]),
+            max_per_gi=t.get("max_per_gpu_instance", 1),
+            fb_reservation=_size(t.get("framebuffer_reservation")),
+            gsp_heap=_size(t.get("gsp_heap")),
+            bar1=_size(t.get("bar1")),
         )
     return out
+
+
+def _size(value: float | None) -> int | None:
+    return None if value is None else int(value)
 
 
 def _scheduler(raw: dict[str, Any]) -> SchedulerSpec:
@@ -710,6 +753,7 @@ def build_hosts(scenario: Scenario, ctx: Ctx | None) -> dict[int, HostBuild]:
                     license=d.get("license", LicenseTimeline.constant()),
                     salt=ipath,
                     migration=d.get("migration"),
+                    migration_state=d.get("migration_state"),
                 )
             )
         _check_instance_counts(instances, types, path, fail)
@@ -857,12 +901,16 @@ def _host_factory(gpu: GpuState, core: SimCore) -> VgpuHost | None:
         slot_bytes=slot_bytes,
         slots=slots,
         migration=bool(raw.get("migration", True)),
+        gi_heterogeneous=raw.get("gpu_instance_heterogeneous"),
     )
     gpu.memory_claims.append(host.framebuffer_allocated)
     return host
 
 
 _BUILT_ATTR = "_vgpu_built"
+# What a migration moves beyond the framebuffer in use (the simulator's default; a scenario gives
+# its own with ``migration_state``): GPU context and channel state.
+MIGRATION_STATE_OVERHEAD = 64 * 1024 * 1024
 
 
 def _built(core: SimCore) -> dict[int, HostBuild]:

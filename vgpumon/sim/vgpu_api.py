@@ -45,6 +45,7 @@ from vgpumon.sim.vgpu import (
     find_instance,
     host_of,
 )
+from vgpumon.sim.vgpu_capacity_api import gi_creatable
 
 NOT_SUPPORTED = pynvml.NVML_ERROR_NOT_SUPPORTED
 INVALID = pynvml.NVML_ERROR_INVALID_ARGUMENT
@@ -238,8 +239,8 @@ class VgpuHostApi(Provider):
         info = _struct(c_vgpus)
         if info.version != pynvml.nvmlVgpuTypeIdInfo_v1:
             raise nvml_error(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
-        used = any(i.spec.gpu_instance == gi.id for i in host.active(self.core.t()))
-        ids = [] if used else [t.id for t in host.types.values() if t.gi_profile == gi.profile.id]
+        t = self.core.t()
+        ids = [v.id for v in host.types.values() if gi_creatable(host, gi, v, t)]
         array = (ctypes.c_uint * max(1, len(ids)))(*ids)
         info.vgpuCount = len(ids)
         info.vgpuTypeIds = array
@@ -247,8 +248,10 @@ class VgpuHostApi(Provider):
 
     @nvml_function()
     def nvmlGpuInstanceGetVgpuHeterogeneousMode(self, gpuInstance: Any) -> int:
-        self._gi_host(gpuInstance)
-        raise nvml_error(NOT_SUPPORTED)  # GB20x+ only
+        _gi, host = self._gi_host(gpuInstance)
+        if host.gi_heterogeneous is None:
+            raise nvml_error(NOT_SUPPORTED)  # GB20x+ only
+        return int(host.gi_heterogeneous)
 
     # ---------------------------------------------------------------- types
 
@@ -282,7 +285,7 @@ class VgpuHostApi(Provider):
         vtype = self._type(vgpuTypeId)[1]
         if vtype.gi_profile is None:
             raise nvml_error(NOT_SUPPORTED)
-        return 1
+        return vtype.max_per_gi
 
     @nvml_function()
     def nvmlVgpuTypeGetGpuInstanceProfileId(self, vgpuTypeId: int) -> int:

@@ -22,8 +22,32 @@ IDLE_PROCESS_AFTER_SECONDS = 5 * 60
 # Badge kinds, most severe first; the order is the display order. ``stale``: the sampler is wedged
 # and the row shows the last good reading, not a live one.
 # ``idle``: a vGPU or process that holds the GPU without using it (below).
-KINDS = ("lost", "hung", "xid", "stale", "unlicensed", "expiring", "starved", "idle")
-ERROR_KINDS = frozenset({"lost", "hung", "xid"})
+# ``recovery``: the driver asks for a reset, reboot or drain; ``memory``: memory beyond repair;
+# ``repair``: a repair waits for the next reset (vgpumon.model.Recovery decides each).
+KINDS = (
+    "lost",
+    "hung",
+    "recovery",
+    "memory",
+    "xid",
+    "stale",
+    "repair",
+    "unlicensed",
+    "expiring",
+    "starved",
+    "idle",
+)
+ERROR_KINDS = frozenset({"lost", "hung", "recovery", "memory", "xid"})
+# The short label of each recovery action (the badge says what the driver asks for).
+RECOVERY_LABELS = {
+    "gpu_reset": "reset!",
+    "node_reboot": "reboot!",
+    "drain_p2p": "drain-p2p!",
+    "drain_and_reset": "drain+reset!",
+    "recover_imex_domain": "imex!",
+    "bus_reset": "bus-reset!",
+    "system_reboot": "reboot!",
+}
 
 
 @dataclass(frozen=True, order=True)

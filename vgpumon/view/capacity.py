@@ -112,6 +112,66 @@ def capacity_rows(snapshots: Iterable[tuple[str, Snapshot | None]]) -> list[Capa
 
 
 @dataclass(frozen=True)
+class GiVgpuRow:
+    """One GPU instance of a MIG vGPU host: the MIG-backed vGPUs in it and the room left
+    (``vgpumon_mig_vgpu_*``; time-sliced MIG-backed vGPUs on GB20x)."""
+
+    key: str
+    host: str
+    gpu_index: int
+    gpu_instance_id: int
+    profile: str | None
+    running: int
+    mixed: bool | None  # the instance hosts vGPUs of different sizes at once
+    fits: tuple[tuple[str, int | None], ...]  # (short type name, how many more fit)
+
+    @property
+    def fits_label(self) -> str:
+        parts = [f"{name}×{'?' if n is None else n}" for name, n in self.fits]
+        return " ".join(parts) or "—"
+
+    @property
+    def room(self) -> int:
+        return sum(n for _, n in self.fits if n)
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return {"host": self.host, "profile": self.profile or "", "type": self.fits_label}
+
+
+def gi_vgpu_rows(snapshots: Iterable[tuple[str, Snapshot | None]]) -> list[GiVgpuRow]:
+    """GPU instances that can host vGPUs, per host and GPU, in id order."""
+    out = []
+    for host, snap in snapshots:
+        if snap is None:
+            continue
+        for gpu in snap.gpus:
+            if not gpu.up or gpu.virtualization_mode != "host_vgpu":
+                continue
+            for gi in gpu.mig_instances:
+                if gi.vgpu_heterogeneous_mode is None and not gi.vgpu_capacity:
+                    continue  # the driver says nothing of vGPUs in GPU instances
+                running = sum(1 for v in gpu.vgpu_instances if v.gpu_instance_id == gi.id)
+                fits = tuple(
+                    (short_type_name(c.type_name or str(c.type_id)), c.creatable_instances)
+                    for c in gi.vgpu_capacity
+                )
+                out.append(
+                    GiVgpuRow(
+                        f"{host}/{gpu.uuid}/{gi.id}",
+                        host,
+                        gpu.index,
+                        gi.id,
+                        gi.profile_name,
+                        running,
+                        gi.vgpu_heterogeneous_mode,
+                        fits,
+                    )
+                )
+    return out
+
+
+@dataclass(frozen=True)
 class FitRow:
     """One GPU where one more of the wanted type or profile fits now (``rank`` 1 is the best)."""
 

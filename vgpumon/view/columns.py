@@ -29,9 +29,10 @@ from vgpumon.model import Snapshot
 from vgpumon.view import format as f
 from vgpumon.view.badges import IDLE_PROCESS_AFTER_SECONDS, Badge, badge, labels
 from vgpumon.view.badges import idle as badge_idle
-from vgpumon.view.capacity import MIG, CapacityRow, FitRow
+from vgpumon.view.capacity import MIG, CapacityRow, FitRow, GiVgpuRow
 from vgpumon.view.metering import ContentionLine, UsageLine
 from vgpumon.view.rows import (
+    EncoderShareRow,
     GpuRow,
     HostRow,
     LicenseRow,
@@ -72,6 +73,7 @@ VGPUS = "vgpus"  # the host has vGPU instances (license and share columns mean s
 MIGS = "migs"  # the host has MIG instances
 LOCAL = "local"  # processes of this host, with what /proc says of them (user, CPU, command)
 IDLE = "idle"  # a process idle long enough for its badge (metering): the idle column appears
+CC = "cc"  # confidential computing is on for some GPU: its state column appears
 
 
 def present(snapshot: Snapshot | None) -> frozenset[str]:
@@ -92,6 +94,8 @@ def present(snapshot: Snapshot | None) -> frozenset[str]:
         for p in g.metering.processes
     ):
         out.add(IDLE)
+    if any(g.conf_compute.feature_enabled for g in snapshot.gpus):
+        out.add(CC)
     return frozenset(out)
 
 
@@ -206,6 +210,19 @@ def _migration(ready: bool | None) -> str:
     return f.DASH if ready is None else ("ready" if ready else "no")
 
 
+def _cc_column(priority: int) -> Column[Any]:
+    """Confidential computing (``cc_label``), shown only where some GPU runs it."""
+    return Column(
+        "cc",
+        "CC",
+        lambda r: f.or_dash(r.cc),
+        lambda r: r.cc or "",
+        needs=CC,
+        priority=priority,
+        style=lambda r: WARNING if r.cc in ("not ready", "devtools", "mixed") else None,
+    )
+
+
 def _expires(expiry: float | None, expires_in: float | None, status: str | None) -> str:
     if expires_in is None:
         return f.expiry_status(status)
@@ -291,6 +308,7 @@ GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
         numeric=True,
         descending=True,
     ),
+    _cc_column(priority=2),
     Column("name", "name", lambda r: f.or_dash(r.name), lambda r: r.name, priority=4),
 )
 
@@ -556,6 +574,15 @@ VGPU_COLUMNS: tuple[Column[VgpuRow], ...] = (
         style=lambda r: WARNING if r.migration_ready is False else None,
     ),
     Column(
+        "migr_size",
+        "moves",
+        lambda r: f.size(r.migration_bytes),
+        lambda r: r.migration_bytes,
+        priority=6,
+        numeric=True,
+        descending=True,
+    ),
+    Column(
         "migr_why",
         "migration",
         lambda r: "; ".join(r.migration_blockers) or f.DASH,
@@ -741,6 +768,26 @@ SCHEDULER_COLUMNS: tuple[Column[SchedulerRow], ...] = (
     ),
 )
 
+# The encoder engines' part of the scheduler screen (R590+): the same verdict per engine.
+ENCODER_SHARE_COLUMNS: tuple[Column[EncoderShareRow], ...] = (
+    Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True, priority=0),
+    Column("vgpu", "vGPU", lambda r: str(r.vgpu_id), lambda r: r.vgpu_id, True, priority=0),
+    Column("vm", "VM", lambda r: f.or_dash(r.vm), lambda r: r.vm, priority=1),
+    Column("engine", "engine", lambda r: r.engine, lambda r: r.engine, priority=1),
+    _ratio("got", "received", lambda r: r.received, priority=1),
+    _ratio("waited", "held off", lambda r: r.waited, priority=3),
+    _ratio("due", "due", lambda r: r.due, priority=1),
+    Column(
+        "starved",
+        "verdict",
+        lambda r: f.share_state(r.share_state),
+        lambda r: r.starved,
+        priority=1,
+        descending=True,
+        style=lambda r: ERROR if r.starved else (DIM if r.share_state != "ok" else None),
+    ),
+)
+
 # The per-vGPU part of the scheduler screen: what each vGPU received against its due.
 SHARE_COLUMNS: tuple[Column[VgpuRow], ...] = (
     Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True, priority=0),
@@ -889,6 +936,7 @@ HOST_COLUMNS: tuple[Column[HostRow], ...] = (
         numeric=True,
         descending=True,
     ),
+    _cc_column(priority=3),
     Column(
         "note",
         "note",
@@ -1003,6 +1051,33 @@ CONTENTION_COLUMNS: tuple[Column[ContentionLine], ...] = (
 
 
 # --------------------------------------------------------------------------- capacity
+
+# MIG-backed vGPUs per GPU instance (the capacity screen's second table).
+GI_VGPU_COLUMNS: tuple[Column[GiVgpuRow], ...] = (
+    Column("host", "host", lambda r: r.host, lambda r: r.host, priority=0),
+    Column("gpu", "GPU", lambda r: str(r.gpu_index), lambda r: r.gpu_index, True, priority=0),
+    Column(
+        "gi", "GI", lambda r: str(r.gpu_instance_id), lambda r: r.gpu_instance_id, True, priority=0
+    ),
+    Column("profile", "profile", lambda r: f.or_dash(r.profile), lambda r: r.profile, priority=2),
+    Column("running", "vGPUs", lambda r: str(r.running), lambda r: r.running, True, priority=1),
+    Column(
+        "mixed",
+        "mixed",
+        lambda r: f.DASH if r.mixed is None else ("yes" if r.mixed else "no"),
+        lambda r: r.mixed,
+        priority=3,
+    ),
+    Column(
+        "fits",
+        "more that fit",
+        lambda r: r.fits_label,
+        lambda r: r.room,
+        priority=0,
+        descending=True,
+        style=lambda r: GOOD if r.room else WARNING,
+    ),
+)
 
 # The capacity screen's matrix: one row per vGPU type or MIG profile, a column per host
 # (:func:`capacity_host_column`) after these.

@@ -205,6 +205,7 @@ class VgpuRow:
     # This host's side of a live migration (docs/capacity.md): ready, and what says no.
     migration_ready: bool | None = None
     migration_blockers: tuple[str, ...] = ()
+    migration_bytes: int | None = None  # what a live migration would move now (R565+)
     gpu_fits: frozenset[str] = frozenset()  # its GPU's: a ``fits:`` term selects GPUs
 
     @property
@@ -288,6 +289,7 @@ def vgpu_rows(host: str, snapshot: Snapshot, gpu: Gpu) -> list[VgpuRow]:
                 idle=b.idle(idle.get(v.vgpu_id), b.IDLE_VGPU_AFTER_SECONDS),
                 migration_ready=ready,
                 migration_blockers=blockers,
+                migration_bytes=v.migration_state_bytes,
                 gpu_fits=fits,
             )
         )
@@ -410,6 +412,7 @@ class GpuRow:
     unlicensed: int = 0  # its vGPUs running without a license
     # Names of the vGPU types and MIG profiles of which one more fits now (``fits:`` filters).
     fits: frozenset[str] = frozenset()
+    cc: str | None = None  # confidential computing: cc_label()
 
     @property
     def mode_label(self) -> str:
@@ -438,6 +441,22 @@ class GpuRow:
         }
 
 
+def cc_label(gpu: Gpu) -> str | None:
+    """Confidential computing in a word: "ready" / "not ready" (CC on; the GPUs accept work or
+    wait for attestation), "devtools" (on, not a protected setup), "off"; None where the driver
+    does not say."""
+    cc = gpu.conf_compute
+    if cc.feature_enabled is None:
+        return None
+    if not cc.feature_enabled:
+        return "off"
+    if cc.devtools_mode:
+        return "devtools"
+    if cc.ready is None:
+        return "on"
+    return "ready" if cc.ready else "not ready"
+
+
 def _gpu_badges(
     gpu: Gpu, hung: bool, vgpus: list[VgpuRow], snapshot: Snapshot
 ) -> tuple[Badge, ...]:
@@ -446,6 +465,13 @@ def _gpu_badges(
         out.append(b.badge("lost", "lost" if gpu.down_reason in (None, "gpu_is_lost") else "down"))
     if hung:
         out.append(b.badge("hung"))
+    recovery = gpu.recovery
+    if gpu.up and recovery.action_needed:
+        out.append(b.badge("recovery", b.RECOVERY_LABELS.get(recovery.action or "", "recover!")))
+    if gpu.up and recovery.unrepairable_memory:
+        out.append(b.badge("memory", "mem-fault"))
+    if gpu.up and recovery.repair_pending:
+        out.append(b.badge("repair"))
     if snapshot.health.wedged:
         out.append(b.badge("stale"))
     if gpu.xid_errors:
@@ -520,6 +546,7 @@ def gpu_row(
         holders=_holders(snapshot, "gpu", gpu.uuid, None),
         unlicensed=sum(1 for v in vgpus if v.unlicensed),
         fits=fitting_names(gpu),
+        cc=cc_label(gpu),
     )
 
 
@@ -672,6 +699,76 @@ def _undecided(scheduler: VgpuScheduler) -> str | None:
     return max(sorted(counts), key=lambda k: counts[k]) if counts else None
 
 
+@dataclass(frozen=True)
+class EncoderShareRow:
+    """One vGPU on one video encoder engine: what it received against its due, and the
+    collector's verdict (the graphics engine's rule, per engine; docs/verdicts.md)."""
+
+    key: str
+    host: str
+    gpu_index: int
+    vgpu_id: int
+    vm: str | None
+    engine: str
+    received: float | None
+    waited: float | None
+    due: float | None
+    share_state: str | None
+
+    @property
+    def starved(self) -> bool:
+        return self.share_state == "starved"
+
+    @property
+    def fields(self) -> dict[str, str]:
+        return {
+            "host": self.host,
+            "gpu": str(self.gpu_index),
+            "vgpu": str(self.vgpu_id),
+            "vm": self.vm or "",
+            "engine": self.engine,
+            "badge": "starved" if self.starved else "",
+        }
+
+
+def encoder_share_rows(host: str, gpu: Gpu) -> list[EncoderShareRow]:
+    """Every vGPU with a verdict on each encoder engine of ``gpu`` where the engine was used
+    (an engine nobody ran on or waited for in the window says nothing)."""
+    vms = {v.vgpu_id: _vm_label(v) for v in gpu.vgpu_instances}
+    used = {
+        sch.engine
+        for sch in gpu.vgpu_encoder_schedulers
+        for v in sch.shares
+        if (v.received or 0.0) > 0 or (v.waited or 0.0) > 0
+    }
+    return [
+        EncoderShareRow(
+            key=f"{host}/{gpu.uuid}/{sch.engine}/{v.vgpu_id}",
+            host=host,
+            gpu_index=gpu.index,
+            vgpu_id=v.vgpu_id,
+            vm=vms.get(v.vgpu_id),
+            engine=sch.engine,
+            received=v.received,
+            waited=v.waited,
+            due=v.due,
+            share_state=v.state,
+        )
+        for sch in gpu.vgpu_encoder_schedulers
+        if sch.engine in used
+        for v in sch.shares
+    ]
+
+
+def _vm_label(v: VgpuInstance) -> str | None:
+    """The VM's name; without one, NVML's VM id, shortened when it is a long UUID."""
+    if v.vm is not None:
+        return v.vm.name
+    if v.vm_id is not None and len(v.vm_id) > 12:
+        return v.vm_id[:8] + "…"
+    return v.vm_id
+
+
 def scheduler_rows(host: str, snapshot: Snapshot, gpu: Gpu) -> list[SchedulerRow]:
     rows = []
     for s in gpu.vgpu_schedulers:
@@ -811,6 +908,7 @@ class HostRow:
     xid: int  # GPUs with Xid errors
     lost: int  # GPUs down or hung
     badges: tuple[Badge, ...]
+    cc: str | None = None  # the GPUs' confidential-computing state, "mixed" when they differ
 
     @property
     def memory_ratio(self) -> float | None:
@@ -859,6 +957,7 @@ def host_row(
     all_badges = {x.kind: x for g in gpus for x in g.badges}
     mem_used = _sum([g.memory_used for g in gpus])
     mem_total = _sum([g.memory_total for g in gpus])
+    ccs = {g.cc for g in gpus if g.cc not in (None, "off")}
     return HostRow(
         key=host,
         host=host,
@@ -877,4 +976,5 @@ def host_row(
         xid=sum(1 for g in gpus if g.xid),
         lost=sum(1 for g in gpus if not g.up or g.hung),
         badges=tuple(sorted(all_badges.values())),
+        cc=None if not ccs else ccs.pop() if len(ccs) == 1 else "mixed",
     )

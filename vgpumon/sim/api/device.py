@@ -525,18 +525,9 @@ class DeviceApi(Provider):
         return gpu.fan_percent(self.core.t())
 
     # ---------------------------------------------------------------- accounting
-
-    @nvml_function()
-    def nvmlDeviceGetAccountingMode(self, handle: Any) -> int:
-        self.core.physical(handle)
-        return pynvml.NVML_FEATURE_DISABLED
+    # The mode, the PIDs and the per-process records: vgpumon.sim.driver_health.
 
     @nvml_function()
     def nvmlDeviceGetAccountingBufferSize(self, handle: Any) -> int:
         self.core.physical(handle)
         return 4000
-
-    @nvml_function()
-    def nvmlDeviceGetAccountingPids(self, handle: Any) -> list[int]:
-        self.core.physical(handle)
-        return []  # accounting off, as on the real hosts recorded (so no per-pid stats)

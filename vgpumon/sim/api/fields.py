@@ -92,6 +92,16 @@ def _margin(value: int) -> Getter:
     return lambda gpu, t, scope: value
 
 
+def _recovery(gpu: GpuState, t: float) -> int:
+    # The scenario's timeline (vgpumon.sim.driver_health, an extension loaded after the core).
+    from vgpumon.sim.driver_health import recovery_action
+
+    action = recovery_action(gpu, t)
+    if action is None:
+        raise NotApplicable
+    return action
+
+
 def _mig_capable(gpu: GpuState, t: float, scope: int) -> int:
     if not gpu.spec.mig_capable:
         raise NotApplicable
@@ -152,7 +162,7 @@ FIELDS: dict[int, tuple[int, Getter]] = {
         lambda gpu, t, scope: int(gpu.pcie_rx_total.at(t)) % 2**32,
     ),
     pynvml.NVML_FI_DEV_IS_MIG_MODE_INDEPENDENT_MIG_QUERY_CAPABLE: (UINT, _mig_capable),
-    pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: (UINT, lambda gpu, t, scope: 0),
+    pynvml.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: (UINT, lambda gpu, t, scope: _recovery(gpu, t)),
     269: (ULL, lambda gpu, t, scope: 0),  # CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN, ns
     270: (ULL, lambda gpu, t, scope: 0),
     271: (ULL, lambda gpu, t, scope: 0),

@@ -17,8 +17,14 @@ from vgpumon.text import printable
 from vgpumon.tui.cells import table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.keyed_table import KeyedTable
-from vgpumon.view.capacity import CapacityRow, FitRow, capacity_rows, fit_rows
-from vgpumon.view.columns import CAPACITY_COLUMNS, FIT_COLUMNS, Column, capacity_host_column
+from vgpumon.view.capacity import CapacityRow, FitRow, capacity_rows, fit_rows, gi_vgpu_rows
+from vgpumon.view.columns import (
+    CAPACITY_COLUMNS,
+    FIT_COLUMNS,
+    GI_VGPU_COLUMNS,
+    Column,
+    capacity_host_column,
+)
 from vgpumon.view.filter import Query
 
 
@@ -30,6 +36,8 @@ class CapacityScreen(LiveScreen):
     def compose_body(self) -> ComposeResult:
         yield Static(id="title", classes="title")
         yield KeyedTable(id="capacity")
+        yield Static("MIG-backed vGPUs per GPU instance", id="gi-title", classes="section")
+        yield KeyedTable(id="gi-vgpus", classes="inner")
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -68,6 +76,12 @@ class CapacityScreen(LiveScreen):
         table = self.query_one("#capacity", KeyedTable)
         self._fits = {}
         self.fill(table, columns, [(r.key, self.cells(r, columns)) for r in rows], main=True)
+        gis = [r for r in gi_vgpu_rows(snaps) if host_terms.matches({"host": r.host})]
+        gi_table = self.query_one("#gi-vgpus", KeyedTable)
+        gi_table.display = self.query_one("#gi-title").display = bool(gis)
+        if gis:
+            gi_columns = table_columns(GI_VGPU_COLUMNS, self.layout_now)
+            self.fill(gi_table, gi_columns, [(r.key, self.cells(r, gi_columns)) for r in gis])
 
     def _draw_fits(self, query: Query, wanted: tuple[str, ...]) -> None:
         """The first ``fits:`` term orders (best fit first); further ones must hold on the same
@@ -85,6 +99,7 @@ class CapacityScreen(LiveScreen):
         ]
         rows = self.sorted_rows(rows, FIT_COLUMNS)
         self._fits = {r.key: r for r in rows}
+        self.query_one("#gi-vgpus").display = self.query_one("#gi-title").display = False
         name = printable(" and ".join(wanted))
         if rows:
             title = Text(f"Where one more {name} fits now, best fit first · Enter opens a GPU")

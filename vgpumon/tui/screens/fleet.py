@@ -10,7 +10,7 @@ from vgpumon.tui.cells import table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.keyed_table import KeyedTable
 from vgpumon.view import rows as vr
-from vgpumon.view.columns import HOST_COLUMNS
+from vgpumon.view.columns import CC, HOST_COLUMNS
 
 
 class FleetScreen(LiveScreen):
@@ -55,7 +55,9 @@ class FleetScreen(LiveScreen):
         self.query_one("#title", Static).update(
             Text(f"Fleet: {len(app.host_names)} hosts, {up} up shown · Enter opens a host")
         )
-        cols = table_columns(HOST_COLUMNS, self.layout_now)
+        # The CC column only where some host runs confidential computing.
+        has = frozenset({CC}) if any(r.cc for r in rows) else frozenset()
+        cols = table_columns(HOST_COLUMNS, self.layout_now, has)
         self.fill(
             self.query_one("#hosts", KeyedTable),
             cols,

@@ -105,6 +105,9 @@ class GpuScreen(LiveScreen):
         # Text, not markup: "[lost]" and a driver's own strings show as written.
         # Alarms before the UUID, which is the first thing to wrap on a narrow terminal.
         head = Text(printable(f"GPU {row.index}  {f.or_dash(row.name)}  {row.mode_label}"))
+        if row.cc not in (None, "off"):
+            warn = row.cc in ("not ready", "devtools")
+            head.append(printable(f"  CC {row.cc}"), style=app.palette.warning if warn else "")
         if row.badges:
             head.append("  ")
             head.append_text(badges_text(row.badges, app.palette))

@@ -15,10 +15,16 @@ from vgpumon.tui.cells import table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.keyed_table import KeyedTable
 from vgpumon.view import rows as vr
-from vgpumon.view.columns import CONTENTION_COLUMNS, SCHEDULER_COLUMNS, SHARE_COLUMNS
+from vgpumon.view.columns import (
+    CONTENTION_COLUMNS,
+    ENCODER_SHARE_COLUMNS,
+    SCHEDULER_COLUMNS,
+    SHARE_COLUMNS,
+)
 from vgpumon.view.format import share_state as format_share_state
 from vgpumon.view.metering import ContentionLine, contention_lines
 
+ENCODER_TITLE = "Encoder share over the last minute against the policy's due, per engine"
 SHARES_TITLE = "Share received over the last minute against the policy's due"
 CONTENTION_TITLE = "Starved in the last minute, and who ran above their due"
 NO_CONTENTION = "Contention: no vGPU starved in the last minute"
@@ -30,6 +36,8 @@ class SchedulerScreen(LiveScreen):
     def compose_body(self) -> ComposeResult:
         yield Static("vGPU schedulers", classes="section")
         yield KeyedTable(id="schedulers", classes="inner")
+        yield Static(ENCODER_TITLE, id="encoder-title", classes="section")
+        yield KeyedTable(id="encoders", classes="inner")
         yield Static(SHARES_TITLE, classes="section")
         yield KeyedTable(id="shares")
         yield Static(CONTENTION_TITLE, id="contention-title", classes="section")
@@ -45,6 +53,7 @@ class SchedulerScreen(LiveScreen):
         scheds: list[vr.SchedulerRow] = []
         shares: list[vr.VgpuRow] = []
         contention: list[ContentionLine] = []
+        encoders: list[vr.EncoderShareRow] = []
         for host in app.host_names:
             update = app.hosts.get(host)
             if update is None or update.snapshot is None:
@@ -57,6 +66,9 @@ class SchedulerScreen(LiveScreen):
             ]
             for g in snap.gpus:
                 scheds += vr.scheduler_rows(host, snap, g)
+                encoders += [
+                    e for e in vr.encoder_share_rows(host, g) if app.filter_query.matches(e.fields)
+                ]
                 if g.vgpu_schedulers:
                     shares += [
                         v for v in vr.vgpu_rows(host, snap, g) if app.filter_query.matches(v.fields)
@@ -75,6 +87,11 @@ class SchedulerScreen(LiveScreen):
             [(v.key, self.cells(v, vcols)) for v in rows],
             main=True,
         )
+        etable = self.query_one("#encoders", KeyedTable)
+        etable.display = self.query_one("#encoder-title").display = bool(encoders)
+        ecols = table_columns(ENCODER_SHARE_COLUMNS, layout)
+        erows = self.sorted_rows(encoders, ENCODER_SHARE_COLUMNS)
+        self.fill(etable, ecols, [(e.key, self.cells(e, ecols)) for e in erows])
         # Text, never markup: the reason a share has no verdict comes from the host's snapshot.
         title = printable(_contention_title(contention, scheds))
         self.query_one("#contention-title", Static).update(Text(title))
