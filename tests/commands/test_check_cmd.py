@@ -282,6 +282,43 @@ def test_a_wedged_sampler_is_unknown_through_the_exporter(
         assert code == 2 and "wedged" in line, (which, line)
 
 
+@pytest.mark.parametrize("trouble", ["wedged", "gpu down", "recovery failed"])
+def test_the_driver_health_checks_are_unknown_when_the_snapshot_cannot_tell(
+    capsys: pytest.CaptureFixture[str], exporter: tuple[str, type[_Exporter]], trouble: str
+) -> None:
+    """recovery / repair / memory say "ok" only when every GPU was read this cycle: a stale
+    snapshot, a GPU not read or a recovery collector that failed is "cannot tell" (they said ok
+    from the GPUs that answered)."""
+    from vgpumon.model import Recovery
+
+    url, handler = exporter
+    fine = Recovery(
+        action="none",
+        channel_repair_pending=False,
+        tpc_repair_pending=False,
+        unrepairable_memory=False,
+    )
+    gpus = (
+        Gpu(index=0, uuid="GPU-a", recovery=fine),
+        Gpu(index=1, uuid="GPU-b", recovery=fine, up=trouble != "gpu down"),
+    )
+    names = ("device", "remapped_rows", "xid", "recovery")
+    statuses = tuple(
+        CollectorStatus(n, not (trouble == "recovery failed" and n == "recovery"), 0.0)
+        for n in names
+    )
+    snap = Snapshot(
+        timestamp=1.0,
+        gpus=gpus,
+        collectors=statuses,
+        health=SamplerHealth(up=True, wedged=trouble == "wedged"),
+    )
+    handler.body = to_json(snap).encode()
+    for which in ("recovery", "repair", "memory"):
+        code, line = check(capsys, which, "--url", url)
+        assert code == 2 and line.startswith("cannot tell"), (which, line)
+
+
 def test_failed_collectors_are_unknown_through_the_exporter(
     capsys: pytest.CaptureFixture[str], exporter: tuple[str, type[_Exporter]]
 ) -> None:

@@ -350,6 +350,7 @@ async def test_7_content_length_with_transfer_encoding_closes_after_the_answer(
         answer = await _exchange(t.port, smuggled)
         assert answer.count(b"HTTP/1.1 ") == 1, answer
         assert b"Connection: close" in answer
+        assert await scrape(t) == 200
 
 
 async def test_7_plain_http_on_the_tls_port_gets_a_plain_400(tmp_path: Path) -> None:
@@ -481,21 +482,24 @@ def test_12_a_hash_above_the_ceiling_is_refused_with_a_warning(
     assert "heavy has bcrypt cost 20, above the ceiling 14" in caplog.text
 
 
-def test_12_sigterm_stops_the_exporter_during_a_bcrypt_check(tmp_path: Path) -> None:
-    """A check of cost 18 (seconds of one core) is running when SIGTERM comes: the exporter ends
-    at once. Before, the bcrypt worker (an executor thread, joined at exit) held the process
-    until the check was done: for a cost-31 hash, days."""
+def test_12_sigterm_stops_the_exporter_during_a_password_flood(tmp_path: Path) -> None:
+    """A flood of wrong passwords from many addresses, one of cost 18 (seconds of one core)
+    running and others queued, while a scraper that logged in before keeps being answered
+    within 1 s; SIGTERM then ends the exporter at once. Before, the bcrypt worker (an executor
+    thread, joined at exit) held the process until the check was done: for cost 31, days."""
+    import http.client
     import signal
     import subprocess
     import sys
     import time
-    import urllib.error
-    import urllib.request
 
     from export_helpers import free_port
 
+    cheap = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
     path = tmp_path / "web.yml"
-    path.write_text(f"basic_auth_users:\n  heavy: '{_unusable_hash(18)}'\n")
+    path.write_text(
+        f"basic_auth_users:\n  heavy: '{_unusable_hash(18)}'\n  prometheus: '{cheap}'\n"
+    )
     port = free_port()
     vgpumon = str(Path(sys.executable).with_name("vgpumon"))
     proc = subprocess.Popen(
@@ -514,31 +518,47 @@ def test_12_sigterm_stops_the_exporter_during_a_bcrypt_check(tmp_path: Path) -> 
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+
+    def scrape(timeout: float) -> tuple[int, float]:
+        """A fresh connection, the scraper's password: the status and the seconds it took."""
+        started = time.monotonic()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        try:
+            conn.request("GET", "/-/healthy", headers={"Authorization": basic("prometheus:pw")})
+            status = conn.getresponse().status
+        except OSError:
+            status = 0
+        finally:
+            conn.close()
+        return status, time.monotonic() - started
+
+    flood: list[socket.socket] = []
     try:
         give_up = time.monotonic() + 60
-        while True:  # up: an unauthenticated request gets its 401
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/-/healthy", timeout=1)
-            except urllib.error.HTTPError as err:
-                if err.code == 401:
-                    break
-            except OSError:
-                pass
+        while scrape(1.0)[0] != 200:  # up, and the scraper logged in
             assert time.monotonic() < give_up, "the exporter did not start"
             time.sleep(0.2)
-        sock = socket.create_connection(("127.0.0.1", port))
-        sock.sendall(
-            b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nAuthorization: "
-            + basic("heavy:x")
-            + b"\r\n\r\n"
-        )
-        time.sleep(0.5)  # the check is running
+        for n in range(2, 14):
+            sock = socket.create_connection(("127.0.0.1", port), source_address=(f"127.0.3.{n}", 0))
+            who = "heavy" if n % 2 else "nobody"
+            sock.sendall(
+                b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nAuthorization: "
+                + basic(f"{who}:guess{n}")
+                + b"\r\n\r\n"
+            )
+            flood.append(sock)
+        during = []
+        for _ in range(5):  # a cost-18 check is running, others queued behind it
+            during.append(scrape(1.0))
+            time.sleep(0.1)
+        assert all(status == 200 and took < 1.0 for status, took in during), during
         proc.send_signal(signal.SIGTERM)
         started = time.monotonic()
         proc.wait(timeout=30)
         assert time.monotonic() - started < 5.0
-        sock.close()
     finally:
+        for sock in flood:
+            sock.close()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
