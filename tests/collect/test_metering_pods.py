@@ -81,6 +81,22 @@ def _process(root: Path, pid: int, cgroup: str) -> None:
     (d / "stat").write_text(stat)
 
 
+def _containerd_record(
+    root: Path, cid: str, namespace: str, pod: str, container: str, uid: str | None = None
+) -> None:
+    """The bundle config containerd keeps for container ``cid`` (with the pod UID if given)."""
+    annotations = {
+        "io.kubernetes.cri.sandbox-namespace": namespace,
+        "io.kubernetes.cri.sandbox-name": pod,
+        "io.kubernetes.cri.container-name": container,
+    }
+    if uid is not None:
+        annotations["io.kubernetes.cri.sandbox-uid"] = uid
+    bundle = root / "run/containerd/io.containerd.runtime.v2.task/k8s.io" / cid
+    bundle.mkdir(parents=True)
+    (bundle / "config.json").write_text(json.dumps({"annotations": annotations}))
+
+
 def fake_host(tmp_path: Path) -> Path:
     """Two pods on one GPU: a containerd one (cgroup v2) and a CRI-O one (cgroup v1)."""
     _process(
@@ -91,19 +107,7 @@ def fake_host(tmp_path: Path) -> Path:
     )
     _process(tmp_path, 202, f"9:memory:/kubepods/besteffort/pod{UID_B}/crio-{CID_B}.scope\n")
     _process(tmp_path, 303, "0::/system.slice/xorg.service\n")  # a host process, no pod
-    bundle = tmp_path / "run/containerd/io.containerd.runtime.v2.task/k8s.io" / CID_A
-    bundle.mkdir(parents=True)
-    (bundle / "config.json").write_text(
-        json.dumps(
-            {
-                "annotations": {
-                    "io.kubernetes.cri.sandbox-namespace": "team-a",
-                    "io.kubernetes.cri.sandbox-name": "trainer-0",
-                    "io.kubernetes.cri.container-name": "main",
-                }
-            }
-        )
-    )
+    _containerd_record(tmp_path, CID_A, "team-a", "trainer-0", "main")
     crio = tmp_path / "run/containers/storage/overlay-containers" / CID_B / "userdata"
     crio.mkdir(parents=True)
     (crio / "config.json").write_text(
@@ -334,20 +338,7 @@ def test_a_sub_cgroup_named_after_another_pods_container_is_not_billed_to_it(
         f"cri-containerd-{CID_B}.scope\n",
     )
     # B's record as containerd would keep it, had B been a containerd pod too.
-    bundle = root / "run/containerd/io.containerd.runtime.v2.task/k8s.io" / CID_B
-    bundle.mkdir(parents=True)
-    (bundle / "config.json").write_text(
-        json.dumps(
-            {
-                "annotations": {
-                    "io.kubernetes.cri.sandbox-namespace": "team-b",
-                    "io.kubernetes.cri.sandbox-name": "infer-7c9",
-                    "io.kubernetes.cri.container-name": "server",
-                    "io.kubernetes.cri.sandbox-uid": UID_B,
-                }
-            }
-        )
-    )
+    _containerd_record(root, CID_B, "team-b", "infer-7c9", "server", uid=UID_B)
     ident, names = PodResolver(str(root / "proc"), str(root)).resolve(404)
     assert ident == CgroupIdentity(UID_A, CID_A, "containerd")
     assert names == ContainerName("team-a", "trainer-0", "main")
