@@ -101,10 +101,12 @@ async def test_1_the_tls_handshake_is_bounded_by_the_header_timeout(tmp_path: Pa
     async with target(tmp_path, tls=True, limits=limits) as t:
         sock = socket.create_connection(("127.0.0.1", t.port))
         sock.send(b"\x16\x03\x01\x02\x00")  # a record header, then nothing
+        assert await scrape(t) == 200
         timeouts = t.guard.stats.timeouts
         await asyncio.wait_for(_until(lambda: timeouts["tls_handshake"] == 1), 5)
         await asyncio.wait_for(_until(lambda: t.guard.open == 0), 5)
         sock.close()
+        assert await scrape(t) == 200
 
 
 # -- 2: idle kept-alive clients ---------------------------------------------------------------
@@ -137,6 +139,7 @@ async def test_2_idle_kept_alive_clients_do_not_lock_scrapers_out(tmp_path: Path
         finally:
             for _r, w in clients:
                 w.close()
+        assert await scrape(t) == 200
 
 
 async def test_2_the_oldest_idle_connection_goes_first(tmp_path: Path) -> None:
