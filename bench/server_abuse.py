@@ -27,7 +27,7 @@ answered within 1 s (the rule of issue 19) and its slowest answer, and one scrap
 
 Usage: python bench/server_abuse.py [--rate 200] [--seconds 20] [--idle 500] [--stalled 100]
        [--attack-seconds 3] [--pipelined 130] [--pipelined-requests 300] [--pipelined-seconds 35]
-       [--only pipelined]
+       [--only pipelined [--serve-host 16x48]]
 Prints a Markdown report (bench/results/server-abuse.md holds a run of it; --only pipelined
 prints phase 5 alone, bench/results/server-abuse-pipelined.md).
 """
@@ -41,6 +41,7 @@ import os
 import platform
 import socket
 import ssl
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,6 +53,7 @@ import trustme
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from exporter_cost import host_scenario
 from scrape_latency import Load, free_port, run_clients, start_synthetic_server
 
 from vgpumon.export.connections import ServerLimits
@@ -410,14 +412,31 @@ async def scrape_metrics(port: int, cafile: str | None) -> int:
         writer.transport.abort()
 
 
+def start_serve(port: int, host: str, tmp: Path, web_config: str | None) -> subprocess.Popen[bytes]:
+    """``vgpumon serve`` itself on a simulated ``host`` (exporter_cost.py's ``GxV``): the whole
+    path, its own sampler in the process, as production runs it."""
+    scenario = tmp / f"{host}.yaml"
+    scenario.write_text(host_scenario(host))
+    cmd = [sys.executable, "-m", "vgpumon.cli", "serve", "--sim", str(scenario)]
+    cmd += ["--web.listen-address", f"127.0.0.1:{port}"]
+    if web_config:
+        cmd += ["--web.config.file", web_config]
+    env = dict(os.environ, VGPUMON_SIM_LATENCY=os.environ.get("VGPUMON_SIM_LATENCY", "realistic"))
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def run_pipelined(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Phase 5 on a plain server (no credentials needed) and on the TLS + basic-auth one."""
+    """Phase 5 on a plain server (no credentials needed) and on the TLS + basic-auth one: the
+    synthetic server, or ``vgpumon serve`` on ``--serve-host``."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         config, cafile = write_web_config(Path(tmp))
         for web_config, ca in ((None, None), (config, cafile)):
             port = free_port()
-            proc = start_synthetic_server(port, 1.0, 16, 48, web_config)
+            if args.serve_host:
+                proc = start_serve(port, args.serve_host, Path(tmp), web_config)
+            else:
+                proc = start_synthetic_server(port, 1.0, 16, 48, web_config)
             try:
                 wait_ready(port, ca, proc)
                 rows.append(
@@ -516,7 +535,15 @@ def main() -> int:
     parser.add_argument("--pipelined-requests", type=int, default=300)
     parser.add_argument("--pipelined-seconds", type=float, default=35.0)
     parser.add_argument("--only", choices=("pipelined",), help="run this phase alone")
+    parser.add_argument(
+        "--serve-host",
+        metavar="GxV",
+        help="with --only pipelined: attack `vgpumon serve` on this simulated host (16x48: the"
+        " whole path, its sampler in the process) instead of the synthetic server",
+    )
     args = parser.parse_args()
+    if args.serve_host and args.only != "pipelined":
+        parser.error("--serve-host needs --only pipelined")
     limits = ServerLimits()
     if args.only == "pipelined":
         rows = run_pipelined(args)
@@ -603,8 +630,14 @@ def print_header(args: argparse.Namespace, limits: ServerLimits) -> None:
         f"{platform.python_version()}, {platform.platform()}, load average "
         f"{os.getloadavg()[0]:.1f}  "
     )
+    server = (
+        f"`vgpumon serve --sim` on the simulated {args.serve_host} host (its sampler in the"
+        " process), default cadences"
+        if args.serve_host
+        else "synthetic 16 GPUs x 48 vGPUs, new snapshot every 1 s"
+    )
     print(
-        f"Server: synthetic 16 GPUs x 48 vGPUs, new snapshot every 1 s, default limits "
+        f"Server: {server}, default limits "
         f"({limits.max_connections} connections, header timeout "
         f"{limits.header_timeout_seconds:g} s, write timeout {limits.write_timeout_seconds:g} s)\n"
     )

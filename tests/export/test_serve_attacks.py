@@ -511,7 +511,7 @@ def test_12_sigterm_stops_the_exporter_during_a_password_flood(tmp_path: Path) -
             "serve",
             "--sim",
             "baremetal-8xh100",
-            "--listen",
+            "--web.listen-address",
             f"127.0.0.1:{port}",
             "--web.config.file",
             str(path),
