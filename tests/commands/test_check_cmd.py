@@ -302,7 +302,7 @@ def test_the_driver_health_checks_are_unknown_when_the_snapshot_cannot_tell(
         Gpu(index=0, uuid="GPU-a", recovery=fine),
         Gpu(index=1, uuid="GPU-b", recovery=fine, up=trouble != "gpu down"),
     )
-    names = ("device", "remapped_rows", "xid", "recovery")
+    names = ("device", "remapped_rows", "xid", "guest", "recovery")
     statuses = tuple(
         CollectorStatus(n, not (trouble == "recovery failed" and n == "recovery"), 0.0)
         for n in names
@@ -317,6 +317,9 @@ def test_the_driver_health_checks_are_unknown_when_the_snapshot_cannot_tell(
     for which in ("recovery", "repair", "memory"):
         code, line = check(capsys, which, "--url", url)
         assert code == 2 and line.startswith("cannot tell"), (which, line)
+    # ... and so does "all" (which lets only an older driver's silence pass).
+    code, line = check(capsys, "all", "--url", url)
+    assert code == (1 if trouble == "gpu down" else 2), line
 
 
 def test_failed_collectors_are_unknown_through_the_exporter(

@@ -186,13 +186,7 @@ def _health(
         more = f" and {len(bad) - 1} more" if len(bad) > 1 else ""
         return PROBLEM, f"{bad[0]}{more}"
     # Nothing wrong seen: that says "ok" only if every GPU could be read this cycle.
-    unread = [_gpu_name(g.index, g.uuid) for g in snapshot.gpus if not g.up]
-    unread += list(snapshot.health.hung_gpus)
-    unknown = _unknown(
-        _node_unread(snapshot),
-        f"{_first(unread)} not read: its {what} are unknown" if unread else None,
-        _collectors_unread(snapshot, (), if_run=("recovery",)),
-    )
+    unknown = _unknown(_health_unread(snapshot, what))
     if unknown is not None:
         return unknown
     if not snapshot.gpus:
@@ -200,6 +194,18 @@ def _health(
     if not known:
         return UNKNOWN, f"the driver does not report {what} (an older driver)"
     return OK, ok
+
+
+def _health_unread(snapshot: Snapshot, what: str) -> str | None:
+    """Why the snapshot cannot support a driver-health verdict (beyond an older driver that
+    does not say), or None."""
+    unread = [_gpu_name(g.index, g.uuid) for g in snapshot.gpus if not g.up]
+    unread += list(snapshot.health.hung_gpus)
+    return (
+        _node_unread(snapshot)
+        or (f"{_first(unread)} not read: its {what} are unknown" if unread else None)
+        or _collectors_unread(snapshot, (), if_run=("recovery",))
+    )
 
 
 # The driver-health checks: (what the driver may not report, the verdict the model decides,
@@ -273,11 +279,11 @@ def run_checks(snapshot: Snapshot, which: str, *, expiring_seconds: float) -> Re
     if which != "all":
         return table[which]()
     results = [table[name]() for name in ("gpus", "xid", "license")]
-    older_driver = _node_unread(snapshot) is None
-    for name in HEALTH_CHECKS:
+    for name, (what, *_rest) in HEALTH_CHECKS.items():
         code, message = table[name]()
         # An older driver that says nothing of these is said, but does not make the whole
         # node unknown (the other checks still decide); a snapshot that cannot be read does.
+        older_driver = snapshot.health.up and _health_unread(snapshot, what) is None
         results.append((OK if code == UNKNOWN and older_driver else code, message))
     code, message = table["scheduler"]()
     # No share verdict yet (a one-shot local check never has a minute of counters) is said, but
