@@ -376,9 +376,27 @@ def task_seconds(pid: int, tid: int) -> float | None:
         return None
 
 
+def exporter_processes(proc: Any) -> list[Any]:
+    """The exporter's processes: itself and its children (a large host's vgpumon sampler runs
+    in a process of its own, vgpumon/collect/placement.py)."""
+    try:
+        return [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return [proc]
+
+
 def thread_times(proc: Any) -> dict[int, tuple[str, float]]:
     """Thread id -> (kernel name with digits folded to #, seconds on a CPU: schedstat's
-    nanoseconds where the kernel keeps them, else user+system ticks)."""
+    nanoseconds where the kernel keeps them, else user+system ticks), over the exporter's
+    processes (a child's threads keep their own names: vgpumon's sampler process names its main
+    thread ``cycle``)."""
+    out: dict[int, tuple[str, float]] = {}
+    for one in exporter_processes(proc):
+        out.update(_thread_times(one, main=one.pid == proc.pid))
+    return out
+
+
+def _thread_times(proc: Any, main: bool) -> dict[int, tuple[str, float]]:
     out: dict[int, tuple[str, float]] = {}
     try:
         threads = proc.threads()
@@ -389,7 +407,7 @@ def thread_times(proc: Any) -> dict[int, tuple[str, float]]:
             name = Path(f"/proc/{proc.pid}/task/{t.id}/comm").read_text().strip()
         except OSError:
             name = "?"
-        if t.id == proc.pid:
+        if t.id == proc.pid and main:
             name = "main"
         precise = task_seconds(proc.pid, t.id)
         used = precise if precise is not None else t.user_time + t.system_time
@@ -446,18 +464,18 @@ async def measure(
 ) -> Measure:
     proc = psutil.Process(run.proc.pid)
     await wait_ready(run)
+    await settle(run)
     await asyncio.sleep(2 * interval)  # past the first cycles (handles, static values)
     before_text = ""
     if run.name.startswith("vgpumon"):
         before_text = await fetch_text(f"http://127.0.0.1:{run.port}/metrics")
     floor0 = json.loads(run.status.read_text()) if run.status is not None else None
-    t0, c0, th0 = time.monotonic(), proc.cpu_times(), thread_times(proc)
+    t0, c0, th0 = time.monotonic(), tree_cpu_times(proc), thread_times(proc)
     await prometheus_like(run.port, window, scrape_every)
-    t1, c1, th1 = time.monotonic(), proc.cpu_times(), thread_times(proc)
+    t1, c1, th1 = time.monotonic(), tree_cpu_times(proc), thread_times(proc)
     floor1 = json.loads(run.status.read_text()) if run.status is not None else None
-    ticks = (c1.user + c1.system) - (c0.user + c0.system)
-    cpu = process_seconds(proc, th0, th1, ticks)
-    m = Measure(run.name, cpu_share=cpu / (t1 - t0), rss_mb=proc.memory_info().rss / 2**20)
+    cpu = process_seconds(proc, th0, th1, c1 - c0)
+    m = Measure(run.name, cpu_share=cpu / (t1 - t0), rss_mb=tree_rss(proc) / 2**20)
     m.threads = thread_split(th0, th1, t1 - t0)
     cycles_in_window = (t1 - t0) / interval
     if run.name.startswith("vgpumon"):
@@ -477,8 +495,49 @@ async def measure(
     if run.port is not None:
         m.scrape_1 = await scrape_load(run.port, 1, scrapes[0])
         m.scrape_50 = await scrape_load(run.port, 50, scrapes[1])
-        m.rss_after_scrapes_mb = proc.memory_info().rss / 2**20
+        m.rss_after_scrapes_mb = tree_rss(proc) / 2**20
     return m
+
+
+def tree_cpu_times(proc: Any) -> float:
+    """User and system seconds (ticks) of the exporter's processes."""
+    total = 0.0
+    for one in exporter_processes(proc):
+        try:
+            times = one.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def tree_rss(proc: Any) -> float:
+    """Resident bytes of the exporter's processes, summed (shared pages counted in each)."""
+    total = 0.0
+    for one in exporter_processes(proc):
+        try:
+            total += one.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+async def settle(run: Running, seconds: float = 120.0) -> None:
+    """Until vgpumon's sampler runs where it will stay: a large host's moves to a process of its
+    own after the first cycle (vgpumon/collect/placement.py), which must not fall in a window."""
+    if not run.name.startswith("vgpumon") or run.port is None or run.log is None:
+        return
+    from vgpumon.collect.placement import large_host
+    from vgpumon.model import from_json
+
+    snapshot = from_json(await fetch_text(f"http://127.0.0.1:{run.port}/api/v1/snapshot"))
+    if not large_host(snapshot):
+        return
+    give_up = time.monotonic() + seconds
+    while "process of its own now" not in run.log.read_text(errors="replace"):
+        if time.monotonic() > give_up:
+            raise SystemExit(f"{run.name}: the sampler did not move within {seconds:.0f} s")
+        await asyncio.sleep(0.2)
 
 
 # --------------------------------------------------------------------------- the run

@@ -1,31 +1,40 @@
-"""Scrape latency of `vgpumon serve` under concurrent scrapers, and the cost of one render.
+"""Scrape latency of `vgpumon serve` as a user runs it (its own sampler), and of the server alone.
 
-Two measurements:
+The verdict (the default): the whole ``vgpumon serve`` with its own sampler, on a large host (the
+16 GPU x 48 vGPU scenario by default), hit by an open loop of ``--rate`` scrapes per second
+(Prometheus' Accept header, OpenMetrics, gzip) for ``--seconds`` at each ``--intervals``; latency is
+measured from each request's scheduled time, so a stalled server cannot hide behind fewer
+requests. The server runs under ``bench/serve_probe.py``, which records its event loop's stalls.
+Three columns (``--columns``):
 
-1. ``vgpumon serve --sim SCENARIO`` in its own process (the largest built-in scenario by default:
-   the one with the most samples), hit by CONCURRENCY scrapers in one asyncio client process, each
-   scraping REQUESTS times back to back with Prometheus' own Accept and Accept-Encoding headers.
-   Latency is per request, measured in the client (request sent to body read).
-2. The cold render of one snapshot (what the first scrape after each sampling cycle pays) for the
-   largest built-in scenario and for a synthetic 16 GPU x 48 vGPU host, the design's upper bound.
+* ``sim``: ``serve --sim SCENARIO``, the simulator standing in for NVML (its Python runs in the
+  sampler, as a driver's code does not);
+* ``standin``: ``serve --nvml-module nvml_standin`` (``bench/shim/nvml_standin.py``): the same
+  host's answers at a real GPU's per-call costs, spent with the interpreter released as ctypes
+  releases it for libnvidia-ml;
+* ``synthetic``: the server alone, no sampler, serving a synthetic host of the same size whose
+  snapshot is replaced every interval (what the HTTP side can do; a second column, never the
+  verdict).
 
-3. ``--synthetic``: the server alone (no sampler) serving a synthetic 16 GPU x 48 vGPU host whose
-   snapshot is replaced every ``--interval`` seconds (so every second a new exposition is rendered
-   while scrapes arrive), hit by ``--concurrency`` closed-loop scrapers or, with ``--rate``, by an
-   open-loop schedule of that many scrapes per second (latency measured from each request's
-   scheduled time, so a stalled server cannot hide behind fewer requests). Clients run in
-   ``--client-procs`` processes so the client is not the bottleneck.
+Other modes:
 
-Usage: python bench/scrape_latency.py [--scenario NAME] [--concurrency 50] [--seconds 10]
-       [--max-requests N]
+* ``--synthetic``: only the server alone, closed loop (``--concurrency``), open loop (``--rate``)
+  or bursts (``--burst``);
+* ``--closed``: the whole ``serve`` on a built-in scenario (``--scenario``, default the largest),
+  ``--concurrency`` scrapers back to back, with the cold render of one snapshot;
+* ``--compare-render``: prometheus-client's renderer against vgpumon's on 16 x 48.
+
+Usage: python bench/scrape_latency.py [--rate 100] [--seconds 20] [--intervals 1,5]
        python bench/scrape_latency.py --synthetic [--rate 1000] [--concurrency 50] [--seconds 10]
-Prints a Markdown report (bench/results/scrape-latency*.md hold runs of it).
+Prints a Markdown report (bench/results/scrape-latency*.md hold runs of it); ``--json`` writes
+every figure.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import multiprocessing
 import os
@@ -342,6 +351,13 @@ async def serve_synthetic(
     app.publisher.after_publish.append(housekeeping.after_publish)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    probe_out = os.environ.get("VGPUMON_BENCH_PROBE_OUT")  # the loop's stalls, as serve_probe.py
+    probing = None
+    if probe_out:
+        from serve_probe import Probe
+
+        probe = Probe()
+        probing = asyncio.get_running_loop().create_task(probe.run())
     n = 0
     while not stop.is_set():
         try:
@@ -351,6 +367,12 @@ async def serve_synthetic(
             source.tick(n)
     await listener.close(1.0)
     await app.publisher.close()
+    if probing is not None and probe_out:
+        import json
+
+        probing.cancel()
+        with open(probe_out, "w", encoding="utf-8") as f:
+            json.dump(probe.summary(), f)
 
 
 def start_synthetic_server(
@@ -611,6 +633,148 @@ def synthetic_main(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- the whole serve, with its own sampler (the verdict) ----------------------------------------
+
+BENCH = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(BENCH)
+BIG_HOST = os.path.join(BENCH, "scenarios", "vgpu-16x48.yaml")
+COLUMNS = ("sim", "standin", "synthetic")
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of a process and its children (the sampler process), user and system."""
+    total = process_cpu_seconds(pid)
+    children: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):  # each thread lists the children it made
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                children += [int(c) for c in f.read().split()]
+    for child in children:
+        with contextlib.suppress(OSError, IndexError):  # it ended meanwhile
+            total += tree_cpu_seconds(child)
+    return total
+
+
+def start_column(
+    column: str, scenario: str, interval: float, port: int, probe_out: str
+) -> subprocess.Popen[bytes]:
+    """The server of one column, its event loop under bench/serve_probe.py."""
+    env = dict(os.environ)
+    every = f"{interval:g}"
+    listen = ["--web.listen-address", f"127.0.0.1:{port}", "--interval", every]
+    listen += ["--log.level", "warning"]
+    if column == "synthetic":
+        env["VGPUMON_BENCH_PROBE_OUT"] = probe_out
+        gpus, vgpus = synthetic_size(scenario)
+        cmd = [sys.executable, __file__, "--serve-synthetic", str(port), "--interval", every,
+               "--gpus", str(gpus), "--vgpus", str(vgpus)]  # fmt: skip
+        return subprocess.Popen(cmd, env=env)
+    probe = [sys.executable, os.path.join(BENCH, "serve_probe.py"), probe_out, "serve"]
+    if column == "sim":
+        return subprocess.Popen([*probe, "--sim", scenario, *listen], env=env)
+    if column == "standin":
+        shim = os.path.join(BENCH, "shim")
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (shim, ROOT, env.get("PYTHONPATH")) if p)
+        env["VGPUMON_STANDIN_SCENARIO"] = scenario
+        return subprocess.Popen([*probe, "--nvml-module", "nvml_standin", *listen], env=env)
+    raise SystemExit(f"unknown column {column!r} (one of {', '.join(COLUMNS)})")
+
+
+def synthetic_size(scenario: str) -> tuple[int, int]:
+    """GPUs and vGPUs per GPU of the synthetic host standing beside ``scenario``: the same size."""
+    if os.path.abspath(scenario) == os.path.abspath(BIG_HOST):
+        return 16, 48
+    snap = snapshot_of(scenario)
+    return len(snap.gpus), max((len(g.vgpu_instances) for g in snap.gpus), default=0)
+
+
+def whole_run(
+    column: str, scenario: str, interval: float, args: argparse.Namespace
+) -> dict[str, Any]:
+    """One column at one interval: latency of the open loop, and the server's loop stalls."""
+    import json
+    import tempfile
+
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        probe_out = os.path.join(tmp, "probe.json")
+        proc = start_column(column, scenario, interval, port, probe_out)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            wait_ready(base, proc, seconds=120)
+            time.sleep(args.warm_up)  # first renders, the sampler's first cadenced cycles
+            load = Load(f"{base}/metrics", args.seconds, 0, float(args.rate))
+            cpu0 = tree_cpu_seconds(proc.pid)
+            result = run_clients(load, args.client_procs)
+            result["server_cpu_share"] = (tree_cpu_seconds(proc.pid) - cpu0) / args.seconds
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+        with open(probe_out, encoding="utf-8") as f:
+            result["loop"] = json.load(f)
+    result.update(column=column, interval=interval)
+    return result
+
+
+def whole_main(args: argparse.Namespace) -> int:
+    import json
+
+    scenario = args.scenario or BIG_HOST
+    intervals = [float(i) for i in str(args.intervals).split(",")]
+    columns = [c for c in args.columns.split(",") if c]
+    rows = []
+    for interval in intervals:
+        for column in columns:
+            row = whole_run(column, scenario, interval, args)
+            rows.append(row)
+            print(
+                f"  {column} at {interval:g} s: p99 {row['p99']:.2f} ms, loop stall max "
+                f"{row['loop']['stall_max_ms']:.1f} ms",
+                file=sys.stderr,
+                flush=True,
+            )
+    name = os.path.basename(scenario).removesuffix(".yaml")
+    print(f"## Whole `vgpumon serve` on {name}: open loop, {args.rate:g} scrapes/s\n")
+    print(f"Command: `python bench/scrape_latency.py {' '.join(sys.argv[1:])}`  ")
+    print(f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  ")
+    print(
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, {platform.platform()}, load average "
+        f"{os.getloadavg()[0]:.1f} at the end\n"
+    )
+    print(
+        f"Each run: the server started, ready, {args.warm_up:g} s of warm-up, then "
+        f"{args.seconds:g} s of scrapes (Prometheus' Accept header, OpenMetrics, gzip) from "
+        f"{args.client_procs} client processes; latency from each scrape's scheduled time. "
+        "Loop stalls: "
+        "`bench/serve_probe.py` in the serving process (a 1 ms sleep, again and again: how late "
+        "it woke; *not on a CPU*: the part of a stall the loop thread neither ran nor waited in "
+        "the run queue, i.e. waited for the interpreter). Server CPU: the serving process and its "
+        "sampler process, % of one core.\n"
+    )
+    print(
+        "| column | interval | scrapes | not 200 | p50 ms | p90 ms | p99 ms | max ms "
+        "| loop stall max ms | stall p99 ms | stalls > 20 ms | not on a CPU, max ms "
+        "| server CPU % | p99 < 10 ms, no failure, stall < 20 ms |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        loop = row["loop"]
+        ok = row["p99"] < 10.0 and row["non_200"] == 0 and loop["stall_max_ms"] < 20.0
+        print(
+            f"| {row['column']} | {row['interval']:g} s | {row['requests']} | {row['non_200']} "
+            f"| {row['p50']:.2f} | {row['p90']:.2f} | {row['p99']:.2f} | {row['max']:.1f} "
+            f"| {loop['stall_max_ms']:.1f} | {loop['stall_p99_ms']:.2f} "
+            f"| {loop['stalls_over_20ms']} | {loop['no_cpu_max_ms']:.1f} "
+            f"| {row['server_cpu_share'] * 100:.1f} | {'pass' if ok else 'MISS'} |"
+        )
+    print()
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"command": sys.argv, "rows": rows}, f, indent=1)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -618,7 +782,26 @@ def main() -> int:
         action="store_true",
         help="serve a synthetic host without a sampler (the server alone)",
     )
-    parser.add_argument("--rate", type=float, help="open loop: scrapes per second")
+    parser.add_argument(
+        "--rate", type=float, help="open loop: scrapes per second (whole serve: default 100)"
+    )
+    parser.add_argument(
+        "--closed",
+        action="store_true",
+        help="the whole serve on a built-in scenario, --concurrency scrapers back to back",
+    )
+    parser.add_argument(
+        "--intervals", default="1,5", help="whole serve: the sampling intervals, comma-separated"
+    )
+    parser.add_argument(
+        "--columns",
+        default=",".join(COLUMNS),
+        help=f"whole serve: which of {', '.join(COLUMNS)}, comma-separated",
+    )
+    parser.add_argument(
+        "--warm-up", type=float, default=5.0, help="whole serve: seconds between ready and load"
+    )
+    parser.add_argument("--json", help="whole serve: every figure to this file")
     parser.add_argument(
         "--burst",
         action="store_true",
@@ -640,9 +823,13 @@ def main() -> int:
         action="store_true",
         help="the synthetic server skips what `serve` does once up (gc.freeze): for A/B runs",
     )
-    parser.add_argument("--scenario", help="built-in scenario (default: the largest)")
+    parser.add_argument(
+        "--scenario",
+        help="scenario (built-in name or file); whole serve: default the 16 x 48 host, --closed: "
+        "default the largest built-in",
+    )
     parser.add_argument("--concurrency", type=int, default=50)
-    parser.add_argument("--seconds", type=float, default=10.0, help="length of the load")
+    parser.add_argument("--seconds", type=float, help="length of the load (whole serve: 20)")
     parser.add_argument(
         "--max-requests", help="the server's --web.max-requests (default: the server's default)"
     )
@@ -685,8 +872,14 @@ def main() -> int:
         compare_render()
         return 0
     if args.synthetic:
+        args.seconds = args.seconds or 10.0
         return synthetic_main(args)
+    if not args.closed:
+        args.rate = args.rate or 100.0
+        args.seconds = args.seconds or 20.0
+        return whole_main(args)
 
+    args.seconds = args.seconds or 10.0
     if args.scenario:
         name, snap = args.scenario, snapshot_of(args.scenario)
     else:

@@ -15,6 +15,7 @@ from typing import Any
 
 from vgpumon import sim
 from vgpumon.collect.base import SamplerConfig
+from vgpumon.collect.registry import every_cycle
 from vgpumon.collect.sampler import Sampler
 from vgpumon.model import Gpu, Snapshot, VgpuInstance
 from vgpumon.nvml.session import NvmlSession
@@ -185,7 +186,9 @@ def scenario_reports(name: str) -> tuple[Snapshot, str, str]:
     nvml = sim.create(scenario, clock)
     session = NvmlSession(nvml, f"sim:{name}")
     session.init()
-    sampler = Sampler(session, SamplerConfig(deadline_seconds=5.0), clock=clock.now)
+    sampler = Sampler(
+        session, SamplerConfig(deadline_seconds=5.0, cadences=every_cycle()), clock=clock.now
+    )
     try:
         via_nvml = asyncio.run(sampler.cycle())
         return via_nvml, device_report(nvml), vgpu_report(nvml)

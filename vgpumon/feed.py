@@ -31,12 +31,14 @@ Who reads what:
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
+
+if TYPE_CHECKING:  # the sampler process imports this module and needs no event loop
+    import asyncio
 
 from vgpumon.model import Snapshot
 

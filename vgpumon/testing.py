@@ -21,6 +21,7 @@ import vgpumon
 import vgpumon.sim as sim
 from vgpumon.collect import device, licensing, mig, scheduler, vgpu
 from vgpumon.collect.base import Reader, SamplerConfig
+from vgpumon.collect.registry import every_cycle
 from vgpumon.collect.sampler import Sampler
 from vgpumon.collect.scheduler import SERVICE, SchedulerLogPoller
 from vgpumon.model import Snapshot
@@ -111,7 +112,9 @@ def sim_host(
     poller = SchedulerLogPoller(session, interval=None)
     sampler = Sampler(
         session,
-        config or SamplerConfig(),
+        # every cadenced value every step unless the test says otherwise: what a step shows is
+        # then the scenario at that time
+        config or SamplerConfig(cadences=every_cycle()),
         readers if readers is not None else VGPU_READERS,
         clock=clock.now,
         services={SERVICE: poller},

@@ -8,6 +8,14 @@
 # PHASE "cost": what the exporter costs: every NVML call timed (bench/nvml_call_costs.py), a py-spy
 #   profile and per-thread CPU of `vgpumon serve` over 30 s, then bench/exporter_cost.py against
 #   nvitop-exporter and the serial floor (wheels: nvitop, nvitop-exporter, py-spy).
+# PHASE "big-host": the whole `vgpumon serve` with its own sampler on the simulated 16 GPU x 48 vGPU
+#   host, open loop of 100 scrapes/s (OpenMetrics, gzip) at --interval 1 and 5, with the serving
+#   process's event-loop stalls (bench/serve_probe.py): on the simulator, on the NVML stand-in
+#   (bench/shim/nvml_standin.py: the H100's per-call costs spent with the interpreter released; it
+#   builds a small C function with the host's cc, else sleeps, and says which), and the server
+#   alone on a synthetic host of the same size (bench/scrape_latency.py). About 4 minutes.
+# PHASE "serve-31": "big-host", then "cost" (issue 31's figures in one go, about 10 minutes; under 8
+#   with SECONDS_LOAD=15 PROFILE=0 COST_ARGS="--quick --rounds 2 --window 20": 6 minutes rehearsed).
 # Wheels for packages the machine lacks (h11, pytest-asyncio, nvitop, nvitop-exporter, py-spy) are
 # installed from .whl/ when that folder exists (a GPU host without PyPI access); everything
 # writes into OUTDIR.
@@ -84,17 +92,39 @@ cost)
     nvidia-smi --query-gpu=name,driver_version,mig.mode.current --format=csv,noheader >"$out/env.txt" 2>&1
     python3 bench/nvml_call_costs.py "${sim[@]}" --label "$label" --out "$out" >/dev/null 2>"$out/calls.err"
     echo "call costs exit $?" >>"$out/env.txt"
-    spy=$(command -v py-spy || echo /tmp/site/bin/py-spy)
-    python3 -m vgpumon.cli serve "${sim[@]}" --web.listen-address 127.0.0.1:9839 --interval 1 >"$out/serve.log" 2>&1 &
-    server=$!
-    sleep 8
-    python3 bench/device/thread_cpu.py "$server" 30 >"$out/threads-$label.txt" 2>&1
-    # py-spy after the split: its sampling would inflate the split
-    "$spy" record -r 250 -d 30 -f raw --threads -p "$server" -o "$out/pyspy-$label.txt" >"$out/pyspy.log" 2>&1
-    kill "$server"
-    wait "$server"
+    if [ "${PROFILE:-1}" != 0 ]; then  # PROFILE=0: no per-thread split nor py-spy (70 s less)
+        spy=$(command -v py-spy || echo /tmp/site/bin/py-spy)
+        python3 -m vgpumon.cli serve "${sim[@]}" --web.listen-address 127.0.0.1:9839 --interval 1 >"$out/serve.log" 2>&1 &
+        server=$!
+        sleep 8
+        python3 bench/device/thread_cpu.py "$server" 30 >"$out/threads-$label.txt" 2>&1
+        # py-spy after the split: its sampling would inflate the split
+        "$spy" record -r 250 -d 30 -f raw --threads -p "$server" -o "$out/pyspy-$label.txt" >"$out/pyspy.log" 2>&1
+        kill "$server"
+        wait "$server"
+    fi
     # shellcheck disable=SC2086 # COST_ARGS: extra arguments, e.g. "--rounds 1 --window 20"
     python3 bench/exporter_cost.py "${cost[@]}" ${COST_ARGS:-} --label "$label" --out "$out" 2>&1 | tail -25
+    ;;
+big-host)
+    {
+        date -u
+        nproc
+        python3 --version
+        command -v cc || echo "no C compiler: the stand-in's calls sleep instead of spinning"
+    } >"$out/env-big-host.txt" 2>&1
+    python3 bench/scrape_latency.py --intervals 1,5 --seconds "${SECONDS_LOAD:-15}" \
+        --columns sim,standin,synthetic --json "$out/scrape-latency-whole-16x48.json" \
+        >"$out/scrape-latency-whole-16x48.md" 2>"$out/scrape-latency-whole-16x48.err"
+    echo "big-host exit $?" | tee -a "$out/env-big-host.txt"
+    cat "$out/scrape-latency-whole-16x48.md"
+    ;;
+serve-31)
+    date -u +"start %T" | tee "$out/times.txt"
+    bash "$0" big-host "$out"
+    date -u +"big-host done %T" | tee -a "$out/times.txt"
+    bash "$0" cost "$out"
+    date -u +"cost done %T" | tee -a "$out/times.txt"
     ;;
 *)
     echo "unknown phase $phase" >&2

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from vgpumon.collect import Sampler, SamplerConfig
+from vgpumon.collect.registry import every_cycle
 from vgpumon.model import Gpu, Snapshot
 from vgpumon.nvml.session import REPROBE_SECONDS, NvmlSession
 from vgpumon.sim import ManualClock, create, load_scenario
@@ -41,7 +42,9 @@ class Host:
         self.session = NvmlSession(module, "sim", clock=self.clock.now)
         self.session.init()
         self.sampler = Sampler(
-            self.session, SamplerConfig(deadline_seconds=5.0), clock=self.clock.now
+            self.session,
+            SamplerConfig(deadline_seconds=5.0, cadences=every_cycle()),
+            clock=self.clock.now,
         )
 
     async def at(self, t: float) -> Snapshot:

@@ -10,10 +10,22 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from vgpumon.collect import gpm, health, licensing, memory, mig, nvlink, pcie, vgpu
+from vgpumon.collect import (
+    gpm,
+    health,
+    licensing,
+    memory,
+    mig,
+    nvlink,
+    pcie,
+    power,
+    vgpu,
+    vgpu_migration,
+)
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.device import READERS as DEVICE_READERS
 from vgpumon.collect.pcie import FI_DEV_PCIE_REPLAY_COUNTER
+from vgpumon.collect.registry import default_cadences
 from vgpumon.model import Snapshot
 from vgpumon.testing import SimHost, SimHostFactory
 
@@ -71,8 +83,12 @@ async def test_gpm_is_sampled_every_five_seconds_and_its_averages_stand_between(
                for gi in snaps[5].gpus[0].mig_instances)  # fmt: skip
 
 
-async def test_gpm_every_cycle_without_a_cadence(sim_host: SimHostFactory) -> None:
-    host = sim_host("h100-mig-gpm", [*DEVICE_READERS, *mig.READERS, *gpm.READERS])
+async def test_gpm_every_cycle_at_a_cadence_of_zero(sim_host: SimHostFactory) -> None:
+    host = sim_host(
+        "h100-mig-gpm",
+        [*DEVICE_READERS, *mig.READERS, *gpm.READERS],
+        SamplerConfig(cadences={"gpm": 0}),
+    )
     calls = _counting(host)
     snaps = await _run(host, 4)
     assert calls["nvmlGpmMigSampleGet"] == 5 * len(snaps[-1].gpus[0].mig_instances)
@@ -190,9 +206,92 @@ async def test_nvlink_is_read_at_its_cadence_and_the_last_counters_stand(
     assert snaps[10].gpus[0].nvlinks != snaps[0].gpus[0].nvlinks, "the counters moved"
 
 
-async def test_nvlink_every_cycle_without_a_cadence(sim_host: SimHostFactory) -> None:
-    host = sim_host("hgx-8xh100-nvlink", [*DEVICE_READERS, *pcie.READERS])
+async def test_nvlink_every_cycle_at_a_cadence_of_zero(sim_host: SimHostFactory) -> None:
+    host = sim_host(
+        "hgx-8xh100-nvlink", [*DEVICE_READERS, *pcie.READERS], SamplerConfig(cadences={"nvlink": 0})
+    )
     asked = _nvlink_fields_asked(host)
     snaps = await _run(host, 3)
     assert sum(asked) == 4 * len(snaps[0].gpus) * nvlink.MAX_LINKS
     assert snaps[1].gpus[0].nvlinks != snaps[0].gpus[0].nvlinks
+
+
+def _effective(config: SamplerConfig) -> dict[str, float]:
+    """How often a sampler with ``config`` reads each cadenced value (0: every cycle)."""
+    return {
+        name: config.cadences.get(name, seconds) for name, seconds in default_cadences().items()
+    }
+
+
+async def test_a_sampler_configured_with_nothing_reads_at_its_collectors_cadences(
+    sim_host: SimHostFactory,
+) -> None:
+    """Issue 31, finding 3: the cadences' defaults belong to the collectors, so a sampler made
+    without cadences (top's, snapshot's, check's) reads as serve does, and says so."""
+    readers = [*DEVICE_READERS, *memory.READERS, *power.READERS]
+    host = sim_host("passthrough-guest", readers, SamplerConfig())
+    calls = _counting(host)
+    snaps = await _run(host, 12)  # t = 0 .. 12
+    assert calls["nvmlDeviceGetBAR1MemoryInfo"] == 2  # t = 0 and 10, as serve's 10 s default
+    assert calls["nvmlDeviceGetTotalEnergyConsumption"] == 2
+    assert calls["nvmlDeviceGetMemoryInfo"] == len(snaps)  # not cadenced: every cycle
+    published = {c.name: c.seconds for c in snaps[-1].health.cadences}
+    assert (
+        published
+        == default_cadences()
+        == {
+            "bar1": 10.0,
+            "energy": 10.0,
+            "gpm": 5.0,
+            "license": 10.0,
+            "migration": 10.0,
+            "nvlink": 30.0,
+            "pcie_replay": 10.0,
+            "pcie_throughput": 10.0,
+            "processes": 5.0,
+        }
+    )
+
+
+def test_the_commands_that_sample_read_at_the_collectors_cadences() -> None:
+    """snapshot, check and top build their samplers without cadences: the collectors' apply.
+    validate's in-process sampler reads the two averages it measures at every reading, so that
+    its readings tile a step's window (validate --url checks serve's own cadences)."""
+    from vgpumon.cli import build_parser
+    from vgpumon.commands.snapshot import config_from_args
+    from vgpumon.validate.sources import in_process_config
+
+    snapshot = config_from_args(build_parser("snapshot").parse_args(["snapshot", "--sim", "x"]))
+    assert _effective(snapshot) == default_cadences()
+    assert _effective(SamplerConfig(interval_seconds=2.0)) == default_cadences()
+    validate = _effective(in_process_config(0.5))
+    assert validate == {**default_cadences(), "gpm": 0.0, "processes": 0.0}
+
+
+async def test_the_migration_payload_is_read_at_its_cadence_and_a_new_vgpu_at_once(
+    sim_host: SimHostFactory,
+) -> None:
+    """The payload size was read every cycle for every vGPU (768 calls a cycle on a 16 x 48
+    host): now every 10 s by default, a VM that just started read at once."""
+    readers = [*DEVICE_READERS, *vgpu.READERS, *vgpu_migration.READERS]
+    host = sim_host("vgpu-churn", readers, SamplerConfig())
+    calls = _counting(host)
+    snaps = await _run(host, 12)  # t = 0 .. 12: every vGPU read at 0 and 10
+    expected = started = 0
+    previous: dict[int, int | None] = {}
+    for t, snap in enumerate(snaps):
+        sizes = {v.vgpu_id: v.migration_state_bytes for v in snap.gpus[0].vgpu_instances}
+        assert all(size is not None for size in sizes.values()), f"t={t}"
+        if t in (0, 10):
+            expected += len(sizes)
+        else:
+            new = sizes.keys() - previous.keys()
+            expected += len(new)
+            started += len(new)
+            assert {i: sizes[i] for i in sizes if i in previous} == {
+                i: previous[i] for i in sizes if i in previous
+            }, f"t={t}: the last size stands"
+        previous = sizes
+    every_cycle = sum(len(s.gpus[0].vgpu_instances) for s in snaps)
+    assert calls["nvmlVgpuInstanceGetRuntimeStateSize"] == expected < every_cycle / 2
+    assert started >= 3, "VMs started between the reads, and were read at once"

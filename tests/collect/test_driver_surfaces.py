@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.metering import MeteringConfig, MeteringStage
+from vgpumon.collect.registry import every_cycle
 from vgpumon.collect.sampler import Sampler
 from vgpumon.model import Gpu, Snapshot
 from vgpumon.nvml.session import NvmlSession
@@ -44,7 +45,10 @@ def run(scenario: str | Scenario, times: Sequence[float], metering: bool = False
         session = NvmlSession(module, f"sim:{module.scenario.name}")
         session.init()
         stages = [MeteringStage(MeteringConfig(interval_seconds=1.0))] if metering else []
-        sampler = Sampler(session, SamplerConfig(), clock=clock.now, enrichers=stages)
+        # every value read at every cycle: a snapshot is the scenario at its time, and the
+        # metering bounds are those of a cycle-by-cycle reading (serve's cadences: test_cadences)
+        config = SamplerConfig(cadences=every_cycle())
+        sampler = Sampler(session, config, clock=clock.now, enrichers=stages)
         out = []
         try:
             now = 0.0

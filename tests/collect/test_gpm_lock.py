@@ -15,6 +15,7 @@ from typing import Any
 from vgpumon.collect import gpm
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.device import READERS as DEVICE_READERS
+from vgpumon.collect.registry import every_cycle
 from vgpumon.testing import SimHost, SimHostFactory
 
 
@@ -50,7 +51,9 @@ def _watch_gpm(host: SimHost, hold_seconds: float) -> dict[str, int]:
 
 async def test_gpus_read_in_parallel_never_overlap_in_gpm(sim_host: SimHostFactory) -> None:
     host = sim_host(
-        "baremetal-8xh100", [*DEVICE_READERS, *gpm.READERS], SamplerConfig(dispatch="parallel")
+        "baremetal-8xh100",
+        [*DEVICE_READERS, *gpm.READERS],
+        SamplerConfig(dispatch="parallel", cadences=every_cycle()),
     )
     seen = _watch_gpm(host, 0.005)
     await host.cycle()
@@ -66,7 +69,9 @@ async def test_a_gpu_stuck_in_gpm_costs_the_others_only_the_lock_wait(
     sim_host: SimHostFactory,
 ) -> None:
     host = sim_host(
-        "baremetal-8xh100", [*DEVICE_READERS, *gpm.READERS], SamplerConfig(dispatch="parallel")
+        "baremetal-8xh100",
+        [*DEVICE_READERS, *gpm.READERS],
+        SamplerConfig(dispatch="parallel", cadences=every_cycle()),
     )
     await host.cycle()
     host.advance(1.0)

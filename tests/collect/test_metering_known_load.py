@@ -14,6 +14,7 @@ import pytest
 
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.metering import MeteringConfig, MeteringStage
+from vgpumon.collect.registry import every_cycle
 from vgpumon.collect.sampler import Sampler
 from vgpumon.model import Gpu, GpuMetering, Snapshot
 from vgpumon.nvml.loader import open_session
@@ -44,7 +45,7 @@ def run(cycles: int, *, energy_cadence: float = 0.0, gap_at: int | None = None) 
     async def go() -> Snapshot:
         clock = ManualClock()
         session = open_session(sim="metering-known-load", clock=clock)
-        cadences = {"energy": energy_cadence} if energy_cadence else {}
+        cadences = {**every_cycle(), "energy": energy_cadence}
         sampler = Sampler(
             session,
             SamplerConfig(cadences=cadences),

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from vgpumon.collect import Sampler, SamplerConfig
+from vgpumon.collect.registry import every_cycle
 from vgpumon.model import Snapshot
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock, load_scenario
@@ -65,7 +66,7 @@ def runs() -> Any:
     made: list[Run] = []
 
     def make(name: str, **config: Any) -> Run:
-        run = Run(name, SamplerConfig(**config))
+        run = Run(name, SamplerConfig(**{"cadences": every_cycle(), **config}))
         made.append(run)
         return run
 

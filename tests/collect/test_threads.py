@@ -48,7 +48,7 @@ def test_a_gpu_worker_thread_is_named_for_its_gpu() -> None:
         names.append(_comm(threading.current_thread()))
         done.set()
 
-    worker._jobs.put((job, lambda result, exc: None))
+    worker.post(job, lambda result, exc: None)
     assert done.wait(5)
     worker.stop()
     assert names == ["gpu5"]

@@ -15,10 +15,11 @@ from http_helpers import LiveClient
 from kubelet_helpers import FakeKubelet, pod, socket_dir  # noqa: F401 - fixture
 
 from vgpumon.cli import build_parser
+from vgpumon.collect.enrich.base import Enricher
 from vgpumon.collect.enrich.kubelet import DEFAULT_RESOURCES, DEFAULT_SOCKET, KubeletEnricher
 from vgpumon.collect.enrich.libvirt import DEFAULT_URI, LibvirtEnricher
 from vgpumon.collect.sampler import Sampler
-from vgpumon.commands.serve import build_enrichers, sampler_config, settings_from_args
+from vgpumon.commands.serve import sampler_config, sampler_recipe, settings_from_args
 from vgpumon.config.serve import ServeSettings
 from vgpumon.errors import ConfigError
 from vgpumon.export.server import build_app
@@ -32,6 +33,11 @@ MDEV_3 = "fe4138f0-efff-9274-4579-142902701cd9"
 
 def parse(*argv: str) -> ServeSettings:
     return settings_from_args(build_parser("serve").parse_args(["serve", *argv]))
+
+
+def build_enrichers(settings: ServeSettings) -> list[Enricher]:
+    """The enrichers the sampler process builds for these settings."""
+    return sampler_recipe(settings).enrichers()
 
 
 def test_enrichers_are_off_by_default() -> None:

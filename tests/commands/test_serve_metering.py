@@ -9,7 +9,7 @@ import pytest
 
 from vgpumon.cli import build_parser
 from vgpumon.collect.metering import MeteringStage
-from vgpumon.commands.serve import build_enrichers, settings_from_args
+from vgpumon.commands.serve import sampler_recipe, settings_from_args
 from vgpumon.config.serve import ServeSettings
 from vgpumon.errors import ConfigError
 
@@ -19,7 +19,7 @@ def parse(*argv: str) -> ServeSettings:
 
 
 def stage(settings: ServeSettings) -> MeteringStage | None:
-    found = [e for e in build_enrichers(settings) if isinstance(e, MeteringStage)]
+    found = [e for e in sampler_recipe(settings).enrichers() if isinstance(e, MeteringStage)]
     return found[0] if found else None
 
 

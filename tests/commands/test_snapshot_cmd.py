@@ -21,6 +21,7 @@ import pytest
 from vgpumon.cli import main
 from vgpumon.collect import Sampler, SamplerConfig, take_snapshot
 from vgpumon.collect.device import ARCHITECTURES
+from vgpumon.collect.registry import every_cycle
 from vgpumon.model import CLOCK_EVENT_REASONS, VIRTUALIZATION_MODES, Gpu, Snapshot, from_json
 from vgpumon.nvml.loader import open_session
 from vgpumon.sim import ManualClock, builtin_scenarios, load_scenario
@@ -367,7 +368,11 @@ async def sample_at(
 ) -> tuple[list[Snapshot], Any]:
     clock = ManualClock()
     session = open_session(sim=name, clock=clock)
-    sampler = Sampler(session, config or SamplerConfig(deadline_seconds=2.0), clock=clock.now)
+    sampler = Sampler(
+        session,
+        config or SamplerConfig(deadline_seconds=2.0, cadences=every_cycle()),
+        clock=clock.now,
+    )
     snaps = []
     start = clock.now()
     try:
@@ -389,7 +394,9 @@ async def test_api_snapshot_matches_scenario(name: str) -> None:
     scenario = load_scenario(name)
     deadline = 0.5 if hung_gpus(scenario, 0.0) else 2.0
     snaps, _ = await sample_at(
-        name, (0.0, SECOND_CYCLE_AT), SamplerConfig(deadline_seconds=deadline)
+        name,
+        (0.0, SECOND_CYCLE_AT),
+        SamplerConfig(deadline_seconds=deadline, cadences=every_cycle()),
     )
     check_snapshot(snaps[-1], scenario, SECOND_CYCLE_AT, (0.0, SECOND_CYCLE_AT))
 
@@ -432,7 +439,9 @@ async def test_xid_events_are_counted_per_gpu() -> None:
     last = max(x.at for events in due.values() for x in events)
     clock = ManualClock()
     session = open_session(sim="baremetal-8xh100", clock=clock)
-    sampler = Sampler(session, SamplerConfig(deadline_seconds=2.0), clock=clock.now)
+    sampler = Sampler(
+        session, SamplerConfig(deadline_seconds=2.0, cadences=every_cycle()), clock=clock.now
+    )
     try:
         first = await sampler.cycle()  # registers every GPU with the watcher
         assert all(g.xid_errors == {} for g in first.gpus)

@@ -26,6 +26,7 @@ DEFAULTS = {
     "license": 10.0,
     "pcie_replay": 10.0,
     "nvlink": 30.0,
+    "migration": 10.0,
 }
 
 

@@ -180,8 +180,10 @@ def test_the_nvml_module_variable_is_the_loader_s() -> None:
 
 
 def test_the_cadence_rows_name_the_sampler_s_cadenced_readings() -> None:
-    """The sampler publishes a period for each cadenced reading; the settings give each one."""
-    from vgpumon.collect.base import CADENCED
+    """The sampler publishes a period for each cadenced reading; the settings give each one, with
+    the collector's own default."""
+    from vgpumon.collect.registry import default_cadences
     from vgpumon.config.table import CADENCES
 
-    assert sorted(CADENCED) == sorted(str(row.cadence) for row in CADENCES)
+    assert sorted(default_cadences()) == sorted(str(row.cadence) for row in CADENCES)
+    assert {str(row.cadence): row.default for row in CADENCES} == default_cadences()

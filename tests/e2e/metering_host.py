@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from vgpumon.collect.enrich.base import Enricher
+    from vgpumon.collect.recipe import SamplerRecipe
     from vgpumon.config.serve import ServeSettings
 
 # PID -> (cgroup file, runtime record path under ROOT, record): one containerd container on
@@ -69,14 +69,16 @@ def build_host(root: Path) -> None:
 def main(argv: list[str]) -> int:
     root = Path(argv[0])
     build_host(root)
+    import dataclasses
+
     from vgpumon.cli import main as cli_main
-    from vgpumon.collect.metering import MeteringConfig, MeteringStage
+    from vgpumon.collect.metering import MeteringConfig
     from vgpumon.commands import serve
 
-    built = serve.build_enrichers
+    made = serve.sampler_recipe
 
-    def build_enrichers(settings: ServeSettings) -> list[Enricher]:
-        enrichers = [e for e in built(settings) if not isinstance(e, MeteringStage)]
+    def sampler_recipe(settings: ServeSettings) -> SamplerRecipe:
+        # the sampler process builds its metering stage from this config
         config = MeteringConfig(
             interval_seconds=settings.interval_seconds,
             idle_ratio=settings.metering_idle_ratio,
@@ -84,9 +86,9 @@ def main(argv: list[str]) -> int:
             host_root=str(root),
             host_pid=True,
         )
-        return [*enrichers, MeteringStage(config)]
+        return dataclasses.replace(made(settings), metering=config)
 
-    serve.build_enrichers = build_enrichers  # type: ignore[assignment]
+    serve.sampler_recipe = sampler_recipe  # type: ignore[assignment]
     return cli_main(argv[1:])
 
 

@@ -140,7 +140,7 @@ from vgpumon.export.server import process_families, serve
 from vgpumon.nvml.loader import resolve_module
 from vgpumon.nvml.session import NvmlSession
 Sampler(NvmlSession(*resolve_module(None, None)), serve_command.sampler_config(settings),
-        enrichers=serve_command.build_enrichers(settings))
+        enrichers=serve_command.sampler_recipe(settings).enrichers())
 serve_command.serve_arguments(settings, args)
 process_families()
 print("\\n".join(sorted(sys.modules)))
@@ -168,9 +168,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def imported_by_any_process(stderr: str) -> list[str]:
+    """Every module an interpreter imported with ``PYTHONPROFILEIMPORTTIME`` set (which each
+    process of ``serve``, the sampler process too, writes to the stderr they share)."""
+    return [
+        line.rsplit("|", 1)[1].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and "|" in line and not line.endswith("package")
+    ]
+
+
 def test_a_running_serve_imports_nothing_it_does_not_use() -> None:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPROFILEIMPORTTIME"] = "1"
     done = subprocess.run(
         [sys.executable, "-c", RUN, str(free_port())],
         capture_output=True,
@@ -183,8 +194,12 @@ def test_a_running_serve_imports_nothing_it_does_not_use() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["status"] == 0, done.stderr[-3000:]
-    modules = report["modules"]
-    # It really served: the server, the sampler and the simulator were loaded.
-    for needed in ("vgpumon.export.server", "vgpumon.collect.sampler", "vgpumon.sim", "h11"):
-        assert needed in modules
-    assert unneeded(modules) == [], "imported by serve although its feature is off"
+    serving = report["modules"]
+    everywhere = imported_by_any_process(done.stderr)
+    # It really served: the server here; the sampler and the simulator here (the first cycle) and
+    # in the sampler process (a vGPU host's sampler runs in one, vgpumon.collect.placement).
+    for needed in ("vgpumon.export.server", "h11", "vgpumon.collect.sampler", "vgpumon.sim"):
+        assert needed in serving
+    assert everywhere.count("vgpumon.collect.sampler") == 2, "a sampler process ran too"
+    assert unneeded(serving) == [], "imported by serve although its feature is off"
+    assert unneeded(everywhere) == [], "imported by its sampler process although it is off"

@@ -29,6 +29,7 @@ from export_helpers import samples_by_name
 from vgpumon import sim
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.metering import MeteringStage
+from vgpumon.collect.registry import every_cycle
 from vgpumon.collect.sampler import Sampler
 from vgpumon.metrics.exposition import render
 from vgpumon.metrics.table import ExportOptions
@@ -64,7 +65,9 @@ async def _two_cycles(name: str) -> Snapshot:
     # With the metering stage, as serve runs it: the goldens hold the usage counters too.
     sampler = Sampler(
         session,
-        SamplerConfig(deadline_seconds=DEADLINE_SECONDS),
+        # every value read every cycle: two cycles show every value (the cadences' defaults are
+        # serve's business, tested with the collectors)
+        SamplerConfig(deadline_seconds=DEADLINE_SECONDS, cadences=every_cycle()),
         clock=clock.now,
         enrichers=[MeteringStage()],
     )

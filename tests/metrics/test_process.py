@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import generate_latest as generate_openmetrics
 
-from vgpumon.metrics.process import ProcessFamilies
+from vgpumon.metrics.process import PAGESIZE, ProcessFamilies
 
 STAT = (
     "4242 (vgpumon serve) S 1 4242 4242 0 -1 4194560 9000 0 0 0 1234 567 0 0 20 0 7 0 "
@@ -73,3 +73,40 @@ def test_the_real_process_gives_the_same_families_as_prometheus_client() -> None
     theirs_om = generate_openmetrics(registry).decode().removesuffix("# EOF\n")
     assert families(ours[0]) == families(theirs_text)
     assert families(ours[1]) == families(theirs_om)
+
+
+def test_the_sampler_process_counts_as_the_exporters(tmp_path: Path) -> None:
+    """serve's sampler runs in a child: its CPU, memory and descriptors are the exporter's, and
+    the CPU of a child that ended and was waited for stays in (the counter never goes back)."""
+    proc = _fake_proc(tmp_path, fds=9)
+    alone = dict(
+        line.split(" ")
+        for line in ProcessFamilies(proc=str(proc), pid="4242")()[0].splitlines()
+        if not line.startswith("#")
+    )
+    task = proc / "4242" / "task" / "4242"
+    task.mkdir(parents=True)
+    (task / "children").write_text("4343 ")
+    child = proc / "4343"
+    (child / "fd").mkdir(parents=True)
+    for i in range(3):
+        (child / "fd" / str(i)).write_text("")
+    # 200 + 100 ticks of its own; 2000 virtual bytes, 50 resident pages
+    (child / "stat").write_text(STAT.replace("4242 (vgpumon serve)", "4343 (python3)")
+                                .replace(" 1234 567 0 0 ", " 200 100 0 0 ")
+                                .replace(" 1234567890 17000 ", " 2000 50 "))  # fmt: skip
+    # the parent has waited for an earlier child that used 70 + 30 ticks
+    (proc / "4242" / "stat").write_text(STAT.replace(" 1234 567 0 0 ", " 1234 567 70 30 "))
+    both = dict(
+        line.split(" ")
+        for line in ProcessFamilies(proc=str(proc), pid="4242")()[0].splitlines()
+        if not line.startswith("#")
+    )
+    assert float(both["process_cpu_seconds_total"]) == pytest.approx(
+        float(alone["process_cpu_seconds_total"]) + 3.0 + 1.0
+    )
+    assert float(both["process_resident_memory_bytes"]) == (17000 + 50) * PAGESIZE
+    assert float(both["process_virtual_memory_bytes"]) == 1234567890 + 2000
+    assert both["process_open_fds"] == "12.0"
+    assert both["process_start_time_seconds"] == alone["process_start_time_seconds"]
+    assert both["process_max_fds"] == alone["process_max_fds"]

@@ -61,7 +61,7 @@ VALUE_LABELS = {
     "namespace",
     "pod",
     "container",
-    "reading",  # a cadenced value of the sampler (collect.base.CADENCED), a fixed set
+    "reading",  # a cadenced value of the sampler (collect.registry.default_cadences())
     "vm_id",  # a VM in the hypervisor's process list (ESXi: its world ID), few per GPU
 }
 FORBIDDEN_LABELS = {"hostname", "host", "instance", "job", "node", "le", "quantile"}
@@ -300,3 +300,18 @@ def test_license_state_from_the_licensed_flag_alone(rich: Snapshot) -> None:
         for labels, value in by_name("vgpumon_vgpu_license_state").samples(snap, ExportOptions())
     }
     assert states["unlicensed"] == 1.0 and sum(states.values()) == 1.0
+
+
+def test_the_gpm_families_are_written_once_for_both_scopes() -> None:
+    """A GPU's and a MIG instance's GPM families come from one list of readings (issue 31): the
+    same readings in the same order under each prefix, and no other family reads GPM except the
+    GPU's PCIe throughput, which an instance does not have."""
+    from vgpumon.metrics.table import GPM_READINGS, GPU_GPM, MIG_GPM
+
+    gpu = [f.name.removeprefix("vgpumon_gpu_") for f in GPU_GPM]
+    mig = [f.name.removeprefix("vgpumon_mig_") for f in MIG_GPM]
+    assert gpu == mig == [*(row[0] for row in GPM_READINGS), "pipe_active_ratio"]
+    reading_gpm = {f.name for f in FAMILIES if f.collector == "gpm"}
+    from_the_list = {f.name for f in (*GPU_GPM, *MIG_GPM)}
+    assert reading_gpm - from_the_list == {"vgpumon_gpu_gpm_pcie_throughput_bytes_per_second"}
+    assert from_the_list <= reading_gpm

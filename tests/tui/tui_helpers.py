@@ -12,6 +12,7 @@ from textual.pilot import Pilot
 
 from vgpumon.collect import Sampler
 from vgpumon.collect.base import SamplerConfig
+from vgpumon.collect.registry import every_cycle
 from vgpumon.collect.scheduler import SERVICE as SCHEDULER_LOG
 from vgpumon.collect.scheduler import SchedulerLogPoller
 from vgpumon.model import DeviceAllocation, Snapshot
@@ -52,7 +53,9 @@ class SimHost:
         self.host = host
         self.sampler = Sampler(
             self.session,
-            SamplerConfig(deadline_seconds=deadline),
+            # every value read at every step: a screen shows the scenario at that time (top's own
+            # sampler reads at the collectors' cadences, tests/collect/test_cadences.py)
+            SamplerConfig(deadline_seconds=deadline, cadences=every_cycle()),
             clock=self.clock.now,
             enrichers=enrichers,
         )

@@ -18,6 +18,7 @@ from aiohttp import web  # a server that is not vgpumon
 from validate_helpers import FAST, ManualTimer
 
 from vgpumon.collect import Sampler, SamplerConfig
+from vgpumon.collect.registry import every_cycle
 from vgpumon.export.address import ListenAddress
 from vgpumon.export.listener import Listener
 from vgpumon.export.server import build_app
@@ -48,7 +49,9 @@ class SimExporter:
         self.clock = ManualClock()
         self.session = open_session(sim=scenario, clock=self.clock)
         self.module: Any = self.session.module
-        config = SamplerConfig(interval_seconds=interval, cadences=dict(cadences or {}))
+        config = SamplerConfig(
+            interval_seconds=interval, cadences={**every_cycle(), **(cadences or {})}
+        )
         self.sampler = Sampler(self.session, config, clock=self.clock.now)
         self.web_config = WebConfigRuntime(web_config) if web_config is not None else None
         self.app = build_app(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 
@@ -34,6 +33,8 @@ async def take_snapshot(
     ``enrich_wait`` seconds for their first read before the first cycle (a one-shot snapshot has
     no later cycle to bring their names in); one still asking then reports failure.
     """
+    import asyncio  # here: the sampler process imports this package and runs no event loop
+
     sampler = Sampler(session, config, enrichers=enrichers)
     try:
         for enricher in enrichers:
@@ -44,7 +45,7 @@ async def take_snapshot(
         snapshot = await sampler.cycle()
         if sampler.needs_interval and not snapshot.health.wedged:
             await asyncio.sleep(max(0.0, interval))
-            snapshot = await sampler.cycle()
+            snapshot = await sampler.cycle(second_look=True)
         return snapshot
     finally:
         sampler.close()

@@ -32,8 +32,9 @@ class SamplerConfig:
     pcie_throughput: bool = False  # opt-in: nvmlDeviceGetPcieThroughput blocks for its window
     processes: bool = True
     # Expensive values read at their own cadence, in seconds, by name (docs/exporter.md, the
-    # ``--interval.*`` settings, says which and why); a name not given, or 0, is read every
-    # cycle. Between reads the last value stands (see ``due``).
+    # ``--interval.*`` settings, says which and why): a reading not named here is read at its
+    # collector's own cadence (:data:`DEFAULT_CADENCES`), so every command samples as ``serve``
+    # does; one given 0 is read every cycle. Between reads the last value stands (see ``due``).
     cadences: dict[str, float] = field(default_factory=dict)
     # NVML field ids an operator asked for (``fields`` in the serve config): an id, or (id, scope
     # id). They join the cycle's one batched nvmlDeviceGetFieldValues call per GPU. Replaced
@@ -51,19 +52,20 @@ DISPATCH_MODES = ("auto", "parallel", "serial")
 # How often values that change only by an administrator's action (MIG, ECC, persistence and
 # virtualization modes, supported vGPU types) are read again; static values are read once.
 SLOW_SECONDS = 30.0
-# The readings taken at their own cadence: the keys ``SamplerConfig.cadences`` may give (the
-# settings table's cadence rows name the same ones; a test keeps the two equal). The sampler
-# publishes each one's period, so a client knows what its averages cover.
-CADENCED = (
-    "bar1",
-    "energy",
-    "gpm",
-    "license",
-    "nvlink",
-    "pcie_replay",
-    "pcie_throughput",
-    "processes",
-)
+# Each reading taken at its own cadence, and its default period in seconds, as the collector
+# that reads it declares it (:func:`cadence`, when its module is imported): the names
+# ``SamplerConfig.cadences`` may give, the defaults of the settings table's ``intervals.*`` rows
+# (a test keeps the two equal), the readings whose period the sampler publishes.
+DEFAULT_CADENCES: dict[str, float] = {}
+
+
+def cadence(name: str, seconds: float) -> str:
+    """Declare a reading read every ``seconds`` by default (a collector module's, at import);
+    returns ``name`` for the collector's ``ctx.due(name)``."""
+    DEFAULT_CADENCES[name] = seconds
+    return name
+
+
 _CADENCE_KEY = "_cadence_last"
 _ONCE_KEY = "_once"
 
@@ -83,6 +85,10 @@ class GpuContext:
     now: float  # cycle start, Unix seconds
     # Sampler-wide services shared by all GPUs (the Xid event watcher, fast pollers), by name.
     shared: dict[str, Any] = field(default_factory=dict)
+    # A one-shot consumer's second cycle after a reader asked for one (``want_interval``: GPM's
+    # and the process utilization's first read has no average yet): every cadenced value is due
+    # now, so that cycle has its averages whatever the cadences (``Sampler.cycle``).
+    second_look: bool = False
 
     def call(self, function: str, *args: Any, **kwargs: Any) -> Any:
         """Shorthand for a guarded call about this GPU."""
@@ -95,17 +101,26 @@ class GpuContext:
     def module_attr(self, name: str, default: Any = None) -> Any:
         return getattr(self.session.module, name, default)
 
+    def cadence(self, name: str) -> float:
+        """How often ``name`` is read, in seconds: the config's, else its collector's default;
+        0: every cycle."""
+        return self.config.cadences.get(name, DEFAULT_CADENCES.get(name, 0.0))
+
     def due(self, name: str, seconds: float | None = None) -> bool:
         """Whether a cadenced value is to be read this cycle (and, if so, mark it read now).
 
-        ``seconds`` defaults to ``config.cadences[name]``. A value is due on the GPU's first cycle,
+        ``seconds`` defaults to :meth:`cadence`. A value is due on the GPU's first cycle,
         after it was re-acquired (its state is cleared) and when ``seconds`` have passed since the
         last read (less half an interval, so a 10 s cadence at 1 s cycles reads every 10 cycles,
-        not 11). A reader whose value is not due copies the previous cycle's value: the exposition
-        keeps showing the value as last read.
+        not 11), and on the cycle after a reader asked for a second sample (:attr:`second_look`).
+        A reader whose value is not due copies the previous cycle's value: the exposition keeps
+        showing the value as last read.
         """
+        if self.second_look:
+            self.state.setdefault(_CADENCE_KEY, {})[name] = self.now
+            return True
         if seconds is None:
-            seconds = self.config.cadences.get(name, 0.0)
+            seconds = self.cadence(name)
         if seconds <= 0:
             return True
         last: dict[str, float] = self.state.setdefault(_CADENCE_KEY, {})

@@ -13,9 +13,12 @@ whose driver does not report the per-link state yields no links at all.
 
 from __future__ import annotations
 
-from vgpumon.collect.base import GpuBuilder, GpuContext, nvml_int
+from vgpumon.collect.base import GpuBuilder, GpuContext, cadence, nvml_int
 from vgpumon.collect.field_values import read_fields
 from vgpumon.model import NvLink
+
+# The per-link fields cost 75 ms per GPU and read on an HGX board: every 30 s by default.
+NVLINK = cadence("nvlink", 30.0)
 
 FI_LINK_COUNT = 91  # NVML_FI_DEV_NVLINK_LINK_COUNT
 FI_STATE = 165  # NVML_FI_DEV_NVLINK_GET_STATE, scopeId = link: 1 active
@@ -36,12 +39,12 @@ def read_nvlink(ctx: GpuContext, out: GpuBuilder) -> None:
     links = ctx.once("nvlink.links", lambda: _link_count(ctx))
     if not links:
         return
-    if not ctx.due("nvlink"):  # the last read stands
+    if not ctx.due(NVLINK):  # the last read stands
         if ctx.previous is not None:
             out.set(nvlinks=ctx.previous.nvlinks)
         return
     wanted = [(fid, link) for link in range(links) for fid in PER_LINK]
-    every_cycle = ctx.config.cadences.get("nvlink", 0.0) <= 0
+    every_cycle = ctx.cadence(NVLINK) <= 0
     got = read_fields(ctx, wanted, every_cycle=every_cycle)
     if not any((FI_STATE, link) in got for link in range(links)):
         # No per-link state: a driver (or board) that does not report links one by one. Its

@@ -14,10 +14,15 @@ on its own when due rather than in every cycle's batch.
 
 from __future__ import annotations
 
-from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, nvml_int
+from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, cadence, nvml_int
 from vgpumon.collect.field_values import read_fields
 from vgpumon.collect.nvlink import read_nvlink
 from vgpumon.model import Pcie
+
+# PCIe throughput blocks for its sampling window, the replay counter's field costs 0.15 ms: each
+# read every 10 s by default.
+PCIE_THROUGHPUT = cadence("pcie_throughput", 10.0)
+PCIE_REPLAY = cadence("pcie_replay", 10.0)
 
 PCIE_UTIL_TX_BYTES, PCIE_UTIL_RX_BYTES = 0, 1
 FI_DEV_PCIE_REPLAY_COUNTER = 94
@@ -34,15 +39,15 @@ def read_pcie(ctx: GpuContext, out: GpuBuilder) -> None:
     h = ctx.handle
     tx = rx = None
     if ctx.config.pcie_throughput:
-        if ctx.due("pcie_throughput"):
+        if ctx.due(PCIE_THROUGHPUT):
             tx = _throughput(ctx, PCIE_UTIL_TX_BYTES)
             rx = _throughput(ctx, PCIE_UTIL_RX_BYTES)
         elif ctx.previous is not None:
             tx = ctx.previous.pcie.tx_bytes_per_second
             rx = ctx.previous.pcie.rx_bytes_per_second
-    if ctx.due("pcie_replay"):
+    if ctx.due(PCIE_REPLAY):
         # Read every cycle (no cadence), it rides in the cycle's batch; else it is asked alone.
-        every_cycle = ctx.config.cadences.get("pcie_replay", 0.0) <= 0
+        every_cycle = ctx.cadence(PCIE_REPLAY) <= 0
         got = read_fields(ctx, [FI_DEV_PCIE_REPLAY_COUNTER], every_cycle=every_cycle)
         replay = nvml_int(got.get(FI_DEV_PCIE_REPLAY_COUNTER))
         if replay is None:

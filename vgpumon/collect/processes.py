@@ -19,6 +19,7 @@ from vgpumon.collect.base import (
     FunctionReader,
     GpuBuilder,
     GpuContext,
+    cadence,
     nvml_id,
     nvml_int,
     ratio,
@@ -27,6 +28,8 @@ from vgpumon.collect.mig import MigDevice, mig_devices
 from vgpumon.model import Process
 from vgpumon.nvml.errors import NOT_FOUND
 
+# Process lists and their utilization samples: every 5 s by default (averaged between reads).
+PROCESSES = cadence("processes", 5.0)
 CURSOR_KEY = "processes.cursor"
 HELD_KEY = "processes.held"
 # NVML publishes a per-process sample about once a second, so a cycle can end between two samples
@@ -198,7 +201,7 @@ def read_processes(ctx: GpuContext, out: GpuBuilder) -> None:
     """Cadenced (``SamplerConfig.cadences["processes"]``): between reads the last list stands."""
     if not ctx.config.processes:
         return
-    if not ctx.due("processes"):
+    if not ctx.due(PROCESSES):
         if ctx.previous is not None:
             out.set(processes=ctx.previous.processes)
         return

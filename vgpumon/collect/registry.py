@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-from vgpumon.collect.base import Reader, SamplerConfig
+from vgpumon.collect.base import DEFAULT_CADENCES, Reader, SamplerConfig
 
 # Each module defines READERS: list[Reader]. One module per NVML area. ``mig`` runs before
 # ``processes`` and ``gpm``, which use the MIG devices and GPU instances it found.
@@ -39,6 +39,19 @@ READER_MODULES = (
     # The operator's own NVML fields (serve config ``fields``); runs only when some are declared.
     "vgpumon.collect.fields",
 )
+
+
+def default_cadences() -> dict[str, float]:
+    """Every cadenced reading's default period, in seconds (``DEFAULT_CADENCES``, which each
+    collector module fills when imported: all of them are, here), by name."""
+    for name in READER_MODULES:
+        importlib.import_module(name)
+    return dict(sorted(DEFAULT_CADENCES.items()))
+
+
+def every_cycle() -> dict[str, float]:
+    """``SamplerConfig.cadences`` that read every cadenced reading every cycle."""
+    return dict.fromkeys(default_cadences(), 0.0)
 
 
 def all_readers() -> list[Reader]:

@@ -25,19 +25,16 @@ many GPUs and phases the cycle had (``bench/loop_wakeups.py`` counts it).
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import concurrent.futures
-import contextlib
 import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from vgpumon.collect.base import (
-    CADENCED,
     NEEDS_INTERVAL,
     GpuBuilder,
     GpuContext,
@@ -58,7 +55,6 @@ from vgpumon.collect.slots import (
     identity_only,
     release_state,
 )
-from vgpumon.collect.threads import daemon_thread
 from vgpumon.collect.workers import Worker
 from vgpumon.feed import tell
 from vgpumon.model import (
@@ -70,6 +66,11 @@ from vgpumon.model import (
     Snapshot,
 )
 from vgpumon.nvml.session import SYSTEM, GpuDown, NvmlSession
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from vgpumon.collect.schedule import FastRun, LoopSchedule
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -86,6 +87,13 @@ def decode_cuda_version(value: Any) -> str | None:
     if not isinstance(value, int) or value <= 0:
         return None
     return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+@dataclasses.dataclass(frozen=True)
+class CycleStart:
+    mono: float  # when it began (monotonic)
+    deadline: float  # monotonic
+    now: float  # the snapshot clock at its start
 
 
 class Sampler(GpuDispatch):
@@ -130,6 +138,10 @@ class Sampler(GpuDispatch):
         # (inf: over the auto threshold), and the cycle of the latest: ``auto`` decides from them.
         self._serial_costs: collections.deque[float] = collections.deque(maxlen=AUTO_SERIAL_HISTORY)
         self._serial_cost_cycle = 0
+        self._cadence_rows: tuple[Any, tuple[SamplingCadence, ...]] | None = None
+        self._second_look = False  # cycle(second_look=True): the next cycle only
+        self._last_start = time.monotonic()  # when the last cycle began
+        self._schedule: LoopSchedule | None = None  # run()'s
         self._acquire_hooks: list[Callable[[str, Any], None]] = []
         self._reinit_hooks: list[Callable[[], None]] = []
         self._listeners: list[Callable[[Snapshot], object]] = []
@@ -205,17 +217,27 @@ class Sampler(GpuDispatch):
             return self.latest.health.down_reason or self._library_error
         return None
 
-    async def cycle(self) -> Snapshot:
+    async def cycle(self, *, second_look: bool = False) -> Snapshot:
         """Run one sampling cycle now and return (and publish) its snapshot.
 
         The cycle runs in a thread (:meth:`cycle_now`), so the loop waits without being woken
         by its phases; a cycle of :meth:`run` in flight is waited for, never overlapped.
+
+        ``second_look``: a one-shot consumer's second cycle, after a reader asked for one
+        (:attr:`needs_interval`): a GPU whose reader asked reads every cadenced value now
+        (``GpuContext.second_look``), so its averages exist whatever the cadences.
         """
+        self._second_look = second_look
+        import asyncio  # here: the sampler process drives cycles without an event loop
+
         if self._cycle_worker is None:
             # One thread of its own, not the loop's default executor: that one may start a new
             # thread when asked again before its last one is idle.
             self._cycle_worker = Worker("cycle")
-        snap = await asyncio.wrap_future(self._cycle_worker.submit(self.cycle_now))
+        try:
+            snap = await asyncio.wrap_future(self._cycle_worker.submit(self.cycle_now))
+        finally:
+            self._second_look = False
         self._notify(snap)
         return snap
 
@@ -228,16 +250,19 @@ class Sampler(GpuDispatch):
         with self._cycle_lock:
             for enricher in self.enrichers:
                 enricher.start()
-            snap = self._cycle()
-            if not snap.health.wedged and self.enrichers:
-                # Here, off the event loop: merging names into a large host takes milliseconds,
-                # which the HTTP server sharing the loop does not wait for.
-                snap = self._enrich(snap)
-            if snap.health.wedged and self.latest is not None:
-                # Keep serving the last good data, flagged as wedged.
-                snap = dataclasses.replace(self.latest, health=snap.health)
-            self.latest = snap
-            return snap
+            return self._finish(self._cycle())
+
+    def _finish(self, snap: Snapshot) -> Snapshot:
+        """A cycle's snapshot, with its names merged, as :attr:`latest` (with the cycle lock)."""
+        if not snap.health.wedged and self.enrichers:
+            # Here, off the event loop: merging names into a large host takes milliseconds,
+            # which the HTTP server sharing the loop does not wait for.
+            snap = self._enrich(snap)
+        if snap.health.wedged and self.latest is not None:
+            # Keep serving the last good data, flagged as wedged.
+            snap = dataclasses.replace(self.latest, health=snap.health)
+        self.latest = snap
+        return snap
 
     def _notify(self, snap: Snapshot) -> None:
         """On the event loop: tell the listeners of a new snapshot (one that raises is logged,
@@ -261,56 +286,64 @@ class Sampler(GpuDispatch):
     def refresh(self) -> None:
         """Start the next cycle now instead of at the next interval (``r`` in ``top``)."""
         self._wake.set()
+        schedule = self._schedule
+        if schedule is not None:
+            schedule.refresh()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Cycle every ``interval_seconds`` until ``stop`` is set (a cycle in flight completes).
 
-        The cycles run in the ``vgpumon-cycle`` thread, which sleeps between them on one event
-        (set by :meth:`refresh` and by the stop); each snapshot reaches the listeners on this
-        loop with a single wake-up.
+        The event loop keeps the time (:mod:`vgpumon.collect.schedule`): a one-GPU host's usual
+        cycle runs on the GPU's worker alone, every other cycle on the ``vgpumon-cycle`` thread;
+        each snapshot reaches the listeners on this loop with a single wake-up.
         """
-        loop = asyncio.get_running_loop()
-        ended: asyncio.Future[None] = loop.create_future()
+        import asyncio
 
-        def publish(snap: Snapshot) -> None:
-            if not stop.is_set():
-                self._notify(snap)
+        from vgpumon.collect.schedule import LoopSchedule
 
-        def drive() -> None:
-            try:
-                self._drive(loop, publish)
-            finally:
-                # RuntimeError: the loop is already closed; nobody waits for the end any more.
-                with contextlib.suppress(RuntimeError):
-                    loop.call_soon_threadsafe(_set_done, ended)
-
-        self._halt.clear()
-        thread = self._cycle_thread = daemon_thread(drive, "vgpumon-cycle")
-        thread.start()
+        schedule = self._schedule = LoopSchedule(
+            self, asyncio.get_running_loop(), lambda snap: self._notify(snap)
+        )
+        schedule.start()
         try:
             await stop.wait()
         finally:
-            self._halt.set()
-            self._wake.set()
-        await ended  # the cycle in flight (bounded by its deadline) completes
-
-    def _drive(self, loop: asyncio.AbstractEventLoop, publish: Callable[[Snapshot], None]) -> None:
-        """The cycle thread: a cycle every interval (or at once on :meth:`refresh`) until halted."""
-        while not self._halt.is_set():
-            started = time.monotonic()
-            self._wake.clear()
+            schedule.stop()
             try:
-                snap = self.cycle_now()
-            except Exception:
-                log.exception("sampling cycle failed")
-            else:
+                await schedule.ended  # the cycle in flight (bounded by its deadline) completes
+            finally:
+                schedule.close()
+                self._schedule = None
+
+    def drive(self, publish: Callable[[Snapshot], object]) -> None:
+        """Cycle in the calling thread every ``interval_seconds`` (or at once on :meth:`refresh`)
+        until :meth:`halt`; ``publish(snapshot)`` is called in this thread after each cycle.
+
+        :meth:`run` drives it from a thread of its own for an event loop; the sampler process
+        (:mod:`vgpumon.collect.sampler_child`) from its main thread. An exception ``publish``
+        raises ends the driving (nobody is left to publish to).
+        """
+        self._cycle_thread = threading.current_thread()
+        try:
+            while not self._halt.is_set():
+                started = time.monotonic()
+                self._wake.clear()
                 try:
-                    loop.call_soon_threadsafe(publish, snap)
-                except RuntimeError:  # the loop closed under us: nobody to tell
-                    return
-            remaining = self.config.interval_seconds - (time.monotonic() - started)
-            if remaining > 0:
-                self._wake.wait(remaining)
+                    snap = self.cycle_now()
+                except Exception:
+                    log.exception("sampling cycle failed")
+                else:
+                    publish(snap)
+                remaining = self.config.interval_seconds - (time.monotonic() - started)
+                if remaining > 0:
+                    self._wake.wait(remaining)
+        finally:
+            self._cycle_thread = None  # close() need not wait for a driver that has returned
+
+    def halt(self) -> None:
+        """End :meth:`drive` after its cycle in flight (from any thread)."""
+        self._halt.set()
+        self._wake.set()
 
     def close(self, timeout: float = CLOSE_TIMEOUT_SECONDS) -> bool:
         """Stop services and worker threads, free reader state and shut NVML down, or give up.
@@ -371,12 +404,16 @@ class Sampler(GpuDispatch):
 
     # ------------------------------------------------------------------ the cycle
 
-    def _cycle(self) -> Snapshot:
-        start_mono = time.monotonic()
-        deadline = start_mono + self.config.deadline_seconds
-        now = self.clock()
+    def _begin(self) -> CycleStart:
+        """A cycle's start: its times, counted, the session told (with the cycle lock)."""
+        start_mono = self._last_start = time.monotonic()
         self._cycles += 1
         self.session.new_cycle()
+        return CycleStart(start_mono, start_mono + self.config.deadline_seconds, self.clock())
+
+    def _cycle(self) -> Snapshot:
+        start = self._begin()
+        start_mono, deadline, now = start.mono, start.deadline, start.now
         system = self._reusable_system(now)
         if system is None:
             self._system_result = None  # until this one is in: due again if it never comes
@@ -387,6 +424,89 @@ class Sampler(GpuDispatch):
                 return self._abandon(start_mono, "system phase did not finish before the deadline")
             self._system_result, self._system_at = system, now
 
+        slots, to_read, results, hung = self._partition()
+        dispatch = self._dispatch_mode(to_read)
+        pending = self._dispatch(to_read, now, deadline, dispatch)
+        if pending:
+            done, _ = concurrent.futures.wait(
+                pending.values(), timeout=max(0.0, deadline - time.monotonic())
+            )
+            for uuid, fut in pending.items():
+                if fut in done:
+                    results[uuid] = fut.result()
+                else:  # given up on: its late result is dropped with the future
+                    partial = self._abandon_collector(self._slots[uuid])
+                    if partial is not None:
+                        results[uuid] = partial
+                    else:
+                        hung.append(uuid)
+        return self._assemble(start_mono, system, slots, results, hung, dispatch)
+
+    def _usual_slot(self, at: float | None = None) -> GpuSlot | None:
+        """The GPU of a usual cycle (:mod:`vgpumon.collect.schedule`) at ``at`` (the snapshot
+        clock; now by default): the one GPU of the host, answering, NVML up, the GPU count not
+        due; None: an ordinary cycle."""
+        if self._library_down or len(self._slots) != 1:
+            return None
+        (slot,) = self._slots.values()
+        if slot.handle is None or slot.detached is not None:
+            return None
+        if at is None and slot.worker.busy:
+            return None  # asked from elsewhere than its worker: it must be free
+        if self._reusable_system(self.clock() if at is None else at) is None:
+            return None  # the GPU count is due: the system worker's turn, an ordinary cycle
+        return slot
+
+    def _usual_cycle(self, run: FastRun) -> Snapshot | None:
+        """A usual cycle, on its GPU's worker: the GPU read here, the snapshot built here. None
+        when it is not usual after all (then an ordinary cycle runs at once), was cancelled,
+        or its deadline passed before it ended (the loop published it without this)."""
+        slot = run.slot
+        with self._cycle_lock, run.lock:
+            if run.cancelled:
+                return None
+            system = self._reusable_system(self.clock())
+            if system is None or self._slots.get(slot.uuid) is not slot or slot.handle is None:
+                return None
+            for enricher in self.enrichers:
+                enricher.start()
+            run.start, run.system = self._begin(), system
+        result = self._gpu_job(slot, run.start.now)()
+        with run.lock:
+            if run.closed:
+                return None
+            run.closed = True
+        with self._cycle_lock:
+            results = {slot.uuid: result}
+            return self._finish(
+                self._assemble(run.start.mono, system, [slot], results, [], "serial")
+            )
+
+    def _overdue(self, run: FastRun) -> Snapshot | None:
+        """On the event loop, at a usual cycle's deadline: end it without the GPU's late answer,
+        as an ordinary cycle ends at its deadline. None when it ended meanwhile, has not begun,
+        or a one-shot cycle holds the sampler (the loop asks again shortly: it never waits)."""
+        if not self._cycle_lock.acquire(blocking=False):
+            return None
+        try:
+            with run.lock:
+                if run.closed or run.start is None or run.system is None:
+                    return None
+                run.closed = True
+                start, system = run.start, run.system
+            slot = run.slot
+            partial = self._abandon_collector(slot)
+            results = {slot.uuid: partial} if partial is not None else {}
+            hung = [] if partial is not None else [slot.uuid]
+            return self._finish(self._assemble(start.mono, system, [slot], results, hung, "serial"))
+        finally:
+            self._cycle_lock.release()
+
+    def _partition(
+        self,
+    ) -> tuple[list[GpuSlot], list[GpuSlot], dict[str, GpuResult], list[str]]:
+        """The GPUs as a cycle finds them: every slot by index, those to read now, the results
+        of those down (their identity), the UUIDs of those whose worker is still stuck."""
         slots = sorted(self._slots.values(), key=lambda s: s.index)
         to_read: list[GpuSlot] = []
         results: dict[str, GpuResult] = {}
@@ -403,24 +523,20 @@ class Sampler(GpuDispatch):
                 hung.append(slot.uuid)
             else:
                 to_read.append(slot)
-        dispatch = self._dispatch_mode(to_read)
-        pending = self._dispatch(to_read, now, deadline, dispatch)
-        if pending:
-            done, _ = concurrent.futures.wait(
-                pending.values(), timeout=max(0.0, deadline - time.monotonic())
-            )
-            for uuid, fut in pending.items():
-                if fut in done:
-                    results[uuid] = fut.result()
-                else:  # given up on: its late result is dropped with the future
-                    partial = self._abandon_collector(self._slots[uuid])
-                    if partial is not None:
-                        results[uuid] = partial
-                    else:
-                        hung.append(uuid)
+        return slots, to_read, results, hung
+
+    def _assemble(
+        self,
+        start_mono: float,
+        system: SystemResult,
+        slots: Sequence[GpuSlot],
+        results: dict[str, GpuResult],
+        hung: list[str],
+        dispatch: str,
+    ) -> Snapshot:
+        """The cycle's snapshot from what its GPUs gave (a GPU without a result is hung)."""
         if slots and not results and hung:
             return self._abandon(start_mono, "every GPU's NVML calls are stuck")
-
         gpus: list[Gpu] = []
         timings: dict[str, float] = {}
         failed: set[str] = set()
@@ -506,12 +622,19 @@ class Sampler(GpuDispatch):
         return dataclasses.replace(snap, collectors=(*snap.collectors, *statuses))
 
     def _cadences(self) -> tuple[SamplingCadence, ...]:
-        """What a reading's averages cover (validate --url waits for a step's by these)."""
+        """What a reading's averages cover (validate --url waits for a step's by these); made
+        again only when the config's interval or cadences change."""
+        from vgpumon.collect.registry import default_cadences
+
         interval = self.config.interval_seconds
-        return tuple(
-            SamplingCadence(name, max(interval, self.config.cadences.get(name, 0.0)))
-            for name in sorted(CADENCED)
-        )
+        key = (interval, tuple(sorted(self.config.cadences.items())))
+        if self._cadence_rows is None or self._cadence_rows[0] != key:
+            rows = tuple(
+                SamplingCadence(name, max(interval, self.config.cadences.get(name, default)))
+                for name, default in default_cadences().items()
+            )
+            self._cadence_rows = (key, rows)
+        return self._cadence_rows[1]
 
     def _abandon(self, start_mono: float, why: str) -> Snapshot:
         self._abandoned += 1
@@ -673,7 +796,7 @@ class Sampler(GpuDispatch):
             return result
 
         def read(progress: JobProgress) -> GpuResult:
-            slot.state.pop(NEEDS_INTERVAL, None)
+            asked = bool(slot.state.pop(NEEDS_INTERVAL, None))
             ctx = GpuContext(
                 session=self.session,
                 handle=slot.handle,
@@ -684,6 +807,7 @@ class Sampler(GpuDispatch):
                 previous=previous,
                 now=now,
                 shared=self.services,
+                second_look=asked and self._second_look,
             )
             out, timings, failed = progress.out, progress.timings, progress.failed
             session = self.session
@@ -776,8 +900,3 @@ def _within(fut: concurrent.futures.Future[T], timeout: float) -> T | None:
         return fut.result(timeout=max(0.0, timeout))
     except concurrent.futures.TimeoutError:
         return None
-
-
-def _set_done(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)

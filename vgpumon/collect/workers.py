@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, TypeVar
@@ -39,9 +40,12 @@ class Worker:
     def __init__(self, name: str) -> None:
         self.name = name
         self._jobs: queue.SimpleQueue[
-            tuple[Callable[[], Any], Callable[[Any, BaseException | None], None]] | None
+            tuple[Callable[[], Any], Callable[[Any, BaseException | None], None], float | None]
+            | None
         ] = queue.SimpleQueue()
         self._busy = threading.Event()
+        self._nudge = threading.Event()  # a job posted for later starts now (post_at)
+        self._stopping = False
         self._thread = daemon_thread(self._run, f"vgpumon-{name}")
         self._thread.start()
 
@@ -54,7 +58,15 @@ class Worker:
             item = self._jobs.get()
             if item is None:
                 return
-            job, done = item
+            job, done, at = item
+            if at is not None:  # posted for later: busy only once it runs
+                left = at - time.monotonic()
+                if left > 0:
+                    self._nudge.wait(left)
+                self._nudge.clear()
+                if self._stopping:
+                    return
+                self._busy.set()
             try:
                 result = job()
             except BaseException as exc:  # noqa: BLE001
@@ -85,8 +97,28 @@ class Worker:
         (:class:`vgpumon.collect.dispatch.GpuChain`). ``done`` must be quick and must not raise.
         """
         self._busy.set()
-        self._jobs.put((job, done))
+        self._jobs.put((job, done, None))
+
+    def post_at(
+        self, at: float, job: Callable[[], T], done: Callable[[Any, BaseException | None], None]
+    ) -> None:
+        """Run ``job`` on this worker at ``at`` (``time.monotonic``), or at once on
+        :meth:`nudge`; then ``done(result, error)`` in this worker's thread.
+
+        The worker waits for the time itself, so the job costs one wake-up of this thread and no
+        other's (the sampler's usual cycle, :mod:`vgpumon.collect.schedule`). It is not
+        :attr:`busy` while it waits, only once the job runs.
+        """
+        self._nudge.clear()
+        self._jobs.put((job, done, at))
+
+    def nudge(self) -> None:
+        """Start a job posted for later now (``refresh``)."""
+        self._nudge.set()
 
     def stop(self) -> None:
-        """Ask the thread to end after its current job (a stuck thread just stays, as a daemon)."""
+        """Ask the thread to end after its current job (a stuck thread just stays, as a daemon);
+        a job posted for later and not started is dropped."""
+        self._stopping = True
+        self._nudge.set()
         self._jobs.put(None)

@@ -15,7 +15,6 @@ import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from vgpumon.commands import names
 from vgpumon.commands.ssh_args import ssh_settings_from
 from vgpumon.config.flags import (
     add_collector_flags,
@@ -31,7 +30,7 @@ from vgpumon.errors import ConfigError
 
 if TYPE_CHECKING:
     from vgpumon.collect.base import SamplerConfig
-    from vgpumon.collect.enrich.base import Enricher
+    from vgpumon.collect.recipe import SamplerRecipe
     from vgpumon.export.server import Reloaded
     from vgpumon.model import Snapshot
     from vgpumon.sources.ssh_targets import SshSettings
@@ -60,31 +59,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_collector_flags(groups["collectors"], readers, env=True)
 
 
-def build_enrichers(settings: ServeSettings) -> list[Enricher]:
-    """The enrichers the settings ask for (:func:`vgpumon.commands.names.build`), then metering.
+def sampler_recipe(settings: ServeSettings) -> SamplerRecipe:
+    """What builds the sampler in the sampler process: the settings' values it needs.
 
-    Metering runs last, once VM and pod names are merged. It reads the host's /proc (pods of
-    processes, dead holders) only with per-process series on, the setting whose deployment joins
-    the host PID namespace, and never for the simulator, whose PIDs are not the host's.
+    Metering runs last, once VM and pod names are merged (the recipe's enrichers). It reads the
+    host's /proc (pods of processes, dead holders) only with per-process series on, the setting
+    whose deployment joins the host PID namespace, and never for the simulator, whose PIDs are
+    not the host's.
     """
-    from vgpumon.collect.metering import MeteringConfig, MeteringStage
+    from vgpumon.collect.metering import MeteringConfig
+    from vgpumon.collect.recipe import SamplerRecipe
 
-    enrichers = names.build(
+    metering = None
+    if settings.metering:
+        host_processes = settings.process_series and settings.sim is None
+        metering = MeteringConfig(
+            interval_seconds=settings.interval_seconds,
+            idle_ratio=settings.metering_idle_ratio,
+            proc="/proc" if host_processes else None,
+        )
+    return SamplerRecipe(
+        config=sampler_config(settings),
+        sim=settings.sim,
+        nvml_module=settings.nvml_module,
         libvirt_uri=settings.libvirt_uri,
         kubelet_socket=settings.kubelet_socket,
-        resources=settings.kubernetes_resources,
-        kubernetes_api=settings.kubernetes_api,
+        kubernetes_resources=tuple(settings.kubernetes_resources),
+        kubernetes_api=bool(settings.kubernetes_api),
+        metering=metering,
+        log_level=settings.log_level,
+        log_format=settings.log_format,
+        warning=root_warning(settings, agentless=False),
     )
-    if not settings.metering:
-        return enrichers
-    host_processes = settings.process_series and settings.sim is None
-    metering = MeteringConfig(
-        interval_seconds=settings.interval_seconds,
-        idle_ratio=settings.metering_idle_ratio,
-        proc="/proc" if host_processes else None,
-    )
-    enrichers.append(MeteringStage(metering))
-    return enrichers
 
 
 def settings_from_args(
@@ -271,44 +277,25 @@ def nfd_listener(path: str) -> NfdListener:
 
 def run(args: argparse.Namespace) -> int:
     from vgpumon import allocator, logs
-
-    # Before any thread starts (docs/exporter.md, "Memory"): large bodies go back to the system
-    # when freed, and the per-GPU worker threads share two malloc arenas.
-    allocator.tune()
-    from vgpumon.collect.sampler import Sampler
+    from vgpumon.collect.placement import PlacedSampler
     from vgpumon.export.listener import refuse_duplicate_listen
     from vgpumon.export.server import serve
-    from vgpumon.nvml.loader import resolve_module
-    from vgpumon.nvml.session import NvmlSession
 
+    allocator.tune()  # before any thread starts, as in the sampler process
     settings = settings_from_args(args)
     refuse_duplicate_listen(settings.listen)  # before NVML is opened: a typo costs nothing
     ssh = ssh_settings_from(settings, "serve")  # flags over the config file's ssh section
     logs.configure(settings.log_level, settings.log_format)
     if ssh is not None:
         return run_agentless(settings, ssh, args)
-    # A module that cannot be imported is an installation error (exit 2); a driver that is not
-    # loaded yet is not: serve starts, says up 0 and why, and keeps retrying nvmlInit.
-    module, source = resolve_module(settings.sim, settings.nvml_module)
-    warning = root_warning(settings, agentless=False)
-    if warning is not None:
-        logging.getLogger("vgpumon.serve").warning("%s", warning)
-    session = NvmlSession(module, source)
-    try:
-        session.init()
-        init_error = None
-    except Exception as exc:  # noqa: BLE001 - any failure of nvmlInit is retried
-        init_error = str(exc) or type(exc).__name__
-    sampler = Sampler(session, sampler_config(settings), enrichers=build_enrichers(settings))
-    if settings.nfd_features_file:
-        sampler.on_snapshot(nfd_listener(settings.nfd_features_file))
-    if init_error is not None:
-        logging.getLogger("vgpumon.serve").warning(
-            "NVML could not be initialised from %s (%s); serving vgpumon_up 0 and retrying",
-            source,
-            init_error,
-        )
-        sampler.start_uninitialised(init_error)
+    nfd = nfd_listener(settings.nfd_features_file) if settings.nfd_features_file else None
+    # In this process while the host is small, in a process of its own once it is large
+    # (vgpumon.collect.placement says why). Errors building the sampler (no NVML module) end the
+    # command here, as one line.
+    sampler = PlacedSampler(sampler_recipe(settings), deadline_seconds=settings.deadline_seconds)
+    sampler.start()
+    if nfd is not None:
+        sampler.on_snapshot(nfd)
     try:
         # A reload's fields reach the sampler (which ids it reads) and, through the export
         # options, the renderer (which families it writes).
@@ -317,5 +304,6 @@ def run(args: argparse.Namespace) -> int:
 
         return asyncio.run(serve(sampler, **serve_arguments(settings, args, on_reload)))
     finally:
-        # Bounded (CLOSE_TIMEOUT_SECONDS): a wedged driver does not keep the process alive.
+        # Bounded: the cycle in flight, then the sampler's own close; a wedged driver does not
+        # keep the process alive.
         sampler.close()

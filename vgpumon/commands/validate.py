@@ -248,12 +248,10 @@ async def _run(args: argparse.Namespace, plan: Any) -> int:
     if args.url is not None:
         source: Any = ExporterSource(args.url, via=args.via, connection=connection_from_args(args))
     else:
-        from vgpumon.collect import SamplerConfig
+        from vgpumon.validate.sources import in_process_config
 
         session = session_from_args(args)
-        source = SamplerSource(
-            session, config=SamplerConfig(interval_seconds=plan.timing.sample_interval_s)
-        )
+        source = SamplerSource(session, config=in_process_config(plan.timing.sample_interval_s))
 
     def driver_for(target: Target) -> Any:
         # Called once the readings work and the target is known, so "no GPU" or "exporter

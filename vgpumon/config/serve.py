@@ -25,6 +25,7 @@ Example::
       license: 10
       pcie_replay: 10
       nvlink: 30         # NVLink per-link state and counters (many calls per link on HGX)
+      migration: 10      # each vGPU's live-migration payload size (one call per vGPU)
     web:
       listen_address: ["0.0.0.0:9839", "[::]:9839"]
       config: {file: web.yml}   # TLS and basic auth (Prometheus web-config format)
@@ -113,6 +114,7 @@ class ServeSettings:
     license_interval_seconds: float = _default("license_interval_seconds")
     pcie_replay_interval_seconds: float = _default("pcie_replay_interval_seconds")
     nvlink_interval_seconds: float = _default("nvlink_interval_seconds")
+    migration_interval_seconds: float = _default("migration_interval_seconds")
     telemetry_path: str = _default("telemetry_path")
     web_config_file: str | None = _default("web_config_file")
     max_requests: int = _default("max_requests")

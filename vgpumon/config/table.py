@@ -27,6 +27,7 @@ from vgpumon.collect.enrich import (
     DEFAULT_KUBERNETES_RESOURCES,
     DEFAULT_LIBVIRT_URI,
 )
+from vgpumon.collect.registry import default_cadences
 from vgpumon.config.checks import (
     Check,
     check_bcrypt_cost,
@@ -150,16 +151,19 @@ def _ssh_default(name: str) -> Callable[[], str]:
     return shown
 
 
-def _cadence(cadence: str, what: str, default: float, more: str = "") -> Setting:
+def _cadence(cadence: str, what: str, more: str = "", *, old_flag: bool = True) -> Setting:
+    """A cadence row: its default is the collector's own (every command samples as serve does).
+    ``old_flag``: the row also answers to its old ``--interval.*`` spelling (a row added since the
+    flags were renamed never had one)."""
     return Setting(
         f"{cadence}_interval_seconds",
         f"intervals.{cadence}",
         check_cadence,
-        default,
+        default_cadences()[cadence],
         f"read {what} at most this often, keeping the last value between reads; 0: every cycle",
         "sampling",
         metavar="DURATION",
-        old_flags=(f"--interval.{cadence.replace('_', '-')}",),
+        old_flags=(f"--interval.{cadence.replace('_', '-')}",) if old_flag else (),
         more=more,
         cadence=cadence,
     )
@@ -390,27 +394,30 @@ SETTINGS: tuple[Setting, ...] = (
         "sampling",
         metavar="RATIO",
     ),
-    _cadence("energy", "the energy counter", 10.0),
-    _cadence("pcie_throughput", "PCIe throughput (when on)", 10.0),
-    _cadence("processes", "process lists", 5.0),
+    _cadence("energy", "the energy counter"),
+    _cadence("pcie_throughput", "PCIe throughput (when on)"),
+    _cadence("processes", "process lists"),
     _cadence(
         "gpm",
         "GPM activity (the average since the last read)",
-        5.0,
         "(the SM, tensor and DRAM activity exported is the average between the last two samples)",
     ),
-    _cadence("bar1", "BAR1 memory", 10.0),
+    _cadence("bar1", "BAR1 memory"),
     _cadence(
         "license",
         "license state",
-        10.0,
         "(GPU and each vGPU; a vGPU seen for the first time is read at once)",
     ),
-    _cadence("pcie_replay", "the PCIe replay counter", 10.0),
+    _cadence("pcie_replay", "the PCIe replay counter"),
+    _cadence(
+        "migration",
+        "each vGPU's live-migration payload size",
+        "(a vGPU seen for the first time is read at once)",
+        old_flag=False,
+    ),
     _cadence(
         "nvlink",
         "NVLink per-link state and counters",
-        30.0,
         "(see [How often each value is read](#how-often-each-value-is-read))",
     ),
     Setting(

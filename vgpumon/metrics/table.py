@@ -46,6 +46,7 @@ from vgpumon.model import (
     VM_STATES,
     CollectorStatus,
     DeviceAllocation,
+    Gpm,
     Gpu,
     GpuInstanceVgpuCapacity,
     GpuMetering,
@@ -881,6 +882,92 @@ def _license_state(state: str | None, licensed: bool | None) -> str | None:
     return None
 
 
+# --------------------------------------------------------------------------- GPM readings
+
+# The GPM readings a GPU and a MIG instance both have (model.Gpm), in their order in the table:
+# the family's name after the scope's prefix, the reading, and the help text for a GPU and for an
+# instance. gpm_families() writes one scope's families from these rows; the GPU scope and the MIG
+# scope each take them once.
+GPM_READINGS: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "sm_active_ratio",
+        "sm_active",
+        "GPM: fraction of SM cycles with work, averaged over all SMs.",
+        "GPM: fraction of the instance's SM cycles with work.",
+    ),
+    (
+        "sm_occupancy_ratio",
+        "sm_occupancy",
+        "GPM: resident warps as a fraction of the maximum.",
+        "GPM: resident warps in the instance as a fraction of the maximum.",
+    ),
+    (
+        "tensor_active_ratio",
+        "tensor_active",
+        "GPM: fraction of cycles the tensor cores were busy.",
+        "GPM: fraction of cycles the instance's tensor cores were busy.",
+    ),
+    (
+        "dram_active_ratio",
+        "dram_active",
+        "GPM: fraction of cycles the memory interface was busy.",
+        "GPM: fraction of cycles the instance's memory interface was busy.",
+    ),
+    (
+        "graphics_active_ratio",
+        "graphics_active",
+        "GPM: fraction of time the graphics engine was busy.",
+        "GPM: fraction of time the instance's graphics engine was busy.",
+    ),
+)
+GPM_PIPES_HELP = (
+    "GPM: fraction of cycles each floating-point pipe was busy.",
+    "GPM: fraction of cycles each floating-point pipe of the instance was busy.",
+)
+
+
+def gpm_families(
+    scope: Scope[T], prefix: str, gpm: Callable[[T], Gpm | None], *, instance: bool
+) -> tuple[Family, ...]:
+    """The GPM families of one scope (``prefix`` ``vgpumon_gpu_`` or ``vgpumon_mig_``), read from
+    ``gpm(item)``; ``instance`` picks the MIG instance's help texts."""
+
+    def reading(attribute: str) -> Callable[[T], float | None]:
+        def value(item: T) -> float | None:
+            got = gpm(item)
+            return None if got is None else getattr(got, attribute)
+
+        return value
+
+    def pipes(item: T) -> Values:
+        got = gpm(item)
+        if got is None:
+            return []
+        return _pairs(fp64=got.fp64_active, fp32=got.fp32_active, fp16=got.fp16_active)
+
+    return (
+        *(
+            gauge(scope, prefix + name, mig if instance else whole, reading(attr), collector="gpm")
+            for name, attr, whole, mig in GPM_READINGS
+        ),
+        labeled(
+            scope,
+            prefix + "pipe_active_ratio",
+            GPM_PIPES_HELP[instance],
+            ("pipe",),
+            pipes,
+            collector="gpm",
+        ),
+    )
+
+
+GPU_GPM = gpm_families(GPU, "vgpumon_gpu_", lambda g: g.gpm, instance=False)
+MIG_GPM = gpm_families(MIG, "vgpumon_mig_", lambda gi: gi.gpm, instance=True)
+# Referred to elsewhere (the /metrics parser, validate's messages).
+GPU_SM_ACTIVE_RATIO = GPU_GPM[0]
+MIG_SM_ACTIVE_RATIO = MIG_GPM[0]
+
+
 # --------------------------------------------------------------------------- the table
 
 _PROC = "processes"
@@ -1585,55 +1672,7 @@ FAMILIES: tuple[Family, ...] = (
         type_=COUNTER,
     ),
     # ---- physical GPU: GPM (Hopper+)
-    (
-        GPU_SM_ACTIVE_RATIO := gauge(
-            GPU,
-            "vgpumon_gpu_sm_active_ratio",
-            "GPM: fraction of SM cycles with work, averaged over all SMs.",
-            lambda g: g.gpm.sm_active if g.gpm else None,
-            collector="gpm",
-        )
-    ),
-    gauge(
-        GPU,
-        "vgpumon_gpu_sm_occupancy_ratio",
-        "GPM: resident warps as a fraction of the maximum.",
-        lambda g: g.gpm.sm_occupancy if g.gpm else None,
-        collector="gpm",
-    ),
-    gauge(
-        GPU,
-        "vgpumon_gpu_tensor_active_ratio",
-        "GPM: fraction of cycles the tensor cores were busy.",
-        lambda g: g.gpm.tensor_active if g.gpm else None,
-        collector="gpm",
-    ),
-    gauge(
-        GPU,
-        "vgpumon_gpu_dram_active_ratio",
-        "GPM: fraction of cycles the memory interface was busy.",
-        lambda g: g.gpm.dram_active if g.gpm else None,
-        collector="gpm",
-    ),
-    gauge(
-        GPU,
-        "vgpumon_gpu_graphics_active_ratio",
-        "GPM: fraction of time the graphics engine was busy.",
-        lambda g: g.gpm.graphics_active if g.gpm else None,
-        collector="gpm",
-    ),
-    labeled(
-        GPU,
-        "vgpumon_gpu_pipe_active_ratio",
-        "GPM: fraction of cycles each floating-point pipe was busy.",
-        ("pipe",),
-        lambda g: (
-            _pairs(fp64=g.gpm.fp64_active, fp32=g.gpm.fp32_active, fp16=g.gpm.fp16_active)
-            if g.gpm
-            else []
-        ),
-        collector="gpm",
-    ),
+    *GPU_GPM,
     labeled(
         GPU,
         "vgpumon_gpu_gpm_pcie_throughput_bytes_per_second",
@@ -1757,55 +1796,7 @@ FAMILIES: tuple[Family, ...] = (
             collector="mig",
         )
     ),
-    (
-        MIG_SM_ACTIVE_RATIO := gauge(
-            MIG,
-            "vgpumon_mig_sm_active_ratio",
-            "GPM: fraction of the instance's SM cycles with work.",
-            lambda gi: gi.gpm.sm_active if gi.gpm else None,
-            collector="gpm",
-        )
-    ),
-    gauge(
-        MIG,
-        "vgpumon_mig_sm_occupancy_ratio",
-        "GPM: resident warps in the instance as a fraction of the maximum.",
-        lambda gi: gi.gpm.sm_occupancy if gi.gpm else None,
-        collector="gpm",
-    ),
-    gauge(
-        MIG,
-        "vgpumon_mig_tensor_active_ratio",
-        "GPM: fraction of cycles the instance's tensor cores were busy.",
-        lambda gi: gi.gpm.tensor_active if gi.gpm else None,
-        collector="gpm",
-    ),
-    gauge(
-        MIG,
-        "vgpumon_mig_dram_active_ratio",
-        "GPM: fraction of cycles the instance's memory interface was busy.",
-        lambda gi: gi.gpm.dram_active if gi.gpm else None,
-        collector="gpm",
-    ),
-    gauge(
-        MIG,
-        "vgpumon_mig_graphics_active_ratio",
-        "GPM: fraction of time the instance's graphics engine was busy.",
-        lambda gi: gi.gpm.graphics_active if gi.gpm else None,
-        collector="gpm",
-    ),
-    labeled(
-        MIG,
-        "vgpumon_mig_pipe_active_ratio",
-        "GPM: fraction of cycles each floating-point pipe of the instance was busy.",
-        ("pipe",),
-        lambda gi: (
-            _pairs(fp64=gi.gpm.fp64_active, fp32=gi.gpm.fp32_active, fp16=gi.gpm.fp16_active)
-            if gi.gpm
-            else []
-        ),
-        collector="gpm",
-    ),
+    *MIG_GPM,
     # ---- vGPU host
     gauge(
         VGPU_HOST,

@@ -110,6 +110,17 @@ def cover_seconds(snapshot: Snapshot) -> float:
     return 2.0 * (cadence + interval)
 
 
+def in_process_config(sample_interval: float) -> SamplerConfig:
+    """The sampler validate runs in this process: a cycle per reading, every value at its
+    collector's cadence as ``serve`` reads it, except the averages validate measures (GPM, and
+    per-process utilization), read at every reading so that the readings of a window tile it
+    exactly. ``validate --url`` checks an exporter's own cadences (:func:`cover_seconds`)."""
+    from vgpumon.collect.gpm import GPM
+    from vgpumon.collect.processes import PROCESSES
+
+    return SamplerConfig(interval_seconds=sample_interval, cadences={GPM: 0.0, PROCESSES: 0.0})
+
+
 class SourceError(VgpumonError):
     """The readings could not be had (exporter unreachable or silent): the run cannot go on."""
 
@@ -173,6 +184,7 @@ class SamplerSource(_SnapshotSource):
         from vgpumon.collect import Sampler
 
         self.session = session
+        config = config or in_process_config(SamplerConfig().interval_seconds)
         self.sampler = Sampler(session, config, readers, clock=clock)
         self._latest: Snapshot | None = None
 

@@ -1,0 +1,195 @@
+"""Where ``serve``'s sampler runs: in the serving process while the host is small, in a process of
+its own (:mod:`vgpumon.collect.sampler_process`) once the host is large.
+
+Both layouts keep the event loop answering; they differ in what they cost. The sampler's Python
+holds the interpreter, and an event loop in the same process waits for it at each system call
+(up to the switch interval each time, often several while many threads are busy). How much Python
+a cycle is grows with what the host has: a bare GPU is about thirty NVML calls and a few hundred
+microseconds of Python, where a 16 GPU x 48 vGPU host is some 5,900 calls and a hundred
+milliseconds and more. A second process costs a second interpreter, and next to NVML's own
+footprint that is what decides whether a small exporter stays smaller than its peers (about 30 MB
+resident on top of one process that loads NVML). So:
+
+* **small host** (at most :data:`SMALL_HOST_GPUS` GPUs, none in vGPU host mode, none with MIG
+  enabled): the sampler stays in the serving process. Its Python per cycle is small and broken
+  up by NVML calls, which let the interpreter go (bench/results/ measures the loop's stalls);
+* **large host** (anything else, including a vGPU host with no VM running yet, which may run 48
+  vGPUs per GPU an hour later): the sampler moves to a process of its own as soon as a snapshot
+  shows it. That is the first cycle on a host known at start; on a host whose driver comes up
+  after ``serve`` (a DaemonSet started first), the first cycle that reads its GPUs.
+
+The move is one way. The sampler process builds its sampler from the same recipe
+(:class:`~vgpumon.collect.recipe.SamplerRecipe`); until its first snapshot the sampler here goes
+on, so nothing served is missing in between, and then it closes (NVML is shut down here). What a
+sampler accumulates (metering's counters, GPM's previous sample) starts again in the new process,
+as after a restart; on a host known at start that is after its first cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from vgpumon.collect.sampler_process import SamplerProcess, SamplerStartFailed
+from vgpumon.feed import tell
+from vgpumon.model import Snapshot
+
+if TYPE_CHECKING:
+    from vgpumon.collect.recipe import SamplerRecipe
+    from vgpumon.collect.sampler import Sampler
+
+log = logging.getLogger(__name__)
+
+SMALL_HOST_GPUS = 2
+
+
+def large_host(snapshot: Snapshot) -> bool:
+    """Whether a host's sampler belongs in a process of its own (module docstring)."""
+    gpus = snapshot.gpus
+    if len(gpus) > SMALL_HOST_GPUS:
+        return True
+    return any(g.virtualization_mode == "host_vgpu" or g.mig_mode_current for g in gpus)
+
+
+class PlacedSampler:
+    """``serve``'s sampler as one snapshot feed, wherever it runs (module docstring).
+
+    :meth:`start` builds the sampler here (a missing NVML module raises, as it always did);
+    :meth:`run` runs it and moves it when a snapshot shows a large host; :meth:`close` ends
+    whichever runs.
+    """
+
+    def __init__(self, recipe: SamplerRecipe, *, deadline_seconds: float) -> None:
+        self._recipe = recipe
+        self._deadline = deadline_seconds
+        self._local: Sampler | None = None
+        self._process: SamplerProcess | None = None
+        self._moved = False  # the sampler process has sent its first snapshot
+        self._moving: asyncio.Task[None] | None = None
+        self._listeners: list[Callable[[Snapshot], object]] = []
+        self.latest: Snapshot | None = None
+        self._name = "sampler"
+
+    def start(self) -> None:
+        self._local = self._recipe()
+        self._name = self._local.name
+
+    @property
+    def in_own_process(self) -> bool:
+        """The sampler runs in a process of its own (it moved)."""
+        return self._moved
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def not_ready_reason(self) -> str | None:
+        if self._moved and self._process is not None:
+            return self._process.not_ready_reason
+        if self._local is not None:
+            return self._local.not_ready_reason
+        return "first sampling cycle not done"
+
+    def on_snapshot(self, listener: Callable[[Snapshot], object]) -> None:
+        self._listeners.append(listener)
+
+    def refresh(self) -> None:
+        for feed in (self._local, self._process):
+            if feed is not None:
+                feed.refresh()
+
+    def set_extra_fields(self, fields: tuple[int | tuple[int, int], ...]) -> None:
+        """The configured NVML fields of a reload, to whichever sampler runs (both while moving)."""
+        for feed in (self._local, self._process):
+            if feed is not None:
+                feed.set_extra_fields(fields)
+
+    def _publish(self, snapshot: Snapshot) -> None:
+        self.latest = snapshot
+        tell(self._listeners, snapshot)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        local = self._local
+        if local is None:
+            raise RuntimeError("start() the sampler before running it")
+        local_stop = asyncio.Event()
+
+        def from_local(snapshot: Snapshot) -> None:
+            if self._moved:
+                return  # the sampler process serves now
+            self._publish(snapshot)
+            if self._moving is None and large_host(snapshot):
+                self._moving = asyncio.get_running_loop().create_task(
+                    self._move(stop, local_stop), name="vgpumon-sampler-move"
+                )
+
+        async def pass_stop() -> None:
+            await stop.wait()
+            local_stop.set()
+
+        local.on_snapshot(from_local)
+        running = local.run(local_stop)
+        del local  # once it returns, nothing here keeps that sampler (and its NVML module) alive
+        passing = asyncio.get_running_loop().create_task(pass_stop())
+        try:
+            await running  # until stopped, or until the sampler has moved
+            if self._moving is not None:
+                await self._moving
+        finally:
+            passing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await passing
+
+    async def _move(self, stop: asyncio.Event, local_stop: asyncio.Event) -> None:
+        """Start the sampler process; at its first snapshot, stop and close the local sampler,
+        then read the process until ``stop``."""
+        # its warnings were said here when the sampler was built
+        recipe = dataclasses.replace(self._recipe, warning=None)
+        process = SamplerProcess(recipe, deadline_seconds=self._deadline)
+        try:
+            await asyncio.to_thread(process.start)
+        except (SamplerStartFailed, OSError) as exc:
+            log.error("the sampler could not move to a process of its own (%s); it stays here", exc)
+            return
+        self._process = process
+        first = asyncio.Event()
+
+        def from_process(snapshot: Snapshot) -> None:
+            if not self._moved:
+                self._moved = True
+                first.set()
+            self._publish(snapshot)
+
+        process.on_snapshot(from_process)
+        reading = asyncio.get_running_loop().create_task(process.run(stop))
+        waiting = asyncio.get_running_loop().create_task(first.wait())
+        await asyncio.wait((reading, waiting), return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if self._moved:
+            local_stop.set()  # the local sampler's cycle in flight ends; run() then returns
+            local, self._local = self._local, None
+            if local is not None:
+                await asyncio.to_thread(local.close)
+            del local  # this coroutine lives on (it reads the process): it must not keep it
+            log.info(
+                "a large host (%d GPUs; vGPU host, MIG or more than %d): the sampler runs in a "
+                "process of its own now (pid %s)",
+                len(self.latest.gpus) if self.latest is not None else 0,
+                SMALL_HOST_GPUS,
+                process.pid,
+            )
+        await reading
+
+    def close(self) -> None:
+        """End the sampler, wherever it runs (each bounded as its own close is)."""
+        local, self._local = self._local, None
+        if local is not None:
+            local.close()
+        process, self._process = self._process, None
+        if process is not None:
+            process.close()
