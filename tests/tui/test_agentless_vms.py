@@ -34,7 +34,7 @@ async def test_an_esxi_host_s_vms_are_listed_by_name_and_framebuffer() -> None:
         title = app.screen.query_one("#holders-title").render()
         assert "VMs on the GPUs" in str(title)
         table = app.screen.query_one("#holders", KeyedTable)
-        rows = [" ".join(plain(table.get_row_at(i))) for i in range(table.row_count)]
+        rows = [" ".join(plain(table.cells(key))) for key in table.held_keys]
         assert any("render-farm-01" in r and "8.0 GiB" in r for r in rows), rows
         assert any("finance, q3 vdi" in r and "4.0 GiB" in r for r in rows), rows
     fleet.transport.close()

@@ -27,7 +27,7 @@ def table(app: Any, wid: str) -> KeyedTable:
 
 
 def column(t: KeyedTable, key: str, row_key: str) -> str:
-    index = [str(c.key.value) for c in t.ordered_columns].index(key)
+    index = t.column_keys.index(key)
     return plain(t.cells(row_key))[index]
 
 
@@ -215,23 +215,47 @@ async def test_a_hung_gpu_is_badged(sim_host: Any) -> None:
             assert "hung" not in column(table(app, "gpus"), "badges", f"local/{g.uuid}")
 
 
-async def test_tables_update_by_key_never_by_clearing(sim_host: Any, monkeypatch: Any) -> None:
+async def test_tables_update_by_key_never_by_clearing(sim_host: Any) -> None:
     host = sim_host("vgpu-license-expiry")
     app = host.app()
-    # Wide enough for every column: a column that starts or stops fitting rebuilds the table.
     async with app.run_test(size=(240, 40)) as pilot:
         await host.at(0)
         await settle(pilot)
         await pilot.press("t")
         await settle(pilot)
         gpus = table(app, "gpus")
-        cleared: list[bool] = []
-        monkeypatch.setattr(gpus, "clear", lambda *a, **k: cleared.append(True))
+        await pilot.press("down")
+        await settle(pilot)
+        keys, cursor = gpus.held_keys, gpus.highlighted_key
+        assert cursor is not None and cursor != keys[0]
         before = gpus.updates
         await host.at(10)  # license states change
         await settle(pilot)
-        assert not cleared
+        # The same rows by key, the cursor on the same row: a table emptied and refilled would
+        # put the cursor back on the first row.
+        assert gpus.held_keys == keys
+        assert gpus.highlighted_key == cursor
         assert gpus.updates > before  # readings changed and reached the cells
+
+
+async def test_the_tree_takes_the_graphs_rows(sim_host: Any) -> None:
+    """The tree hides the holders and the graphs (a 16 x 48 host's tree needs every row); the
+    graphs' own show/hide must not override that once they were shown."""
+    host = sim_host("kvm-vgpu-timesliced")
+    app = host.app()
+    async with app.run_test(size=SIZE) as pilot:
+        await host.cycles(1)
+        await settle(pilot)
+        graphs = app.screen.query_one("#host-graphs")
+        assert graphs.display  # tall enough for them
+        await pilot.press("t")
+        await settle(pilot)
+        await host.cycles(1)
+        await settle(pilot)
+        assert not graphs.display
+        await pilot.press("t")
+        await settle(pilot)
+        assert graphs.display
 
 
 async def test_hidden_screens_do_no_work(sim_host: Any, monkeypatch: Any) -> None:
@@ -326,7 +350,7 @@ async def test_no_pod_column_without_pods(sim_host: Any) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await host.cycles(2)
         await settle(pilot)
-        assert "pod" not in [str(c.key.value) for c in table(app, "gpus").ordered_columns]
+        assert "pod" not in table(app, "gpus").column_keys
         await pilot.press("enter")
         await settle(pilot)
-        assert "pod" not in [str(c.key.value) for c in table(app, "vgpus").ordered_columns]
+        assert "pod" not in table(app, "vgpus").column_keys

@@ -43,7 +43,7 @@ def table(app: Any, wid: str) -> KeyedTable:
 
 
 def labels(t: KeyedTable) -> list[str]:
-    return [str(c.label) for c in t.ordered_columns]
+    return t.column_labels
 
 
 def grid(t: KeyedTable) -> dict[str, dict[str, str]]:

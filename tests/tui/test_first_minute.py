@@ -31,15 +31,15 @@ def table(app: Any, wid: str) -> KeyedTable:
 
 
 def keys(t: KeyedTable) -> list[str]:
-    return [str(c.key.value) for c in t.ordered_columns]
+    return t.column_keys
 
 
 def labels(t: KeyedTable) -> list[str]:
-    return [str(c.label) for c in t.ordered_columns]
+    return t.column_labels
 
 
 def widths(t: KeyedTable) -> list[int]:
-    return [c.get_render_width(t) for c in t.ordered_columns]
+    return t.column_widths
 
 
 def fits(t: KeyedTable) -> bool:

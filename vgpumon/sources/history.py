@@ -17,7 +17,6 @@ import bisect
 import math
 from array import array
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
 from vgpumon.feed import HostUpdate
 from vgpumon.model import Gpm, Gpu, MigGpuInstance, Snapshot, VgpuInstance
@@ -30,7 +29,7 @@ class Ring:
     """The newest ``maxlen`` points of one series in two preallocated ``array('d')`` rings; an
     absent value is stored as NaN and read back as None."""
 
-    __slots__ = ("_len", "_start", "_t", "_v", "maxlen")
+    __slots__ = ("_len", "_start", "_t", "_v", "maxlen", "newest")
 
     def __init__(self, maxlen: int) -> None:
         self.maxlen = maxlen
@@ -38,6 +37,7 @@ class Ring:
         self._v = array("d", bytes(8 * maxlen))
         self._start = 0
         self._len = 0
+        self.newest = -math.inf  # the newest point's time (every append is newer)
 
     def __len__(self) -> int:
         return self._len
@@ -53,6 +53,7 @@ class Ring:
             self._start = (self._start + 1) % n
         self._t[i] = t
         self._v[i] = math.nan if v is None else v
+        self.newest = t
 
     def _at(self, k: int) -> Point:
         i = (self._start + k) % self.maxlen
@@ -74,6 +75,7 @@ class Ring:
 
     def clear(self) -> None:
         self._start = self._len = 0
+        self.newest = -math.inf
 
     def extend(self, points: Iterable[Point]) -> None:
         for p in points:
@@ -123,20 +125,16 @@ MIG_METRICS: dict[str, Callable[[MigGpuInstance], float | None]] = {
 }
 
 
-@dataclass(frozen=True)
-class SeriesKey:
-    host: str
-    entity: str
-    metric: str
-
-
 class History:
     """Bounded series of recent values, fed from host updates."""
 
     def __init__(self, maxlen: int = DEFAULT_POINTS) -> None:
         self.maxlen = max(2, maxlen)
-        self._series: dict[SeriesKey, Ring] = {}
+        # host -> (entity, metric) -> points: a host's series found without building a key
+        # object per point (a large host records thousands of points per reading).
+        self._hosts: dict[str, dict[tuple[str, str], Ring]] = {}
         self._last: dict[str, float] = {}  # host -> timestamp of the newest recorded snapshot
+        self._entities: dict[tuple[str, int], str] = {}  # (uuid, vGPU id) -> its entity name
 
     # ------------------------------------------------------------------ feeding
 
@@ -151,68 +149,96 @@ class History:
     def record_snapshot(self, host: str, snap: Snapshot) -> None:
         self._last[host] = snap.timestamp
         t = snap.timestamp
+        series = self._hosts.setdefault(host, {})
+        add = self._adder(host, series, t)
         for gpu in snap.gpus:
+            uuid = gpu.uuid
             if not gpu.up:
                 for metric in GPU_METRICS:
-                    self.add(host, gpu_entity(gpu.uuid), metric, t, None)
+                    add(uuid, metric, None)
                 continue
             for metric, read in GPU_METRICS.items():
-                self.add(host, gpu_entity(gpu.uuid), metric, t, _num(read(gpu)))
+                add(uuid, metric, _num(read(gpu)))
             for v in gpu.vgpu_instances:
+                entity = self._vgpu(uuid, v.vgpu_id)
                 for metric, read_v in VGPU_METRICS.items():
-                    self.add(host, vgpu_entity(gpu.uuid, v.vgpu_id), metric, t, _num(read_v(v)))
+                    add(entity, metric, _num(read_v(v)))
             for gi in gpu.mig_instances:
+                entity = mig_entity(uuid, gi.id)
                 for metric, read_m in MIG_METRICS.items():
-                    self.add(host, mig_entity(gpu.uuid, gi.id), metric, t, _num(read_m(gi)))
+                    add(entity, metric, _num(read_m(gi)))
+
+    def _adder(
+        self, host: str, series: dict[tuple[str, str], Ring], t: float
+    ) -> Callable[[str, str, float | None], None]:
+        """Appends points at time ``t`` to the host's series: at once when the point is the
+        newest (every live reading), through :meth:`add` otherwise."""
+
+        def add(entity: str, metric: str, value: float | None) -> None:
+            ring = series.get((entity, metric))
+            if ring is not None and t > ring.newest:
+                ring.append((t, value))
+            else:
+                self.add(host, entity, metric, t, value)
+
+        return add
+
+    def _vgpu(self, uuid: str, vgpu_id: int) -> str:
+        entity = self._entities.get((uuid, vgpu_id))
+        if entity is None:
+            if len(self._entities) > 100_000:  # vGPUs that came and went
+                self._entities.clear()
+            entity = self._entities[(uuid, vgpu_id)] = vgpu_entity(uuid, vgpu_id)
+        return entity
 
     def add(self, host: str, entity: str, metric: str, t: float, value: float | None) -> None:
         """Append a point (or merge an older one in time order, e.g. from a backfill)."""
-        key = SeriesKey(host, entity, metric)
-        series = self._series.get(key)
-        if series is None:
-            series = self._series[key] = Ring(self.maxlen)
-        if not series or t > series[-1][0]:
-            series.append((t, value))
+        series = self._hosts.setdefault(host, {})
+        ring = series.get((entity, metric))
+        if ring is None:
+            ring = series[(entity, metric)] = Ring(self.maxlen)
+        if t > ring.newest:
+            ring.append((t, value))
             return
-        points = list(series)
+        points = list(ring)
         i = bisect.bisect_left(points, t, key=lambda p: p[0])
         if i < len(points) and points[i][0] == t:
             return  # already have this instant
         points.insert(i, (t, value))
-        series.clear()
-        series.extend(points[-self.maxlen :])
+        ring.clear()
+        ring.extend(points[-self.maxlen :])
 
     def merge(self, host: str, entity: str, metric: str, points: Iterable[Point]) -> None:
         """Merge many (older) points at once, e.g. a backfill: one pass, where :meth:`add` of an
         older point copies the series each time (a series of n backfilled points would cost n**2).
         A point at an instant the series already has is dropped; the newest ``maxlen`` stay."""
-        key = SeriesKey(host, entity, metric)
-        series = self._series.get(key)
-        if series is None:
-            series = self._series[key] = Ring(self.maxlen)
-        held = list(series)
+        series = self._hosts.setdefault(host, {})
+        ring = series.get((entity, metric))
+        if ring is None:
+            ring = series[(entity, metric)] = Ring(self.maxlen)
+        held = list(ring)
         have = {t for t, _ in held}
         merged = held + [p for p in points if p[0] not in have]
         merged.sort(key=lambda p: p[0])
-        series.clear()
-        series.extend(merged[-self.maxlen :])
+        ring.clear()
+        ring.extend(merged[-self.maxlen :])
 
     def forget(self, host: str) -> None:
-        for key in [k for k in self._series if k.host == host]:
-            del self._series[key]
+        self._hosts.pop(host, None)
         self._last.pop(host, None)
 
     # ------------------------------------------------------------------ reading
 
+    def _ring(self, host: str, entity: str, metric: str) -> Ring | None:
+        series = self._hosts.get(host)
+        return None if series is None else series.get((entity, metric))
+
     def series(self, host: str, entity: str, metric: str) -> list[Point]:
-        return list(self._series.get(SeriesKey(host, entity, metric), ()))
+        return list(self._ring(host, entity, metric) or ())
 
     def latest(self, host: str, entity: str, metric: str) -> float | None:
-        series = self._series.get(SeriesKey(host, entity, metric))
-        return series[-1][1] if series else None
-
-    def keys(self) -> Iterable[SeriesKey]:
-        return tuple(self._series)
+        ring = self._ring(host, entity, metric)
+        return ring[-1][1] if ring else None
 
 
 def _num(value: float | int | None) -> float | None:

@@ -35,6 +35,7 @@ from vgpumon.tui.cells import COLOUR, MONO, Palette
 from vgpumon.tui.runner import FeedThread
 from vgpumon.tui.state import TopState
 from vgpumon.tui.themes import MONOCHROME
+from vgpumon.view import rows as vr
 from vgpumon.view.events import Event, connection_events, snapshot_events
 from vgpumon.view.filter import Query
 
@@ -51,7 +52,7 @@ QUIT_SIGNALS = tuple(
 REDRAW_SECONDS = 0.25  # how soon a new update reaches the screen (coalesces a fleet's updates)
 # How long quitting waits for the feed to stop (a cycle or poll in flight, freeing NVML): the
 # terminal is given back first; after this the process exits without it.
-STOP_SECONDS = 1.0
+STOP_SECONDS = 0.5
 EVENTS_KEPT = 1000
 
 
@@ -115,6 +116,7 @@ class VgpumonApp(App[None]):
         self.usage = usage  # the usage screen's hourly windows (top --prometheus)
         self.clock = clock  # event times (a test passes the simulator's clock)
         self._backfilled: set[str] = set()
+        self._rows: dict[str, vr.HostRows] = {}  # per host: the rows of its newest snapshot
         self._runner: FeedThread | None = None
         # /proc facts and signals only for processes of this host read through real NVML
         # (``this_host``): a remote or simulated host's pids name nothing (or something else) here.
@@ -239,6 +241,17 @@ class VgpumonApp(App[None]):
                 )
             )
         self.dirty = True
+
+    def rows(self, host: str) -> vr.HostRows | None:
+        """The host's GPU and vGPU rows of its newest snapshot, built at the first draw that
+        needs them and kept until the next snapshot (keys and screens redraw from these)."""
+        update = self.hosts.get(host)
+        if update is None or update.snapshot is None:
+            return None
+        held = self._rows.get(host)
+        if held is None or held.snapshot is not update.snapshot:
+            held = self._rows[host] = vr.HostRows(host, update.snapshot)
+        return held
 
     def _tick(self) -> None:
         if not self.dirty or self.paused:

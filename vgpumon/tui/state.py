@@ -19,6 +19,7 @@ from vgpumon.sources.usage import UsageClient
 from vgpumon.tui.cells import Palette
 from vgpumon.view.events import Event
 from vgpumon.view.filter import Query
+from vgpumon.view.rows import HostRows
 
 
 class TopState(Protocol):
@@ -42,5 +43,7 @@ class TopState(Protocol):
     def graph_window(self) -> float: ...
 
     def local_processes(self, pids: Iterable[int]) -> dict[int, ProcInfo] | None: ...
+
+    def rows(self, host: str) -> HostRows | None: ...
 
     def set_query(self, query: Query) -> None: ...

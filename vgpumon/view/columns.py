@@ -13,15 +13,16 @@ first, so nothing is ever cut off the right edge.
 
 The host screen's tree mixes GPU, vGPU and MIG rows in one table: its columns
 (:data:`HOST_TREE_COLUMNS`) are shared by meaning (``name/VM``: a GPU's product, a vGPU's VM, a
-MIG instance's pod; ``type``: a GPU's mode, a vGPU's type, a MIG profile) and take each kind's
-text from a registry per row type (:func:`by_kind`), so adding a kind of row is one entry per
-column, not a branch in a screen.
+MIG instance's pod; ``type``: a GPU's mode, a vGPU's type, a MIG profile) and are composed of the
+per-kind tables' own columns (:func:`tree_column`: the vGPU rows' ``share/due`` *is* the vGPU
+table's), so a cell is defined once and adding a kind of row is one entry per column, not a
+branch in a screen.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -66,6 +67,8 @@ class Column(Generic[R]):
     parts: Callable[[R], Sequence[tuple[str, str | None]]] | None = None  # styled pieces
     gauge: Callable[[R], float | None] | None = None  # ratio of a gauge before the text
     gauge_narrow: bool = False  # the gauge also in the normal (not only the wide) layout
+    # A column of rows of several kinds: each kind's own column (:func:`tree_column`).
+    kinds: Mapping[type, Column[Any]] | None = None
 
 
 PODS = "pods"  # the kubelet enricher gave devices to pods (``Snapshot.allocations``)
@@ -312,197 +315,6 @@ GPU_COLUMNS: tuple[Column[GpuRow], ...] = (
     Column("name", "name", lambda r: f.or_dash(r.name), lambda r: r.name, priority=4),
 )
 
-# The host screen's table: GPU rows and, expanded under them, their vGPU or MIG instances. Each
-# column holds one meaning for every kind of row (see the module's docstring).
-_ID = by_kind(
-    {
-        GpuRow: lambda r: str(r.index),
-        VgpuRow: lambda r: f"v{r.vgpu_id}",
-        MigRow: lambda r: f"GI{r.gpu_instance_id}",
-    }
-)
-HOST_TREE_COLUMNS: tuple[Column[Any], ...] = (
-    Column("index", "#", _ID, by_kind({GpuRow: lambda r: r.index}, None), priority=0),
-    Column(
-        "name",
-        "name/VM",
-        by_kind(
-            {
-                GpuRow: lambda r: f.or_dash(r.name).removeprefix("NVIDIA "),
-                VgpuRow: _short_vm,
-                MigRow: lambda r: r.holders.label or f.DASH,
-            }
-        ),
-        by_kind({GpuRow: lambda r: r.name}, None),
-        priority=1,
-    ),
-    Column(
-        "type",
-        "mode/type",
-        by_kind(
-            {
-                GpuRow: lambda r: r.mode_label,
-                VgpuRow: lambda r: f.vgpu_type(r.type_name),
-                MigRow: lambda r: f.or_dash(r.profile),
-            }
-        ),
-        by_kind({GpuRow: lambda r: r.mode}, None),
-        priority=1,
-    ),
-    Column(
-        "license",
-        "license",
-        by_kind({GpuRow: _gpu_licenses, VgpuRow: _vgpu_license}),
-        by_kind({GpuRow: lambda r: r.unlicensed}, None),
-        needs=VGPUS,
-        priority=1,
-        descending=True,
-        style=by_kind(
-            {
-                GpuRow: lambda r: WARNING if r.unlicensed else None,
-                VgpuRow: lambda r: _unlicensed_style(r.license_state),
-            },
-            None,
-        ),
-    ),
-    Column(
-        "share",
-        "share/due",
-        by_kind({VgpuRow: _share}),
-        by_kind({GpuRow: lambda r: r.vgpus}, None),
-        needs=VGPUS,
-        priority=1,
-        numeric=True,
-        style=by_kind({VgpuRow: lambda r: ERROR if r.starved else None}, None),
-    ),
-    _pod_column(),
-    Column(
-        "badges",
-        "alarms",
-        by_kind({GpuRow: lambda r: labels(r.badges)}),
-        by_kind({GpuRow: lambda r: len(r.badges)}, None),
-        priority=2,
-        descending=True,
-        parts=by_kind({GpuRow: lambda r: _badge_parts(r.badges), VgpuRow: _vgpu_badges}, ()),
-    ),
-    Column(
-        "util",
-        "util/sm",
-        by_kind(
-            {
-                GpuRow: lambda r: f.pct(r.utilization),
-                VgpuRow: lambda r: f.pct(r.sm),
-                MigRow: lambda r: f.pct(r.sm_active),
-            }
-        ),
-        by_kind({GpuRow: lambda r: r.utilization}, None),
-        priority=3,
-        gauge=by_kind(
-            {
-                GpuRow: lambda r: r.utilization,
-                VgpuRow: lambda r: r.sm,
-                MigRow: lambda r: r.sm_active,
-            },
-            None,
-        ),
-        gauge_narrow=True,
-        numeric=True,
-        descending=True,
-    ),
-    Column(
-        "memory",
-        "memory",
-        by_kind(
-            {
-                GpuRow: lambda r: f.used_total(r.memory_used, r.memory_total),
-                VgpuRow: lambda r: f.used_total(r.framebuffer_used, r.framebuffer_total),
-                MigRow: lambda r: f.used_total(r.memory_used, r.memory_total),
-            }
-        ),
-        by_kind({GpuRow: lambda r: r.memory_ratio}, None),
-        priority=3,
-        gauge=by_kind(
-            {
-                GpuRow: lambda r: r.memory_ratio,
-                VgpuRow: lambda r: r.framebuffer_ratio,
-                MigRow: lambda r: r.memory_ratio,
-            },
-            None,
-        ),
-        numeric=True,
-        descending=True,
-    ),
-    Column(
-        "inst",
-        "inst",
-        by_kind(
-            {
-                GpuRow: lambda r: str(r.instances) if r.instances else f.DASH,
-                MigRow: lambda r: f"{r.compute_instances} CI",
-            }
-        ),
-        by_kind({GpuRow: lambda r: r.instances}, None),
-        priority=4,
-        numeric=True,
-        descending=True,
-    ),
-    Column(
-        "power",
-        "power",
-        by_kind({GpuRow: lambda r: f.power_of_limit(r.power, r.power_limit)}),
-        by_kind({GpuRow: lambda r: r.power}, None),
-        priority=5,
-        numeric=True,
-        descending=True,
-    ),
-    Column(
-        "temp",
-        "temp",
-        by_kind({GpuRow: lambda r: f.celsius(r.temperature)}),
-        by_kind({GpuRow: lambda r: r.temperature}, None),
-        priority=5,
-        numeric=True,
-        descending=True,
-    ),
-    Column(
-        "gpm",
-        "GPM sm/dram",
-        by_kind(
-            {
-                GpuRow: lambda r: f"{f.pct(r.gpm_sm)}/{f.pct(r.gpm_dram)}",
-                MigRow: lambda r: f"{f.pct(r.sm_active)}/{f.pct(r.dram_active)}",
-            }
-        ),
-        by_kind({GpuRow: lambda r: r.gpm_sm}, None),
-        priority=6,
-        numeric=True,
-        descending=True,
-    ),
-    Column(
-        "clock",
-        "SM clock",
-        by_kind({GpuRow: lambda r: f.hertz(r.sm_clock)}),
-        by_kind({GpuRow: lambda r: r.sm_clock}, None),
-        priority=7,
-        numeric=True,
-        descending=True,
-    ),
-    Column(
-        "held",
-        "held by",
-        by_kind({GpuRow: lambda r: ", ".join(r.held_by) or f.DASH}),
-        by_kind({GpuRow: lambda r: len(r.held_by)}, None),
-        priority=7,
-    ),
-    Column(
-        "uuid",
-        "UUID",
-        by_kind({GpuRow: lambda r: r.uuid, VgpuRow: lambda r: f.or_dash(r.vm_id)}),
-        by_kind({GpuRow: lambda r: r.uuid}, None),
-        priority=9,
-    ),
-)
-
 VGPU_COLUMNS: tuple[Column[VgpuRow], ...] = (
     Column("vgpu", "vGPU", lambda r: str(r.vgpu_id), lambda r: r.vgpu_id, True, priority=0),
     Column("vm", "VM", _short_vm, lambda r: r.vm, priority=1),
@@ -648,6 +460,168 @@ MIG_COLUMNS: tuple[Column[MigRow], ...] = (
         numeric=True,
         descending=True,
     ),
+)
+
+
+def _by_key(columns: Sequence[Column[R]]) -> dict[str, Column[R]]:
+    return {c.key: c for c in columns}
+
+
+_GPU, _VGPU, _MIG = _by_key(GPU_COLUMNS), _by_key(VGPU_COLUMNS), _by_key(MIG_COLUMNS)
+
+
+def tree_column(
+    key: str,
+    label: str,
+    kinds: dict[type, Column[Any]],
+    *,
+    sort: Callable[[GpuRow], Any] | None = None,
+    **options: Any,
+) -> Column[Any]:
+    """A column of the host tree, made of one column per kind of row (``kinds``: the GPU, vGPU
+    and MIG tables' own columns, so a cell is defined once, in its kind's table). Each cell, its
+    style, badges and gauge are those of the row's kind's column; a kind without one shows
+    nothing. Only GPU rows are sorted (instances stay under their GPU): by ``sort``, else by the
+    GPU column's own sort."""
+    gpu = kinds.get(GpuRow)
+    sort_gpu = sort if sort is not None else (gpu.sort if gpu is not None else None)
+
+    def part(attr: str, default: Any) -> Callable[[Any], Any] | None:
+        reads = {kind: getattr(c, attr) for kind, c in kinds.items() if getattr(c, attr)}
+        return by_kind(reads, default) if reads else None
+
+    return Column(
+        key,
+        label,
+        by_kind({kind: c.cell for kind, c in kinds.items()}),
+        by_kind({GpuRow: sort_gpu}, None) if sort_gpu is not None else (lambda r: None),
+        style=part("style", None),
+        parts=part("parts", ()),
+        gauge=part("gauge", None),
+        kinds=dict(kinds),
+        **options,
+    )
+
+
+# Cells only the tree has: its id column tells the kinds apart (v for a vGPU, GI for a MIG
+# instance), a GPU's product without the vendor, how many of its vGPUs run unlicensed, a
+# MIG instance's compute instances and GPM pair, a vGPU's alarms, a GPU's UUID.
+_TREE_VGPU_ID: Column[VgpuRow] = Column(
+    "vgpu", "vGPU", lambda r: f"v{r.vgpu_id}", lambda r: r.vgpu_id
+)
+_TREE_GI: Column[MigRow] = Column(
+    "gi", "GI", lambda r: f"GI{r.gpu_instance_id}", lambda r: r.gpu_instance_id
+)
+_TREE_GPU_NAME: Column[GpuRow] = Column(
+    "name", "name", lambda r: f.or_dash(r.name).removeprefix("NVIDIA "), lambda r: r.name
+)
+_GPU_LICENSES: Column[GpuRow] = Column(
+    "license",
+    "license",
+    _gpu_licenses,
+    lambda r: r.unlicensed,
+    style=lambda r: WARNING if r.unlicensed else None,
+)
+_MIG_CIS: Column[MigRow] = Column(
+    "ci", "CIs", lambda r: f"{r.compute_instances} CI", lambda r: r.compute_instances
+)
+_MIG_GPM: Column[MigRow] = Column(
+    "gpm", "GPM sm/dram", lambda r: f"{f.pct(r.sm_active)}/{f.pct(r.dram_active)}", lambda r: None
+)
+_VGPU_ALARMS: Column[VgpuRow] = Column(
+    "badges", "alarms", lambda r: "", lambda r: None, parts=_vgpu_badges
+)
+_GPU_UUID: Column[GpuRow] = Column("uuid", "UUID", lambda r: r.uuid, lambda r: r.uuid)
+
+# The host screen's table: GPU rows and, expanded under them, their vGPU or MIG instances. Each
+# column holds one meaning for every kind of row (see the module's docstring) and takes each
+# kind's cell from that kind's own table.
+HOST_TREE_COLUMNS: tuple[Column[Any], ...] = (
+    tree_column(
+        "index",
+        "#",
+        {GpuRow: _GPU["index"], VgpuRow: _TREE_VGPU_ID, MigRow: _TREE_GI},
+        priority=0,
+    ),
+    tree_column(
+        "name",
+        "name/VM",
+        {GpuRow: _TREE_GPU_NAME, VgpuRow: _VGPU["vm"], MigRow: _MIG["pod"]},
+        priority=1,
+    ),
+    tree_column(
+        "type",
+        "mode/type",
+        {GpuRow: _GPU["mode"], VgpuRow: _VGPU["type"], MigRow: _MIG["profile"]},
+        priority=1,
+    ),
+    tree_column(
+        "license",
+        "license",
+        {GpuRow: _GPU_LICENSES, VgpuRow: _VGPU["license"]},
+        needs=VGPUS,
+        priority=1,
+        descending=True,
+    ),
+    tree_column(
+        "share",
+        "share/due",
+        {VgpuRow: _VGPU["share"]},
+        sort=lambda r: r.vgpus,
+        needs=VGPUS,
+        priority=1,
+        numeric=True,
+    ),
+    _pod_column(),
+    tree_column(
+        "badges",
+        "alarms",
+        {GpuRow: _GPU["badges"], VgpuRow: _VGPU_ALARMS},
+        priority=2,
+        descending=True,
+    ),
+    tree_column(
+        "util",
+        "util/sm",
+        {GpuRow: _GPU["util"], VgpuRow: _VGPU["sm"], MigRow: _MIG["sm"]},
+        priority=3,
+        gauge_narrow=True,
+        numeric=True,
+        descending=True,
+    ),
+    tree_column(
+        "memory",
+        "memory",
+        {GpuRow: _GPU["memory"], VgpuRow: _VGPU["fb"], MigRow: _MIG["memory"]},
+        priority=3,
+        numeric=True,
+        descending=True,
+    ),
+    tree_column(
+        "inst",
+        "inst",
+        {GpuRow: _GPU["inst"], MigRow: _MIG_CIS},
+        priority=4,
+        numeric=True,
+        descending=True,
+    ),
+    tree_column(
+        "power", "power", {GpuRow: _GPU["power"]}, priority=5, numeric=True, descending=True
+    ),
+    tree_column("temp", "temp", {GpuRow: _GPU["temp"]}, priority=5, numeric=True, descending=True),
+    tree_column(
+        "gpm",
+        "GPM sm/dram",
+        {GpuRow: _GPU["gpm"], MigRow: _MIG_GPM},
+        priority=6,
+        numeric=True,
+        descending=True,
+    ),
+    tree_column(
+        "clock", "SM clock", {GpuRow: _GPU["clock"]}, priority=7, numeric=True, descending=True
+    ),
+    tree_column("held", "held by", {GpuRow: _GPU["held"]}, priority=7),
+    tree_column("uuid", "UUID", {GpuRow: _GPU_UUID, VgpuRow: _VGPU["vmid"]}, priority=9),
 )
 
 PROCESS_COLUMNS: tuple[Column[ProcessRow], ...] = (

@@ -81,12 +81,6 @@ def _scheduler_for(gpu: Gpu, vgpu: VgpuInstance) -> VgpuScheduler | None:
     return gpu.vgpu_schedulers[0] if len(gpu.vgpu_schedulers) == 1 else None
 
 
-def _share_of(scheduler: VgpuScheduler | None, vgpu_id: int) -> VgpuShare | None:
-    if scheduler is None:
-        return None
-    return next((s for s in scheduler.shares if s.vgpu_id == vgpu_id), None)
-
-
 def _holders(snapshot: Snapshot | None, kind: str, gpu_uuid: str, ident: int | None) -> Holders:
     """The pods (and KubeVirt VMs) the kubelet gave this device to, from the snapshot."""
     if snapshot is None or not snapshot.allocations:
@@ -241,59 +235,95 @@ class VgpuRow:
         }
 
 
+class _VgpuContext:
+    """What the vGPU rows of one GPU share: each scheduler's verdicts by vGPU, the metering
+    stage's idle times, the GPU's fits (worked out once per GPU, not once per row)."""
+
+    __slots__ = ("fits", "idle", "shares")
+
+    def __init__(self, gpu: Gpu) -> None:
+        self.shares = {id(s): {x.vgpu_id: x for x in s.shares} for s in gpu.vgpu_schedulers}
+        metering = gpu.metering
+        self.idle = {m.vgpu_id: m.idle_seconds for m in metering.vgpus} if metering else {}
+        self.fits = fitting_names(gpu)
+
+    def share(self, scheduler: VgpuScheduler | None, vgpu_id: int) -> VgpuShare | None:
+        return None if scheduler is None else self.shares[id(scheduler)].get(vgpu_id)
+
+
+def _vgpu_alarms(
+    snapshot: Snapshot, gpu: Gpu, v: VgpuInstance, ctx: _VgpuContext
+) -> tuple[VgpuScheduler | None, VgpuShare | None, bool, bool, bool]:
+    """A vGPU's scheduler and share verdict, and whether it is unlicensed, expiring and
+    starved: what its row shows and what its GPU's badges count (the same answers for both)."""
+    sched = _scheduler_for(gpu, v)
+    share = ctx.share(sched, v.vgpu_id)
+    lic = v.license
+    return (
+        sched,
+        share,
+        b.unlicensed(lic.state, lic.licensed),
+        b.expiring(lic.expiry_timestamp_seconds or None, snapshot.timestamp, lic.state),
+        share is not None and share.state == "starved",
+    )
+
+
+def vgpu_key(host: str, gpu: Gpu, v: VgpuInstance) -> str:
+    return f"{host}/{gpu.uuid}/vgpu/{v.vgpu_id}"
+
+
+def _vgpu_row(
+    host: str, snapshot: Snapshot, gpu: Gpu, v: VgpuInstance, ctx: _VgpuContext
+) -> VgpuRow:
+    sched, share, unlicensed, expiring, is_starved = _vgpu_alarms(snapshot, gpu, v, ctx)
+    lic = v.license
+    expiry = lic.expiry_timestamp_seconds or None
+    holders = _holders(snapshot, "vgpu", gpu.uuid, v.vgpu_id)
+    ready, blockers = migration_readiness(snapshot.driver.driver_version, gpu, v)
+    return VgpuRow(
+        key=vgpu_key(host, gpu, v),
+        host=host,
+        gpu_index=gpu.index,
+        gpu_uuid=gpu.uuid,
+        gpu_name=gpu.name,
+        vgpu_id=v.vgpu_id,
+        vm=vm_label(v, holders),
+        type_name=v.type_name,
+        type_class=v.type_class,
+        gpu_instance_id=v.gpu_instance_id,
+        framebuffer_used=v.framebuffer_used_bytes,
+        framebuffer_total=v.framebuffer_total_bytes,
+        sm=v.utilization.sm,
+        memory=v.utilization.memory,
+        encoder=v.utilization.encoder,
+        decoder=v.utilization.decoder,
+        license_state=lic.state,
+        licensed=lic.licensed,
+        expiry_status=lic.expiry_status,
+        expiry=expiry,
+        expires_in=None if expiry is None else expiry - snapshot.timestamp,
+        frame_rate_limit=v.frame_rate_limit,
+        policy=None if sched is None else sched.policy,
+        received=None if share is None else share.received,
+        due=None if share is None else share.due,
+        share_state=None if share is None else share.state,
+        starved=is_starved,
+        unlicensed=unlicensed,
+        expiring=expiring,
+        vm_id=v.vm_id,
+        holders=holders,
+        idle_seconds=ctx.idle.get(v.vgpu_id),
+        idle=b.idle(ctx.idle.get(v.vgpu_id), b.IDLE_VGPU_AFTER_SECONDS),
+        migration_ready=ready,
+        migration_blockers=blockers,
+        migration_bytes=v.migration_state_bytes,
+        gpu_fits=ctx.fits,
+    )
+
+
 def vgpu_rows(host: str, snapshot: Snapshot, gpu: Gpu) -> list[VgpuRow]:
-    rows = []
-    idle = {m.vgpu_id: m.idle_seconds for m in gpu.metering.vgpus} if gpu.metering else {}
-    fits = fitting_names(gpu)
-    for v in gpu.vgpu_instances:
-        sched = _scheduler_for(gpu, v)
-        share = _share_of(sched, v.vgpu_id)
-        lic = v.license
-        expiry = lic.expiry_timestamp_seconds or None
-        holders = _holders(snapshot, "vgpu", gpu.uuid, v.vgpu_id)
-        ready, blockers = migration_readiness(snapshot.driver.driver_version, gpu, v)
-        rows.append(
-            VgpuRow(
-                key=f"{host}/{gpu.uuid}/vgpu/{v.vgpu_id}",
-                host=host,
-                gpu_index=gpu.index,
-                gpu_uuid=gpu.uuid,
-                gpu_name=gpu.name,
-                vgpu_id=v.vgpu_id,
-                vm=vm_label(v, holders),
-                type_name=v.type_name,
-                type_class=v.type_class,
-                gpu_instance_id=v.gpu_instance_id,
-                framebuffer_used=v.framebuffer_used_bytes,
-                framebuffer_total=v.framebuffer_total_bytes,
-                sm=v.utilization.sm,
-                memory=v.utilization.memory,
-                encoder=v.utilization.encoder,
-                decoder=v.utilization.decoder,
-                license_state=lic.state,
-                licensed=lic.licensed,
-                expiry_status=lic.expiry_status,
-                expiry=expiry,
-                expires_in=None if expiry is None else expiry - snapshot.timestamp,
-                frame_rate_limit=v.frame_rate_limit,
-                policy=None if sched is None else sched.policy,
-                received=None if share is None else share.received,
-                due=None if share is None else share.due,
-                share_state=None if share is None else share.state,
-                starved=share is not None and share.state == "starved",
-                unlicensed=b.unlicensed(lic.state, lic.licensed),
-                expiring=b.expiring(expiry, snapshot.timestamp, lic.state),
-                vm_id=v.vm_id,
-                holders=holders,
-                idle_seconds=idle.get(v.vgpu_id),
-                idle=b.idle(idle.get(v.vgpu_id), b.IDLE_VGPU_AFTER_SECONDS),
-                migration_ready=ready,
-                migration_blockers=blockers,
-                migration_bytes=v.migration_state_bytes,
-                gpu_fits=fits,
-            )
-        )
-    return rows
+    ctx = _VgpuContext(gpu)
+    return [_vgpu_row(host, snapshot, gpu, v, ctx) for v in gpu.vgpu_instances]
 
 
 # --------------------------------------------------------------------------- MIG
@@ -457,9 +487,7 @@ def cc_label(gpu: Gpu) -> str | None:
     return "ready" if cc.ready else "not ready"
 
 
-def _gpu_badges(
-    gpu: Gpu, hung: bool, vgpus: list[VgpuRow], snapshot: Snapshot
-) -> tuple[Badge, ...]:
+def _gpu_badges(gpu: Gpu, hung: bool, vgpus: _VgpuAlarms, snapshot: Snapshot) -> tuple[Badge, ...]:
     out = []
     if not gpu.up:
         out.append(b.badge("lost", "lost" if gpu.down_reason in (None, "gpu_is_lost") else "down"))
@@ -480,19 +508,51 @@ def _gpu_badges(
     guest_unlicensed = any(
         f.licensed is False or (f.state or "").startswith("unlicensed") for f in gpu.guest_licenses
     )
-    if any(v.unlicensed for v in vgpus) or guest_unlicensed:
+    if vgpus.unlicensed or guest_unlicensed:
         out.append(b.badge("unlicensed"))
     guest_expiring = any(
         b.expiring(f.expiry_timestamp_seconds, snapshot.timestamp, f.state)
         for f in gpu.guest_licenses
     )
-    if any(v.expiring for v in vgpus) or guest_expiring:
+    if vgpus.expiring or guest_expiring:
         out.append(b.badge("expiring"))
-    if any(v.starved for v in vgpus):
+    if vgpus.starved:
         out.append(b.badge("starved"))
     if idle_holders(gpu):
         out.append(b.badge("idle"))
     return tuple(sorted(out))
+
+
+@dataclass(frozen=True)
+class _VgpuAlarms:
+    """How many of a GPU's vGPUs are unlicensed, expiring, starved: what its row counts."""
+
+    unlicensed: int = 0
+    expiring: int = 0
+    starved: int = 0
+
+
+def _alarms_of_rows(vgpus: list[VgpuRow]) -> _VgpuAlarms:
+    return _VgpuAlarms(
+        sum(v.unlicensed for v in vgpus),
+        sum(v.expiring for v in vgpus),
+        sum(v.starved for v in vgpus),
+    )
+
+
+def _alarms(snapshot: Snapshot, gpu: Gpu) -> _VgpuAlarms:
+    """The GPU's vGPUs' alarms without building their rows (a GPU row is drawn whether or not
+    its vGPUs are)."""
+    if not gpu.vgpu_instances:
+        return _VgpuAlarms()
+    ctx = _VgpuContext(gpu)
+    unlicensed = expiring = hungry = 0
+    for v in gpu.vgpu_instances:
+        *_, is_unlicensed, is_expiring, is_starved = _vgpu_alarms(snapshot, gpu, v, ctx)
+        unlicensed += is_unlicensed
+        expiring += is_expiring
+        hungry += is_starved
+    return _VgpuAlarms(unlicensed, expiring, hungry)
 
 
 def idle_holders(gpu: Gpu) -> int:
@@ -511,9 +571,9 @@ def gpu_row(
     gpu: Gpu,
     vgpus: list[VgpuRow] | None = None,
 ) -> GpuRow:
-    """The GPU's row; ``vgpus`` are its vGPU rows when the caller has built them already."""
-    if vgpus is None:
-        vgpus = vgpu_rows(host, snapshot, gpu)
+    """The GPU's row; ``vgpus`` are its vGPU rows when the caller has built them already (their
+    alarms are counted without building them otherwise)."""
+    alarms = _alarms(snapshot, gpu) if vgpus is None else _alarms_of_rows(vgpus)
     hung = gpu.uuid in snapshot.health.hung_gpus
     gpm = gpu.gpm
     return GpuRow(
@@ -542,9 +602,9 @@ def gpu_row(
         vgpus=len(gpu.vgpu_instances),
         migs=len(gpu.mig_instances),
         xid=tuple(sorted(gpu.xid_errors.items())),
-        badges=_gpu_badges(gpu, hung, vgpus, snapshot),
+        badges=_gpu_badges(gpu, hung, alarms, snapshot),
         holders=_holders(snapshot, "gpu", gpu.uuid, None),
-        unlicensed=sum(1 for v in vgpus if v.unlicensed),
+        unlicensed=alarms.unlicensed,
         fits=fitting_names(gpu),
         cc=cc_label(gpu),
     )
@@ -552,6 +612,39 @@ def gpu_row(
 
 def gpu_rows(host: str, snapshot: Snapshot) -> list[GpuRow]:
     return [gpu_row(host, snapshot, g) for g in snapshot.gpus]
+
+
+class HostRows:
+    """A host's rows for one snapshot, for a front end that draws it many times: the GPU rows at
+    once (a GPU row counts its vGPUs' alarms without building their rows), each vGPU's row the
+    first time it is asked for (a host of 768 vGPUs shows a screenful of them), then kept."""
+
+    def __init__(self, host: str, snapshot: Snapshot) -> None:
+        self.host, self.snapshot = host, snapshot
+        self.gpus = tuple(gpu_row(host, snapshot, g) for g in snapshot.gpus)
+        self._by_uuid = {g.uuid: g for g in snapshot.gpus}
+        self._contexts: dict[str, _VgpuContext] = {}
+        self._vgpus: dict[tuple[str, int], VgpuRow] = {}
+
+    def gpu(self, uuid: str) -> Gpu:
+        return self._by_uuid[uuid]
+
+    def vgpu(self, uuid: str, index: int) -> VgpuRow:
+        """The row of the ``index``-th vGPU of the GPU ``uuid`` (built once)."""
+        row = self._vgpus.get((uuid, index))
+        if row is None:
+            gpu = self._by_uuid[uuid]
+            ctx = self._contexts.get(uuid)
+            if ctx is None:
+                ctx = self._contexts[uuid] = _VgpuContext(gpu)
+            row = _vgpu_row(self.host, self.snapshot, gpu, gpu.vgpu_instances[index], ctx)
+            self._vgpus[(uuid, index)] = row
+        return row
+
+    def vgpus(self, uuid: str) -> list[VgpuRow]:
+        """Every vGPU row of the GPU ``uuid``, in the snapshot's order."""
+        count = len(self._by_uuid[uuid].vgpu_instances)
+        return [self.vgpu(uuid, i) for i in range(count)]
 
 
 # --------------------------------------------------------------------------- processes

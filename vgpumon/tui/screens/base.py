@@ -6,29 +6,30 @@ for the active screen, and a screen redraws itself when it is shown again or res
 
 from __future__ import annotations
 
+import functools
 import signal
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar, cast
 
 from rich.cells import cell_len
+from rich.console import RenderableType
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container
 from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import Footer, Header, Static
 
 from vgpumon.text import printable
 from vgpumon.tui.cells import CellCache, Layout
 from vgpumon.tui.state import TopState
 from vgpumon.tui.widgets.filter_bar import FilterBar
-from vgpumon.tui.widgets.keyed_table import Cells, KeyedTable, cell_width
+from vgpumon.tui.widgets.keyed_table import Cells, KeyedTable, Source, cell_width
 from vgpumon.view.columns import Column, fit, sort_rows
 
 R = TypeVar("R")
-LAZY_MARGIN = 10  # rows beyond the visible ones whose cells stay current (a page key's reach)
-CELL_GAP = 2  # DataTable pads each cell by one on either side
+CELL_GAP = 2  # a table pads each cell by one on either side
 SCROLLBAR = 2  # a table's vertical scrollbar takes this much of the width when rows overflow
 UP, DOWN = " ▲", " ▼"  # after the sort column's label: smallest first, largest first
 TALL_FROM = 36  # rows from which graphs get taller
@@ -53,8 +54,7 @@ class LiveScreen(Screen[None]):
         self.cell_cache = CellCache()
         # The columns of the main table as last drawn: ``s`` cycles through these only.
         self.sortable: list[Column[Any]] = []
-        self._narrowed: dict[str, tuple[Cells, tuple[int, ...], Cells]] = {}
-        self._full: dict[str, dict[str, Cells]] = {}  # table id -> row key -> newest full cells
+        self._shown: dict[int, RenderableType] = {}  # what each Static shows (by widget id)
         self._composed = False  # set on mount: a pushed screen is active before its children exist
 
     @property
@@ -114,11 +114,36 @@ class LiveScreen(Screen[None]):
         """Colours changed (theme): rebuild every cell on the next draw."""
         self.cell_cache.clear()
         for table in self.query(KeyedTable):
-            table._columns_sig = ()
+            table.forget_lines()
 
     def cells(self, row: Any, columns: Sequence[Column[Any]]) -> tuple[Any, ...]:
         """The row's cells in the current layout and palette (cached while the row is unchanged)."""
         return self.cell_cache.row(row, columns, self.layout_now, self.vapp.palette)
+
+    def lazy_cells(
+        self, rows: Sequence[Any], columns: Sequence[Column[Any]]
+    ) -> list[tuple[str, Source]]:
+        """Each row's key and the function that builds its cells (called only for the rows a
+        table shows: :meth:`fill`). A row may come as ``(key, maker)``: its row model is made
+        then too."""
+        layout, palette, cache = self.layout_now, self.vapp.palette, self.cell_cache
+
+        def made(make: Callable[[], Any]) -> Cells:
+            return cache.row(make(), columns, layout, palette)
+
+        return [
+            (r[0], functools.partial(made, r[1]))
+            if isinstance(r, tuple)
+            else (r.key, functools.partial(cache.row, r, columns, layout, palette))
+            for r in rows
+        ]
+
+    def show(self, widget: Static, content: RenderableType) -> None:
+        """Put ``content`` in ``widget`` unless it is there already: a new content lays the
+        screen out again, a cost every refresh would pay for a title that did not change."""
+        if self._shown.get(id(widget)) != content:
+            self._shown[id(widget)] = content
+            widget.update(content)
 
     # ------------------------------------------------------------------ tables
 
@@ -126,23 +151,31 @@ class LiveScreen(Screen[None]):
         self,
         table: KeyedTable,
         columns: Sequence[Column[Any]],
-        rows: Sequence[tuple[str, Cells | Callable[[], Cells]]],
+        rows: Sequence[tuple[str, Source]],
         *,
         main: bool = False,
     ) -> list[Column[Any]]:
         """Show ``rows`` (cells for every one of ``columns``) in ``table``, keeping the columns
         that fit the screen's width (:func:`vgpumon.view.columns.fit`: least important and widest
-        drop first, never cut at the edge), each as wide as its widest cell now. The main table's
-        header marks the sort column; its shown columns are what ``s`` cycles through.
+        drop first, never cut at the edge), each as wide as its widest cell on screen now. The
+        main table's header marks the sort column; its shown columns are what ``s`` cycles
+        through.
 
-        A row may come as a function that builds its cells: it is called only when the row is on
-        screen (or new); a row scrolled out of view keeps the cells it last showed until it comes
-        back into view (scrolling redraws), so a host with hundreds of instances costs what one
-        screenful costs."""
-        shown_rows = self._visible_cells(table, rows)
+        A row may come as a function that builds its cells: it is called only for the rows on
+        screen now (their cells measure the columns) and, later, for a row the table draws when it
+        scrolls into view; so a host with hundreds of instances costs what one screenful costs."""
+        window = table.visible_rows()
+        shown: list[tuple[str, Source]] = []
+        measured: list[Cells] = []
+        for i, (key, cells) in enumerate(rows):
+            if i in window:
+                if callable(cells):
+                    cells = cells()
+                measured.append(cells)
+            shown.append((key, cells))
         labels = [self._label(c, main) for c in columns]
         widths = [
-            max([cell_len(label), *(cell_width(cells[i]) for _, cells in shown_rows)])
+            max([cell_len(label), *(cell_width(cells[i]) for cells in measured)])
             for i, label in enumerate(labels)
         ]
         # The width the table's container gives it (a scrolling container's scrollbar excluded).
@@ -152,55 +185,22 @@ class LiveScreen(Screen[None]):
             if isinstance(parent, Widget) and parent.size.width
             else self.size.width or self.app.size.width
         )
-        if table.size.height and len(shown_rows) + 1 > table.size.height:
+        if table.size.height and len(rows) + 1 > table.size.height:
             room -= SCROLLBAR  # rows overflow: the vertical scrollbar takes its width
         kept = tuple(fit(columns, widths, room, CELL_GAP))
-        if len(kept) != len(columns):
-            shown_rows = [(key, self._narrow(key, cells, kept)) for key, cells in shown_rows]
-        shown = [columns[i] for i in kept]
         table.sync(
-            [(columns[i].key, labels[i]) for i in kept], shown_rows, [widths[i] for i in kept]
+            [(columns[i].key, labels[i]) for i in kept],
+            shown,
+            [widths[i] for i in kept],
+            pick=None if len(kept) == len(columns) else kept,
         )
-        if main and [c.key for c in shown] != [c.key for c in self.sortable]:
+        visible = [columns[i] for i in kept]
+        if main and [c.key for c in visible] != [c.key for c in self.sortable]:
             had = bool(self.sortable)
-            self.sortable = shown
-            if had != bool(shown):
+            self.sortable = visible
+            if had != bool(visible):
                 self.refresh_bindings()
-        return shown
-
-    def _visible_cells(
-        self, table: KeyedTable, rows: Sequence[tuple[str, Cells | Callable[[], Cells]]]
-    ) -> list[tuple[str, Cells]]:
-        top = int(table.scroll_y) - LAZY_MARGIN
-        bottom = int(table.scroll_y) + (table.size.height or self.app.size.height) + LAZY_MARGIN
-        full = self._full.setdefault(table.id or "", {})
-        out: list[tuple[str, Cells]] = []
-        for i, (key, cells) in enumerate(rows):
-            if callable(cells):
-                held = full.get(key)
-                cells = held if held is not None and not top <= i <= bottom else cells()
-            full[key] = cells
-            out.append((key, cells))
-        if len(full) > 2 * len(out) + 100:
-            wanted = {k for k, _ in out}
-            for key in [k for k in full if k not in wanted]:
-                del full[key]
-        return out
-
-    def on_keyed_table_scrolled(self) -> None:
-        self.refresh_data()  # rows that came into view get their current cells
-
-    def _narrow(self, key: str, cells: Cells, kept: tuple[int, ...]) -> Cells:
-        """The kept cells of a row, the same tuple while the row is unchanged (the table then
-        skips comparing it)."""
-        held = self._narrowed.get(key)
-        if held is not None and held[0] is cells and held[1] == kept:
-            return held[2]
-        narrowed = tuple(cells[i] for i in kept)
-        if len(self._narrowed) > 4 * len(self.cell_cache) + 1000:
-            self._narrowed.clear()
-        self._narrowed[key] = (cells, kept, narrowed)
-        return narrowed
+        return visible
 
     def _label(self, column: Column[Any], main: bool) -> str:
         if main and column.key == self.sort_key:
@@ -236,8 +236,8 @@ class LiveScreen(Screen[None]):
         self.sort_reverse = not self.sort_reverse
         self.refresh_data()
 
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
-        key = event.column_key.value
+    def on_keyed_table_header_selected(self, event: KeyedTable.HeaderSelected) -> None:
+        key = event.column_key
         if key == self.sort_key:
             self.sort_reverse = not self.sort_reverse
         else:
@@ -291,7 +291,7 @@ class LiveScreen(Screen[None]):
 
     def action_cursor(self, direction: str) -> None:
         focused = self.focused
-        if isinstance(focused, DataTable):
+        if isinstance(focused, KeyedTable):
             if direction == "down":
                 focused.action_cursor_down()
             else:

@@ -75,13 +75,13 @@ class CapacityScreen(LiveScreen):
         self.query_one("#title", Static).update(title)
         table = self.query_one("#capacity", KeyedTable)
         self._fits = {}
-        self.fill(table, columns, [(r.key, self.cells(r, columns)) for r in rows], main=True)
+        self.fill(table, columns, self.lazy_cells(rows, columns), main=True)
         gis = [r for r in gi_vgpu_rows(snaps) if host_terms.matches({"host": r.host})]
         gi_table = self.query_one("#gi-vgpus", KeyedTable)
         gi_table.display = self.query_one("#gi-title").display = bool(gis)
         if gis:
             gi_columns = table_columns(GI_VGPU_COLUMNS, self.layout_now)
-            self.fill(gi_table, gi_columns, [(r.key, self.cells(r, gi_columns)) for r in gis])
+            self.fill(gi_table, gi_columns, self.lazy_cells(gis, gi_columns))
 
     def _draw_fits(self, query: Query, wanted: tuple[str, ...]) -> None:
         """The first ``fits:`` term orders (best fit first); further ones must hold on the same
@@ -108,9 +108,9 @@ class CapacityScreen(LiveScreen):
         self.query_one("#title", Static).update(title)
         columns = table_columns(FIT_COLUMNS, self.layout_now)
         table = self.query_one("#capacity", KeyedTable)
-        self.fill(table, columns, [(r.key, self.cells(r, columns)) for r in rows], main=True)
+        self.fill(table, columns, self.lazy_cells(rows, columns), main=True)
 
-    def on_data_table_row_selected(self) -> None:
+    def on_keyed_table_row_selected(self) -> None:
         key = self.query_one("#capacity", KeyedTable).highlighted_key
         fit = self._fits.get(key or "") if self.vapp.filter_query.values("fits") else None
         if fit is None:

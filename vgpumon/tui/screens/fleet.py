@@ -61,11 +61,11 @@ class FleetScreen(LiveScreen):
         self.fill(
             self.query_one("#hosts", KeyedTable),
             cols,
-            [(r.key, self.cells(r, cols)) for r in rows],
+            self.lazy_cells(rows, cols),
             main=True,
         )
 
-    def on_data_table_row_selected(self) -> None:
+    def on_keyed_table_row_selected(self) -> None:
         key = self.query_one("#hosts", KeyedTable).highlighted_key
         if key is not None:
             from vgpumon.tui.screens.host import HostScreen

@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, VerticalScroll
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from vgpumon.model import Gpu
 from vgpumon.sources.history import gpu_entity, mig_entity, vgpu_entity
@@ -98,10 +98,11 @@ class GpuScreen(LiveScreen):
         snap = None if update is None else update.snapshot
         gpu = None if snap is None else snap.gpu(self.uuid)
         title = self.query_one("#title", Static)
-        if snap is None or gpu is None:
-            title.update(Text("this GPU is not in the newest reading"))
+        built = app.rows(self.host)
+        if snap is None or gpu is None or built is None:
+            self.show(title, Text("this GPU is not in the newest reading"))
             return
-        row = vr.gpu_row(self.host, snap, gpu)
+        row = next(r for r in built.gpus if r.uuid == gpu.uuid)
         # Text, not markup: "[lost]" and a driver's own strings show as written.
         # Alarms before the UUID, which is the first thing to wrap on a narrow terminal.
         head = Text(printable(f"GPU {row.index}  {f.or_dash(row.name)}  {row.mode_label}"))
@@ -115,7 +116,7 @@ class GpuScreen(LiveScreen):
         if stale:
             head.append("  last known values (stale)", style=app.palette.warning)
         head.append(f"  {printable(row.uuid)}", style="dim")
-        title.update(head)
+        self.show(title, head)
         now = snap.timestamp
         hist = app.history
         for wid, _title, _fmt, metric, top in GPU_GRAPHS:
@@ -129,12 +130,14 @@ class GpuScreen(LiveScreen):
         layout = self.layout_now
         query = app.filter_query
 
-        vgpus = [v for v in vr.vgpu_rows(self.host, snap, gpu) if query.matches(v.fields)]
+        vgpus = built.vgpus(gpu.uuid)
+        if not query.empty:
+            vgpus = [v for v in vgpus if query.matches(v.fields)]
         vgpus = self.sorted_rows(vgpus, VGPU_COLUMNS)
         vcols = table_columns(VGPU_COLUMNS, layout, present(snap))
         vtable = self.query_one("#vgpus", KeyedTable)
         has_vgpus = bool(gpu.vgpu_instances)
-        self.fill(vtable, vcols, [(v.key, self.cells(v, vcols)) for v in vgpus], main=has_vgpus)
+        self.fill(vtable, vcols, self.lazy_cells(vgpus, vcols), main=has_vgpus)
         vtable.display = self.query_one("#vgpu-title").display = has_vgpus
 
         migs = [m for m in vr.mig_rows(self.host, gpu, snap) if query.matches(m.fields)]
@@ -142,7 +145,7 @@ class GpuScreen(LiveScreen):
         mcols = table_columns(MIG_COLUMNS, layout, present(snap))
         mtable = self.query_one("#migs", KeyedTable)
         has_migs = bool(gpu.mig_instances)
-        self.fill(mtable, mcols, [(m.key, self.cells(m, mcols)) for m in migs], main=has_migs)
+        self.fill(mtable, mcols, self.lazy_cells(migs, mcols), main=has_migs)
         mtable.display = self.query_one("#mig-title").display = has_migs
 
         self._focus_instances()
@@ -157,7 +160,7 @@ class GpuScreen(LiveScreen):
         self.fill(
             self.query_one("#procs", KeyedTable),
             pcols,
-            [(p.key, self.cells(p, pcols)) for p in procs],
+            self.lazy_cells(procs, pcols),
             main=not has_vgpus and not has_migs,
         )
 
@@ -194,6 +197,6 @@ class GpuScreen(LiveScreen):
         update = self.vapp.hosts.get(self.host)
         return None if update is None or update.snapshot is None else update.snapshot.gpu(self.uuid)
 
-    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.data_table.id in ("vgpus", "migs"):
+    def on_keyed_table_row_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
+        if event.table.id in ("vgpus", "migs"):
             self.refresh_data()

@@ -29,7 +29,7 @@ from vgpumon.tui.cells import CellCache, Layout, Palette, row_cells, table_colum
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.state import TopState
 from vgpumon.tui.widgets.graph import Graph
-from vgpumon.tui.widgets.keyed_table import Cells, KeyedTable
+from vgpumon.tui.widgets.keyed_table import Cells, KeyedTable, Source
 from vgpumon.view import format as f
 from vgpumon.view import rows as vr
 from vgpumon.view.columns import (
@@ -84,64 +84,67 @@ def _tree_cells(cells: Cells, last: bool) -> Cells:
 
 
 def gpu_table_rows(
-    host: str,
-    snap: Snapshot,
+    built: vr.HostRows,
     query: Query,
     expanded: set[str],
     tree: bool,
     layout: Layout,
     palette: Palette,
-    order: list[vr.GpuRow] | None = None,
-    key_prefix: str = "",
-    cache: CellCache | None = None,
-    vgpus_of: Mapping[str, list[vr.VgpuRow]] | None = None,
-) -> tuple[list[Column[Any]], list[tuple[str, Callable[[], Cells]]]]:
-    """Columns and rows (GPUs with their expanded instances) of a host's GPU table; every cell,
-    a GPU's or an instance's, comes from :data:`HOST_TREE_COLUMNS`."""
+    order: Sequence[vr.GpuRow],
+    cache: CellCache,
+) -> tuple[list[Column[Any]], list[tuple[str, Source]]]:
+    """Columns and rows (GPUs in ``order`` with their expanded instances) of a host's GPU
+    table; every cell, a GPU's or an instance's, comes from :data:`HOST_TREE_COLUMNS`.
+
+    An instance's row is made (and its row model built, :class:`~vgpumon.view.rows.HostRows`)
+    only when the table draws it: an expanded host of 768 vGPUs is 784 keys and a screenful of
+    rows. A filter reads every instance's fields, so with one the instances are all built."""
+    snap = built.snapshot
     columns = table_columns(HOST_TREE_COLUMNS, layout, present(snap))
-    cells_of = cache or CellCache()
     names = tuple(c.key for c in columns)
-    gpus = {g.uuid: g for g in snap.gpus}
-    out: list[tuple[str, Callable[[], Cells]]] = []
-    for row in order if order is not None else vr.gpu_rows(host, snap):
-        gpu: Gpu = gpus[row.uuid]
-        vgpus = vgpus_of[gpu.uuid] if vgpus_of is not None else vr.vgpu_rows(host, snap, gpu)
-        migs = vr.mig_rows(host, gpu, snap)
-        children: list[vr.VgpuRow | vr.MigRow] = [*migs, *vgpus]
+
+    def child_cells(make: Callable[[], vr.VgpuRow | vr.MigRow], last: bool) -> Cells:
+        child = make()
+        return cache.get(
+            child.key,
+            (child, names, layout, palette, last),
+            lambda: _tree_cells(row_cells(child, columns, layout, palette), last),
+        )
+
+    out: list[tuple[str, Source]] = []
+    for row in order:
+        gpu: Gpu = built.gpu(row.uuid)
+        children: list[tuple[str, Callable[[], vr.VgpuRow | vr.MigRow]]] = [
+            (m.key, functools.partial(_same, m)) for m in vr.mig_rows(built.host, gpu, snap)
+        ]
+        children += [
+            (vr.vgpu_key(built.host, gpu, v), functools.partial(built.vgpu, gpu.uuid, i))
+            for i, v in enumerate(gpu.vgpu_instances)
+        ]
         if not query.empty:
             own = query.matches(row.fields)
-            matching = [c for c in children if query.matches(c.fields)]
+            matching = [(k, make) for k, make in children if query.matches(make().fields)]
             if not own and not matching:
                 continue
             if not own:
                 children = matching
-        out.append(
-            (
-                key_prefix + row.key,
-                functools.partial(cells_of.row, row, columns, layout, palette),
-            )
-        )
+        out.append((row.key, functools.partial(cache.row, row, columns, layout, palette)))
         if children and (tree or row.key in expanded):
-            for i, child in enumerate(children):
-                last = i == len(children) - 1
-                signature = (child, names, layout, palette, last)
-                cells = functools.partial(
-                    cells_of.get,
-                    child.key,
-                    signature,
-                    functools.partial(
-                        lambda c, lst: _tree_cells(row_cells(c, columns, layout, palette), lst),
-                        child,
-                        last,
-                    ),
-                )
-                out.append((key_prefix + child.key, cells))
+            last = len(children) - 1
+            out += [
+                (key, functools.partial(child_cells, make, i == last))
+                for i, (key, make) in enumerate(children)
+            ]
     return columns, out
 
 
+def _same(row: vr.MigRow) -> vr.MigRow:
+    return row
+
+
 class GpuTable(KeyedTable):
-    """The host's GPU table: the arrows expand and fold here (DataTable's own left/right would
-    scroll sideways, and a focused widget's bindings win over the screen's)."""
+    """The host's GPU table: the arrows expand and fold here (a focused widget's bindings win over
+    the screen's)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("right,l", "screen.expand", "expand", show=False),
@@ -156,20 +159,46 @@ class Holders:
 
     title: str
     has: Callable[[Snapshot], bool]
-    rows: Callable[[TopState, str, Snapshot, Mapping[str, list[vr.VgpuRow]]], Sequence[Any]]
+    # (key, the row model's maker) of each: a maker is called for the rows the table draws
+    rows: Callable[[TopState, vr.HostRows], Sequence[tuple[str, Callable[[], Any]]]]
     columns: Sequence[Column[Any]]
 
 
-def _processes(app: TopState, host: str, snap: Snapshot) -> list[vr.ProcessRow]:
+def _ready(rows: Sequence[Any]) -> list[tuple[str, Callable[[], Any]]]:
+    return [(r.key, functools.partial(_same, r)) for r in rows]
+
+
+def _vgpus(app: TopState, built: vr.HostRows) -> list[tuple[str, Callable[[], Any]]]:
+    return [
+        (vr.vgpu_key(built.host, g, v), functools.partial(built.vgpu, g.uuid, i))
+        for g in built.snapshot.gpus
+        for i, v in enumerate(g.vgpu_instances)
+    ]
+
+
+def _migs(app: TopState, built: vr.HostRows) -> list[tuple[str, Callable[[], Any]]]:
+    snap = built.snapshot
+    return _ready([m for g in snap.gpus for m in vr.mig_rows(built.host, g, snap)])
+
+
+def _processes(app: TopState, built: vr.HostRows) -> list[tuple[str, Callable[[], Any]]]:
+    snap = built.snapshot
     local = app.local_processes(p.pid for g in snap.gpus for p in g.processes or ())
-    return [p for g in snap.gpus for p in vr.process_rows(host, g, local)]
+    return _ready([p for g in snap.gpus for p in vr.process_rows(built.host, g, local)])
+
+
+def _vms(app: TopState, built: vr.HostRows) -> list[tuple[str, Callable[[], Any]]]:
+    snap = built.snapshot
+    return _ready(
+        [p for g in snap.gpus for p in vr.process_rows(built.host, g, None) if p.kind == "vm"]
+    )
 
 
 HOLDERS: tuple[Holders, ...] = (
     Holders(
         "VMs on the GPUs (vGPU instances)",
         lambda snap: any(g.vgpu_instances for g in snap.gpus),
-        lambda app, host, snap, vgpus_of: [v for g in snap.gpus for v in vgpus_of[g.uuid]],
+        _vgpus,
         HOST_VGPU_COLUMNS,
     ),
     Holders(
@@ -177,21 +206,16 @@ HOLDERS: tuple[Holders, ...] = (
         # world ID, also when its vGPU report is missing.
         "VMs on the GPUs (the hypervisor's process list)",
         lambda snap: any(p.kind == "vm" for g in snap.gpus for p in g.processes or ()),
-        lambda app, host, snap, _v: [r for r in _processes(app, host, snap) if r.kind == "vm"],
+        _vms,
         HOST_VM_COLUMNS,
     ),
     Holders(
         "MIG instances",
         lambda snap: any(g.mig_instances for g in snap.gpus),
-        lambda app, host, snap, _v: [m for g in snap.gpus for m in vr.mig_rows(host, g, snap)],
+        _migs,
         HOST_MIG_COLUMNS,
     ),
-    Holders(
-        "Processes on the GPUs",
-        lambda snap: True,
-        lambda app, host, snap, _v: _processes(app, host, snap),
-        HOST_PROCESS_COLUMNS,
-    ),
+    Holders("Processes on the GPUs", lambda snap: True, _processes, HOST_PROCESS_COLUMNS),
 )
 GRAPHED_GPUS = 4  # live util graphs of the first GPUs, when the terminal has the rows
 GRAPHS_FROM_HEIGHT = 32
@@ -225,48 +249,47 @@ class HostScreen(LiveScreen):
 
     def draw(self) -> None:
         app = self.vapp
-        self.query_one("#title", Static).update(host_title(self.host, app.hosts, app.multi_host))
+        title = host_title(self.host, app.hosts, app.multi_host)
+        self.show(self.query_one("#title", Static), title)
         update = app.hosts.get(self.host)
         table = self.query_one("#gpus", KeyedTable)
-        if update is None or update.snapshot is None:
+        built = app.rows(self.host)
+        if update is None or update.snapshot is None or built is None:
             table.sync([("index", "#")], [])
             return
         snap = update.snapshot
-        vgpus_of = {g.uuid: vr.vgpu_rows(self.host, snap, g) for g in snap.gpus}
-        gpu_rows = [vr.gpu_row(self.host, snap, g, vgpus_of[g.uuid]) for g in snap.gpus]
-        rows = self.sorted_rows(gpu_rows, HOST_TREE_COLUMNS)
         columns, cells = gpu_table_rows(
-            self.host,
-            snap,
+            built,
             app.filter_query,
             self.expanded,
             app.tree_mode,
             self.layout_now,
             app.palette,
-            order=rows,
+            order=self.sorted_rows(built.gpus, HOST_TREE_COLUMNS),
             cache=self.cell_cache,
-            vgpus_of=vgpus_of,
         )
         self.fill(table, columns, cells, main=True)
         self.set_class(app.tree_mode, "-tree")
-        if not app.tree_mode:
-            self._draw_holders(snap, vgpus_of)
+        if app.tree_mode:
+            # The graphs' display is set inline when they are drawn, which outranks the
+            # stylesheet's -tree rule: hidden here too, so the tree gets their rows.
+            self.query_one("#host-graphs", Grid).display = False
+        else:
+            self._draw_holders(built)
             self._draw_graphs(snap)
 
-    def _draw_holders(self, snap: Snapshot, vgpus_of: Mapping[str, list[vr.VgpuRow]]) -> None:
+    def _draw_holders(self, built: vr.HostRows) -> None:
+        snap = built.snapshot
         holders = next(h for h in HOLDERS if h.has(snap))
         query = self.vapp.filter_query
-        rows = [
-            r for r in holders.rows(self.vapp, self.host, snap, vgpus_of) if query.matches(r.fields)
-        ]
+        rows = holders.rows(self.vapp, built)
+        if not query.empty:
+            rows = [(k, make) for k, make in rows if query.matches(make().fields)]
         has = present(snap) | ({LOCAL} if self.vapp.proc_table is not None else set())
         columns = table_columns(holders.columns, self.layout_now, frozenset(has))
-        self.query_one("#holders-title", Static).update(Text(holders.title))
-        self.fill(
-            self.query_one("#holders", KeyedTable),
-            columns,
-            [(r.key, self.cells(r, columns)) for r in rows],
-        )
+        self.show(self.query_one("#holders-title", Static), Text(holders.title))
+        table = self.query_one("#holders", KeyedTable)
+        self.fill(table, columns, self.lazy_cells(rows, columns))
 
     def _draw_graphs(self, snap: Snapshot) -> None:
         grid = self.query_one("#host-graphs", Grid)
@@ -316,5 +339,5 @@ class HostScreen(LiveScreen):
 
         self.app.push_screen(GpuScreen(self.host, key.split("/", 1)[1]))
 
-    def on_data_table_row_selected(self) -> None:
+    def on_keyed_table_row_selected(self) -> None:
         self.action_open()

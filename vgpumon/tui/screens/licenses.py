@@ -29,7 +29,8 @@ class LicensesScreen(LiveScreen):
             update = app.hosts.get(host)
             if update is not None and update.snapshot is not None:
                 rows += vr.all_license_rows(host, update.snapshot)
-        rows = [r for r in rows if app.filter_query.matches(r.fields)]
+        if not app.filter_query.empty:
+            rows = [r for r in rows if app.filter_query.matches(r.fields)]
         rows = sorted(rows, key=lambda r: (r.urgency, r.host, r.gpu_index))
         rows = self.sorted_rows(rows, LICENSE_COLUMNS)
         layout = self.layout_now
@@ -39,6 +40,6 @@ class LicensesScreen(LiveScreen):
         self.fill(
             self.query_one("#licenses", KeyedTable),
             columns,
-            [(r.key, self.cells(r, columns)) for r in rows],
+            self.lazy_cells(rows, columns),
             main=True,
         )

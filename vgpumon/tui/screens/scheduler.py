@@ -53,52 +53,51 @@ class SchedulerScreen(LiveScreen):
         scheds: list[vr.SchedulerRow] = []
         shares: list[vr.VgpuRow] = []
         contention: list[ContentionLine] = []
+        query = app.filter_query
         encoders: list[vr.EncoderShareRow] = []
         for host in app.host_names:
             update = app.hosts.get(host)
-            if update is None or update.snapshot is None:
+            built = app.rows(host)
+            if update is None or update.snapshot is None or built is None:
                 continue
             snap = update.snapshot
             contention += [
-                c
-                for c in contention_lines(host, snap, snap.gpus)
-                if app.filter_query.matches(c.fields)
+                c for c in contention_lines(host, snap, snap.gpus) if query.matches(c.fields)
             ]
             for g in snap.gpus:
                 scheds += vr.scheduler_rows(host, snap, g)
-                encoders += [
-                    e for e in vr.encoder_share_rows(host, g) if app.filter_query.matches(e.fields)
-                ]
+                encoders += [e for e in vr.encoder_share_rows(host, g) if query.matches(e.fields)]
                 if g.vgpu_schedulers:
-                    shares += [
-                        v for v in vr.vgpu_rows(host, snap, g) if app.filter_query.matches(v.fields)
-                    ]
+                    vgpus = built.vgpus(g.uuid)
+                    shares += (
+                        vgpus if query.empty else [v for v in vgpus if query.matches(v.fields)]
+                    )
         scols = table_columns(SCHEDULER_COLUMNS, layout)
         self.fill(
             self.query_one("#schedulers", KeyedTable),
             scols,
-            [(s.key, self.cells(s, scols)) for s in scheds],
+            self.lazy_cells(scheds, scols),
         )
         vcols = table_columns(SHARE_COLUMNS, layout)
         rows = self.sorted_rows(shares, SHARE_COLUMNS)
         self.fill(
             self.query_one("#shares", KeyedTable),
             vcols,
-            [(v.key, self.cells(v, vcols)) for v in rows],
+            self.lazy_cells(rows, vcols),
             main=True,
         )
         etable = self.query_one("#encoders", KeyedTable)
         etable.display = self.query_one("#encoder-title").display = bool(encoders)
         ecols = table_columns(ENCODER_SHARE_COLUMNS, layout)
         erows = self.sorted_rows(encoders, ENCODER_SHARE_COLUMNS)
-        self.fill(etable, ecols, [(e.key, self.cells(e, ecols)) for e in erows])
+        self.fill(etable, ecols, self.lazy_cells(erows, ecols))
         # Text, never markup: the reason a share has no verdict comes from the host's snapshot.
-        title = printable(_contention_title(contention, scheds))
-        self.query_one("#contention-title", Static).update(Text(title))
+        title = Text(printable(_contention_title(contention, scheds)))
+        self.show(self.query_one("#contention-title", Static), title)
         table = self.query_one("#contention", KeyedTable)
         table.display = bool(contention)
         ccols = table_columns(CONTENTION_COLUMNS, layout)
-        self.fill(table, ccols, [(c.key, self.cells(c, ccols)) for c in contention])
+        self.fill(table, ccols, self.lazy_cells(contention, ccols))
 
 
 def _contention_title(contention: list[ContentionLine], scheds: list[vr.SchedulerRow]) -> str:

@@ -90,7 +90,7 @@ class UsageScreen(LiveScreen):
         self.fill(
             self.query_one("#usage", KeyedTable),
             columns,
-            [(u.key, self.cells(u, columns)) for u in rows],
+            self.lazy_cells(rows, columns),
             main=True,
         )
         # Text, not markup: the note may be a Prometheus error, which says what it likes.
