@@ -21,8 +21,9 @@ UNUSED = DASHBOARDS / "unused.yml"
 RULES = ROOT / "packaging" / "prometheus" / "vgpumon.rules.yml"
 METERING_RULES = RULES.with_name("vgpumon-metering.rules.yml")
 CAPACITY_RULES = RULES.with_name("vgpumon-capacity.rules.yml")
+FLEET_RULES = RULES.with_name("vgpumon-fleet.rules.yml")
 # Every rule file the packaging ships (Prometheus loads them all; the PrometheusRule carries them).
-RULE_FILES = (RULES, METERING_RULES, CAPACITY_RULES)
+RULE_FILES = (RULES, METERING_RULES, CAPACITY_RULES, FLEET_RULES)
 
 # Built-in simulator scenario of each scenario kind a dashboard query names.
 SCENARIOS = {
@@ -50,7 +51,13 @@ MATCH_ALL = {
 # Grafana's interval variables, at the scale of a test that scrapes every second.
 # $hour, the Usage dashboard's hidden constant, is the metering rules' hour: their series are
 # evaluated every second here, so range totals step by the second.
-INTERVALS = {"$__rate_interval": "1m", "$__range": "1m", "$hour": "1s"}
+INTERVALS = {
+    "$__rate_interval": "1m",
+    "$__range": "1m",
+    "$hour": "1s",
+    "${hour_seconds}": "1",
+    "${__from:date:seconds}": "0",
+}
 
 
 @cache

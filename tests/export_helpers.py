@@ -286,7 +286,11 @@ def rich_snapshot() -> Snapshot:
         guest_license_supported=True,
         guest_licenses=(
             GuestLicenseFeature(
-                feature="compute", licensed=True, state="licensed", expiry_timestamp_seconds=1.9e9
+                feature="compute",
+                licensed=True,
+                state="licensed",
+                expiry_status="valid",
+                expiry_timestamp_seconds=1.9e9,
             ),
             GuestLicenseFeature(feature="nvidia_rtx", licensed=False, state="unlicensed"),
         ),

@@ -25,7 +25,9 @@ Who reads what:
 * ``serve`` renders one feed: the sampler, or the agentless hosts' fleet
   (``vgpumon.sources.agentless.AgentlessFeed``, the fleet as the exporter renders it);
 * ``top`` shows one feed of :class:`Fleet` news, whatever its hosts are: this host's sampler as a
-  fleet of one, exporters, agentless hosts (docs/tui.md, "Data path"). Nothing else stands between
+  fleet of one, exporters, agentless hosts, or the hosts a Prometheus server scrapes
+  (``vgpumon.sources.prometheus_fleet``, which reads only what is shown: :class:`Focused`)
+  (docs/tui.md, "Data path"). Nothing else stands between
   a feed and ``top``: no second protocol, no loop of a consumer's own.
 """
 
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 if TYPE_CHECKING:  # the sampler process imports this module and needs no event loop
     import asyncio
 
-from vgpumon.model import Snapshot
+from vgpumon.model import HostRollup, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -122,11 +124,52 @@ class HostUpdate:
     error: str | None = None  # one line, set when ``state`` is UNREACHABLE
     received_at: float | None = None  # time.time() when ``snapshot`` arrived
     sequence: int = 0  # grows by one with every change of this host
+    # Where the snapshot was read when a feed reads hosts from a metrics store: VIA_STORE (as of
+    # its last scrape, vgpumon.sources.prometheus_fleet) or VIA_LIVE (that host's own exporter,
+    # opened live); None for a feed of hosts read each from itself.
+    via: str | None = None
+    # The host summed up by the fleet rules, where a metrics store gives only that for it
+    # (a large fleet's hosts not shown in full); ``snapshot`` is then None.
+    rollup: HostRollup | None = None
 
     @property
     def stale(self) -> bool:
         """The snapshot shown is older than the host's current state (host not up)."""
-        return self.snapshot is not None and self.state is not HostState.UP
+        held = self.snapshot is not None or self.rollup is not None
+        return held and self.state is not HostState.UP
+
+
+VIA_STORE = "Prometheus"
+VIA_LIVE = "its exporter (live)"
+
+# What a consumer shows (:class:`Focus`): the screens a feed that reads a metrics store fetches
+# for (vgpumon.sources.prometheus_fleet says which families each reads). A feed that reads hosts
+# themselves gets every reading whatever is shown, and needs no focus.
+SCREENS = ("fleet", "host", "scheduler", "licenses", "capacity", "usage", "events")
+
+
+@dataclass(frozen=True)
+class Focus:
+    """What a consumer shows now: the screen (one of :data:`SCREENS`), the hosts it shows in
+    full (a host's screens), and whether a filter reads every row's text."""
+
+    screen: str = "fleet"
+    hosts: tuple[str, ...] = ()
+    filtering: bool = False
+
+
+@runtime_checkable
+class Focused(Protocol):
+    """A feed that reads only what is shown (:class:`Focus`), and can read one host from the
+    host itself instead (:meth:`live`)."""
+
+    def focus(self, focus: Focus) -> None:
+        """Read what ``focus`` shows from the next refresh on (sooner where it needs more)."""
+        ...
+
+    def live(self, host: str, on: bool) -> None:
+        """Read ``host`` from its own exporter (on) or back from the store (off)."""
+        ...
 
 
 @dataclass(frozen=True)

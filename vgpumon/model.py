@@ -820,6 +820,35 @@ class SamplerHealth:
     gpus_counted: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class HostRollup:
+    """One host summed up, as the fleet rules record it from its series in Prometheus
+    (packaging/prometheus/vgpumon-fleet.rules.yml): what a fleet's row of the host shows,
+    without the host's GPUs and vGPUs. Counts are of the host's GPUs, vGPUs or licenses."""
+
+    gpus: int = 0
+    modes: tuple[tuple[str, int], ...] = ()  # (virtualization mode, "mig" or "unknown"; GPUs)
+    utilization: float | None = None  # mean over the GPUs that report one
+    memory_used_bytes: int | None = None
+    memory_total_bytes: int | None = None
+    power_watts: float | None = None
+    power_limit_watts: float | None = None
+    vgpus: int = 0
+    vgpu_license_problems: int = 0  # vGPUs unlicensed, or licensed and expiring
+    gpus_lost: int = 0
+    gpus_with_xid: int = 0
+    newest_xid: int | None = None  # the highest Xid any GPU had
+    wedged: bool = False
+    licenses_unlicensed: int = 0  # vGPUs and guest features
+    licenses_expiring: int = 0
+    vgpus_starved: int = 0
+    idle_holders: int = 0  # vGPUs and processes idle long enough for the badge
+    recovery_actions: tuple[str, ...] = ()  # what the driver asks for, each action once
+    memory_faults: int = 0  # GPUs with memory beyond repair
+    repairs_pending: int = 0  # GPUs with a repair pending at the next reset
+    cc: tuple[str, ...] = ()  # confidential computing states of GPUs with it on (cc_label's)
+
+
 # Not slotted: one per cycle, and referenced weakly (a weak-reference slot needs Python 3.11).
 @dataclass(frozen=True)
 class Snapshot:

@@ -40,6 +40,7 @@ KWH = "3.6e6"
 # The subquery step of the range totals: the rules' hour. A hidden constant so that the tests,
 # which scale time down (a scrape a second), can scale it too; Grafana users never change it.
 HOUR = ("hour", "1h", "The metering rules' hour: range totals sum their hourly series.")
+HOUR_SECONDS = ("hour_seconds", "3600", "The metering rules' hour in seconds.")
 VM = "{{vm_name}}"
 TITLES = {"tenant": "Tenant", "namespace": "Namespace", "vm": "VM", "pod": "Pod"}
 POD = "{{namespace}}/{{pod}}"
@@ -54,8 +55,12 @@ UNATTRIBUTED = ((None, "green"), (0.25, "orange"), (0.5, "red"))
 
 
 def in_range(rule: str) -> str:
-    """An hourly series summed over the whole hours of the dashboard's range (as vgpumon usage)."""
-    return f"sum_over_time({rule}[$__range:$hour])"
+    """An hourly series summed over the whole hours of the dashboard's range: the query
+    ``vgpumon usage`` runs (vgpumon.sources.usage.query), with the range's start and length.
+    Hours are kept by their time, so Prometheus 2.x (which counts a range's left end in) and
+    3.x agree."""
+    kept = "vector(time()) - ${hour_seconds} >= ${__from:date:seconds}"
+    return f"sum_over_time(({rule} and on () {kept})[$__range:$hour])"
 
 
 QUANTITIES = (
@@ -440,5 +445,5 @@ BOARD = Board(
             width=6,
         ),
     ),
-    constants=(HOUR,),
+    constants=(HOUR, HOUR_SECONDS),
 )

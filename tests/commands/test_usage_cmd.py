@@ -117,7 +117,10 @@ def test_table(prometheus: PrometheusStandIn, capsys: pytest.CaptureFixture[str]
     assert out[-1].split() == ["total", "15.750", "480.000", "4.200"]
     # 30 days of whole hours, evaluated at the end of the range.
     first = prometheus.params[0]
-    assert first["query"] == ["sum_over_time(vgpumon:tenant_gpu_hours:increase1h[2591999s:1h])"]
+    assert first["query"] == [
+        "sum_over_time((vgpumon:tenant_gpu_hours:increase1h and on () vector(time()) - 3600 "
+        f">= {START:.0f})[2592000s:1h])"
+    ]
     assert float(first["time"][0]) == START + 30 * 86400
 
 

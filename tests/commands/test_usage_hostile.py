@@ -112,9 +112,9 @@ def test_a_wrongly_shaped_answer_is_one_line(
 def test_an_answer_over_the_cap_is_refused(
     prom: PrometheusStandIn, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from vgpumon.sources import usage
+    from vgpumon.sources import promapi
 
-    monkeypatch.setattr(usage, "MAX_ANSWER_BYTES", 10_000)
+    monkeypatch.setattr(promapi, "MAX_ANSWER_BYTES", 10_000)
     prom.raw = b'{"status":"success","data":{"result":[' + b" " * 100_000 + b"]}}"
     assert main(["usage", "--prometheus", prom.url, *RANGE]) != 0
     err = capsys.readouterr().err

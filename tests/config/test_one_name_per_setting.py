@@ -15,7 +15,7 @@ from vgpumon import logs
 from vgpumon.cli import COMMANDS, build_parser, main
 from vgpumon.commands.serve import settings_from_args
 from vgpumon.config.serve import ServeSettings
-from vgpumon.config.table import SETTINGS
+from vgpumon.config.table import SERVE_SETTINGS, SETTINGS
 
 
 @pytest.fixture(autouse=True)
@@ -98,7 +98,7 @@ def samples(tmp_path: Path) -> dict[str, str]:
     return text
 
 
-@pytest.mark.parametrize("row", SETTINGS, ids=lambda row: row.key)
+@pytest.mark.parametrize("row", SERVE_SETTINGS, ids=lambda row: row.key)
 def test_a_setting_has_one_name_as_flag_key_and_variable(
     row: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -133,7 +133,7 @@ def test_every_flag_and_its_no_form_are_in_help() -> None:
     from vgpumon.collect.registry import collector_names
 
     text = serve_help()
-    for row in SETTINGS:
+    for row in SERVE_SETTINGS:
         assert flag_of(row.key) in text, row.key
         if row.kind == "switch" and row.negatable:
             assert "--no-" + flag_of(row.key).removeprefix("--") in text, row.key

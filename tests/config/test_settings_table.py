@@ -12,7 +12,7 @@ from vgpumon.cli import build_parser, main
 from vgpumon.commands.serve import RESTART_ONLY, reloaded, settings_from_args
 from vgpumon.config.docs_gen import DOC_PATH, updated_doc
 from vgpumon.config.serve import ServeSettings
-from vgpumon.config.table import SETTINGS
+from vgpumon.config.table import SERVE_SETTINGS, SETTINGS
 
 # Fields that are not one value a flag can set: the file's structured sections and where it was.
 NOT_ROWS = {"collectors", "fields", "config_file"}
@@ -23,10 +23,11 @@ def parse(*argv: str) -> ServeSettings:
 
 
 def test_every_settings_field_has_exactly_one_row() -> None:
+    """Serve's settings are its rows; a row serve does not read (top's, usage's) is no field."""
     fields = {f.name for f in dataclasses.fields(ServeSettings)} - NOT_ROWS
     names = [row.name for row in SETTINGS]
     assert sorted(names) == sorted(set(names)), "a row given twice"
-    assert set(names) == fields
+    assert {row.name for row in SERVE_SETTINGS} == fields
 
 
 def test_every_row_has_a_flag_a_key_and_an_environment_variable() -> None:
@@ -37,7 +38,7 @@ def test_every_row_has_a_flag_a_key_and_an_environment_variable() -> None:
         assert len(seen) == len(set(seen)), "two rows share a spelling"
     assert all(e.startswith("VGPUMON_") and e.isupper() for e in envs)
     help_text = build_parser("serve")._subparsers._group_actions[0].choices["serve"].format_help()  # type: ignore[union-attr]
-    for row in SETTINGS:
+    for row in SERVE_SETTINGS:
         assert row.flag in help_text, row.name
 
 
@@ -46,7 +47,7 @@ def test_docs_table_is_generated_from_the_table() -> None:
     assert committed == updated_doc(committed), (
         "docs/exporter.md's settings table is out of date: run python -m vgpumon.config.docs_gen"
     )
-    for row in SETTINGS:
+    for row in SERVE_SETTINGS:
         assert f"`{row.env}`" in committed
 
 
@@ -130,7 +131,7 @@ def test_sighup_reloads_exactly_the_reloadable_rows() -> None:
     base = ServeSettings()
     before = reloaded(base)
     samples = {bool: True, int: 7, float: 123.0, str: "x", tuple: ("a",)}
-    for row in SETTINGS:
+    for row in SERVE_SETTINGS:
         default = getattr(base, row.name)
         kind = (
             type(default)
@@ -151,7 +152,9 @@ def test_sighup_reloads_exactly_the_reloadable_rows() -> None:
         named = after.restart_only != before.restart_only
         assert applied == row.reloadable, f"{row.name}: reloadable={row.reloadable}"
         assert named == (not row.reloadable), row.name
-    assert set(RESTART_ONLY) == {r.name for r in SETTINGS if not r.reloadable} | {"collectors"}
+    assert set(RESTART_ONLY) == {r.name for r in SERVE_SETTINGS if not r.reloadable} | {
+        "collectors"
+    }
 
 
 def test_collectors_from_the_environment_sit_between_file_and_flags(

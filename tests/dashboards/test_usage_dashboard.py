@@ -61,12 +61,20 @@ def test_billing_sums_whole_hours_as_vgpumon_usage_does() -> None:
     for target, quantity in zip(
         tenant["targets"], ("gpu_hours", "memory_gib_hours", "energy_kwh"), strict=True
     ):
-        expr = target["expr"].replace("$__range", f"{days30 - 1}s").replace("$hour", "1h")
+        # As Grafana fills them in for the 30 days from the epoch.
+        expr = (
+            target["expr"]
+            .replace("$__range", f"{days30}s")
+            .replace("${__from:date:seconds}", "0")
+            .replace("${hour_seconds}", "3600")
+            .replace("$hour", "1h")
+        )
         assert query("tenant", quantity, 0, days30) in instantiate(expr)
     billing = [
         t["expr"]
         for p in panels().values()
         for t in p["targets"]
-        if re.search(r"vgpumon:\w+:increase1h\[", t["expr"])
+        if re.search(r"sum_over_time\(\(vgpumon:\w+:increase1h", t["expr"])
     ]
     assert billing and all("[$__range:$hour]" in e for e in billing)
+    assert all("vector(time()) - ${hour_seconds} >= ${__from:date:seconds}" in e for e in billing)

@@ -207,7 +207,7 @@ async def test_one_exporter_read_as_a_feed_and_as_the_host_of_a_fleet() -> None:
             await asyncio.wait_for(running, BOUND)  # the fleet's run ends, its session closed
             await asyncio.wait_for(direct, BOUND)
             await feed.close()
-        assert fleet.feeds[host].client._http is None or fleet.feeds[host].client._http.closed
+        assert fleet.feeds[host].client.http.closed
     states = [(u.state, u.error, _stamp(u)) for u in heard.of(host)]
     wanted = [
         (HostState.UP, None, 1.0),

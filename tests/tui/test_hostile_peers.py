@@ -176,7 +176,8 @@ async def test_markup_in_a_prometheus_error_shows_on_the_usage_screen() -> None:
             source = remote_fleet(
                 [RemoteTarget(stand_in.url, name="h1")], FAST, interval_seconds=0.2
             )
-            app = create_app(source, usage=UsageClient(prom.url, timeout_seconds=5))
+            usage = UsageClient(prom.url, timeout_seconds=5)
+            app = create_app(source, usage=usage)
             async with app.run_test(size=(160, 40)) as pilot:
                 await until(pilot, lambda: "h1" in app.hosts)
                 await pilot.press("u")
@@ -192,6 +193,7 @@ async def test_markup_in_a_prometheus_error_shows_on_the_usage_screen() -> None:
                 out = screen_bytes(app)
                 assert stray_controls(out) == []
                 await pilot.press("q")
+            await usage.client.close()  # top closes it with the backfill that shares it
 
 
 async def test_the_screen_obeys_q_while_a_large_backfill_is_merged() -> None:

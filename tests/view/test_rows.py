@@ -106,3 +106,28 @@ def test_fleet_host_row_sums_and_counts() -> None:
     assert row.memory_total == sum(g.memory.total_bytes for g in snap.gpus)
     down = vr.host_row("kvm-02", "unreachable", None, error="connection refused")
     assert down.gpus == 0 and down.utilization is None and down.error == "connection refused"
+
+
+def test_the_host_s_recovery_badge_says_what_its_gpus_ask_for() -> None:
+    """One action: its label, whichever GPU asks; different actions: recover! (the GPUs' rows
+    say which), as the fleet rules' figures give it for a host not read in full."""
+    from vgpumon.model import HostRollup, Recovery
+
+    def asking(*actions: str) -> Snapshot:
+        gpus = tuple(
+            Gpu(index=i, uuid=f"GPU-{i}", recovery=Recovery(action=a))
+            for i, a in enumerate(actions)
+        )
+        return Snapshot(timestamp=1.0, gpus=gpus)
+
+    def label(row: vr.HostRow) -> list[str]:
+        return [b.label for b in row.badges if b.kind == "recovery"]
+
+    assert label(vr.host_row("h", "up", asking("none", "gpu_reset", "none"))) == ["reset!"]
+    assert label(vr.host_row("h", "up", asking("node_reboot", "gpu_reset"))) == ["recover!"]
+    assert label(vr.host_row("h", "up", asking("gpu_reset", "node_reboot"))) == ["recover!"]
+    assert label(vr.host_row("h", "up", asking("none"))) == []
+    rollup = HostRollup(gpus=2, recovery_actions=("gpu_reset", "node_reboot"))
+    assert label(vr.host_row_from_rollup("h", "up", rollup)) == ["recover!"]
+    rollup = HostRollup(gpus=2, recovery_actions=("gpu_reset",))
+    assert label(vr.host_row_from_rollup("h", "up", rollup)) == ["reset!"]

@@ -25,7 +25,7 @@ from vgpumon.config.flags import (
     flag_values,
 )
 from vgpumon.config.serve import ServeSettings, load_file, merge
-from vgpumon.config.table import CADENCES, CONFIG_ENV, SETTINGS, rows_for
+from vgpumon.config.table import CADENCES, CONFIG_ENV, rows_for
 from vgpumon.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -192,7 +192,7 @@ def field_keys(settings: ServeSettings) -> tuple[int | tuple[int, int], ...]:
 
 # Settings that only a restart applies (a new listener, sampler or NVML module); a reload that
 # changes one says so. The rows say which (``reloadable``); the collectors map is the file's.
-RESTART_ONLY = (*(row.name for row in SETTINGS if not row.reloadable), "collectors")
+RESTART_ONLY = (*(row.name for row in SERVE_ROWS if not row.reloadable), "collectors")
 
 
 def reloaded(settings: ServeSettings) -> Reloaded:

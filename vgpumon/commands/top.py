@@ -1,6 +1,7 @@
 """Live terminal view of this host's GPUs (NVML, --sim, --nvml-module), of remote exporters
-(--url, repeatable, or --targets FILE: a plain list or Prometheus file_sd JSON/YAML), or of hosts
-vgpumon cannot run on (--ssh.targets HOST: their nvidia-smi over SSH, docs/agentless.md).
+(--url, repeatable, or --targets FILE: a plain list or Prometheus file_sd JSON/YAML), of hosts
+vgpumon cannot run on (--ssh.targets HOST: their nvidia-smi over SSH, docs/agentless.md), or of
+every host a Prometheus server scrapes (--prometheus URL alone, docs/fleet.md).
 
 Keys: arrows/hjkl move and expand, Enter drills in, Escape goes back, / filters, s/S sort,
 p pauses, t toggles the tree, 1-6 switch screens (6: capacity), ? shows every key,
@@ -18,13 +19,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vgpumon.commands.common import add_nvml_arguments
+from vgpumon.commands.prometheus_args import (
+    PrometheusSettings,
+    add_prometheus_arguments,
+    prometheus_settings,
+)
 from vgpumon.commands.ssh_args import add_ssh_arguments, ssh_settings_from
 from vgpumon.errors import ConfigError
 from vgpumon.units import UnitError, parse_duration
 
 if TYPE_CHECKING:
     from vgpumon.collect.enrich.base import Enricher
-    from vgpumon.sources.fleet import FleetFeed
+    from vgpumon.feed import Fleet, SnapshotFeed
+    from vgpumon.sources.remote import Connection
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,12 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how far back the graphs reach, e.g. 10m, 1h (default 10m; memory: 16 bytes per "
         "point of each graphed series, docs/tui.md)",
     )
-    parser.add_argument(
-        "--prometheus",
-        metavar="URL",
-        help="fill the graphs' recent past from this Prometheus server (range queries); the "
-        "usage screen's last hour and day from its metering rules",
-    )
+    add_prometheus_arguments(parser, "top")
     parser.add_argument(
         "--theme",
         metavar="NAME",
@@ -127,18 +129,87 @@ def metering_stage(args: argparse.Namespace) -> Enricher:
 NVML_CLOSE_SECONDS = 0.4
 
 
+# Per query, from top: a screen waits on nothing, but a refresh should not outlast a few.
+TOP_PROMETHEUS_TIMEOUT_SECONDS = 10.0
+
+
 @dataclass(frozen=True)
 class TopFeed:
-    """What ``top`` shows (one feed of every host it reads) and whether its process ids are this
-    machine's (this host through the real NVML: ``/proc`` facts and signals)."""
+    """What ``top`` shows (one feed of every host it reads), whether its process ids are this
+    machine's (this host through the real NVML: ``/proc`` facts and signals), and the
+    Prometheus server it also reads, if any."""
 
-    feed: FleetFeed
+    feed: SnapshotFeed[Fleet]
     this_host: bool = False
+    prometheus: PrometheusSettings | None = None
+
+
+def _sources_given(args: argparse.Namespace) -> bool:
+    """A source of hosts other than Prometheus: exporters, agentless hosts, an NVML module."""
+    return bool(
+        args.url
+        or args.targets
+        or args.ssh_targets
+        or args.ssh_targets_file
+        or args.sim
+        or args.nvml_module
+    )
 
 
 def feed_from_args(args: argparse.Namespace) -> TopFeed:
     """The feed the flags describe; every mistake is one ConfigError line."""
     interval = args.interval = _interval(args.interval)
+    prometheus = prometheus_settings(args, "top")
+    if prometheus is not None and not _sources_given(args):
+        return TopFeed(_prometheus_fleet(args, prometheus), prometheus=prometheus)
+    if prometheus is not None and prometheus.group_by:
+        raise ConfigError(
+            "top: --prometheus.group-by names the hosts Prometheus scrapes; with another source "
+            "Prometheus only fills the graphs"
+        )
+    top = _host_feed(args, interval)
+    return TopFeed(top.feed, this_host=top.this_host, prometheus=prometheus)
+
+
+def _prometheus_fleet(
+    args: argparse.Namespace, settings: PrometheusSettings
+) -> SnapshotFeed[Fleet]:
+    """Every host the server scrapes; the exporter flags say how to open one live."""
+    from vgpumon.sources.prometheus_fleet import PrometheusFleet
+
+    local_only = ("libvirt_uri", "kubelet_socket")
+    if any(getattr(args, n, None) is not None for n in local_only):
+        raise ConfigError(
+            "top: --libvirt.uri/--kubernetes.socket name this host's VMs and pods; the hosts "
+            "Prometheus scrapes bring their own names"
+        )
+    client = settings.client(TOP_PROMETHEUS_TIMEOUT_SECONDS)
+    client.connection.ssl_context()  # a bad CA file is a start-up error
+    return PrometheusFleet(
+        client, group_by=settings.group_by, live_connection=_exporter_connection(args, 1.0)
+    )
+
+
+def _exporter_connection(args: argparse.Namespace, interval: float) -> Connection:
+    """TLS and credentials for exporters (``--url``, or a host opened live from Prometheus)."""
+    from vgpumon.sources.remote import Connection
+    from vgpumon.sources.targets import password_from
+
+    password = password_from(args.password_file, args.password_env)
+    if password is not None and args.username is None:
+        raise ConfigError("top: a password needs --username")
+    connection = Connection(
+        ca_file=args.ca_file,
+        insecure=args.insecure,
+        username=args.username,
+        password=password,
+        timeout_seconds=max(1.0, min(5.0, interval * 3)),
+    )
+    connection.ssl_context()  # a bad CA file is a start-up error, not a screen of red hosts
+    return connection
+
+
+def _host_feed(args: argparse.Namespace, interval: float) -> TopFeed:
     remote = bool(args.url or args.targets)
     if args.ssh_targets or args.ssh_targets_file:
         if remote:
@@ -179,8 +250,8 @@ def feed_from_args(args: argparse.Namespace) -> TopFeed:
         )
         return TopFeed(feed, this_host=not session.source.startswith("sim:"))
 
-    from vgpumon.sources.remote import Connection, RemoteTarget, remote_fleet
-    from vgpumon.sources.targets import load_targets, password_from
+    from vgpumon.sources.remote import RemoteTarget, remote_fleet
+    from vgpumon.sources.targets import load_targets
 
     targets = [RemoteTarget(url) for url in args.url or ()]
     if args.targets:
@@ -190,17 +261,7 @@ def feed_from_args(args: argparse.Namespace) -> TopFeed:
         if target.host in seen:
             raise ConfigError(f"top: host {target.host} is given twice")
         seen.add(target.host)
-    password = password_from(args.password_file, args.password_env)
-    if password is not None and args.username is None:
-        raise ConfigError("top: a password needs --username")
-    connection = Connection(
-        ca_file=args.ca_file,
-        insecure=args.insecure,
-        username=args.username,
-        password=password,
-        timeout_seconds=max(1.0, min(5.0, interval * 3)),
-    )
-    connection.ssl_context()  # a bad CA file is a start-up error, not a screen of red hosts
+    connection = _exporter_connection(args, interval)
     return TopFeed(remote_fleet(targets, connection, interval_seconds=interval))
 
 
@@ -211,14 +272,16 @@ def run(args: argparse.Namespace) -> int:
     from vgpumon.tui.app import create_app
 
     backfill = usage = None
-    if args.prometheus:
+    if top.prometheus is not None:
         from vgpumon.sources.prometheus import PrometheusBackfill
         from vgpumon.sources.usage import UsageClient
 
-        usage = UsageClient(args.prometheus)  # the usage screen's last hour and day
+        # One client per reader: each runs on its own loop (the feed's thread, the UI's).
+        client = top.prometheus.client(TOP_PROMETHEUS_TIMEOUT_SECONDS)
+        usage = UsageClient(client)  # the usage screen's last hour and day
         # The same window as the graphs: --history.
         backfill = PrometheusBackfill(
-            args.prometheus, window_seconds=points * args.interval, step_seconds=args.interval
+            client, window_seconds=points * args.interval, step_seconds=args.interval
         )
     app = create_app(
         top.feed,

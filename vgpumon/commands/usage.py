@@ -23,6 +23,7 @@ import sys
 import time
 from typing import TextIO
 
+from vgpumon.commands.prometheus_args import add_prometheus_arguments, prometheus_settings
 from vgpumon.errors import ConfigError
 from vgpumon.sources.usage import GROUPS, QUANTITIES, UsageClient, UsageReport
 from vgpumon.text import printable
@@ -32,13 +33,14 @@ DEFAULT_RANGE = "1d"
 HEADINGS = {"gpu_hours": "GPU-hours", "memory_gib_hours": "GiB-hours", "energy_kwh": "kWh"}
 
 
+# A month of hourly series is a few thousand points per row: give a large Prometheus time.
+USAGE_TIMEOUT_SECONDS = 30.0
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--prometheus",
-        required=True,
-        metavar="URL",
-        help="the Prometheus that scrapes vgpumon and loads its metering rules",
-    )
+    # No abbreviations: "--prometheus.password VALUE" must be refused, not taken as the file.
+    parser.allow_abbrev = False
+    add_prometheus_arguments(parser, "usage")
     parser.add_argument("--from", dest="start", metavar="TIME", help="start (see --to)")
     parser.add_argument(
         "--to",
@@ -59,9 +61,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out = parser.add_mutually_exclusive_group()
     out.add_argument("--csv", action="store_const", const="csv", dest="format", help="CSV")
     out.add_argument("--json", action="store_const", const="json", dest="format", help="JSON")
-    parser.add_argument(
-        "--timeout", default="30s", metavar="DURATION", help="per query (default 30s)"
-    )
 
 
 def parse_time(text: str, flag: str, now: float) -> float:
@@ -171,13 +170,15 @@ def write_json(report: UsageReport, out: TextIO) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    settings = prometheus_settings(args, "usage")
+    if settings is None:
+        raise ConfigError(
+            "usage: give --prometheus URL, the Prometheus that scrapes vgpumon and loads its "
+            "metering rules"
+        )
     start, end = time_range(args, time.time())
-    try:
-        timeout = parse_duration(args.timeout, lo=0.1, hi=3600)
-    except UnitError as err:
-        raise ConfigError(f"--timeout: {err}") from None
-    client = UsageClient(args.prometheus, timeout_seconds=timeout)
-    report = asyncio.run(client.report(args.by, start, end))
+    client = UsageClient(settings.client(USAGE_TIMEOUT_SECONDS))
+    report = asyncio.run(_report(client, args.by, start, end))
     {"csv": write_csv, "json": write_json}.get(args.format, write_table)(report, sys.stdout)
     if report.not_finite:
         print(
@@ -192,3 +193,10 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+async def _report(client: UsageClient, by: str, start: float, end: float) -> UsageReport:
+    try:
+        return await client.report(by, start, end)
+    finally:
+        await client.client.close()

@@ -145,6 +145,39 @@ def check_texts(value: Any, where: str) -> tuple[str, ...]:
     return tuple(check_text(item, where) for item in items)
 
 
+def check_prometheus_url(value: Any, where: str) -> str:
+    """A Prometheus query API's base URL (``http://prom:9090``, Mimir's ``.../prometheus``)."""
+    from vgpumon.sources.promapi import prometheus_url
+
+    try:
+        return prometheus_url(check_text(value, where))
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from None
+
+
+def check_selector(value: Any, where: str) -> str:
+    """Label matchers that narrow every query: ``{cluster="eu-1",env=~"prod.*"}``."""
+    from vgpumon.sources.promapi import parse_selector
+
+    text = check_text(value, where)
+    try:
+        parse_selector(text)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {str(err).split(': ', 1)[-1]}") from None
+    return text
+
+
+def check_label_names(value: Any, where: str) -> tuple[str, ...]:
+    """Prometheus label names (``cluster``, ``region``), one or a list."""
+    names = check_texts(value, where)
+    for name in names:
+        if not name.replace("_", "a").isalnum() or name[0].isdigit() or not name.isascii():
+            raise ConfigError(f"{where}: {name!r} is not a label name")
+        if name == "instance":
+            raise ConfigError(f"{where}: hosts are always told apart by instance; name others")
+    return names
+
+
 def check_readable_file(value: Any, where: str) -> str:
     """A file that can be read now (a key, a known_hosts or targets file): a mistake is said at
     start, naming where it was given, not by every poll of every host later."""

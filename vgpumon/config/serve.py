@@ -69,7 +69,7 @@ from vgpumon.config.table import (
     COLLECTOR_SECTION,
     DEFAULT_PORT,
     OLD_COLLECTORS_KEY,
-    SETTINGS,
+    SERVE_SETTINGS,
     collector_key,
 )
 from vgpumon.errors import ConfigError
@@ -172,7 +172,7 @@ class ServeSettings:
 
 FIELDS_KEY = "fields"  # a list of entries, each checked with its own line (config/fields.py)
 # Every spelling the file takes (old ones too) -> the row's key.
-_SPELLINGS = {key: row.key for row in SETTINGS for key in (row.key, *row.old_keys)}
+_SPELLINGS = {key: row.key for row in SERVE_SETTINGS for key in (row.key, *row.old_keys)}
 
 
 def _allowed_under(prefix: str, collectors: Iterable[str]) -> list[str]:

@@ -36,15 +36,18 @@ from vgpumon.config.checks import (
     check_count,
     check_dispatch,
     check_interval,
+    check_label_names,
     check_listen,
     check_log_format,
     check_log_level,
     check_new_file,
     check_patterns,
+    check_prometheus_url,
     check_ratio,
     check_readable_file,
     check_readable_files,
     check_render_ahead,
+    check_selector,
     check_ssh_targets,
     check_telemetry_path,
     check_text,
@@ -69,6 +72,8 @@ SAMPLING = ("serve", "top", "snapshot", "record")
 NVML = (*SAMPLING, "node-features", "check", "validate")
 # Commands that read agentless hosts.
 AGENTLESS = ("serve", "top")
+# Commands that query a Prometheus server (not serve: an exporter is scraped, it never queries).
+PROMETHEUS = ("top", "usage")
 
 
 def flag_of(key: str) -> str:
@@ -654,6 +659,105 @@ SETTINGS: tuple[Setting, ...] = (
         old_flags=("--ssh-nvidia-smi",),
         shown_default=_ssh_default("DEFAULT_NVIDIA_SMI"),
     ),
+    # ---- Prometheus (top, usage; docs/fleet.md)
+    Setting(
+        "prometheus_url",
+        "prometheus",
+        check_prometheus_url,
+        None,
+        "a Prometheus (Thanos Query, Mimir, VictoriaMetrics) query API: with no other source, "
+        "top shows every host it scrapes; with one, the graphs' past and the usage screen's hours "
+        "come from it; usage reads its totals there",
+        "Prometheus",
+        metavar="URL",
+        commands=PROMETHEUS,
+    ),
+    Setting(
+        "prometheus_selector",
+        "prometheus.selector",
+        check_selector,
+        None,
+        'label matchers added to every query, e.g. {cluster="eu-1"}',
+        "Prometheus",
+        metavar="MATCHERS",
+        commands=PROMETHEUS,
+    ),
+    Setting(
+        "prometheus_group_by",
+        "prometheus.group_by",
+        check_label_names,
+        (),
+        "target labels that group and name hosts before their instance, e.g. cluster (repeatable)",
+        "Prometheus",
+        kind="list",
+        metavar="LABEL",
+        commands=("top",),
+    ),
+    Setting(
+        "prometheus_username",
+        "prometheus.username",
+        check_text,
+        None,
+        "basic-auth user name",
+        "Prometheus",
+        metavar="USER",
+        commands=PROMETHEUS,
+    ),
+    Setting(
+        "prometheus_password_file",
+        "prometheus.password_file",
+        check_readable_file,
+        None,
+        "basic-auth password: the file's first line",
+        "Prometheus",
+        metavar="FILE",
+        commands=PROMETHEUS,
+        exclusive="prometheus-secret",
+    ),
+    Setting(
+        "prometheus_bearer_token_file",
+        "prometheus.bearer_token_file",
+        check_readable_file,
+        None,
+        "a bearer token (Authorization: Bearer): the file's first line",
+        "Prometheus",
+        metavar="FILE",
+        commands=PROMETHEUS,
+        exclusive="prometheus-secret",
+    ),
+    Setting(
+        "prometheus_ca_file",
+        "prometheus.ca_file",
+        check_readable_file,
+        None,
+        "CA bundle that signed the server's certificate",
+        "Prometheus",
+        metavar="FILE",
+        commands=PROMETHEUS,
+    ),
+    Setting(
+        "prometheus_insecure",
+        "prometheus.insecure",
+        check_bool,
+        False,
+        "do not verify the server's certificate",
+        "Prometheus",
+        kind="switch",
+        negatable=False,
+        commands=PROMETHEUS,
+    ),
+    Setting(
+        "prometheus_timeout_seconds",
+        "prometheus.timeout",
+        check_timeout,
+        None,
+        "per query",
+        "Prometheus",
+        metavar="DURATION",
+        commands=PROMETHEUS,
+        old_flags=("--timeout",),
+        shown_default=lambda: "10s in top, 30s in usage",
+    ),
 )
 
 # Titles of the flag groups in --help, with a line under the title where one helps.
@@ -662,9 +766,12 @@ GROUP_HELP = {
     "names": "who holds each GPU: VMs from libvirt, pods from the kubelet (off by default)",
     "agentless hosts": "nvidia-smi over SSH instead of NVML here (README: ESXi and other hosts "
     "you cannot install on)",
+    "Prometheus": "the metrics store that scrapes the exporters (docs/fleet.md)",
 }
 
 BY_NAME = {row.name: row for row in SETTINGS}
+# The rows serve reads: its fields (vgpumon.config.serve.ServeSettings), file keys and variables.
+SERVE_SETTINGS = tuple(row for row in SETTINGS if "serve" in row.commands)
 BY_KEY = {row.key: row for row in SETTINGS}
 CADENCES = tuple(row for row in SETTINGS if row.cadence is not None)
 CONFIG_ENV = ENV_PREFIX + "CONFIG"  # the config file itself (--config)

@@ -37,6 +37,7 @@ from vgpumon.model import (
     CC_ENVIRONMENTS,
     CC_MULTI_GPU_MODES,
     COLLECTOR_FAILURES,
+    LICENSE_EXPIRY_STATUSES,
     MIGRATION_LIMITS,
     RECOVERY_ACTIONS,
     SCHEDULER_POLICIES,
@@ -1781,6 +1782,13 @@ FAMILIES: tuple[Family, ...] = (
         )
     ),
     gauge(
+        MIG_CI,
+        "vgpumon_mig_compute_instance_multiprocessors",
+        "Streaming multiprocessors of the MIG compute instance.",
+        lambda it: it[1].sm_count,
+        collector="mig",
+    ),
+    gauge(
         MIG,
         "vgpumon_mig_memory_total_bytes",
         "Memory of the GPU instance.",
@@ -1918,6 +1926,16 @@ FAMILIES: tuple[Family, ...] = (
         "vgpumon_vgpu_license_expiry_timestamp_seconds",
         "When the guest's license expires (Unix time); absent when it has no expiry.",
         lambda v: v.license.expiry_timestamp_seconds,
+        collector="license",
+    ),
+    state_set(
+        VGPU,
+        "vgpumon_vgpu_license_expiry_status",
+        "What the license's expiry is (state set): valid (it has a date), permanent, "
+        "not_applicable, not_available or invalid.",
+        "state",
+        LICENSE_EXPIRY_STATUSES,
+        lambda v: v.license.expiry_status,
         collector="license",
     ),
     gauge(
@@ -2355,6 +2373,16 @@ FAMILIES: tuple[Family, ...] = (
         "vgpumon_guest_license_expiry_timestamp_seconds",
         "When the feature's license expires (Unix time); absent when it has no expiry.",
         lambda f: f.expiry_timestamp_seconds,
+        collector="guest",
+    ),
+    state_set(
+        GUEST,
+        "vgpumon_guest_license_expiry_status",
+        "What the feature's license expiry is (state set): valid (it has a date), permanent, "
+        "not_applicable, not_available or invalid.",
+        "state",
+        LICENSE_EXPIRY_STATUSES,
+        lambda f: f.expiry_status,
         collector="guest",
     ),
     # ---- Kubernetes

@@ -18,13 +18,10 @@ import asyncio
 import functools
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
-
-from vgpumon.errors import ConfigError, one_line
 from vgpumon.metrics.table import FAMILIES, GPU_LABELS, ExportOptions
 from vgpumon.model import (
     CollectorStatus,
@@ -38,7 +35,6 @@ from vgpumon.model import (
     VgpuInstance,
     VgpuUtilization,
 )
-from vgpumon.sources.bodies import parse_json, read_capped
 from vgpumon.sources.history import (
     GPU_METRICS,
     MIG_METRICS,
@@ -48,13 +44,11 @@ from vgpumon.sources.history import (
     mig_entity,
     vgpu_entity,
 )
+from vgpumon.sources.promapi import PrometheusClient, PrometheusError, quote, regex_of
 
 log = logging.getLogger(__name__)
 
 DEFAULT_WINDOW_SECONDS = 600.0
-# The most of one Prometheus answer read: an hour of 1 s points for every vGPU of a 16 x 48 host
-# is some tens of MB; hundreds of MB is not an answer to these queries (vgpumon.sources.bodies).
-MAX_ANSWER_BYTES = 64 << 20
 YIELD_EVERY = 20_000  # history points merged between two turns of the event loop
 PROBE_UUID = "GPU-00000000-0000-0000-0000-00000000beef"
 
@@ -153,18 +147,9 @@ def _entity(kind: str, labels: Mapping[str, Any]) -> str | None:
     return gpu_entity(uuid)
 
 
-def _selector(series: Series, uuids: list[str]) -> str:
-    pattern = "|".join(u.replace(".", "\\\\.") for u in uuids)
-    parts = [f'uuid=~"{pattern}"'] + [f'{k}="{v}"' for k, v in series.match]
-    return f"{series.family}{{{','.join(parts)}}}"
-
-
-def prometheus_url(url: str) -> str:
-    """A Prometheus server's base URL as given (``--prometheus``), without a trailing slash."""
-    url = url.strip().rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise ConfigError(f"bad Prometheus URL {url!r}: give http://HOST:9090 (or https://)")
-    return url
+def _selector(series: Series, uuids: list[str], client: PrometheusClient) -> str:
+    parts = [f"uuid=~{quote(regex_of(uuids))}"] + [f"{k}={quote(v)}" for k, v in series.match]
+    return client.select(series.family, *parts)
 
 
 class PrometheusBackfill:
@@ -172,18 +157,18 @@ class PrometheusBackfill:
 
     def __init__(
         self,
-        url: str,
+        client: PrometheusClient | str,
         *,
         window_seconds: float = DEFAULT_WINDOW_SECONDS,
         step_seconds: float = 1.0,
-        timeout_seconds: float = 10.0,
-        session_factory: Callable[[], aiohttp.ClientSession] | None = None,
     ) -> None:
-        self.url = prometheus_url(url)
+        self.client = client if isinstance(client, PrometheusClient) else PrometheusClient(client)
+        self.url = self.client.url
         self.window = window_seconds
         self.step = max(step_seconds, window_seconds / 10000)  # Prometheus' 11k points cap
-        self.timeout = timeout_seconds
-        self._session_factory = session_factory
+
+    async def close(self) -> None:
+        await self.client.close()
 
     async def fill(self, history: History, host: str, snapshot: Snapshot) -> int:
         """Query the window before ``snapshot`` for its GPUs; returns the points added."""
@@ -193,43 +178,27 @@ class PrometheusBackfill:
         end = snapshot.timestamp
         start = end - self.window
         added = 0
-        timeout = aiohttp.ClientTimeout(total=self.timeout)
-        session = (
-            self._session_factory()
-            if self._session_factory
-            else aiohttp.ClientSession(timeout=timeout)
-        )
-        async with session:
-            for series in series_table():
-                body = await self._query(session, _selector(series, uuids), start, end)
-                # Read in a worker thread: an answer of a large host is millions of points.
-                found = await asyncio.to_thread(_points, body, series.kind, end)
-                merged = 0
-                for entity, points in found.items():
-                    history.merge(host, entity, series.metric, points)
-                    added += len(points)
-                    merged += len(points)
-                    if merged >= YIELD_EVERY:
-                        merged = 0
-                        await asyncio.sleep(0)  # keys and redraws go on meanwhile
+        for series in series_table():
+            body = await self._query(_selector(series, uuids, self.client), start, end)
+            # Read in a worker thread: an answer of a large host is millions of points.
+            found = await asyncio.to_thread(_points, body, series.kind, end)
+            merged = 0
+            for entity, points in found.items():
+                history.merge(host, entity, series.metric, points)
+                added += len(points)
+                merged += len(points)
+                if merged >= YIELD_EVERY:
+                    merged = 0
+                    await asyncio.sleep(0)  # keys and redraws go on meanwhile
         return added
 
-    async def _query(
-        self, session: aiohttp.ClientSession, query: str, start: float, end: float
-    ) -> Any:
-        params = {
-            "query": query,
-            "start": f"{start:.3f}",
-            "end": f"{end:.3f}",
-            "step": f"{self.step:g}",
-        }
-        async with session.get(f"{self.url}/api/v1/query_range", params=params) as response:
-            body = await parse_json(await read_capped(response, MAX_ANSWER_BYTES))
-        if not isinstance(body, dict) or body.get("status") != "success":
-            error = body.get("error") if isinstance(body, dict) else None
-            said = one_line(error, 200) if isinstance(error, str) and error else "no result"
-            raise ConnectionError(f"Prometheus refused {query}: {said}")
-        return body
+    async def _query(self, query: str, start: float, end: float) -> Any:
+        """The answer of a range query (capped and decoded by the client, off the loop when
+        large); its matrix is read by :func:`_points`."""
+        try:
+            return await self.client.range_query(query, start, end, self.step)
+        except PrometheusError as exc:
+            raise ConnectionError(exc.reason) from None
 
 
 def _points(body: Any, kind: str, end: float) -> dict[str, list[tuple[float, float | None]]]:

@@ -126,6 +126,7 @@ class Connection:
     username: str | None = None
     password: str | None = None
     timeout_seconds: float = 5.0
+    bearer_token: str | None = None  # ``Authorization: Bearer`` instead of basic auth
 
     def ssl_context(self) -> ssl.SSLContext | bool | None:
         """What aiohttp's ``ssl=`` gets: False skips verification, None is the default trust."""
@@ -138,14 +139,19 @@ class Connection:
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError(f"cannot use CA file {self.ca_file}: {one_line(exc)}") from None
 
-    def authorization(self, target: RemoteTarget) -> str | None:
-        """The ``Authorization`` header: these credentials, else those written in the URL."""
+    def authorization(self, target: RemoteTarget | None = None) -> str | None:
+        """The ``Authorization`` header: a bearer token, these credentials, else those written
+        in the URL."""
         if self.password is not None and self.username is None:
             raise ConfigError("a password was given without a user name")
+        if self.bearer_token is not None:
+            if self.username is not None:
+                raise ConfigError("give a bearer token or basic-auth credentials, not both")
+            return f"Bearer {self.bearer_token}"
         if self.username is not None:
             creds: tuple[str, str] | None = (self.username, self.password or "")
         else:
-            creds = target.url_credentials
+            creds = None if target is None else target.url_credentials
         if creds is None:
             return None
         return "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode("ascii")
@@ -177,44 +183,51 @@ class NotReady(FetchError):
     """The exporter answers but has no sample yet (HTTP 503: its first cycle is running)."""
 
 
-class ExporterClient:
-    """Requests to one exporter over one :class:`aiohttp.ClientSession` (opened on first use)."""
+class HttpClient:
+    """GET requests over one :class:`aiohttp.ClientSession` (opened on first use): TLS, an
+    ``Authorization`` header, a total time limit and a capped body, every failure to get an
+    answer a :class:`FetchError` with a one-line reason. The exporters' client and the
+    Prometheus client (:mod:`vgpumon.sources.promapi`) both request through it."""
 
-    def __init__(self, target: RemoteTarget, connection: Connection = Connection()) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        authorization: str | None,
+        *,
+        limit_bytes: int | None = None,
+    ) -> None:
         if connection.timeout_seconds <= 0:
             raise ConfigError(f"timeout must be positive, got {connection.timeout_seconds:g}")
-        self.target = target
         self.connection = connection
+        self.authorization = authorization
+        self.limit_bytes = MAX_BODY_BYTES if limit_bytes is None else limit_bytes
         self._ssl = connection.ssl_context()
-        self._authorization = connection.authorization(target)
         self._http: aiohttp.ClientSession | None = None
 
-    @property
-    def sends_credentials(self) -> bool:
-        """Requests carry basic-auth credentials (from the connection or the URL)."""
-        return self._authorization is not None
-
-    async def get_text(self, path: str, accept: str) -> str:
-        """The body of ``path``; any failure is a :class:`FetchError` with a one-line reason."""
-        url = self.target.endpoint(path)
+    async def get(
+        self, url: str, accept: str, params: dict[str, str] | None = None
+    ) -> tuple[int, bytes, str | None]:
+        """(status, body, charset) of one GET of ``url``."""
         if self._http is None:
             self._http = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self.connection.timeout_seconds)
             )
         headers = {"Accept": accept}
-        if self._authorization is not None:
-            headers["Authorization"] = self._authorization
+        if self.authorization is not None:
+            headers["Authorization"] = self.authorization
         kwargs: dict[str, Any] = {"headers": headers}
+        if params:
+            kwargs["params"] = params
         if self._ssl is not None:
             kwargs["ssl"] = self._ssl
         try:
             async with self._http.get(url, **kwargs) as response:
                 status = response.status
                 try:
-                    data = await read_capped(response, MAX_BODY_BYTES)
+                    data = await read_capped(response, self.limit_bytes)
                 except BodyTooLarge as exc:
                     raise FetchError(url, str(exc), FetchError.PAYLOAD, status) from None
-                body = _decode(data, response.charset)
+                return status, data, response.charset
         except asyncio.TimeoutError:
             raise FetchError(
                 url,
@@ -239,12 +252,46 @@ class ExporterClient:
         except aiohttp.ClientError as exc:
             reason = f"{type(exc).__name__}: {one_line(exc)}"
             raise FetchError(url, reason, FetchError.CONNECT) from None
+
+    @property
+    def closed(self) -> bool:
+        """No session is open (none yet, or closed)."""
+        return self._http is None or self._http.closed
+
+    @property
+    def open(self) -> bool:
+        """A session is open (one was used and not closed since)."""
+        return self._http is not None
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+
+
+class ExporterClient:
+    """Requests to one exporter (through one :class:`HttpClient`)."""
+
+    def __init__(self, target: RemoteTarget, connection: Connection = Connection()) -> None:
+        self.target = target
+        self.connection = connection
+        self.http = HttpClient(connection, connection.authorization(target))
+
+    @property
+    def sends_credentials(self) -> bool:
+        """Requests carry credentials (from the connection or the URL)."""
+        return self.http.authorization is not None
+
+    async def get_text(self, path: str, accept: str) -> str:
+        """The body of ``path``; any failure is a :class:`FetchError` with a one-line reason."""
+        url = self.target.endpoint(path)
+        status, data, charset = await self.http.get(url, accept)
         if status == 503:
             raise NotReady(
                 url, "HTTP 503: the exporter has no sample yet", FetchError.NOT_READY, 503
             )
         if status == 401:
-            if self._authorization is None:
+            if not self.sends_credentials:
                 raise FetchError(
                     url, "HTTP 401: the exporter wants credentials", FetchError.AUTH, 401
                 )
@@ -253,7 +300,7 @@ class ExporterClient:
             )
         if status != 200:
             raise FetchError(url, f"HTTP {status}", FetchError.STATUS, status)
-        return body
+        return _decode(data, charset)
 
     async def snapshot(self) -> Snapshot:
         """The exporter's newest snapshot from its JSON API, parsed and checked in a worker thread
@@ -273,9 +320,7 @@ class ExporterClient:
             ) from None
 
     async def close(self) -> None:
-        if self._http is not None:
-            await self._http.close()
-            self._http = None
+        await self.http.close()
 
 
 class RemoteFeed(PolledFeed):

@@ -10,16 +10,12 @@ lives in those rules too, so the command and the dashboards agree on who a tenan
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-import aiohttp
-
-from vgpumon.errors import ConfigError, VgpumonError, one_line
+from vgpumon.errors import ConfigError, VgpumonError
 from vgpumon.model import Snapshot
-from vgpumon.sources.bodies import BodyTooLarge, parse_json, read_capped
-from vgpumon.sources.prometheus import MAX_ANSWER_BYTES, prometheus_url
+from vgpumon.sources.promapi import PrometheusClient, PrometheusError
+from vgpumon.sources.remote import Connection
 
 HOUR = 3600
 GIB = 1 << 30
@@ -68,11 +64,20 @@ def hour_range(start: float, end: float) -> tuple[float, float]:
 
 
 def query(by: str, quantity: str, start: float, end: float) -> str:
-    """The PromQL that totals ``quantity`` per ``by`` over the whole hours (start, end]."""
-    # One second short of the hours: the subquery's hourly steps are then end, end - 1h, ...,
-    # start + 1h, whether the Prometheus counts a range's left end in (2.x) or not (3.x).
-    seconds = round((end - start) / HOUR) * HOUR - 1
-    return f"sum_over_time(vgpumon:{by}_{quantity}:increase1h[{seconds}s:1h])"
+    """The PromQL that totals ``quantity`` per ``by`` over the whole hours (start, end], evaluated
+    at ``end``: each hourly series' value at start + 1h, ..., end (the hour before each).
+
+    The Grafana Usage dashboard runs the same text with its range for ``start`` and ``end``
+    (dashboards/vgpumon_dashboards/usage.py, ``in_range``), so the two agree to the digit. The
+    steps are kept by their time (an hour after ``start`` or later), not by where the
+    subquery's range begins: Prometheus 2.x counts a range's left end in and 3.x does not, and
+    a range on whole hours has a step exactly there.
+    """
+    rule = f"vgpumon:{by}_{quantity}:increase1h"
+    seconds = round(end - start)
+    return (
+        f"sum_over_time(({rule} and on () vector(time()) - {HOUR} >= {start:.0f})[{seconds}s:1h])"
+    )
 
 
 def report_from_snapshot(snapshot: Snapshot, by: str) -> UsageReport:
@@ -136,16 +141,11 @@ def report_from_snapshot(snapshot: Snapshot, by: str) -> UsageReport:
 class UsageClient:
     """Instant queries against one Prometheus server (``/api/v1/query``)."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        timeout_seconds: float = 30.0,
-        session_factory: Callable[[], aiohttp.ClientSession] | None = None,
-    ) -> None:
-        self.url = prometheus_url(url)
-        self.timeout = timeout_seconds
-        self._session_factory = session_factory
+    def __init__(self, client: PrometheusClient | str, *, timeout_seconds: float = 30.0) -> None:
+        if not isinstance(client, PrometheusClient):
+            client = PrometheusClient(client, Connection(timeout_seconds=timeout_seconds))
+        self.client = client
+        self.url = client.url
 
     async def report(self, by: str, start: float, end: float) -> UsageReport:
         if by not in GROUPS:
@@ -154,83 +154,23 @@ class UsageClient:
         labels = GROUPS[by]
         rows: dict[tuple[str, ...], dict[str, float]] = {}
         not_finite = 0
-        timeout = aiohttp.ClientTimeout(total=self.timeout)
-        session = (
-            self._session_factory()
-            if self._session_factory
-            else aiohttp.ClientSession(timeout=timeout)
-        )
-        async with session:
-            for quantity in QUANTITIES:
-                promql = query(by, quantity, start, end)
-                for labelset, value in await self._query(session, promql, end):
-                    key = tuple(labelset.get(label, "") for label in labels)
-                    row = rows.setdefault(key, {})
-                    if not math.isfinite(value):
-                        not_finite += 1
-                        continue
-                    # Series that differ only in labels outside the grouping (a cluster, a
-                    # job) are the same row: they add up, never replace one another.
-                    row[quantity] = row.get(quantity, 0.0) + value
+        for quantity in QUANTITIES:
+            for metric, value in await self._query(query(by, quantity, start, end), end):
+                key = tuple(str(metric.get(label, "")) for label in labels)
+                row = rows.setdefault(key, {})
+                if not math.isfinite(value):
+                    not_finite += 1
+                    continue
+                # Series that differ only in labels outside the grouping (a cluster, a job)
+                # are the same row: they add up, never replace one another.
+                row[quantity] = row.get(quantity, 0.0) + value
         ordered = sorted(rows.items(), key=lambda kv: (-kv[1].get("gpu_hours", 0.0), kv[0]))
         return UsageReport(
             by, start, end, tuple(UsageRow(k, v) for k, v in ordered), not_finite=not_finite
         )
 
-    async def _query(
-        self, session: aiohttp.ClientSession, promql: str, at: float
-    ) -> list[tuple[dict[str, str], float]]:
-        """The instant vector ``promql`` gives at ``at``: (labels, value) per series."""
-        params = {"query": promql, "time": f"{at:.3f}"}
+    async def _query(self, promql: str, at: float) -> list[tuple[dict[str, str], float]]:
         try:
-            async with session.get(f"{self.url}/api/v1/query", params=params) as response:
-                status = response.status
-                body = await parse_json(await read_capped(response, MAX_ANSWER_BYTES))
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            raise VgpumonError(f"Prometheus at {self.url}: {_reason(exc)}") from None
-        if not isinstance(body, dict) or body.get("status") != "success":
-            error = body.get("error") if isinstance(body, dict) else None
-            raise VgpumonError(
-                f"Prometheus at {self.url} refused {promql} (HTTP {status}): "
-                f"{one_line(error, 200) if isinstance(error, str) and error else 'no result'}"
-            )
-        try:
-            return instant_vector(body)
-        except ValueError as exc:
-            raise VgpumonError(f"Prometheus at {self.url}: {promql}: {exc}") from None
-
-
-def instant_vector(body: dict[str, Any]) -> list[tuple[dict[str, str], float]]:
-    """(labels, value) of each series of a ``/api/v1/query`` answer; ValueError (one line)
-    where the answer is not shaped as Prometheus shapes an instant vector."""
-    data = body.get("data")
-    result = data.get("result") if isinstance(data, dict) else None
-    if not isinstance(result, list):
-        raise ValueError("the answer holds no vector (data.result is not a list)")
-    out = []
-    for i, item in enumerate(result):
-        metric = item.get("metric", {}) if isinstance(item, dict) else None
-        value = item.get("value") if isinstance(item, dict) else None
-        if (
-            not isinstance(metric, dict)
-            or not isinstance(value, list)
-            or len(value) != 2
-            or not isinstance(value[1], str)
-        ):
-            raise ValueError(f"series {i} of the answer is not a sample of an instant vector")
-        try:
-            number = float(value[1])
-        except ValueError:
-            raise ValueError(f"series {i}: {value[1][:40]!r} is not a number") from None
-        out.append(({str(k): str(v) for k, v in metric.items()}, number))
-    return out
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError):
-        return "no answer in time"
-    if isinstance(exc, BodyTooLarge):
-        return str(exc)
-    if isinstance(exc, ValueError):
-        return "the answer is not JSON (is this a Prometheus server?)"
-    return str(exc) or type(exc).__name__
+            return (await self.client.instant(promql, at)).series
+        except PrometheusError as exc:
+            raise VgpumonError(str(exc)) from None

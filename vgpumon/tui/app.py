@@ -25,7 +25,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
-from vgpumon.feed import Fleet, HostState, HostUpdate, SnapshotFeed
+from vgpumon.feed import VIA_LIVE, Fleet, Focus, Focused, HostState, HostUpdate, SnapshotFeed
 from vgpumon.model import Snapshot
 from vgpumon.sources.history import History
 from vgpumon.sources.procinfo import ProcInfo, ProcTable
@@ -44,6 +44,9 @@ class Backfill(Protocol):
     """Fills a host's history from elsewhere (a Prometheus server) when it first shows up."""
 
     async def fill(self, history: History, host: str, snapshot: Snapshot) -> int: ...
+
+    async def close(self) -> None:
+        """Let go of its connections (on the app's loop, when the app ends)."""
 
 
 QUIT_SIGNALS = tuple(
@@ -76,6 +79,8 @@ class VgpumonApp(App[None]):
         Binding("5,question_mark,f1", "show('help')", "help"),
         Binding("u", "show('usage')", "usage", show=False),
         Binding("6,c", "show('capacity')", "capacity", show=False),
+        # A host read from Prometheus, read live from its exporter instead (and back).
+        Binding("L", "live", "live", show=False),
     ]
 
     def __init__(
@@ -116,6 +121,7 @@ class VgpumonApp(App[None]):
         self.usage = usage  # the usage screen's hourly windows (top --prometheus)
         self.clock = clock  # event times (a test passes the simulator's clock)
         self._backfilled: set[str] = set()
+        self._focus: Focus | None = None  # what the feed was last told is shown
         self._rows: dict[str, vr.HostRows] = {}  # per host: the rows of its newest snapshot
         self._runner: FeedThread | None = None
         # /proc facts and signals only for processes of this host read through real NVML
@@ -148,9 +154,14 @@ class VgpumonApp(App[None]):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, self.exit)
 
-    def on_unmount(self) -> None:
+    async def on_unmount(self) -> None:
         if self._runner is not None:
             self._runner.stop()  # waited for after the terminal is given back (stop_feed)
+        if self.backfill is not None:
+            # Its HTTP session lives on this loop: closed here, or aiohttp complains on stderr
+            # once the terminal is back ("Unclosed client session").
+            with contextlib.suppress(Exception):
+                await self.backfill.close()
 
     def stop_feed(self, seconds: float = STOP_SECONDS) -> bool:
         """Wait at most ``seconds`` for the feed to have stopped (after :meth:`run` returned);
@@ -203,10 +214,19 @@ class VgpumonApp(App[None]):
             self.add_event(event)
         self.hosts[update.host] = update
         self.dirty = True
-        if self.backfill is not None and new_snapshot and update.host not in self._backfilled:
-            self._backfilled.add(update.host)
-            assert update.snapshot is not None
-            self.run_worker(self._fill(update.host, update.snapshot), group="backfill")
+        # A feed that reads only what is shown (a fleet from Prometheus) has the past of every
+        # host; graphs get it when their host is shown (_tell_focus), not all at once here.
+        if new_snapshot and not isinstance(self.feed, Focused):
+            self._backfill(update.host)
+
+    def _backfill(self, host: str) -> None:
+        update = self.hosts.get(host)
+        if self.backfill is None or host in self._backfilled or update is None:
+            return
+        if update.snapshot is None:
+            return
+        self._backfilled.add(host)
+        self.run_worker(self._fill(host, update.snapshot), group="backfill")
 
     def local_processes(self, pids: Iterable[int]) -> dict[int, ProcInfo] | None:
         """User, command, CPU and memory of this host's processes (None: not this host's)."""
@@ -242,6 +262,56 @@ class VgpumonApp(App[None]):
             )
         self.dirty = True
 
+    def focus_now(self) -> Focus:
+        """What the active screen shows (for a feed that reads only that)."""
+        from vgpumon.tui.screens.base import LiveScreen
+
+        screen = self.screen if self.screen_stack else None
+        host = getattr(screen, "host", None)
+        filtering = not self.filter_query.empty
+        if isinstance(host, str):
+            return Focus("host", (host,), filtering)
+        kind = screen.FOCUS if isinstance(screen, LiveScreen) else "fleet"
+        return Focus(kind, (), filtering)
+
+    def _tell_focus(self) -> None:
+        """Tell a feed that reads only what is shown what that is now, when it changed."""
+        if not isinstance(self.feed, Focused):
+            return
+        focus = self.focus_now()
+        if focus == self._focus:
+            return
+        self._focus = focus
+        feed = self.feed
+        if self._runner is not None:
+            self._runner.call(lambda: feed.focus(focus))
+        else:
+            feed.focus(focus)
+        for host in focus.hosts:
+            self._backfill(host)
+
+    def action_live(self) -> None:
+        """Read the host shown (or highlighted) live from its exporter, or back from the store."""
+        if not isinstance(self.feed, Focused):
+            self.notify("L reads a host live when top reads the fleet from Prometheus")
+            return
+        host = getattr(self.screen, "host", None)
+        if not isinstance(host, str):
+            from vgpumon.tui.widgets.keyed_table import KeyedTable
+
+            with contextlib.suppress(Exception):
+                host = self.screen.query_one(KeyedTable).highlighted_key
+        update = self.hosts.get(host) if isinstance(host, str) else None
+        if update is None or not isinstance(host, str):
+            return
+        on = update.via != VIA_LIVE
+        feed, name = self.feed, host
+        if self._runner is not None:
+            self._runner.call(lambda: feed.live(name, on))
+        else:
+            feed.live(name, on)
+        self.notify(f"{host}: {'reading its exporter live' if on else 'back on Prometheus'}")
+
     def rows(self, host: str) -> vr.HostRows | None:
         """The host's GPU and vGPU rows of its newest snapshot, built at the first draw that
         needs them and kept until the next snapshot (keys and screens redraw from these)."""
@@ -254,6 +324,7 @@ class VgpumonApp(App[None]):
         return held
 
     def _tick(self) -> None:
+        self._tell_focus()
         if not self.dirty or self.paused:
             return
         self.dirty = False

@@ -89,6 +89,10 @@ class FeedThread:
         """Ask the feed for a new reading; returns at once."""
         self._call(self.feed.refresh)
 
+    def call(self, what: Callable[[], object]) -> None:
+        """Run ``what`` on the feed's loop (tell it what is shown); returns at once."""
+        self._call(what)
+
     def stop(self) -> None:
         """Ask the feed to stop (its run frees what it holds); returns at once."""
         self._stopping = True

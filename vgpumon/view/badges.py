@@ -7,6 +7,7 @@ for the same data.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 # A license that runs out within this many seconds is "expiring" (one week: enough time to renew).
@@ -85,6 +86,15 @@ def expiring(expiry: float | None, now: float, state: str | None) -> bool:
 def idle(seconds: float | None, after: float) -> bool:
     """Idle without a break for at least ``after`` seconds (unknown is not idle)."""
     return seconds is not None and seconds >= after
+
+
+def recovery(actions: Iterable[str]) -> Badge | None:
+    """The recovery badge of the GPUs asking for ``actions``: what they ask for, or
+    ``recover!`` where they ask for different things (each GPU's own row says which)."""
+    said = {RECOVERY_LABELS.get(a, "recover!") for a in actions}
+    if not said:
+        return None
+    return badge("recovery", said.pop() if len(said) == 1 else "recover!")
 
 
 def labels(badges: tuple[Badge, ...]) -> str:

@@ -19,6 +19,7 @@ from typing import Protocol
 from vgpumon.model import (
     DeviceAllocation,
     Gpu,
+    HostRollup,
     Snapshot,
     VgpuInstance,
     VgpuScheduler,
@@ -494,8 +495,8 @@ def _gpu_badges(gpu: Gpu, hung: bool, vgpus: _VgpuAlarms, snapshot: Snapshot) ->
     if hung:
         out.append(b.badge("hung"))
     recovery = gpu.recovery
-    if gpu.up and recovery.action_needed:
-        out.append(b.badge("recovery", b.RECOVERY_LABELS.get(recovery.action or "", "recover!")))
+    if gpu.up and recovery.action_needed and recovery.action is not None:
+        out.append(b.badge("recovery", b.RECOVERY_LABELS.get(recovery.action, "recover!")))
     if gpu.up and recovery.unrepairable_memory:
         out.append(b.badge("memory", "mem-fault"))
     if gpu.up and recovery.repair_pending:
@@ -1021,6 +1022,64 @@ class HostRow:
         }
 
 
+def host_row_from_rollup(
+    host: str,
+    state: str,
+    rollup: HostRollup,
+    *,
+    error: str | None = None,
+    stale: bool = False,
+) -> HostRow:
+    """The host's row from the fleet rules' figures (a metrics store's large fleet): the same
+    columns and badges :func:`host_row` gives from the host's snapshot (a test holds the two
+    to each other on a real Prometheus)."""
+    modes: dict[str, int] = {}
+    for mode, count in rollup.modes:
+        key = "mig" if mode == "mig" else _VIRT_MODES.get(mode, "unknown")
+        modes[key] = modes.get(key, 0) + count
+    badges = []
+    if rollup.gpus_lost:
+        badges.append(b.badge("lost"))
+    if rollup.wedged:
+        badges.append(b.badge("stale"))
+    if rollup.gpus_with_xid and rollup.newest_xid is not None:
+        badges.append(b.badge("xid", f"Xid{rollup.newest_xid}"))
+    asked = b.recovery(rollup.recovery_actions)
+    if asked is not None:
+        badges.append(asked)
+    if rollup.memory_faults:
+        badges.append(b.badge("memory", "mem-fault"))
+    for kind, count in (
+        ("repair", rollup.repairs_pending),
+        ("unlicensed", rollup.licenses_unlicensed),
+        ("expiring", rollup.licenses_expiring),
+        ("starved", rollup.vgpus_starved),
+        ("idle", rollup.idle_holders),
+    ):
+        if count:
+            badges.append(b.badge(kind))
+    return HostRow(
+        key=host,
+        host=host,
+        state=state,
+        error=error,
+        stale=stale,
+        gpus=rollup.gpus,
+        modes=tuple(sorted(modes.items())),
+        utilization=rollup.utilization,
+        memory_used=rollup.memory_used_bytes,
+        memory_total=rollup.memory_total_bytes,
+        power=rollup.power_watts,
+        power_limit=rollup.power_limit_watts,
+        vgpus=rollup.vgpus,
+        license_problems=rollup.vgpu_license_problems,
+        xid=rollup.gpus_with_xid,
+        lost=rollup.gpus_lost,
+        badges=tuple(sorted(badges)),
+        cc=None if not rollup.cc else rollup.cc[0] if len(rollup.cc) == 1 else "mixed",
+    )
+
+
 def _sum(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return sum(known) if known else None
@@ -1048,6 +1107,19 @@ def host_row(
     utils = [g.utilization for g in gpus if g.utilization is not None]
     vgpus = [v for rows in vgpus_of.values() for v in rows]
     all_badges = {x.kind: x for g in gpus for x in g.badges}
+    # The host's Xid badge names the highest Xid of any of its GPUs (not the last GPU's).
+    gpus_read = () if snapshot is None else snapshot.gpus
+    newest = max((max(g.xid_errors) for g in gpus_read if g.xid_errors), default=None)
+    if newest is not None and "xid" in all_badges:
+        all_badges["xid"] = b.badge("xid", f"Xid{newest}")
+    # The recovery badge says what the GPUs ask for, not what the last of them asks for.
+    asked = b.recovery(
+        g.recovery.action
+        for g in gpus_read
+        if g.up and g.recovery.action_needed and g.recovery.action is not None
+    )
+    if asked is not None:
+        all_badges["recovery"] = asked
     mem_used = _sum([g.memory_used for g in gpus])
     mem_total = _sum([g.memory_total for g in gpus])
     ccs = {g.cc for g in gpus if g.cc not in (None, "off")}

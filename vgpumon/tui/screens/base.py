@@ -39,6 +39,9 @@ TOO_SMALL = f"Terminal too small for vgpumon top: needs at least {MIN_WIDTH}×{M
 
 
 class LiveScreen(Screen[None]):
+    # What the screen shows, for a feed that reads only that (vgpumon.feed.Focus): one of
+    # vgpumon.feed.SCREENS; a screen of one host says so with its ``host``.
+    FOCUS: ClassVar[str] = "fleet"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "back"),
         Binding("s", "sort_next", "sort"),

@@ -29,6 +29,8 @@ from vgpumon.view.filter import Query
 
 
 class CapacityScreen(LiveScreen):
+    FOCUS = "capacity"
+
     def __init__(self) -> None:
         super().__init__()
         self._fits: dict[str, FitRow] = {}  # the fit list as last drawn, by row key

@@ -16,6 +16,8 @@ SHOWN = 500
 
 
 class EventsScreen(LiveScreen):
+    FOCUS = "events"
+
     def compose_body(self) -> ComposeResult:
         yield KeyedTable(id="events")
 

@@ -31,9 +31,14 @@ class FleetScreen(LiveScreen):
                 rows.append(vr.host_row(host, "connecting", None))
                 continue
             snap = update.snapshot
-            row = vr.host_row(
-                host, update.state.value, snap, error=update.error, stale=update.stale
-            )
+            if snap is None and update.rollup is not None:  # a large fleet's host, summed up
+                row = vr.host_row_from_rollup(
+                    host, update.state.value, update.rollup, error=update.error, stale=update.stale
+                )
+            else:
+                row = vr.host_row(
+                    host, update.state.value, snap, error=update.error, stale=update.stale
+                )
             if not app.filter_query.empty:
                 kids: list[dict[str, str]] = []
                 if snap is not None:

@@ -11,6 +11,7 @@ expanded GPU shows only the matching instances.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -66,6 +67,10 @@ def host_title(host: str, vapp_hosts: Mapping[str, HostUpdate], multi: bool) -> 
         )
         if snap.health.wedged:
             text.append("  sampler wedged", style="bold red")
+        if update.via is not None:
+            # Read from a metrics store: as of the exporter's sample it scraped last.
+            when = time.strftime("%H:%M:%S", time.localtime(snap.timestamp))
+            text.append(f"  via {update.via}, as of {when}", style="dim")
         if update.stale:
             text.append("  (last known data)", style="yellow")
     return text

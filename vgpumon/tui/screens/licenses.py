@@ -14,6 +14,8 @@ from vgpumon.view.columns import LICENSE_COLUMNS
 
 
 class LicensesScreen(LiveScreen):
+    FOCUS = "licenses"
+
     def compose_body(self) -> ComposeResult:
         yield Static("Licenses, most urgent first", classes="section")
         yield KeyedTable(id="licenses")

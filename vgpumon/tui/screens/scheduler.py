@@ -33,6 +33,8 @@ UNDECIDED = "Contention: none starved where known; {reason}"
 
 
 class SchedulerScreen(LiveScreen):
+    FOCUS = "scheduler"
+
     def compose_body(self) -> ComposeResult:
         yield Static("vGPU schedulers", classes="section")
         yield KeyedTable(id="schedulers", classes="inner")

@@ -34,6 +34,7 @@ REFETCH_SECONDS = 60.0  # the rules' series change once an hour; a minute is fre
 
 
 class UsageScreen(LiveScreen):
+    FOCUS = "usage"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("b", "next_group", "by"),
         Binding("w", "next_window", "window"),
@@ -131,7 +132,7 @@ class UsageScreen(LiveScreen):
         try:
             found: UsageReport | str = await client.report(by, end - WINDOWS[window] * HOUR, end)
         except Exception as exc:  # noqa: BLE001 - any failure is shown, never a crash
-            found = " ".join(str(exc).split())[:160] or type(exc).__name__
+            found = _shortened(" ".join(str(exc).split())) or type(exc).__name__
         self.fetched[key] = (now, found)
         self.refresh_data()
 
@@ -143,3 +144,11 @@ class UsageScreen(LiveScreen):
                 idle += vr.idle_holders(g)
                 dead += (g.metering.dead_holders or 0) if g.metering else 0
         return f"Idle holders (badge:idle): {idle} · dead holders: {dead}"
+
+
+def _shortened(text: str, head: int = 60, tail: int = 100) -> str:
+    """``text`` on one title line: its start (who failed) and its end, where a server's own
+    words come after the query it refused (a usage query alone is over 100 characters)."""
+    if len(text) <= head + tail + 1:
+        return text
+    return f"{text[:head]}…{text[-tail:]}"
