@@ -11,7 +11,6 @@ from typing import Any
 from tui_helpers import plain, settle
 
 from vgpumon.sources.history import History
-from vgpumon.tui.cells import MONO
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.screens.events import EventsScreen
 from vgpumon.tui.screens.gpu import GpuScreen
@@ -296,7 +295,8 @@ async def test_monochrome_theme_and_palette_actions(sim_host: Any) -> None:
     app = host.app(theme="vgpumon-mono")
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        assert app.palette is MONO
+        # Alarms bold and in reverse video or underlined: no colour to tell them by.
+        assert app.palette.error == "bold reverse" and app.palette.warning == "bold underline"
         titles = {c.title for c in app.get_system_commands(app.screen)}
         assert {"Pause / resume", "Filter", "Show scheduler", "Show licenses"} <= titles
 

@@ -19,9 +19,16 @@ from ci_helpers import tool
 pytestmark = pytest.mark.e2e
 
 
+# A private tmux server (``-L``): the user's own server, and other test runs on the machine, are
+# never touched (a ctrl+c or kill-session sent to a shared server could reach their panes).
+SOCKET = f"vgpumon-test-{uuid.uuid4().hex[:8]}"
+
+
 @pytest.fixture(autouse=True, scope="module")
-def needs_tmux() -> None:
+def needs_tmux() -> Iterator[None]:
     tool("tmux", "Debian package tmux")  # skip without it; CI=true fails instead
+    yield
+    subprocess.run(["tmux", "-L", SOCKET, "kill-server"], capture_output=True)
 
 
 VGPUMON = str(Path(sys.executable).with_name("vgpumon"))
@@ -29,7 +36,9 @@ VM_OF_VGPU_1 = "6f1c2a7e-93d4-4b7a-8f1e-0c5d9e2b4a11"  # kvm-vgpu-timesliced, GP
 
 
 def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], check=True, capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["tmux", "-L", SOCKET, *args], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def start(size: tuple[int, int] = (120, 40), pid_file: Path | None = None) -> str:
@@ -50,7 +59,7 @@ def session() -> Iterator[str]:
     try:
         yield name
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        subprocess.run(["tmux", "-L", SOCKET, "kill-session", "-t", name], capture_output=True)
 
 
 def pane(name: str, what: str) -> str:
@@ -96,15 +105,31 @@ def test_top_in_tmux(session: str) -> None:
     assert "EXITED-0" in done and "Traceback" not in done
 
 
+def lines(text: str) -> int:
+    return len([line for line in text.splitlines() if line.strip()])
+
+
+def settled(name: str) -> int:
+    """The screen's count of non-blank lines once a second has not changed it (the first paint
+    draws the GPU table before the holders' rows and the graphs arrive)."""
+    counts = [lines(screen(name))]
+    give_up = time.monotonic() + 60
+    while len(counts) < 5 or len(set(counts[-5:])) > 1:
+        assert time.monotonic() < give_up, counts
+        time.sleep(0.2)
+        counts.append(lines(screen(name)))
+    return counts[-1]
+
+
 def test_arrows_expand_and_fold_in_tmux(session: str) -> None:
-    overview = wait_for(session, lambda s: s.count("vGPU host") >= 3)
-    rows = len([line for line in overview.splitlines() if line.strip()])
+    wait_for(session, lambda s: s.count("vGPU host") >= 3)
+    rows = settled(session)
     tmux("send-keys", "-t", session, "Right")
     expanded = wait_for(session, lambda s: "└ v4" in s)
     assert "├ v1" in expanded
     tmux("send-keys", "-t", session, "Left")
-    folded = wait_for(session, lambda s: "└ v4" not in s)
-    assert len([line for line in folded.splitlines() if line.strip()]) == rows
+    wait_for(session, lambda s: "└ v4" not in s)
+    assert settled(session) == rows
     tmux("send-keys", "-t", session, "q")
     wait_for(session, lambda s: "EXITED-" in s)
     restored(session)
@@ -130,4 +155,4 @@ def test_a_signal_quits_and_restores_the_terminal(signal: str, tmp_path: Path) -
         assert "Traceback" not in done
         restored(name)
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        subprocess.run(["tmux", "-L", SOCKET, "kill-session", "-t", name], capture_output=True)

@@ -71,3 +71,36 @@ async def test_a_fleet_of_three_with_one_stopped() -> None:
     finally:
         for e in exporters:
             await e.stop()
+
+
+async def test_a_host_that_goes_down_comes_first_and_the_columns_hold_still() -> None:
+    """A host that went down stayed where it was (below the fold at 50 hosts), and every column
+    shifted right as its state became ``unreachable``."""
+    exporters = [await Exporter("kvm-vgpu-timesliced").start() for _ in range(3)]
+    names = ["a-01", "b-01", "c-01"]
+    targets = [RemoteTarget(e.url, name=n) for e, n in zip(exporters, names, strict=True)]
+    app = create_app(remote_fleet(targets, FAST, interval_seconds=0.2))
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            hosts = app.screen.query_one("#hosts", KeyedTable)
+
+            def order() -> list[str]:
+                return list(hosts.held_keys)
+
+            def widths() -> list[int]:
+                return list(hosts.column_widths)
+
+            def state(name: str) -> str:
+                return plain(hosts.cells(name))[1] if hosts.cells(name) else ""
+
+            await until(pilot, lambda: all(state(n) == "up" for n in names))
+            assert order() == names
+            before = widths()
+            await exporters[2].stop()
+            await until(pilot, lambda: state("c-01").startswith("unreachable"))
+            assert widths() == before
+            await until(pilot, lambda: order()[0] == "c-01")  # the problem host first
+            assert order() == ["c-01", "a-01", "b-01"]
+    finally:
+        for e in exporters:
+            await e.stop()

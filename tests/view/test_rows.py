@@ -7,6 +7,7 @@ import dataclasses
 from view_helpers import snapshot_of
 
 from vgpumon.model import Gpu, Snapshot, VgpuInstance, VgpuScheduler, VgpuShare
+from vgpumon.view import columns as vr_columns
 from vgpumon.view import rows as vr
 from vgpumon.view.columns import GPU_COLUMNS, sort_rows
 
@@ -106,6 +107,29 @@ def test_fleet_host_row_sums_and_counts() -> None:
     assert row.memory_total == sum(g.memory.total_bytes for g in snap.gpus)
     down = vr.host_row("kvm-02", "unreachable", None, error="connection refused")
     assert down.gpus == 0 and down.utilization is None and down.error == "connection refused"
+
+
+def test_rows_that_read_the_same_hold_their_order_by_key() -> None:
+    """Two vGPUs both shown at 40%/25% swapped places every refresh when sorted by share: their
+    raw shares (0.401, 0.399) trade places below the shown precision. Rows that read the same tie
+    and keep the order they came in (the screen's own) in both directions."""
+    snap = snapshot_of("kvm-vgpu-timesliced")
+    gpu = snap.gpus[0]
+    base = vr.vgpu_rows("h", snap, gpu)[0]
+    share = next(c for c in vr_columns.VGPU_COLUMNS if c.key == "share")
+
+    def rows(a: float, b: float) -> list[vr.VgpuRow]:
+        twelve = dataclasses.replace(base, key="h/GPU/vgpu/12", vgpu_id=12, received=a, due=0.25)
+        three = dataclasses.replace(base, key="h/GPU/vgpu/3", vgpu_id=3, received=b, due=0.25)
+        low = dataclasses.replace(base, key="h/GPU/vgpu/1", vgpu_id=1, received=0.1, due=0.25)
+        return [twelve, low, three]
+
+    for reverse in (False, True):
+        orders = {
+            tuple(r.vgpu_id for r in sort_rows(rows(a, b), share, reverse))
+            for a, b in ((0.401, 0.399), (0.399, 0.401))
+        }
+        assert orders == {(1, 12, 3) if not reverse else (12, 3, 1)}, (reverse, orders)
 
 
 def test_the_host_s_recovery_badge_says_what_its_gpus_ask_for() -> None:

@@ -11,6 +11,7 @@ q quits.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
 import os
@@ -79,7 +80,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--theme",
         metavar="NAME",
-        help="a Textual theme, e.g. textual-dark, nord, vgpumon-mono (monochrome)",
+        help="a Textual theme, e.g. textual-dark, nord, vgpumon-mono (monochrome; the default "
+        "under NO_COLOR and on a monochrome TERM such as dumb or xterm-mono)",
     )
 
 
@@ -141,6 +143,9 @@ class TopFeed:
 
     feed: SnapshotFeed[Fleet]
     this_host: bool = False
+    # Readings of a host before printing it (``top`` piped): this host's sampler needs two, as
+    # ``snapshot`` takes two cycles (rates and GPM activity come from the second).
+    readings: int = 1
     prometheus: PrometheusSettings | None = None
 
 
@@ -248,7 +253,7 @@ def _host_feed(args: argparse.Namespace, interval: float) -> TopFeed:
         feed = this_host(
             sampler, closers=[lambda: asyncio.to_thread(sampler.close, NVML_CLOSE_SECONDS)]
         )
-        return TopFeed(feed, this_host=not session.source.startswith("sim:"))
+        return TopFeed(feed, this_host=not session.source.startswith("sim:"), readings=2)
 
     from vgpumon.sources.remote import RemoteTarget, remote_fleet
     from vgpumon.sources.targets import load_targets
@@ -265,11 +270,19 @@ def _host_feed(args: argparse.Namespace, interval: float) -> TopFeed:
     return TopFeed(remote_fleet(targets, connection, interval_seconds=interval))
 
 
+def _stdout_is_terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):  # closed or replaced by something that is no file
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
     top = feed_from_args(args)  # also turns --interval into seconds
     points = history_points(args.history, args.interval)
     from vgpumon.sources.history import History
     from vgpumon.tui.app import create_app
+    from vgpumon.tui.lifeline import Lifeline
 
     backfill = usage = None
     if top.prometheus is not None:
@@ -291,13 +304,26 @@ def run(args: argparse.Namespace) -> int:
         theme=args.theme,
         backfill=backfill,
         usage=usage,
+        lifeline=(lifeline := Lifeline()),
     )
+    if not _stdout_is_terminal():
+        # Piped or redirected: one reading as text, then exit (every flag was checked above).
+        import asyncio
+
+        from vgpumon.commands.top_print import first_reading, print_reading
+
+        return print_reading(asyncio.run(first_reading(top.feed, readings=top.readings)))
+    # From here SIGHUP, SIGTERM and the terminal's loss end ``top`` within a second.
+    lifeline.install()
     app.run()
     app.stop_feed()  # the terminal is back; the feed frees what it holds, bounded
     # Nothing is left to do: end the process here. The interpreter's own teardown would free
     # every object of the session one by one first (a second and more on a large host, after
-    # the terminal was already given back), which is what quitting must not wait for.
+    # the terminal was already given back), which is what quitting must not wait for. The
+    # status: 128 + the signal's number when a signal or the terminal's loss ended it.
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(app.return_code or 0)
+    with contextlib.suppress(OSError):  # stdout may be the terminal that went
+        sys.stdout.flush()
+    with contextlib.suppress(OSError):
+        sys.stderr.flush()
+    os._exit(lifeline.code or app.return_code or 0)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -23,6 +22,9 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.content import Content
+from textual.driver import Driver
+from textual.drivers.linux_driver import LinuxDriver
 from textual.screen import Screen
 
 from vgpumon.feed import VIA_LIVE, Fleet, Focus, Focused, HostState, HostUpdate, SnapshotFeed
@@ -31,10 +33,12 @@ from vgpumon.sources.history import History
 from vgpumon.sources.procinfo import ProcInfo, ProcTable
 from vgpumon.sources.usage import UsageClient
 from vgpumon.text import printable
-from vgpumon.tui.cells import COLOUR, MONO, Palette
+from vgpumon.tui.cells import COLOUR, Palette, palette_for
+from vgpumon.tui.contrast import legible_variables
+from vgpumon.tui.lifeline import Lifeline
 from vgpumon.tui.runner import FeedThread
 from vgpumon.tui.state import TopState
-from vgpumon.tui.themes import MONOCHROME
+from vgpumon.tui.themes import MONOCHROME, wants_monochrome
 from vgpumon.view import rows as vr
 from vgpumon.view.events import Event, connection_events, snapshot_events
 from vgpumon.view.filter import Query
@@ -49,14 +53,20 @@ class Backfill(Protocol):
         """Let go of its connections (on the app's loop, when the app ends)."""
 
 
-QUIT_SIGNALS = tuple(
-    s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None
-)
 REDRAW_SECONDS = 0.25  # how soon a new update reaches the screen (coalesces a fleet's updates)
 # How long quitting waits for the feed to stop (a cycle or poll in flight, freeing NVML): the
 # terminal is given back first; after this the process exits without it.
 STOP_SECONDS = 0.5
 EVENTS_KEPT = 1000
+# Until a theme's own are computed (vgpumon.tui.contrast.legible_variables).
+TOP_VARIABLE_DEFAULTS = {
+    "vgpumon-error": "red",
+    "vgpumon-warning": "yellow",
+    "vgpumon-good": "green",
+    "vgpumon-section": "white",
+    "vgpumon-gauge": "cyan",
+    "vgpumon-muted": "grey",
+}
 
 
 class VgpumonApp(App[None]):
@@ -68,6 +78,8 @@ class VgpumonApp(App[None]):
         Binding("q", "quit", "quit"),
         # Textual keeps ctrl+c for copying; in a monitor it means quit, as in top and nvitop.
         Binding("ctrl+c", "quit", "quit", show=False, priority=True),
+        # The terminal is raw, so ctrl+z arrives as a key: suspend as a shell job, as top does.
+        Binding("ctrl+z", "suspend_process", "suspend", show=False, priority=True),
         Binding("p", "toggle_pause", "pause"),
         Binding("slash", "filter", "filter"),
         Binding("t", "toggle_tree", "tree"),
@@ -76,7 +88,9 @@ class VgpumonApp(App[None]):
         Binding("2", "show('scheduler')", "scheduler", show=False),
         Binding("3", "show('licenses')", "licenses", show=False),
         Binding("4", "show('events')", "events", show=False),
-        Binding("5,question_mark,f1", "show('help')", "help"),
+        # Named in the footer as ``?`` (htop and nvitop's key), not as its screen number.
+        Binding("question_mark,f1", "show('help')", "help", key_display="?"),
+        Binding("5", "show('help')", "help", show=False),
         Binding("u", "show('usage')", "usage", show=False),
         Binding("6,c", "show('capacity')", "capacity", show=False),
         # A host read from Prometheus, read live from its exporter instead (and back).
@@ -94,6 +108,7 @@ class VgpumonApp(App[None]):
         clock: Callable[[], float] = time.time,
         usage: UsageClient | None = None,
         this_host: bool = False,
+        lifeline: Lifeline | None = None,
     ) -> None:
         from vgpumon.tui.screens import modes
 
@@ -117,6 +132,10 @@ class VgpumonApp(App[None]):
         self.redraws = 0  # screens drawn by the timer: tests check that pausing stops them
         self.palette: Palette = COLOUR
         self.register_theme(MONOCHROME)
+        # Its colours are the terminal's own sixteen, whose contrast nothing here can know (every
+        # theme offered keeps text legible: tests/tui/test_contrast.py); vgpumon-mono is for
+        # terminals with few colours or none.
+        self.unregister_theme("textual-ansi")
         self.backfill = backfill
         self.usage = usage  # the usage screen's hourly windows (top --prometheus)
         self.clock = clock  # event times (a test passes the simulator's clock)
@@ -128,11 +147,29 @@ class VgpumonApp(App[None]):
         # (``this_host``): a remote or simulated host's pids name nothing (or something else) here.
         self.proc_table: ProcTable | None = ProcTable() if this_host else None
         self.send_signal: Callable[[int, int], None] = os.kill  # a test sends elsewhere
+        # Ends ``top`` when its terminal goes or a stop signal comes (``top`` in a terminal only).
+        self.lifeline = lifeline
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's terminal driver, its output guarded (:mod:`vgpumon.tui.driver`)."""
+        driver = super().get_driver_class()
+        if driver is LinuxDriver:
+            from vgpumon.tui.driver import TerminalDriver
+
+            return TerminalDriver
+        return driver
 
     # ------------------------------------------------------------------ life cycle
 
     def on_mount(self) -> None:
-        self._quit_on_signals()
+        self.palette = palette_for(self.get_css_variables(), mono=self.theme == MONOCHROME.name)
+        if self.lifeline is not None:
+            # SIGTERM, SIGHUP and a lost terminal quit the way ``q`` does (the terminal, when
+            # still there, gets its screen back), within the lifeline's deadline.
+            self.lifeline.attach(asyncio.get_running_loop(), self.exit)
+        # Back from ctrl+z (or an outside SIGTSTP) and ``fg``: the terminal shows whatever the
+        # shell left, so every line is drawn again, not only what changed meanwhile.
+        self.app_resume_signal.subscribe(self, self._redraw_all)
         if self.feed.latest is not None:
             self.take(self.feed.latest)
         if self.start_feed:
@@ -146,13 +183,10 @@ class VgpumonApp(App[None]):
         self.switch_mode("overview")
         self._update_subtitle()
 
-    def _quit_on_signals(self) -> None:
-        """SIGTERM and SIGHUP (a closed terminal, ``kill``) quit the way ``q`` does, so the
-        terminal gets its screen, cursor and mouse back."""
-        loop = asyncio.get_running_loop()
-        for sig in QUIT_SIGNALS:
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, self.exit)
+    def _redraw_all(self, _app: object = None) -> None:
+        self.screen.refresh(repaint=True, layout=True)
+        self.refresh(repaint=True, layout=True)
+        self.dirty = True
 
     async def on_unmount(self) -> None:
         if self._runner is not None:
@@ -392,8 +426,24 @@ class VgpumonApp(App[None]):
         if self.current_mode != mode:
             await self.switch_mode(mode)
 
+    def format_title(self, title: str, sub_title: str) -> Content:
+        """The header's line: the sub-title (what is shown, PAUSED, the filter) at full
+        contrast, not Textual's dim one."""
+        if not sub_title:
+            return Content(title)
+        return Content.assemble(Content(title), " — ", Content(sub_title))
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        """top's own colour variables (the stylesheet reads them), before a theme sets them."""
+        return {**super().get_theme_variable_defaults(), **TOP_VARIABLE_DEFAULTS}
+
+    def get_css_variables(self) -> dict[str, str]:
+        """The theme's variables, its text colours made legible where they are drawn, and top's
+        own colours computed from it (:mod:`vgpumon.tui.contrast`)."""
+        return legible_variables(super().get_css_variables())
+
     def watch_theme(self, theme: str) -> None:
-        self.palette = MONO if theme == MONOCHROME.name else COLOUR
+        self.palette = palette_for(self.get_css_variables(), mono=theme == MONOCHROME.name)
         from vgpumon.tui.screens.base import LiveScreen
 
         for screen in self.screen_stack:
@@ -440,6 +490,7 @@ def create_app(
     clock: Callable[[], float] = time.time,
     usage: UsageClient | None = None,
     this_host: bool = False,
+    lifeline: Lifeline | None = None,
 ) -> VgpumonApp:
     """The app over ``feed``; tests pass ``start_feed=False`` and drive the feed's hosts.
 
@@ -454,7 +505,10 @@ def create_app(
         clock=clock,
         usage=usage,
         this_host=this_host,
+        lifeline=lifeline,
     )
+    if theme is None and wants_monochrome(app.no_color, os.environ.get("TERM")):
+        theme = MONOCHROME.name  # NO_COLOR (Textual has read it: app.no_color) or a mono TERM
     if theme is not None:
         if theme not in app.available_themes:
             from vgpumon.errors import ConfigError

@@ -10,7 +10,7 @@ with terminal escapes writes nothing to the terminal.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -28,19 +28,42 @@ COMPACT_BELOW = 80  # below this width gauges are left out
 
 @dataclass(frozen=True)
 class Palette:
+    """The styles of the columns' roles. Colours come from the theme, made legible
+    (:mod:`vgpumon.tui.contrast`): bold alarms at 3:1, other text at 4.5:1 against the tables."""
+
     error: str = "bold red"
     warning: str = "bold yellow"
     good: str = "green"
-    dim: str = "dim"
+    dim: str = "grey62"  # de-emphasised, never the terminal's dim attribute (unknown contrast)
     gauge: str = "cyan"
 
     def role(self, name: str | None) -> str:
         """The style of a column's palette role (:data:`vgpumon.view.columns.ERROR` ...)."""
         return "" if name is None else str(getattr(self, name, ""))
 
+    @property
+    def branch(self) -> str:
+        """The tree's branches (``├``, ``└``)."""
+        return self.dim
+
 
 COLOUR = Palette()
-MONO = Palette(error="bold reverse", warning="bold underline", good="", dim="dim", gauge="")
+
+
+def palette_for(variables: Mapping[str, str], mono: bool) -> Palette:
+    """The palette of a theme, from its legible variables
+    (:func:`vgpumon.tui.contrast.legible_variables`). The monochrome theme has no colours to
+    spend: errors are bold reverse video, warnings bold and underlined."""
+    muted = variables.get("vgpumon-muted", COLOUR.dim)
+    if mono:
+        return Palette(error="bold reverse", warning="bold underline", good="", dim=muted, gauge="")
+    return Palette(
+        error=f"bold {variables.get('vgpumon-error', 'red')}",
+        warning=f"bold {variables.get('vgpumon-warning', 'yellow')}",
+        good=variables.get("vgpumon-good", COLOUR.good),
+        dim=muted,
+        gauge=variables.get("vgpumon-gauge", COLOUR.gauge),
+    )
 
 
 @dataclass(frozen=True)
@@ -77,7 +100,8 @@ def badges_text(badges: Sequence[Badge], palette: Palette) -> Text:
 def gauge(ratio: float | None, label: str, width: int, palette: Palette) -> RenderableType:
     if width <= 0:
         return Text(printable(label))
-    text = Text(f.bar(ratio, width), style=palette.gauge)
+    text = Text()
+    text.append(f.bar(ratio, width), style=palette.gauge)  # the bar in colour, the value not
     text.append(f" {printable(label)}")
     return text
 
@@ -141,7 +165,8 @@ def cell(row: R, column: Column[R], layout: Layout, palette: Palette) -> Text:
             return text
     width = layout.gauge_for(column)
     if width and column.gauge is not None and value:
-        bar = Text(f.bar(column.gauge(row), width), style=palette.gauge)
+        bar = Text()
+        bar.append(f.bar(column.gauge(row), width), style=palette.gauge)  # the value uncoloured
         bar.append(f" {value}")
         return bar
     role = None if column.style is None else column.style(row)

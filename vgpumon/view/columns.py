@@ -67,6 +67,9 @@ class Column(Generic[R]):
     parts: Callable[[R], Sequence[tuple[str, str | None]]] | None = None  # styled pieces
     gauge: Callable[[R], float | None] | None = None  # ratio of a gauge before the text
     gauge_narrow: bool = False  # the gauge also in the normal (not only the wide) layout
+    # At least this wide, for a column whose values change width (a host's state): the columns
+    # after it hold still when one row's value grows.
+    width: int = 0
     # A column of rows of several kinds: each kind's own column (:func:`tree_column`).
     kinds: Mapping[type, Column[Any]] | None = None
 
@@ -163,10 +166,19 @@ def _ratio(
 
 
 def sort_rows(rows: Sequence[R], column: Column[R], reverse: bool = False) -> list[R]:
-    """Rows ordered by ``column``'s raw value; rows without a value last in both directions."""
-    present = [r for r in rows if column.sort(r) is not None]
-    absent = [r for r in rows if column.sort(r) is None]
-    return sorted(present, key=column.sort, reverse=reverse) + absent
+    """Rows ordered by ``column``'s raw value; rows without a value last in both directions.
+
+    Rows whose cells read the same tie and keep the order they came in (the screen's own: GPU
+    index, then instance) in both directions: raw values that trade places below the shown
+    precision (two vGPUs at 40%/25%) would otherwise swap the rows on every refresh."""
+    keyed = [(column.sort(r), column.cell(r), r) for r in rows]
+    shown: dict[str, Any] = {}  # one sort value per shown text: the lowest
+    for value, text, _ in keyed:
+        if value is not None and (text not in shown or value < shown[text]):
+            shown[text] = value
+    present = [(shown[text], r) for value, text, r in keyed if value is not None]
+    absent = [r for value, _, r in keyed if value is None]
+    return [r for _, r in sorted(present, key=lambda t: t[0], reverse=reverse)] + absent
 
 
 def _share(v: VgpuRow) -> str:
@@ -825,7 +837,9 @@ LICENSE_COLUMNS: tuple[Column[LicenseRow], ...] = (
 
 
 def _host_state(r: HostRow) -> str:
-    return r.state + (" (stale)" if r.stale else "")
+    """A host's state; ``(stale)`` where a host that is up shows its last good reading (an
+    unreachable host's data is its last known by definition)."""
+    return r.state + (" (stale)" if r.stale and r.state != "unreachable" else "")
 
 
 HOST_COLUMNS: tuple[Column[HostRow], ...] = (
@@ -837,6 +851,7 @@ HOST_COLUMNS: tuple[Column[HostRow], ...] = (
         lambda r: r.state,
         priority=1,
         style=lambda r: ERROR if r.state == "unreachable" else None,
+        width=len("unreachable"),
     ),
     Column(
         "gpus",
@@ -947,6 +962,96 @@ HOST_VM_COLUMNS: tuple[Column[Any], ...] = (
     _vm_column("name", "VM", 0),
     _vm_column("memory", "framebuffer", 0),
     _vm_column("pid", "VM id", 1),
+)
+
+
+# Every holder of a host's GPUs in one table where kinds mix (a vGPU host's VMs beside a MIG GPU's
+# instances and a bare-metal GPU's processes): each column is made of the kinds' own columns, so
+# a cell is defined once, in its kind's table.
+_PROCESS = _by_key(PROCESS_COLUMNS)
+_HOLDER_KIND: dict[type, str] = {VgpuRow: "vGPU", MigRow: "MIG"}
+
+
+def holder_kind(row: Any) -> str:
+    """What a holder is: ``vGPU``, ``MIG``, or a process's kind (compute, graphics, vm)."""
+    return _HOLDER_KIND.get(type(row)) or str(getattr(row, "kind", ""))
+
+
+def holder_column(
+    key: str,
+    label: str,
+    kinds: dict[type, Column[Any]],
+    *,
+    sort: dict[type, Callable[[Any], Any]] | None = None,
+    **options: Any,
+) -> Column[Any]:
+    """A column of the mixed holders' table: each row's cell, style, badges and sort are its
+    kind's column's (``sort`` where the kinds' own sorts are not alike: a framebuffer's ratio
+    against a process's bytes); a kind without one shows nothing. Gauges only where every kind
+    has one (a process's memory has no total: an empty gauge would read as unknown)."""
+
+    def part(attr: str, default: Any) -> Callable[[Any], Any] | None:
+        reads = {kind: getattr(c, attr) for kind, c in kinds.items() if getattr(c, attr)}
+        return by_kind(reads, default) if reads else None
+
+    gauges = [c.gauge for c in kinds.values()]
+    sorts = sort if sort is not None else {kind: c.sort for kind, c in kinds.items()}
+    return Column(
+        key,
+        label,
+        by_kind({kind: c.cell for kind, c in kinds.items()}),
+        by_kind(sorts, None),
+        style=part("style", None),
+        parts=part("parts", ()),
+        gauge=part("gauge", None) if all(gauges) else None,
+        kinds=dict(kinds),
+        **options,
+    )
+
+
+HOST_HOLDER_COLUMNS: tuple[Column[Any], ...] = (
+    _gpu_index_column(),
+    Column("kind", "kind", holder_kind, holder_kind, priority=0),
+    holder_column(
+        "id",
+        "id",
+        {VgpuRow: _VGPU["vgpu"], MigRow: _MIG["gi"], ProcessRow: _PROCESS["pid"]},
+        numeric=True,
+        priority=1,
+    ),
+    holder_column(
+        "holder",
+        "VM/pod/process",
+        {VgpuRow: _VGPU["vm"], MigRow: _MIG["pod"], ProcessRow: _PROCESS["name"]},
+        priority=1,
+    ),
+    holder_column(
+        "type", "type/profile", {VgpuRow: _VGPU["type"], MigRow: _MIG["profile"]}, priority=2
+    ),
+    holder_column(
+        "memory",
+        "memory",
+        {VgpuRow: _VGPU["fb"], MigRow: _MIG["memory"], ProcessRow: _PROCESS["memory"]},
+        # Bytes held, alike for every kind (their own tables sort vGPUs and MIG instances by
+        # the ratio of theirs they use).
+        sort={
+            VgpuRow: lambda r: r.framebuffer_used,
+            MigRow: lambda r: r.memory_used,
+            ProcessRow: lambda r: r.memory,
+        },
+        numeric=True,
+        descending=True,
+        priority=2,
+    ),
+    holder_column(
+        "sm",
+        "sm",
+        {VgpuRow: _VGPU["sm"], MigRow: _MIG["sm"], ProcessRow: _PROCESS["sm"]},
+        numeric=True,
+        descending=True,
+        priority=3,
+    ),
+    holder_column("license", "license", {VgpuRow: _VGPU["license"]}, priority=4, needs=VGPUS),
 )
 
 

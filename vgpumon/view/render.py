@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import io
 import sys
+from collections.abc import Callable, Sequence
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
@@ -23,7 +24,14 @@ from vgpumon.model import Snapshot
 from vgpumon.text import printable
 from vgpumon.view import format as f
 from vgpumon.view import rows as r
-from vgpumon.view.columns import GPU_COLUMNS, MIG_COLUMNS, PROCESS_COLUMNS, VGPU_COLUMNS, present
+from vgpumon.view.columns import (
+    GPU_COLUMNS,
+    HOST_COLUMNS,
+    MIG_COLUMNS,
+    PROCESS_COLUMNS,
+    VGPU_COLUMNS,
+    present,
+)
 from vgpumon.view.tables import HOST, WIDE_AT, row_table, titled_table
 from vgpumon.view.vgpu_render import vgpu_extra_tables
 
@@ -190,12 +198,27 @@ def render(snapshot: Snapshot, console: Console | None = None) -> None:
     """Print the picture: at a terminal, fitted to its width (a value that does not fit ends in
     an ellipsis, never silently); piped or redirected, every table as wide as its content, so
     no character is lost, and no line padded with spaces."""
+    _print(lambda width: snapshot_renderable(snapshot, width), console)
+
+
+def hosts_renderable(rows: Sequence[r.HostRow], title: str, width: int = 80) -> RenderableType:
+    """The fleet as ``top`` lists it first: a row per host, problem hosts first."""
+    ordered = sorted(rows, key=r.host_order)
+    return row_table(title, HOST_COLUMNS, ordered, wide=width >= WIDE_AT)
+
+
+def render_hosts(rows: Sequence[r.HostRow], title: str, console: Console | None = None) -> None:
+    """Print the fleet table as :func:`render` prints a snapshot."""
+    _print(lambda width: hosts_renderable(rows, title, width), console)
+
+
+def _print(make: Callable[[int], RenderableType], console: Console | None) -> None:
     if console is None:
         console = Console()
         if not console.is_terminal:
             buffer = Console(width=UNLIMITED_WIDTH, file=io.StringIO(), color_system=None)
-            buffer.print(snapshot_renderable(snapshot, UNLIMITED_WIDTH))
+            buffer.print(make(UNLIMITED_WIDTH))
             text = buffer.file.getvalue()  # type: ignore[attr-defined]
             sys.stdout.write("".join(line.rstrip() + "\n" for line in text.splitlines()))
             return
-    console.print(snapshot_renderable(snapshot, console.width))
+    console.print(make(console.width))

@@ -1022,6 +1022,22 @@ class HostRow:
         }
 
 
+def host_trouble(row: HostRow) -> int:
+    """How much a host needs looking at, 0 first: unreachable (or closed), then its worst badge
+    (lost GPU, hung, Xid, stale, unlicensed, expiring, starved, idle: :data:`badges.KINDS`), then
+    still connecting, then nothing wrong."""
+    if row.state in ("unreachable", "closed"):
+        return 0
+    if row.badges:
+        return 1 + min(x.rank for x in row.badges)
+    return len(b.KINDS) + (1 if row.state == "connecting" else 2)
+
+
+def host_order(row: HostRow) -> tuple[int, str]:
+    """The fleet's default order: hosts with problems first, worst first, then by name."""
+    return host_trouble(row), row.host
+
+
 def host_row_from_rollup(
     host: str,
     state: str,

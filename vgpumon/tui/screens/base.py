@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import signal
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar, cast
 
 from rich.cells import cell_len
@@ -38,6 +39,16 @@ MIN_HEIGHT = 10
 TOO_SMALL = f"Terminal too small for vgpumon top: needs at least {MIN_WIDTH}×{MIN_HEIGHT}."
 
 
+@dataclass
+class TableSort:
+    """How one table is sorted: by ``key`` (None: the screen's own order), ``reverse``; its
+    ``columns`` as last drawn are what ``s`` cycles through."""
+
+    key: str | None = None
+    reverse: bool = False
+    columns: list[Column[Any]] = field(default_factory=list)
+
+
 class LiveScreen(Screen[None]):
     # What the screen shows, for a feed that reads only that (vgpumon.feed.Focus): one of
     # vgpumon.feed.SCREENS; a screen of one host says so with its ``host``.
@@ -52,11 +63,10 @@ class LiveScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.sort_key: str | None = None
-        self.sort_reverse = False
+        # Each sortable table's order (by table id); ``s`` sorts the focused one.
+        self.sorts: dict[str, TableSort] = {}
+        self.main_table = ""  # the screen's first table: where ``s`` acts when no table is focused
         self.cell_cache = CellCache()
-        # The columns of the main table as last drawn: ``s`` cycles through these only.
-        self.sortable: list[Column[Any]] = []
         self._shown: dict[int, RenderableType] = {}  # what each Static shows (by widget id)
         self._composed = False  # set on mount: a pushed screen is active before its children exist
 
@@ -157,12 +167,14 @@ class LiveScreen(Screen[None]):
         rows: Sequence[tuple[str, Source]],
         *,
         main: bool = False,
+        sortable: bool = False,
     ) -> list[Column[Any]]:
         """Show ``rows`` (cells for every one of ``columns``) in ``table``, keeping the columns
         that fit the screen's width (:func:`vgpumon.view.columns.fit`: least important and widest
-        drop first, never cut at the edge), each as wide as its widest cell on screen now. The
-        main table's header marks the sort column; its shown columns are what ``s`` cycles
-        through.
+        drop first, never cut at the edge), each as wide as its widest cell on screen now (or
+        its ``width``). The main table's header marks the sort column; its shown columns are
+        what ``s`` cycles through (also for a ``sortable`` one, sorted by :meth:`sorted_rows`
+        with its id).
 
         A row may come as a function that builds its cells: it is called only for the rows on
         screen now (their cells measure the columns) and, later, for a row the table draws when it
@@ -176,9 +188,13 @@ class LiveScreen(Screen[None]):
                     cells = cells()
                 measured.append(cells)
             shown.append((key, cells))
-        labels = [self._label(c, main) for c in columns]
+        table_id = table.id or ""
+        if main and not self.main_table:
+            self.main_table = table_id
+        order = self.sorts.setdefault(table_id, TableSort()) if main or sortable else None
+        labels = [self._label(c, order) for c in columns]
         widths = [
-            max([cell_len(label), *(cell_width(cells[i]) for cells in measured)])
+            max([cell_len(label), columns[i].width, *(cell_width(cells[i]) for cells in measured)])
             for i, label in enumerate(labels)
         ]
         # The width the table's container gives it (a scrolling container's scrollbar excluded).
@@ -198,55 +214,84 @@ class LiveScreen(Screen[None]):
             pick=None if len(kept) == len(columns) else kept,
         )
         visible = [columns[i] for i in kept]
-        if main and [c.key for c in visible] != [c.key for c in self.sortable]:
+        if order is not None and [c.key for c in visible] != [c.key for c in order.columns]:
             had = bool(self.sortable)
-            self.sortable = visible
-            if had != bool(visible):
+            order.columns = visible
+            if had != bool(self.sortable):
                 self.refresh_bindings()
         return visible
 
-    def _label(self, column: Column[Any], main: bool) -> str:
-        if main and column.key == self.sort_key:
-            return column.label + (DOWN if self.sort_reverse else UP)
+    def _label(self, column: Column[Any], order: TableSort | None) -> str:
+        if order is not None and column.key == order.key:
+            return column.label + (DOWN if order.reverse else UP)
         return column.label
 
     # ------------------------------------------------------------------ sorting
 
-    def sorted_rows(self, rows: Sequence[R], columns: Sequence[Column[R]]) -> list[R]:
-        column = next((c for c in columns if c.key == self.sort_key), None)
-        if column is None:
+    @property
+    def sortable(self) -> list[Column[Any]]:
+        """The columns ``s`` cycles through now: the focused table's, else the main table's."""
+        return self._sort_target().columns
+
+    @property
+    def sort_key(self) -> str | None:
+        """The main table's sort column (None: the screen's own order)."""
+        return self.sorts.get(self.main_table, TableSort()).key
+
+    @property
+    def sort_reverse(self) -> bool:
+        return self.sorts.get(self.main_table, TableSort()).reverse
+
+    def _sort_target(self) -> TableSort:
+        focused = self.focused
+        if isinstance(focused, KeyedTable):
+            order = self.sorts.get(focused.id or "")
+            if order is not None and order.columns:
+                return order
+        return self.sorts.get(self.main_table) or TableSort()
+
+    def sorted_rows(
+        self, rows: Sequence[R], columns: Sequence[Column[R]], table: str | None = None
+    ) -> list[R]:
+        """``rows`` in the order of ``table`` (by id; the main table when None)."""
+        order = self.sorts.get(self.main_table if table is None else table)
+        column = None if order is None else next((c for c in columns if c.key == order.key), None)
+        if order is None or column is None:
             return list(rows)
-        return sort_rows(rows, column, self.sort_reverse)
+        return sort_rows(rows, column, order.reverse)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """``s``/``S`` only where a table can be sorted (hidden from the footer elsewhere)."""
-        if action in ("sort_next", "sort_reverse") and not self.sortable:
-            return None
-        return True
+        """``s``/``S`` only where a table can be sorted (hidden from the footer elsewhere: a
+        disabled key would be drawn dimmed, below the contrast text needs)."""
+        return bool(self.sortable) or action not in ("sort_next", "sort_reverse")
 
     def action_sort_next(self) -> None:
-        """The next shown column; load-like columns start largest first."""
-        columns = self.sortable
-        if not columns:
+        """The focused table's next shown column; load-like columns start largest first."""
+        order = self._sort_target()
+        if not order.columns:
             return
-        keys = [c.key for c in columns]
-        i = keys.index(self.sort_key) + 1 if self.sort_key in keys else 0
-        column = columns[i % len(columns)]
-        self.sort_key, self.sort_reverse = column.key, column.descending
+        keys = [c.key for c in order.columns]
+        i = keys.index(order.key) + 1 if order.key in keys else 0
+        column = order.columns[i % len(order.columns)]
+        order.key, order.reverse = column.key, column.descending
         self.refresh_data()
 
     def action_sort_reverse(self) -> None:
-        self.sort_reverse = not self.sort_reverse
+        order = self._sort_target()
+        order.reverse = not order.reverse
         self.refresh_data()
 
     def on_keyed_table_header_selected(self, event: KeyedTable.HeaderSelected) -> None:
+        order = self.sorts.get(event.table.id or "")
+        if order is None:
+            return
         key = event.column_key
-        if key == self.sort_key:
-            self.sort_reverse = not self.sort_reverse
+        if key == order.key:
+            order.reverse = not order.reverse
         else:
-            column = next((c for c in self.sortable if c.key == key), None)
-            self.sort_key = key
-            self.sort_reverse = column is not None and column.descending
+            column = next((c for c in order.columns if c.key == key), None)
+            order.key = key
+            order.reverse = column is not None and column.descending
         self.refresh_data()
 
     # ------------------------------------------------------------------ signals

@@ -51,6 +51,8 @@ class FleetScreen(LiveScreen):
                 ):
                     continue
             rows.append(row)
+        if self.sort_key is None:  # by default hosts with problems first (then by name)
+            return sorted(rows, key=vr.host_order)
         return self.sorted_rows(rows, HOST_COLUMNS)
 
     def draw(self) -> None:

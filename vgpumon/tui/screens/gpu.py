@@ -115,7 +115,7 @@ class GpuScreen(LiveScreen):
         stale = not gpu.up or snap.health.wedged or (update is not None and update.stale)
         if stale:
             head.append("  last known values (stale)", style=app.palette.warning)
-        head.append(f"  {printable(row.uuid)}", style="dim")
+        head.append(f"  {printable(row.uuid)}", style=app.palette.dim)
         self.show(title, head)
         now = snap.timestamp
         hist = app.history

@@ -27,13 +27,14 @@ from vgpumon.model import Gpu, Snapshot
 from vgpumon.sources.history import gpu_entity
 from vgpumon.text import printable
 from vgpumon.tui.cells import CellCache, Layout, Palette, row_cells, table_columns
-from vgpumon.tui.screens.base import LiveScreen
+from vgpumon.tui.screens.base import LiveScreen, TableSort
 from vgpumon.tui.state import TopState
 from vgpumon.tui.widgets.graph import Graph
 from vgpumon.tui.widgets.keyed_table import Cells, KeyedTable, Source
 from vgpumon.view import format as f
 from vgpumon.view import rows as vr
 from vgpumon.view.columns import (
+    HOST_HOLDER_COLUMNS,
     HOST_MIG_COLUMNS,
     HOST_PROCESS_COLUMNS,
     HOST_TREE_COLUMNS,
@@ -46,16 +47,19 @@ from vgpumon.view.columns import (
 from vgpumon.view.filter import Query
 
 
-def host_title(host: str, vapp_hosts: Mapping[str, HostUpdate], multi: bool) -> Text:
+def host_title(
+    host: str, vapp_hosts: Mapping[str, HostUpdate], multi: bool, palette: Palette
+) -> Text:
     update = vapp_hosts.get(host)
     text = Text()
     if multi:
         text.append(f"{printable(host)}  ", style="bold")
     if update is None:
         return text.append("waiting for the first reading…")
-    text.append(update.state.value, style="bold" if update.state.value == "up" else "bold red")
+    up = update.state.value == "up"
+    text.append(update.state.value, style="bold" if up else palette.error)
     if update.error:
-        text.append(f"  {printable(update.error)}", style="red")
+        text.append(f"  {printable(update.error)}", style=palette.error)
     snap = update.snapshot
     if snap is not None:
         d = snap.driver
@@ -66,23 +70,23 @@ def host_title(host: str, vapp_hosts: Mapping[str, HostUpdate], multi: bool) -> 
             )
         )
         if snap.health.wedged:
-            text.append("  sampler wedged", style="bold red")
+            text.append("  sampler wedged", style=palette.error)
         if update.via is not None:
             # Read from a metrics store: as of the exporter's sample it scraped last.
             when = time.strftime("%H:%M:%S", time.localtime(snap.timestamp))
-            text.append(f"  via {update.via}, as of {when}", style="dim")
+            text.append(f"  via {update.via}, as of {when}", style=palette.dim)
         if update.stale:
-            text.append("  (last known data)", style="yellow")
+            text.append("  (last known data)", style=palette.warning)
     return text
 
 
 TREE_MID, TREE_LAST = "├ ", "└ "
 
 
-def _tree_cells(cells: Cells, last: bool) -> Cells:
+def _tree_cells(cells: Cells, last: bool, palette: Palette) -> Cells:
     """An instance row's cells with the tree's branch in front of its first cell."""
     first = cells[0]
-    branch = Text(TREE_LAST if last else TREE_MID, style="dim")
+    branch = Text(TREE_LAST if last else TREE_MID, style=palette.branch)
     if isinstance(first, Text):
         branch.append_text(first)
     return (branch, *cells[1:])
@@ -113,7 +117,7 @@ def gpu_table_rows(
         return cache.get(
             child.key,
             (child, names, layout, palette, last),
-            lambda: _tree_cells(row_cells(child, columns, layout, palette), last),
+            lambda: _tree_cells(row_cells(child, columns, layout, palette), last, palette),
         )
 
     out: list[tuple[str, Source]] = []
@@ -148,8 +152,8 @@ def _same(row: vr.MigRow) -> vr.MigRow:
 
 
 class GpuTable(KeyedTable):
-    """The host's GPU table: the arrows expand and fold here (a focused widget's bindings win over
-    the screen's)."""
+    """The host's GPU table and its holders': the arrows expand and fold the GPU of the row under
+    the cursor (a focused widget's bindings win over the screen's)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("right,l", "screen.expand", "expand", show=False),
@@ -159,13 +163,17 @@ class GpuTable(KeyedTable):
 
 @dataclass(frozen=True)
 class Holders:
-    """One kind of thing that holds a host's GPUs, listed under the GPU table: the first kind the
-    host has is shown (a registry: a new kind is one entry)."""
+    """One kind of thing that holds a GPU, listed under the GPU table: each GPU's holders are of
+    the first kind it has, so every GPU's are listed, under it (a registry: a new kind is one
+    entry). Where kinds mix, one table holds them all with a kind column
+    (:data:`vgpumon.view.columns.HOST_HOLDER_COLUMNS`)."""
 
-    title: str
-    has: Callable[[Snapshot], bool]
-    # (key, the row model's maker) of each: a maker is called for the rows the table draws
-    rows: Callable[[TopState, vr.HostRows], Sequence[tuple[str, Callable[[], Any]]]]
+    name: str  # in the title where kinds mix
+    title: str  # the title where it is the only kind
+    has: Callable[[Gpu], bool]
+    # (key, the row model's maker) of each of a GPU's: a maker is called for the rows the table
+    # draws
+    rows: Callable[[TopState, vr.HostRows, Gpu], Sequence[tuple[str, Callable[[], Any]]]]
     columns: Sequence[Column[Any]]
 
 
@@ -173,55 +181,77 @@ def _ready(rows: Sequence[Any]) -> list[tuple[str, Callable[[], Any]]]:
     return [(r.key, functools.partial(_same, r)) for r in rows]
 
 
-def _vgpus(app: TopState, built: vr.HostRows) -> list[tuple[str, Callable[[], Any]]]:
+def _vgpus(app: TopState, built: vr.HostRows, gpu: Gpu) -> list[tuple[str, Callable[[], Any]]]:
     return [
-        (vr.vgpu_key(built.host, g, v), functools.partial(built.vgpu, g.uuid, i))
-        for g in built.snapshot.gpus
-        for i, v in enumerate(g.vgpu_instances)
+        (vr.vgpu_key(built.host, gpu, v), functools.partial(built.vgpu, gpu.uuid, i))
+        for i, v in enumerate(gpu.vgpu_instances)
     ]
 
 
-def _migs(app: TopState, built: vr.HostRows) -> list[tuple[str, Callable[[], Any]]]:
-    snap = built.snapshot
-    return _ready([m for g in snap.gpus for m in vr.mig_rows(built.host, g, snap)])
+def _migs(app: TopState, built: vr.HostRows, gpu: Gpu) -> list[tuple[str, Callable[[], Any]]]:
+    return _ready(vr.mig_rows(built.host, gpu, built.snapshot))
 
 
-def _processes(app: TopState, built: vr.HostRows) -> list[tuple[str, Callable[[], Any]]]:
-    snap = built.snapshot
-    local = app.local_processes(p.pid for g in snap.gpus for p in g.processes or ())
-    return _ready([p for g in snap.gpus for p in vr.process_rows(built.host, g, local)])
+def _processes(app: TopState, built: vr.HostRows, gpu: Gpu) -> list[tuple[str, Callable[[], Any]]]:
+    local = app.local_processes(p.pid for p in gpu.processes or ())
+    return _ready(vr.process_rows(built.host, gpu, local))
 
 
-def _vms(app: TopState, built: vr.HostRows) -> list[tuple[str, Callable[[], Any]]]:
-    snap = built.snapshot
-    return _ready(
-        [p for g in snap.gpus for p in vr.process_rows(built.host, g, None) if p.kind == "vm"]
-    )
+def _vms(app: TopState, built: vr.HostRows, gpu: Gpu) -> list[tuple[str, Callable[[], Any]]]:
+    return _ready([p for p in vr.process_rows(built.host, gpu, None) if p.kind == "vm"])
 
 
 HOLDERS: tuple[Holders, ...] = (
     Holders(
+        "VMs",
         "VMs on the GPUs (vGPU instances)",
-        lambda snap: any(g.vgpu_instances for g in snap.gpus),
+        lambda gpu: bool(gpu.vgpu_instances),
         _vgpus,
         HOST_VGPU_COLUMNS,
     ),
     Holders(
         # An agentless hypervisor (ESXi) lists its VMs as processes: name and framebuffer, by
         # world ID, also when its vGPU report is missing.
+        "VMs",
         "VMs on the GPUs (the hypervisor's process list)",
-        lambda snap: any(p.kind == "vm" for g in snap.gpus for p in g.processes or ()),
+        lambda gpu: any(p.kind == "vm" for p in gpu.processes or ()),
         _vms,
         HOST_VM_COLUMNS,
     ),
     Holders(
         "MIG instances",
-        lambda snap: any(g.mig_instances for g in snap.gpus),
+        "MIG instances",
+        lambda gpu: bool(gpu.mig_instances),
         _migs,
         HOST_MIG_COLUMNS,
     ),
-    Holders("Processes on the GPUs", lambda snap: True, _processes, HOST_PROCESS_COLUMNS),
+    Holders(
+        "processes", "Processes on the GPUs", lambda gpu: True, _processes, HOST_PROCESS_COLUMNS
+    ),
 )
+
+
+def holders_of(
+    app: TopState, built: vr.HostRows
+) -> tuple[str, Sequence[Column[Any]], list[tuple[str, Callable[[], Any]]]]:
+    """Every holder of every GPU, GPU by GPU: the title, the columns (the kind's own where one
+    kind holds them all, else the mixed table's with its kind column) and the rows."""
+    rows: list[tuple[str, Callable[[], Any]]] = []
+    kinds: list[Holders] = []
+    for gpu in built.snapshot.gpus:
+        holders = next(h for h in HOLDERS if h.has(gpu))
+        mine = holders.rows(app, built, gpu)
+        if mine and holders not in kinds:
+            kinds.append(holders)
+        rows += mine
+    if not kinds:
+        return HOLDERS[-1].title, HOLDERS[-1].columns, rows
+    if len(kinds) == 1:
+        return kinds[0].title, kinds[0].columns, rows
+    names = list(dict.fromkeys(h.name for h in kinds))
+    return "Holders of the GPUs: " + ", ".join(names), HOST_HOLDER_COLUMNS, rows
+
+
 GRAPHED_GPUS = 4  # live util graphs of the first GPUs, when the terminal has the rows
 GRAPHS_FROM_HEIGHT = 32
 
@@ -243,7 +273,7 @@ class HostScreen(LiveScreen):
         yield Static(id="title", classes="title")
         yield GpuTable(id="gpus")
         yield Static(id="holders-title", classes="section")
-        yield KeyedTable(id="holders")
+        yield GpuTable(id="holders")
         with Grid(id="host-graphs"):
             for i in range(GRAPHED_GPUS):
                 yield Graph(f"GPU {i} util", f.pct, window=self.vapp.graph_window, id=f"h-util-{i}")
@@ -254,7 +284,7 @@ class HostScreen(LiveScreen):
 
     def draw(self) -> None:
         app = self.vapp
-        title = host_title(self.host, app.hosts, app.multi_host)
+        title = host_title(self.host, app.hosts, app.multi_host, app.palette)
         self.show(self.query_one("#title", Static), title)
         update = app.hosts.get(self.host)
         table = self.query_one("#gpus", KeyedTable)
@@ -285,16 +315,19 @@ class HostScreen(LiveScreen):
 
     def _draw_holders(self, built: vr.HostRows) -> None:
         snap = built.snapshot
-        holders = next(h for h in HOLDERS if h.has(snap))
+        title, kind_columns, rows = holders_of(self.vapp, built)
         query = self.vapp.filter_query
-        rows = holders.rows(self.vapp, built)
         if not query.empty:
             rows = [(k, make) for k, make in rows if query.matches(make().fields)]
         has = present(snap) | ({LOCAL} if self.vapp.proc_table is not None else set())
-        columns = table_columns(holders.columns, self.layout_now, frozenset(has))
-        self.show(self.query_one("#holders-title", Static), Text(holders.title))
+        columns = table_columns(kind_columns, self.layout_now, frozenset(has))
+        if self.sorts.get("holders", TableSort()).key is not None:
+            # Sorted: every row's model is needed to place it (as a filter needs them).
+            models = self.sorted_rows([make() for _, make in rows], columns, "holders")
+            rows = _ready(models)
+        self.show(self.query_one("#holders-title", Static), Text(title))
         table = self.query_one("#holders", KeyedTable)
-        self.fill(table, columns, self.lazy_cells(rows, columns))
+        self.fill(table, columns, self.lazy_cells(rows, columns), sortable=True)
 
     def _draw_graphs(self, snap: Snapshot) -> None:
         grid = self.query_one("#host-graphs", Grid)
@@ -311,8 +344,11 @@ class HostScreen(LiveScreen):
                 graph.show(series, snap.timestamp, 1.0, stale=not gpu.up)
 
     def _gpu_key(self) -> str | None:
-        """The GPU row key under the cursor (an instance row counts as its GPU)."""
-        key = self.query_one("#gpus", KeyedTable).highlighted_key
+        """The GPU of the row under the cursor of the focused table (the GPU table's when none
+        is): an instance, VM or process row counts as its GPU (its key starts ``host/uuid``)."""
+        focused = self.focused
+        table = focused if isinstance(focused, KeyedTable) else self.query_one("#gpus", KeyedTable)
+        key = table.highlighted_key
         if key is None:
             return None
         parts = key.split("/")
@@ -345,4 +381,4 @@ class HostScreen(LiveScreen):
         self.app.push_screen(GpuScreen(self.host, key.split("/", 1)[1]))
 
     def on_keyed_table_row_selected(self) -> None:
-        self.action_open()
+        self.action_open()  # Enter on either table: the GPU of the focused table's row

@@ -38,7 +38,7 @@ class ConfirmSignal(ModalScreen[signal.Signals | None]):
     DEFAULT_CSS = """
     ConfirmSignal { align: center middle; }
     ConfirmSignal > Vertical {
-        width: 70; height: auto; padding: 1 2; border: thick $error; background: $surface;
+        width: 70; height: auto; padding: 1 2; border: thick $vgpumon-error; background: $surface;
     }
     """
 
@@ -52,7 +52,7 @@ class ConfirmSignal(ModalScreen[signal.Signals | None]):
         text.append(f"\nuser {printable(self.info.user or '?')}\n")
         text.append(printable(self.info.command or "(no command line)"))
         choices = "  ".join(f"{k}: {s.name}" for k, s in SIGNALS.items())
-        text.append(f"\n\n{choices}  n/Esc: cancel", style="dim")
+        text.append(f"\n\n{choices}  n/Esc: cancel")
         with Vertical():
             yield Static(text, id="signal-text")
 

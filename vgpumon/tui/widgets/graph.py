@@ -14,6 +14,7 @@ the newest value; when that is missing it says so and names the last known one, 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 from rich.text import Text
 from textual.widget import Widget
@@ -69,6 +70,7 @@ class Graph(Widget):
     DEFAULT_CSS = """
     Graph { height: 5; min-width: 16; }
     """
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"graph--scale"}  # the range, de-emphasised
 
     def __init__(
         self,
@@ -121,7 +123,7 @@ class Graph(Widget):
         head, scale = self.heading()
         pad = max(1, width - len(head) - len(scale))
         text = Text(head, style="bold")
-        text.append(" " * pad + scale, style="dim")
+        text.append(" " * pad + scale, style=self.get_component_rich_style("graph--scale"))
         values = columns_for(self.points, self.now, self.window, width)
         if self.hi is None:
             values = [None] * width

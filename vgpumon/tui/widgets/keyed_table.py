@@ -115,8 +115,10 @@ class KeyedTable(ScrollView, can_focus=True):
         Binding("down", "cursor_down", "Cursor down", show=False),
         Binding("pageup", "page_up", "Page up", show=False),
         Binding("pagedown", "page_down", "Page down", show=False),
-        Binding("ctrl+home", "scroll_top", "Top", show=False),
-        Binding("ctrl+end", "scroll_bottom", "Bottom", show=False),
+        # Home and End go to the first and last row, as in htop and nvitop (DataTable's scrolled
+        # sideways in a row-cursor table: nothing on a table that fits the width).
+        Binding("home,ctrl+home", "scroll_top", "First row", show=False),
+        Binding("end,ctrl+end", "scroll_bottom", "Last row", show=False),
     ]
 
     cursor_row: reactive[int] = reactive(0, repaint=False, always_update=False)
