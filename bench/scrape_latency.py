@@ -323,9 +323,15 @@ async def serve_synthetic(
     web_config: str | None,
     gc_freeze: bool = True,
 ) -> None:
-    """Serve the synthetic host on 127.0.0.1:PORT until SIGTERM (the benchmark's server side)."""
+    """Serve the synthetic host on 127.0.0.1:PORT until SIGTERM (the benchmark's server side),
+    with serve's memory settings: the allocator tuned before any thread, and the housekeeping
+    (a collection and malloc_trim once a minute, after a publish)."""
     import signal
 
+    from vgpumon import allocator
+    from vgpumon.export.housekeeping import Housekeeping
+
+    allocator.tune()
     runtime = None
     if web_config:
         from vgpumon.export.webconfig_runtime import WebConfigRuntime
@@ -341,6 +347,8 @@ async def serve_synthetic(
     app.publisher.kick()  # as `serve` does: render the first snapshot at once
     if gc_freeze:  # as `vgpumon serve` does once it is up
         settle_after_startup()
+    housekeeping = Housekeeping()
+    app.publisher.after_publish.append(housekeeping.after_publish)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     probe_out = os.environ.get("VGPUMON_BENCH_PROBE_OUT")  # the loop's stalls, as serve_probe.py

@@ -65,6 +65,7 @@ def write_web_config(
         _ca, leaf = _pki()
         leaf.cert_chain_pems[0].write_to_path(str(tmp / "server.crt"))
         leaf.private_key_pem.write_to_path(str(tmp / "server.key"))
+        (tmp / "server.key").chmod(0o600)
         text += f"tls_server_config:\n  cert_file: {tmp / 'server.crt'}\n"
         text += f"  key_file: {tmp / 'server.key'}\n"
     if users:

@@ -65,3 +65,70 @@ def stop_all(procs: Iterable[subprocess.Popen[bytes]]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+class PrometheusStandIn:
+    """A loopback HTTP server that answers ``/api/v1/query`` as Prometheus does, with what the
+    test sets: ``vector(promql)`` gives (labels, value) pairs, ``error`` an error answer,
+    ``raw`` a body as it is (a wrongly shaped or endless answer). Use it as a context manager.
+    """
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.vector: Any = lambda promql: []
+        self.error: str | None = None
+        self.raw: bytes | None = None
+        self.queries: list[str] = []
+        self.params: list[dict[str, list[str]]] = []  # every request's query parameters
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # the stdlib calls it by this name
+                import json
+                import urllib.parse
+
+                params = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+                promql = params.get("query", [""])[0]
+                stand_in.queries.append(promql)
+                stand_in.params.append(params)
+                status = 200
+                if stand_in.raw is not None:
+                    body = stand_in.raw
+                elif stand_in.error is not None:
+                    status = 400
+                    doc = {"status": "error", "errorType": "bad_data", "error": stand_in.error}
+                    body = json.dumps(doc).encode()
+                else:
+                    at = float(params.get("time", ["0"])[0])
+                    result = [
+                        {"metric": labels, "value": [at, value]}
+                        for labels, value in stand_in.vector(promql)
+                    ]
+                    doc = {"status": "success", "data": {"resultType": "vector", "result": result}}
+                    body = json.dumps(doc).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                return None
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> PrometheusStandIn:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)

@@ -6,6 +6,8 @@ exit status; everything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+from vgpumon.text import printable
+
 
 class VgpumonError(Exception):
     """A failure the user can act on; ``str(err)`` is the whole message, always one line.
@@ -22,13 +24,6 @@ class VgpumonError(Exception):
 
 class ConfigError(VgpumonError):
     """A bad flag, config file, scenario file or web-config file."""
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters (newlines, escapes, NUL) written as Python escapes."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def one_line(value: object, limit: int = 400) -> str:

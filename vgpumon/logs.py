@@ -45,11 +45,27 @@ def _fields(record: logging.LogRecord, formatter: logging.Formatter) -> dict[str
     return out
 
 
+def _json(value: object) -> str:
+    """JSON as UTF-8 text, with what JSON leaves raw but a terminal would obey (C1 controls,
+    bidi overrides: a log line quotes names others chose) written as ``\\uXXXX`` escapes."""
+    text = json.dumps(value, ensure_ascii=False)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(ord(c)) for c in text)
+
+
+def _escape(code: int) -> str:
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # beyond the BMP: JSON writes a surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line; newlines inside a message are escaped by JSON itself."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return json.dumps(_fields(record, self), ensure_ascii=False)
+        return _json(_fields(record, self))
 
 
 class LogfmtFormatter(logging.Formatter):
@@ -68,7 +84,7 @@ class LogfmtFormatter(logging.Formatter):
 def _logfmt_value(value: str) -> str:
     if value and not any(c in value for c in ' "=\\') and value.isprintable():
         return value
-    return json.dumps(value, ensure_ascii=False)
+    return _json(value)
 
 
 class _StderrHandler(logging.StreamHandler):

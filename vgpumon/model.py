@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, Union
 
@@ -843,6 +845,10 @@ class SamplerHealth:
     # not an NVML sampler, or an exporter too old to say).
     interval_seconds: float | None = None
     cadences: tuple[SamplingCadence, ...] = ()
+    # How many GPUs NVML counted (nvmlDeviceGetCount) when it last counted; more than the
+    # snapshot's GPUs when some could not be read at all (no handle): nothing may then be said
+    # of the node as a whole. None: not counted (NVML down, not a sampler, an older exporter).
+    gpus_counted: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -1005,7 +1011,14 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
         if not isinstance(value, dict):
             raise SchemaError(f"{path}: expected an object")
         key_tp, val_tp = typing.get_args(tp)
-        return {key_tp(k): _convert(val_tp, v, f"{path}.{k}") for k, v in value.items()}
+        out = {}
+        for k, v in value.items():
+            try:
+                key = key_tp(k)
+            except ValueError:
+                raise SchemaError(f"{path}: key {k!r} is not {key_tp.__name__}") from None
+            out[key] = _convert(val_tp, v, f"{path}.{k}")
+        return out
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise SchemaError(f"{path}: expected a number")
@@ -1029,7 +1042,13 @@ def from_dict(cls: type[T], data: Any, path: str = "$") -> T:
 
 
 def from_json(text: str | bytes) -> Snapshot:
-    data = json.loads(text)
+    """A snapshot from its JSON (another host's, over the network): a :class:`SchemaError`, not a
+    crash of whoever reads it, for anything that is not a snapshot of this schema, including JSON
+    nested too deeply to parse and snapshots :func:`check_snapshot` refuses."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise SchemaError("$: the JSON is nested too deeply") from None
     if not isinstance(data, dict):
         raise SchemaError("$: expected an object")
     version = data.get("schema_version")
@@ -1037,4 +1056,35 @@ def from_json(text: str | bytes) -> Snapshot:
         raise SchemaError(
             f"snapshot schema version {version!r}, this vgpumon reads {SCHEMA_VERSION}"
         )
-    return from_dict(Snapshot, data)
+    snapshot = from_dict(Snapshot, data)
+    check_snapshot(snapshot)
+    return snapshot
+
+
+# The largest Unix time a calendar date has (9999-12-31T23:59:59Z): later ones cannot be shown.
+MAX_TIMESTAMP = 253402300799.0
+
+
+def check_snapshot(snapshot: Snapshot) -> None:
+    """Refuse a snapshot (from another host: a remote exporter's JSON, an agentless host's XML)
+    that no reader of it can use: a timestamp that is not a time, or the same GPU, vGPU or MIG
+    instance twice (every view keys its rows by them). A :class:`SchemaError` names the first
+    problem."""
+    t = snapshot.timestamp
+    if not (math.isfinite(t) and 0 <= t <= MAX_TIMESTAMP):
+        raise SchemaError(f"$.timestamp: {t!r} is not a time")
+    uuids: set[str] = set()
+    for i, g in enumerate(snapshot.gpus):
+        if g.uuid in uuids:
+            raise SchemaError(f"$.gpus[{i}]: GPU {g.uuid!r} is listed twice")
+        uuids.add(g.uuid)
+        _unique(f"$.gpus[{i}].vgpu_instances", "vGPU", (v.vgpu_id for v in g.vgpu_instances))
+        _unique(f"$.gpus[{i}].mig_instances", "GPU instance", (m.id for m in g.mig_instances))
+
+
+def _unique(path: str, what: str, ids: Iterable[int]) -> None:
+    seen: set[int] = set()
+    for i in ids:
+        if i in seen:
+            raise SchemaError(f"{path}: {what} {i} is listed twice")
+        seen.add(i)

@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from vgpumon.capacity import short_type_name
@@ -208,6 +209,62 @@ class FeatureFileWriter:
 
     def update(self, snapshot: Snapshot) -> bool:
         return self.write(render(node_features(snapshot)))
+
+
+class FeatureFileUpdater:
+    """:class:`FeatureFileWriter` on a daemon thread of its own, for a caller that must not wait
+    on the disk (``serve``'s event loop: an fsync can take seconds on a busy or failing disk, and
+    every scrape would wait as long).
+
+    :meth:`offer` hands over the newest text and returns at once; the thread writes it when the
+    last write is done, skipping texts offered meanwhile (only the newest matters), so a stuck
+    disk holds one thread and one text, never a queue. ``written`` and ``failed`` are called on
+    that thread.
+    """
+
+    def __init__(
+        self,
+        writer: FeatureFileWriter,
+        *,
+        written: Callable[[], object] = lambda: None,
+        failed: Callable[[OSError], object] = lambda err: None,
+    ) -> None:
+        self.writer = writer
+        self._written = written
+        self._failed = failed
+        self._cond = threading.Condition()
+        self._pending: str | None = None
+        self._busy = False
+        self._thread: threading.Thread | None = None
+
+    def offer(self, text: str) -> None:
+        with self._cond:
+            self._pending = text
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="vgpumon-nfd", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def settled(self, timeout: float) -> bool:
+        """Wait until every text offered so far was written or failed; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._pending is None and not self._busy, timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending is not None)
+                text, self._pending = self._pending, None
+                self._busy = True
+            try:
+                if text is not None and self.writer.write(text):
+                    self._written()
+            except OSError as err:
+                self._failed(err)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
 
 
 def invalid_lines(text: str) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.server
 import json
 import os
@@ -35,6 +36,7 @@ class _Api(http.server.BaseHTTPRequestHandler):
     status = 200
     delay = 0.0
     requests: ClassVar[list[str]] = []
+    raw: ClassVar[bytes | None] = None  # an answer as it is
 
     def do_GET(self) -> None:
         _Api.requests.append(self.path)
@@ -48,10 +50,14 @@ class _Api(http.server.BaseHTTPRequestHandler):
             return
         name = self.path.rsplit("/", 1)[-1]
         body = json.dumps(_Api.pods.get(name, {"kind": "Status"})).encode()
+        if _Api.raw is not None:
+            body = _Api.raw
         self.send_response(200 if name in _Api.pods else 404)
         self.send_header("Content-Type", "application/json")
         self.end_headers()
-        self.wfile.write(body)
+        # The client stops reading an oversized answer.
+        with contextlib.suppress(OSError, ssl.SSLError):
+            self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -76,6 +82,7 @@ def api(tmp_path: Path) -> Iterator[ApiServer]:
     _Api.status = 200
     _Api.delay = 0.0
     _Api.requests = []
+    _Api.raw = None
     yield ApiServer.in_cluster(env, root=str(tmp_path))
     server.shutdown()
     server.server_close()
@@ -140,3 +147,15 @@ def test_in_cluster_needs_a_pod(tmp_path: Path) -> None:
     env = {"KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}
     with pytest.raises(ConfigError, match="service account file"):
         ApiServer.in_cluster(env, root=str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [(b"[" * 100_000 + b"]" * 100_000, "nested too deeply"), (b" " * (2 << 20), "larger than")],
+    ids=["nested", "oversized"],
+)
+def test_a_hostile_api_answer_is_a_value_error(api: ApiServer, raw: bytes, says: str) -> None:
+    """What the enricher's refresher catches (issue 33): nested JSON raised RecursionError."""
+    _Api.raw = raw
+    with pytest.raises(ValueError, match=says):
+        api.pod_annotation("vdi", POD, "kubevirt.io/domain", timeout=10)

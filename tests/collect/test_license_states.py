@@ -121,3 +121,39 @@ async def test_guest_license_acquired_then_the_other_expires(guest_host: SimHost
     later = await _at(host, 2 * 3600 + 1.0)
     assert [f.licensed for g in later.gpus for f in g.guest_licenses] == [False, True]
     assert later.gpus[0].guest_licenses[0].expiry_status == "not_available"
+
+
+async def test_a_license_that_could_not_be_read_is_read_again_next_cycle(
+    sim_host: SimHostFactory,
+) -> None:
+    """Licenses are read every 10 s; one whose call failed is not held unknown (with the
+    collector successful, so check said "ok") until then: it is read again the next cycle, and
+    the collector fails for as long as it cannot be read (issue 33, finding 2)."""
+    from vgpumon.collect.base import SamplerConfig
+
+    host = sim_host("vgpu-license-expiry", config=SamplerConfig())  # serve's cadences
+    real = host.module.nvmlVgpuInstanceGetLicenseInfo
+    failing = {"on": True}
+
+    def flaky(vgpu: object) -> object:
+        if failing["on"]:
+            raise host.module.NVMLError(host.module.NVML_ERROR_TIMEOUT)
+        return real(vgpu)
+
+    host.module.nvmlVgpuInstanceGetLicenseInfo = flaky
+
+    def license_ok(snap: Snapshot) -> bool | None:
+        return next(c.success for c in snap.collectors if c.name == "license")
+
+    first = await host.cycle()
+    assert license_ok(first) is False
+    host.advance(1.0, poll_every=None)
+    second = await host.cycle()  # within the cadence: still unread, still not a success
+    assert license_ok(second) is False
+    failing["on"] = False
+    host.advance(1.0, poll_every=None)
+    third = await host.cycle()  # read again at once, not 10 s later
+    assert license_ok(third) is True
+    held = [v.license for g in second.gpus for v in g.vgpu_instances]
+    read = [v.license for g in third.gpus for v in g.vgpu_instances]
+    assert read != held and any(lic.state is not None for lic in read), read

@@ -81,6 +81,22 @@ def _process(root: Path, pid: int, cgroup: str) -> None:
     (d / "stat").write_text(stat)
 
 
+def _containerd_record(
+    root: Path, cid: str, namespace: str, pod: str, container: str, uid: str | None = None
+) -> None:
+    """The bundle config containerd keeps for container ``cid`` (with the pod UID if given)."""
+    annotations = {
+        "io.kubernetes.cri.sandbox-namespace": namespace,
+        "io.kubernetes.cri.sandbox-name": pod,
+        "io.kubernetes.cri.container-name": container,
+    }
+    if uid is not None:
+        annotations["io.kubernetes.cri.sandbox-uid"] = uid
+    bundle = root / "run/containerd/io.containerd.runtime.v2.task/k8s.io" / cid
+    bundle.mkdir(parents=True)
+    (bundle / "config.json").write_text(json.dumps({"annotations": annotations}))
+
+
 def fake_host(tmp_path: Path) -> Path:
     """Two pods on one GPU: a containerd one (cgroup v2) and a CRI-O one (cgroup v1)."""
     _process(
@@ -91,19 +107,7 @@ def fake_host(tmp_path: Path) -> Path:
     )
     _process(tmp_path, 202, f"9:memory:/kubepods/besteffort/pod{UID_B}/crio-{CID_B}.scope\n")
     _process(tmp_path, 303, "0::/system.slice/xorg.service\n")  # a host process, no pod
-    bundle = tmp_path / "run/containerd/io.containerd.runtime.v2.task/k8s.io" / CID_A
-    bundle.mkdir(parents=True)
-    (bundle / "config.json").write_text(
-        json.dumps(
-            {
-                "annotations": {
-                    "io.kubernetes.cri.sandbox-namespace": "team-a",
-                    "io.kubernetes.cri.sandbox-name": "trainer-0",
-                    "io.kubernetes.cri.container-name": "main",
-                }
-            }
-        )
-    )
+    _containerd_record(tmp_path, CID_A, "team-a", "trainer-0", "main")
     crio = tmp_path / "run/containers/storage/overlay-containers" / CID_B / "userdata"
     crio.mkdir(parents=True)
     (crio / "config.json").write_text(
@@ -172,10 +176,17 @@ def test_two_pods_on_one_gpu(tmp_path: Path) -> None:
     assert m.dead_holders == 0
 
 
+def _pod_logs(root: Path, *pods: tuple[str, str, str]) -> None:
+    """The kubelet's /var/log/pods/NAMESPACE_NAME_UID directories."""
+    for namespace, pod, uid in pods:
+        (root / "var/log/pods" / f"{namespace}_{pod}_{uid}").mkdir(parents=True)
+
+
 def test_pod_named_from_pod_resources_when_the_runtime_has_no_record(tmp_path: Path) -> None:
     root = fake_host(tmp_path)
     bundle = root / "run/containerd/io.containerd.runtime.v2.task/k8s.io" / CID_A / "config.json"
     bundle.unlink()
+    _pod_logs(root, ("team-a", "trainer-0", UID_A))  # what ties the process's pod UID to a name
     alloc = DeviceAllocation(
         resource="nvidia.com/gpu",
         device_id="GPU-0",
@@ -308,3 +319,65 @@ def test_longest_idle_holder_is_zero_with_no_processes_and_absent_without_a_list
     unreadable = Gpu(index=0, uuid="GPU-9", processes=None)
     m = stage.apply(Snapshot(timestamp=1.0, gpus=(unreadable,))).gpus[0].metering
     assert m is not None and m.longest_idle_holder_seconds is None
+
+
+# -- issue 33, finding 6: billing cannot be redirected to another pod ---------------------------
+
+
+def test_a_sub_cgroup_named_after_another_pods_container_is_not_billed_to_it(
+    tmp_path: Path,
+) -> None:
+    """A process of pod A makes a cgroup below its own (delegation lets it) named after pod B's
+    container: the container id was read from the last component, so A's usage went to B."""
+    root = fake_host(tmp_path)
+    _process(
+        root,
+        404,
+        "0::/kubepods.slice/kubepods-burstable.slice/"
+        f"kubepods-burstable-pod{UID_A.replace('-', '_')}.slice/cri-containerd-{CID_A}.scope/"
+        f"cri-containerd-{CID_B}.scope\n",
+    )
+    # B's record as containerd would keep it, had B been a containerd pod too.
+    _containerd_record(root, CID_B, "team-b", "infer-7c9", "server", uid=UID_B)
+    ident, names = PodResolver(str(root / "proc"), str(root)).resolve(404)
+    assert ident == CgroupIdentity(UID_A, CID_A, "containerd")
+    assert names == ContainerName("team-a", "trainer-0", "main")
+
+
+def test_a_runtime_record_of_another_pod_is_not_believed(tmp_path: Path) -> None:
+    """The record found for the container names a pod whose UID is not the process's own pod
+    cgroup's: the process is left unattributed."""
+    root = fake_host(tmp_path)
+    bundle = root / "run/containerd/io.containerd.runtime.v2.task/k8s.io" / CID_A / "config.json"
+    doc = json.loads(bundle.read_text())
+    doc["annotations"]["io.kubernetes.cri.sandbox-uid"] = UID_B
+    bundle.write_text(json.dumps(doc))
+    _ident, names = PodResolver(str(root / "proc"), str(root)).resolve(101)
+    assert names is None
+    doc["annotations"]["io.kubernetes.cri.sandbox-uid"] = UID_A
+    bundle.write_text(json.dumps(doc))
+    _ident, names = PodResolver(str(root / "proc"), str(root)).resolve(101)
+    assert names == ContainerName("team-a", "trainer-0", "main")
+
+
+def test_a_gpu_given_to_another_pod_is_not_billed_for_this_ones_process(tmp_path: Path) -> None:
+    """Runtime records unreadable; the GPU is given to pod B's container "main" only, and a
+    process of pod A whose container is also "main" uses it: by name alone it went to B."""
+    root = fake_host(tmp_path)
+    shutil.rmtree(root / "run")
+    _mountinfo(root, 101, UID_A, "main")
+    _pod_logs(root, ("team-a", "trainer-0", UID_A), ("team-b", "infer-7c9", UID_B))
+    resolver = PodResolver(str(root / "proc"), str(root))
+    only_b = [ContainerName("team-b", "infer-7c9", "main")]
+    assert resolver.resolve(101, only_b)[1] is None
+    both = [*only_b, ContainerName("team-a", "trainer-0", "main")]
+    assert resolver.resolve(101, both)[1] == ContainerName("team-a", "trainer-0", "main")
+
+
+def test_a_process_that_nothing_ties_to_a_pod_is_not_given_the_only_one(tmp_path: Path) -> None:
+    """No runtime record, no container name in its mounts, no readable pod logs: the process
+    was billed to the only container the GPU is given to, whichever pod it was in."""
+    root = fake_host(tmp_path)
+    shutil.rmtree(root / "run")
+    resolver = PodResolver(str(root / "proc"), str(root))
+    assert resolver.resolve(101, [ContainerName("team-b", "infer-7c9", "server")])[1] is None

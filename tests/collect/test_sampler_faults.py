@@ -235,7 +235,11 @@ async def test_errors_are_counted_and_cost_only_their_values(runs: Any) -> None:
 
     for snap, t in zip(snaps, times, strict=True):
         assert snap.health.up and all(g.up for g in snap.gpus)
-        assert all(c.success for c in snap.collectors)
+        # A collector succeeds unless every read it made on a GPU failed (issue 33): energy's
+        # one call always times out on GPU 0; from its second cycle GPM's only call (the
+        # sample) times out on GPU 3. Power and processes answer in part: they succeed.
+        failed = {c.name for c in snap.collectors if not c.success}
+        assert failed == ({"energy"} if t == 0.0 else {"energy", "gpm"}), (t, failed)
         for gpu in snap.gpus:
             spec = scenario.gpus[gpu.index]
 

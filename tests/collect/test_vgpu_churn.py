@@ -7,6 +7,7 @@ The memory bound is measured in bench/results/vgpu-churn-memory.md.
 
 from __future__ import annotations
 
+import logging
 import math
 import tracemalloc
 from typing import Any
@@ -166,3 +167,54 @@ def _sizes_equal_or_smaller(end: dict[str, int], start: dict[str, int]) -> bool:
     # The sim's churned-instance cache and the counts tied to live VMs may differ by the few VMs
     # alive at either moment; nothing may grow by more than that.
     return all(end[k] <= start[k] + 8 for k in start)
+
+
+# -- issue 33, finding 9: one empty vGPU list ---------------------------------------------------
+
+
+async def test_one_empty_vgpu_list_is_held_a_cycle_and_said(
+    sim_host: SimHostFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    """NVML answers one cycle with an empty vGPU list on a busy host: before, every vGPU ended
+    (every VM's series, metering and scheduler counters restarted) without a log line. Now the
+    last list stands for that cycle, with a warning; a second empty list is believed, and said."""
+    from vgpumon.collect.metering import MeteringStage
+
+    host = sim_host("kvm-vgpu-timesliced")
+    host.sampler.enrichers.append(MeteringStage())
+    real = host.module.nvmlDeviceGetActiveVgpus
+    empty = {"cycles": 0}
+
+    def glitching(handle: object) -> object:
+        return [] if empty["cycles"] else real(handle)
+
+    host.module.nvmlDeviceGetActiveVgpus = glitching
+
+    def busy(snap: Snapshot) -> dict[int, float]:
+        meter = snap.gpus[0].metering
+        assert meter is not None
+        return {m.vgpu_id: m.usage.busy_seconds for m in meter.vgpus}
+
+    first = await host.cycle()
+    host.advance(1.0)
+    before = await host.cycle()
+    ids = [v.vgpu_id for v in before.gpus[0].vgpu_instances]
+    assert ids and busy(before)
+    caplog.set_level(logging.WARNING, logger="vgpumon.collect.vgpu")
+    empty["cycles"] = 1
+    host.advance(1.0)
+    glitch = await host.cycle()
+    assert [v.vgpu_id for v in glitch.gpus[0].vgpu_instances] == ids
+    assert "keeping the last list for one cycle" in caplog.text
+    empty["cycles"] = 0
+    host.advance(1.0)
+    after = await host.cycle()
+    assert all(busy(after)[i] >= busy(before)[i] for i in ids), "no counter restarted"
+    # Two empty lists in a row: the VMs did end.
+    empty["cycles"] = 1
+    for _ in range(2):
+        host.advance(1.0)
+        gone = await host.cycle()
+    assert gone.gpus[0].vgpu_instances == ()
+    assert "all 4 ended" in caplog.text
+    assert first is not None

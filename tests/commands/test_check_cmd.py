@@ -111,7 +111,9 @@ def test_from_a_running_exporter(
     capsys: pytest.CaptureFixture[str], exporter: tuple[str, type[_Exporter]]
 ) -> None:
     url, handler = exporter
-    xid_ran = (CollectorStatus("xid", True, 0.0),)
+    xid_ran = tuple(  # every collector the checks read ran and succeeded
+        CollectorStatus(n, True, 0.0) for n in ("device", "remapped_rows", "guest", "xid")
+    )
     healthy = Snapshot(
         timestamp=1.0,
         gpus=(Gpu(index=0, uuid="GPU-a", xid_errors={63: 1}),),
@@ -149,6 +151,208 @@ def test_a_bad_check_name_is_one_line(capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["check", "licence"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "invalid choice" in err
+
+
+# -- issue 33, finding 2: unknown whenever the snapshot cannot support a verdict ---------------
+
+
+def _faulty(tmp_path: Path, name: str, faults: list[dict[str, object]]) -> str:
+    """kvm-vgpu-timesliced (unlicensed vGPUs on GPU 0) with ``faults``."""
+    import yaml
+
+    from vgpumon.sim.scenario import builtin_text
+
+    doc = yaml.safe_load(builtin_text("kvm-vgpu-timesliced"))
+    doc.update(name=name, faults=faults)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return str(path)
+
+
+LICENSE_CALLS = ["nvmlVgpuInstanceGetLicenseInfo", "nvmlVgpuInstanceGetLicenseStatus"]
+
+
+@pytest.mark.parametrize(
+    ("faults", "expected"),
+    [
+        # every call about a GPU times out from the start: no GPU can be acquired
+        (
+            [{"kind": "error", "function": "*", "code": "timeout", "gpus": [0, 1, 2]}],
+            {"gpus": 2, "license": 2, "xid": 2},
+        ),
+        # every call about a GPU times out once the GPUs were read (the window's second cycle)
+        (
+            [
+                {
+                    "kind": "error",
+                    "function": "*",
+                    "code": "timeout",
+                    "gpus": [0, 1, 2],
+                    "from": "0.5s",
+                }
+            ],
+            {"gpus": 1, "license": 2, "xid": 0},  # the Xid watcher still works
+        ),
+        # the vGPU list fails on a host whose vGPUs are unlicensed
+        (
+            [{"kind": "error", "function": "nvmlDeviceGetActiveVgpus", "code": "timeout"}],
+            {"gpus": 0, "license": 2, "xid": 0},
+        ),
+        # the license calls fail
+        (
+            [{"kind": "error", "function": LICENSE_CALLS, "code": "timeout"}],
+            {"gpus": 0, "license": 2, "xid": 0},
+        ),
+    ],
+    ids=["gpus unreadable", "every call times out", "vgpu list fails", "license calls fail"],
+)
+def test_a_check_that_cannot_tell_is_unknown_never_ok(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    faults: list[dict[str, object]],
+    expected: dict[str, int],
+) -> None:
+    path = _faulty(tmp_path, "faulty", faults)
+    got = {}
+    for which in expected:
+        got[which] = check(capsys, which, "--sim", path, "--window", "1s")
+    assert {k: code for k, (code, _) in got.items()} == expected, got
+
+
+def test_gpu_whose_every_call_fails_is_down_in_the_snapshot(tmp_path: Path) -> None:
+    """Every call about GPU 0 times out (after it was acquired): GPU 0 is down with the reason,
+    its collectors' success is 0, the others' GPUs are up."""
+    import asyncio
+
+    from vgpumon.collect.base import SamplerConfig
+    from vgpumon.collect.sampler import Sampler
+    from vgpumon.nvml.loader import open_session
+    from vgpumon.sim import ManualClock
+
+    path = _faulty(
+        tmp_path,
+        "gpu0-times-out",
+        [{"kind": "error", "function": "*", "code": "timeout", "gpus": [0], "from": "5s"}],
+    )
+    clock = ManualClock()
+    sampler = Sampler(open_session(sim=path, clock=clock), SamplerConfig(), clock=clock.now)
+
+    async def two() -> tuple[Snapshot, Snapshot]:
+        first = await sampler.cycle()
+        clock.advance(10)
+        return first, await sampler.cycle()
+
+    try:
+        first, second = asyncio.run(two())
+    finally:
+        sampler.close()
+    assert all(g.up for g in first.gpus)
+    assert all(c.success for c in first.collectors), first.collectors
+    gpu0 = second.gpus[0]
+    assert not gpu0.up and "timeout" in (gpu0.down_reason or "")
+    assert all(g.up for g in second.gpus[1:])
+    failed = {c.name for c in second.collectors if not c.success}
+    assert {"device", "memory", "power", "vgpu"} <= failed, failed
+    # ... and so says the exporter.
+    from vgpumon.metrics.exposition import render
+
+    text = render(second).decode()
+    up = [line for line in text.splitlines() if line.startswith("vgpumon_gpu_up{")]
+    assert sum(line.endswith(" 0.0") for line in up) == 1 and len(up) == 3, up
+    assert 'vgpumon_scrape_collector_success{collector="memory"} 0.0' in text
+
+
+def test_a_wedged_sampler_is_unknown_through_the_exporter(
+    capsys: pytest.CaptureFixture[str], exporter: tuple[str, type[_Exporter]]
+) -> None:
+    url, handler = exporter
+    every = tuple(
+        CollectorStatus(n, True, 0.0)
+        for n in ("device", "remapped_rows", "vgpu", "license", "guest", "xid")
+    )
+    wedged = Snapshot(
+        timestamp=1.0,
+        gpus=(Gpu(index=0, uuid="GPU-a"),),
+        collectors=every,
+        health=SamplerHealth(up=True, wedged=True),
+    )
+    handler.body = to_json(wedged).encode()
+    for which in ("license", "xid", "recovery", "repair", "memory", "all"):
+        code, line = check(capsys, which, "--url", url)
+        assert code == 2 and "wedged" in line, (which, line)
+
+
+@pytest.mark.parametrize("trouble", ["wedged", "gpu down", "recovery failed"])
+def test_the_driver_health_checks_are_unknown_when_the_snapshot_cannot_tell(
+    capsys: pytest.CaptureFixture[str], exporter: tuple[str, type[_Exporter]], trouble: str
+) -> None:
+    """recovery / repair / memory say "ok" only when every GPU was read this cycle: a stale
+    snapshot, a GPU not read or a recovery collector that failed is "cannot tell" (they said ok
+    from the GPUs that answered)."""
+    from vgpumon.model import Recovery
+
+    url, handler = exporter
+    fine = Recovery(
+        action="none",
+        channel_repair_pending=False,
+        tpc_repair_pending=False,
+        unrepairable_memory=False,
+    )
+    gpus = (
+        Gpu(index=0, uuid="GPU-a", recovery=fine),
+        Gpu(index=1, uuid="GPU-b", recovery=fine, up=trouble != "gpu down"),
+    )
+    names = ("device", "remapped_rows", "xid", "guest", "recovery")
+    statuses = tuple(
+        CollectorStatus(n, not (trouble == "recovery failed" and n == "recovery"), 0.0)
+        for n in names
+    )
+    snap = Snapshot(
+        timestamp=1.0,
+        gpus=gpus,
+        collectors=statuses,
+        health=SamplerHealth(up=True, wedged=trouble == "wedged"),
+    )
+    handler.body = to_json(snap).encode()
+    for which in ("recovery", "repair", "memory"):
+        code, line = check(capsys, which, "--url", url)
+        assert code == 2 and line.startswith("cannot tell"), (which, line)
+    # ... and so does "all" (which lets only an older driver's silence pass).
+    code, line = check(capsys, "all", "--url", url)
+    assert code == (1 if trouble == "gpu down" else 2), line
+
+
+def test_failed_collectors_are_unknown_through_the_exporter(
+    capsys: pytest.CaptureFixture[str], exporter: tuple[str, type[_Exporter]]
+) -> None:
+    url, handler = exporter
+    names = ("device", "remapped_rows", "vgpu", "license", "guest", "xid")
+    for broken, which in (
+        ("license", "license"),
+        ("vgpu", "license"),
+        ("xid", "xid"),
+        ("remapped_rows", "gpus"),
+    ):
+        statuses = tuple(CollectorStatus(n, n != broken, 0.0) for n in names)
+        snap = Snapshot(
+            timestamp=1.0,
+            gpus=(Gpu(index=0, uuid="GPU-a", virtualization_mode="host_vgpu"),),
+            collectors=statuses,
+            health=SamplerHealth(up=True),
+        )
+        handler.body = to_json(snap).encode()
+        code, line = check(capsys, which, "--url", url)
+        assert code == 2 and broken in line, (broken, line)
+
+
+def test_deeply_nested_json_from_the_exporter_is_one_line(
+    capsys: pytest.CaptureFixture[str], exporter: tuple[str, type[_Exporter]]
+) -> None:
+    url, handler = exporter
+    handler.body = b"[" * 100_000 + b"]" * 100_000
+    code = main(["check", "all", "--url", url])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out.startswith("cannot check:") and captured.err == ""
 
 
 # ---- what the driver says the GPU needs (recovery-reset: GPU 0 asks for a reset from 2 s to

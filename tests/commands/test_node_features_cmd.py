@@ -166,11 +166,67 @@ def test_serve_listener_writes_on_change_and_skips_a_down_nvml(tmp_path: Path) -
     up = SamplerHealth(up=True)
     snap = dataclasses.replace(_vgpu_host(VgpuLicense(licensed=True)), health=up)
     update(snap)
+    assert update.updater.settled(10)
     text = out.read_text(encoding="utf-8")
     assert parse(text)["vgpumon.io/gpu.count"] == "1"
     # NVML down: the snapshot has no GPUs, which must not relabel the node as GPU-less.
     update(Snapshot(timestamp=snap.timestamp + 1, health=SamplerHealth(up=False)))
+    assert update.updater.settled(10)
     assert out.read_text(encoding="utf-8") == text
+
+
+async def test_a_slow_disk_never_holds_a_scrape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An fsync of 2 s (a busy or failing disk) while snapshots keep changing the features: the
+    listener runs on the event loop, so before every scrape waited for the disk (issue 33: 0 of
+    20 answered within 1 s)."""
+    import asyncio
+    import time
+
+    from attack_helpers import scrape, target
+
+    from vgpumon import nodefeatures
+
+    def slow_fsync(fd: int) -> None:
+        time.sleep(2.0)
+
+    monkeypatch.setattr(nodefeatures.os, "fsync", slow_fsync)
+    out = tmp_path / "features"
+    update = nfd_listener(str(out))
+    up = SamplerHealth(up=True)
+    states = ("licensed", "unlicensed_restricted")
+    snaps = [
+        dataclasses.replace(
+            _vgpu_host(VgpuLicense(licensed=i % 2 == 0, state=states[i % 2])),
+            health=up,
+            timestamp=float(i),
+        )
+        for i in range(4)
+    ]
+    async with target(tmp_path) as t:
+
+        async def sampling() -> None:  # as the sampler tells its listeners, on the loop
+            for snap in snaps:
+                update(snap)
+                await asyncio.sleep(0.25)
+
+        async def timed() -> tuple[int, float]:
+            # The wall clock: a stalled loop also stalls the scraper's own timeout.
+            started = time.monotonic()
+            status = await scrape(t)
+            return status, time.monotonic() - started
+
+        task = asyncio.ensure_future(sampling())
+        answers = []
+        while not task.done():
+            answers.append(await timed())
+            await asyncio.sleep(0.05)
+        await task
+        answers.append(await timed())
+        assert all(status == 200 and took < 1.0 for status, took in answers), answers
+    assert await asyncio.to_thread(update.updater.settled, 30)
+    assert parse(out.read_text(encoding="utf-8"))["vgpumon.io/license"] == "unlicensed"
 
 
 @pytest.mark.parametrize(

@@ -129,6 +129,22 @@ def test_logfmt_lines_carry_a_utc_time_with_a_zone(root_logger: None) -> None:
     assert UTC_TIME.match(match.group(1))
 
 
+@pytest.mark.parametrize("fmt", logs.FORMATS)
+def test_log_lines_carry_no_control_a_terminal_would_obey(root_logger: None, fmt: str) -> None:
+    """A log line quotes names others chose (a VM, a peer's error): JSON escapes C0 controls but
+    leaves C1 controls and bidi overrides raw, so they are escaped too, and the line stays JSON
+    (issue 33)."""
+    out = io.StringIO()
+    logs.configure("info", fmt, stream=out)
+    name = "\x1b]52;c;UFdORUQ=\x07 \x9b2J \u202e \U000e0041 日本"
+    logging.getLogger("vgpumon.x").warning("VM %s", name)
+    (line,) = out.getvalue().splitlines()
+    assert line.isprintable(), repr(line)
+    assert "日本" in line
+    said = json.loads(line)["message"] if fmt == "json" else json.loads(line.split("msg=", 1)[1])
+    assert said == f"VM {name}"
+
+
 def test_collector_disable_defaults_runs_only_the_collectors_named() -> None:
     readers = all_readers()
     on = next(r.name for r in readers if r.default_enabled)

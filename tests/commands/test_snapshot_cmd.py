@@ -350,7 +350,14 @@ def check_snapshot(
             continue
         check_gpu(gpu, spec, scenario, t, gpm_window)
     assert snap.health.hung_gpus == tuple(sorted(snap.gpus[i].uuid for i in hung))
-    assert all(c.success for c in snap.collectors), [c for c in snap.collectors if not c.success]
+    failed = {c.name for c in snap.collectors if not c.success}
+    assert failed <= EVERY_READ_FAILS.get(scenario.name, set()), failed
+
+
+# Collectors whose every NVML call on some GPU fails in a scenario: they are not a success
+# (issue 33). fault-nvml-errors: energy's one call times out on GPU 0, GPM's sample (its only
+# call after the first cycle) on GPU 3.
+EVERY_READ_FAILS = {"fault-nvml-errors": {"energy", "gpm"}}
 
 
 # --------------------------------------------------------------------------- runs

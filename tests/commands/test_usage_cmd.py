@@ -7,15 +7,12 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import threading
-import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
 
 import pytest
 import yaml
+from prometheus_helpers import PrometheusStandIn
 
 from vgpumon.cli import main
 from vgpumon.sources.usage import QUANTITIES, hour_range, query
@@ -95,60 +92,23 @@ ANSWERS = {
 }
 
 
-class _Handler(BaseHTTPRequestHandler):
-    queries: ClassVar[list[dict[str, list[str]]]] = []
-    mode = "ok"
-
-    def do_GET(self) -> None:  # the stdlib calls it by this name
-        url = urllib.parse.urlparse(self.path)
-        params = urllib.parse.parse_qs(url.query)
-        type(self).queries.append(params)
-        if self.mode == "error":
-            self._send(400, {"status": "error", "errorType": "bad_data", "error": "parse error"})
-            return
-        if self.mode == "html":
-            self._send(200, None, b"<html>not prometheus</html>")
-            return
-        promql = params["query"][0]
-        quantity = next(q for q in ANSWERS if f"_{q}:" in promql)
-        result = [
-            {"metric": {"tenant": t}, "value": [float(params["time"][0]), str(v)]}
-            for t, v in ANSWERS[quantity]
-        ]
-        self._send(200, {"status": "success", "data": {"resultType": "vector", "result": result}})
-
-    def _send(self, status: int, doc: Any, raw: bytes | None = None) -> None:
-        body = raw if raw is not None else json.dumps(doc).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        return None
-
-
 @pytest.fixture
-def prometheus() -> Iterator[str]:
-    _Handler.queries = []
-    _Handler.mode = "ok"
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+def prometheus() -> Iterator[PrometheusStandIn]:
+    with PrometheusStandIn() as stand_in:
+
+        def vector(promql: str) -> list[tuple[dict[str, str], str]]:
+            quantity = next(q for q in ANSWERS if f"_{q}:" in promql)
+            return [({"tenant": t}, str(v)) for t, v in ANSWERS[quantity]]
+
+        stand_in.vector = vector
+        yield stand_in
 
 
 RANGE = ["--from", "2026-11-01", "--to", "2026-12-01T00:00:00Z"]
 
 
-def test_table(prometheus: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["usage", "--prometheus", prometheus, *RANGE]) == 0
+def test_table(prometheus: PrometheusStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["usage", "--prometheus", prometheus.url, *RANGE]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "usage by tenant, 2026-11-01T00:00:00Z to 2026-12-01T00:00:00Z"
     assert out[1].split() == ["tenant", "GPU-hours", "GiB-hours", "kWh"]
@@ -156,7 +116,7 @@ def test_table(prometheus: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert out[3].split() == ["beta", "3.250", "80.000", "-"]
     assert out[-1].split() == ["total", "15.750", "480.000", "4.200"]
     # 30 days of whole hours, evaluated at the end of the range.
-    first = _Handler.queries[0]
+    first = prometheus.params[0]
     assert first["query"] == [
         "sum by (tenant) (sum_over_time((vgpumon:tenant_gpu_hours:increase1h and on () "
         f"vector(time()) - 3600 >= {START:.0f})[2592000s:1h]))"
@@ -164,13 +124,13 @@ def test_table(prometheus: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert float(first["time"][0]) == START + 30 * 86400
 
 
-def test_csv_and_json(prometheus: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["usage", "--prometheus", prometheus, *RANGE, "--csv"]) == 0
+def test_csv_and_json(prometheus: PrometheusStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["usage", "--prometheus", prometheus.url, *RANGE, "--csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "from,to,tenant,gpu_hours,memory_gib_hours,energy_kwh"
     assert lines[1] == "2026-11-01T00:00:00Z,2026-12-01T00:00:00Z,acme,12.5,400.0,4.2"
     assert lines[2].endswith("beta,3.25,80.0,")
-    assert main(["usage", "--prometheus", prometheus, *RANGE, "--json", "--by", "tenant"]) == 0
+    assert main(["usage", "--prometheus", prometheus.url, *RANGE, "--json", "--by", "tenant"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["rows"][0] == {
         "tenant": "acme",
@@ -204,10 +164,13 @@ def test_bad_input_is_one_line(
     [("error", "refused sum by (tenant) (sum_over_time"), ("html", "not JSON")],
 )
 def test_server_errors_are_one_line(
-    prometheus: str, mode: str, message: str, capsys: pytest.CaptureFixture[str]
+    prometheus: PrometheusStandIn, mode: str, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _Handler.mode = mode
-    assert main(["usage", "--prometheus", prometheus, *RANGE]) != 0
+    if mode == "error":
+        prometheus.error = "parse error"
+    else:
+        prometheus.raw = b"<html>not prometheus</html>"
+    assert main(["usage", "--prometheus", prometheus.url, *RANGE]) != 0
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
 

@@ -62,6 +62,7 @@ def samples(tmp_path: Path) -> dict[str, str]:
         "telemetry_path": "/m",
         "web_config_file": str(existing),
         "max_requests": "7",
+        "bcrypt_max_cost": "12",
         "render_ahead": "always",
         "max_connections": "9",
         "header_timeout_seconds": "3s",

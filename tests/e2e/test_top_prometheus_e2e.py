@@ -261,7 +261,8 @@ async def proxy(stack: Stack) -> AsyncIterator[tuple[Proxy, str]]:
     found = Proxy(stack.url)
     app = web.Application()
     app.router.add_get("/{tail:.*}", found.handle)
-    runner = web.AppRunner(app)
+    # A stalled handler is cancelled at cleanup, not waited for (aiohttp waits 60 s by default).
+    runner = web.AppRunner(app, shutdown_timeout=0.5)
     await runner.setup()
     port = free_port()
     site = web.TCPSite(runner, "127.0.0.1", port)

@@ -231,9 +231,34 @@ async def test_requests_past_the_cap_get_503_at_once(make_client: Factory) -> No
     refused = await asyncio.wait_for(client.get("/metrics"), timeout=2)
     assert refused.status == 503
     assert refused.headers["Retry-After"] == "1"
+    assert (await client.get("/api/v1/snapshot")).status == 503
     release.set()
     assert [r.status for r in await asyncio.gather(*held)] == [200, 200, 200]
     assert (await client.get("/metrics")).status == 200, "the slots are free again"
+
+
+async def test_the_cap_leaves_health_and_readiness_answered(make_client: Factory) -> None:
+    """node_exporter's --web.max-requests limits the metrics handler only: with every slot
+    taken by slow scrapes, /-/healthy and /-/ready still answer (issue 33; they got 503)."""
+    release = asyncio.Event()
+    entered = 0
+
+    async def slow(request: Request, handler: Handler) -> Response:
+        nonlocal entered
+        if request.path == "/metrics":
+            entered += 1
+            await release.wait()
+        return await handler(request)
+
+    client = await make_client(FakeSampler(rich_snapshot()), max_requests=2, middlewares=[slow])
+    held = [asyncio.create_task(client.get("/metrics")) for _ in range(2)]
+    while entered < 2:
+        await asyncio.sleep(0.01)
+    assert (await asyncio.wait_for(client.get("/metrics"), timeout=2)).status == 503
+    for path in ("/-/healthy", "/-/ready", "/"):
+        assert (await asyncio.wait_for(client.get(path), timeout=2)).status == 200, path
+    release.set()
+    assert [r.status for r in await asyncio.gather(*held)] == [200, 200]
 
 
 async def test_a_render_that_fails_is_not_retried_in_a_loop(

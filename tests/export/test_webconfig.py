@@ -69,6 +69,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
         )
     )
     (d / "garbage.pem").write_text("this is not PEM\n")
+    for private in d.glob("*.key"):
+        private.chmod(0o600)  # as keys are kept: a world-readable one is warned of
     return d
 
 
@@ -427,6 +429,7 @@ def test_empty_file_means_plain_http_without_auth(tmp_path: Path) -> None:
 def test_full_tls_config_with_relative_paths(tmp_path: Path, pki: Path) -> None:
     for name in ("server.crt", "server.key", "ca.crt"):
         (tmp_path / name).write_bytes((pki / name).read_bytes())
+    (tmp_path / "server.key").chmod(0o600)
     config = WebConfig.load(
         write(
             tmp_path,
@@ -806,9 +809,56 @@ async def test_users_and_headers_reload_and_bad_file_keeps_previous(
         assert "basic_auth_users.alice: the password hash is not a bcrypt hash" in message
         assert message.endswith("; keeping the previous web config")
         # Fixing the file applies it.
-        Path(path).write_text("basic_auth_users: {}\n")
-        async with client.get(base + "/") as resp:
+        Path(path).write_text(f"basic_auth_users:\n  bob: {HASH_ALICE}\n")
+        async with client.get(base + "/", headers=basic("bob", ALICE_PW)) as resp:
             assert resp.status == 200
+
+
+@pytest.mark.parametrize(
+    "emptied",
+    [
+        "",
+        "# being rewritten\n",
+        "basic_auth_users: {}\n",
+        "basic_auth_users:\n",
+        "http_server_config: {}\n",
+    ],
+    ids=["empty", "comment only", "no users", "users null", "other section only"],
+)
+async def test_a_reload_that_loses_every_user_keeps_the_last_good_ones(
+    tmp_path: Path, emptied: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An emptied or truncated web config (a deploy that wrote half of it) turned basic auth off
+    with one INFO line (issue 33): it is refused as switching TLS is, with a warning."""
+    path = write(tmp_path, f"basic_auth_users:\n  alice: {HASH_ALICE}\n")
+    runtime = WebConfigRuntime(path, check_interval=0)
+    caplog.set_level(logging.WARNING, logger="vgpumon.export.webconfig_runtime")
+    async with serve(runtime, plain_app()) as base, aiohttp.ClientSession() as client:
+        Path(path).write_text(emptied)
+        async with client.get(base + "/") as resp:
+            assert resp.status == 401
+        async with client.get(base + "/", headers=basic("alice", ALICE_PW)) as resp:
+            assert resp.status == 200
+    assert "would turn basic auth off" in caplog.text
+    assert runtime.config.users == {"alice": HASH_ALICE}
+
+
+def test_a_world_writable_web_config_and_a_world_readable_key_are_warned_of(
+    tmp_path: Path, pki: Path
+) -> None:
+    key = tmp_path / "server.key"
+    key.write_bytes((pki / "server.key").read_bytes())
+    path = Path(
+        write(tmp_path, f"tls_server_config:\n  cert_file: {pki}/server.crt\n  key_file: {key}\n")
+    )
+    key.chmod(0o600)
+    path.chmod(0o644)
+    assert WebConfig.load(str(path)).warnings == ()
+    key.chmod(0o644)
+    path.chmod(0o666)
+    warnings = WebConfig.load(str(path)).warnings
+    assert any("writable by every user" in w for w in warnings), warnings
+    assert any("readable by every user" in w and str(key) in w for w in warnings), warnings
 
 
 async def test_reload_is_throttled(tmp_path: Path) -> None:

@@ -109,12 +109,17 @@ def test_wheel_installs_and_runs_in_a_clean_venv(dist: tuple[Path, str], tmp_pat
     wheel = next(dist[0].glob("*.whl"))
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    # A clean environment has no PYTHONPATH: one naming the checkout (where the build leaves
+    # vgpumon.egg-info) makes pip think vgpumon is installed already and install nothing, and
+    # the command below run the checkout's code instead of the wheel's.
+    env = {k: v for k, v in clean_env().items() if k != "PYTHONPATH"}
     pip = subprocess.run(
         [str(venv / "bin" / "pip"), "install", "--quiet", str(wheel)],
         capture_output=True,
         text=True,
         timeout=600,
         check=False,
+        env=env,
     )
     assert pip.returncode == 0, pip.stderr[-3000:]
     run = subprocess.run(
@@ -124,6 +129,7 @@ def test_wheel_installs_and_runs_in_a_clean_venv(dist: tuple[Path, str], tmp_pat
         timeout=120,
         cwd=tmp_path,  # not the checkout: the installed package must run on its own
         check=False,
+        env=env,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert '"gpus"' in run.stdout
@@ -138,5 +144,6 @@ def test_wheel_installs_and_runs_in_a_clean_venv(dist: tuple[Path, str], tmp_pat
         timeout=60,
         cwd=tmp_path,
         check=True,
+        env=env,
     )
     assert version.stdout == f"vgpumon {__version__}\n"

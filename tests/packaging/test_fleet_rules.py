@@ -1,18 +1,17 @@
 """The fleet rules file (vgpumon-fleet.rules.yml): promtool accepts it and its unit tests pass, a
 broken rule fails them, it keeps every target label (never ``by``), names only what vgpumon
-exports, gives ``top --prometheus`` every figure it reads, and its thresholds are the badges'.
+exports, gives ``top --prometheus`` every figure it reads, and its badges read the verdicts.
 (That each host's figures are the fleet screen's row of it: tests/e2e/test_top_prometheus_e2e.py.)
 """
 
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
+from ci_helpers import promtool
 from dashboard_helpers import FLEET_RULES, metric_names
 
 from vgpumon.metrics.table import FAMILIES
@@ -20,13 +19,6 @@ from vgpumon.sources.prometheus_fleet import BY_CC, BY_MODE, RECOVERY, ROLLUP_QU
 from vgpumon.view import badges
 
 TESTS = FLEET_RULES.with_name("vgpumon-fleet.rules.test.yml")
-
-
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if found is None:
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    return found
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -79,16 +71,31 @@ def test_every_rule_keeps_the_target_labels() -> None:
 def test_top_reads_every_figure_the_rules_record() -> None:
     records = {r["record"] for r in rules()}
     read = set(ROLLUP_QUERIES) - {"vgpumon_sampler_wedged", "vgpumon_up"}
-    # The one rule top does not read is a step of two others (a vGPU's license expiring).
-    assert read | {"vgpumon:vgpu_license_expiring:info"} == records
+    # The rules top does not read are steps of others: a vGPU's lease overdue (two counts), the
+    # memory figure per GPU instance and per GPU.
+    steps = {
+        "vgpumon:vgpu_license_expiring:info",
+        "vgpumon:gpu_instance_vgpu_framebuffer_used_bytes:sum",
+        "vgpumon:gpu_memory_used_bytes:shown",
+    }
+    assert read | steps == records
     assert {*ROLLUPS, BY_MODE, BY_CC, RECOVERY, XIDS} == read
 
 
-def test_the_thresholds_are_the_badges() -> None:
-    # Expiring is the exporter's lease verdict (docs/licensing.md), as the badge reads it.
-    assert "vgpumon_vgpu_license_renewal_overdue == 1" in expr("vgpumon:vgpu_license_expiring:info")
-    guest = "vgpumon_guest_license_renewal_overdue == 1"
-    assert guest in expr("vgpumon:host_licenses_expiring:count")
+def test_the_badges_read_the_exporter_s_verdicts_and_thresholds() -> None:
+    """Overdue leases are the collector's verdict, read, never decided again here; idle
+    holders are counted at the badge's thresholds."""
+    assert expr("vgpumon:vgpu_license_expiring:info").strip() == (
+        "vgpumon_vgpu_license_renewal_overdue == 1"
+    )
+    for record in (
+        "vgpumon:host_licenses_expiring:count",
+        "vgpumon:host_vgpus_license_problem:count",
+    ):
+        assert "expiry_timestamp" not in expr(record)
+    assert "vgpumon_guest_license_renewal_overdue == 1" in expr(
+        "vgpumon:host_licenses_expiring:count"
+    )
     idle = expr("vgpumon:host_idle_holders:count")
     assert f"vgpumon_vgpu_idle_seconds >= {badges.IDLE_VGPU_AFTER_SECONDS}" in idle
     assert f"vgpumon_process_idle_seconds >= {badges.IDLE_PROCESS_AFTER_SECONDS}" in idle

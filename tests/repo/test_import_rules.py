@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCERS = ("model", "nvml", "sim", "collect", "smi")
 CONSUMERS = ("view", "sources", "export", "tui", "validate", "commands")
 # What tui may import from vgpumon: the snapshot model, the feed shape (what it is handed), the
-# shared presentation, the sources, the two leaf modules every package may use (errors, units), and
-# its own modules.
-TUI_ALLOWED = ("model", "feed", "view", "sources", "errors", "units", "tui")
+# shared presentation, the sources, the leaf modules every package may use (errors, text, units),
+# and its own modules.
+TUI_ALLOWED = ("model", "feed", "view", "sources", "errors", "text", "units", "tui")
 # The metric vocabulary reads only the model: everything that speaks metric names (export,
 # sources, validate, config, commands) imports it, so an import back would tie it in a circle.
 METRICS_ALLOWED = ("model", "errors", "units", "metrics", "__version__")

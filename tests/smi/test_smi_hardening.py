@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from xml.sax.saxutils import escape
 
 import pytest
@@ -120,3 +121,40 @@ def test_any_report_parses_or_fails_with_one_error(device: str, vgpu: str) -> No
 def test_arbitrary_bytes_never_escape_as_another_exception(data: bytes) -> None:
     with contextlib.suppress(SmiParseError):
         parse_reports(data, None, timestamp=0)
+
+
+# -- issue 33: one hostile name, or the same GPU twice ------------------------------------------
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "smi" / "telegraf-quadro-p2000-v12.xml"
+PROCESS = (
+    b"<process_info><gpu_instance_id>N/A</gpu_instance_id><compute_instance_id>N/A"
+    b"</compute_instance_id><pid>4242</pid><type>C</type><process_name>NAME</process_name>"
+    b"<used_memory>100 MiB</used_memory></process_info>"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        (b"caf\xe9-not-utf8", "caf\ufffd-not-utf8"),
+        (b"\x1b]52;c;UFdORUQ=\x07esc", "\ufffd]52;c;UFdORUQ=\ufffdesc"),
+        (b"nul\x00byte", "nul\ufffdbyte"),
+    ],
+)
+def test_a_process_name_xml_cannot_hold_costs_only_that_name(name: bytes, shown: str) -> None:
+    """One byte that is not UTF-8, or a control character XML forbids, in one process's name
+    (anyone on the host chooses it) used to make the whole report unreadable: the host blanked."""
+    xml = FIXTURE.read_bytes()
+    xml = xml.replace(b"<processes>", b"<processes>" + PROCESS.replace(b"NAME", name), 1)
+    snap = parse_reports(xml, None, timestamp=0)
+    gpu = snap.gpus[0]
+    assert gpu.name and gpu.processes is not None
+    assert [p.name for p in gpu.processes] == [shown]
+
+
+def test_the_same_gpu_twice_is_one_clear_error() -> None:
+    xml = FIXTURE.read_bytes()
+    start, end = xml.index(b"<gpu id="), xml.index(b"</gpu>") + len(b"</gpu>")
+    doubled = xml[:end] + xml[start:end] + xml[end:]
+    with pytest.raises(SmiParseError, match="listed twice"):
+        parse_reports(doubled, None, timestamp=0)

@@ -94,6 +94,8 @@ def test_a_hang_up_of_the_terminal_is_seen_without_a_signal() -> None:
     assert rec.exited.wait(5)
     assert rec.exits == [128 + signal.SIGHUP] and lifeline.terminal_gone
     os.close(slave)
+    wake.close()
+    _other.close()
 
 
 def test_a_signal_number_on_the_wakeup_socket_is_acted_on() -> None:
@@ -105,6 +107,8 @@ def test_a_signal_number_on_the_wakeup_socket_is_acted_on() -> None:
     writer.send(bytes([signal.SIGWINCH, signal.SIGTERM]))  # a resize is not a stop
     assert rec.exited.wait(5)
     assert rec.quits == 1 and rec.exits == [0]
+    wake.close()
+    writer.close()
 
 
 class Broken(io.StringIO):
@@ -119,3 +123,19 @@ def test_a_failed_write_tells_once_and_later_writes_are_dropped() -> None:
     out.write("more")
     out.flush()
     assert len(lost) == 1 and "Input/output error" in lost[0]
+
+
+def test_the_watch_thread_ends_when_its_wakeup_socket_can_bring_nothing_more() -> None:
+    """Before, a wakeup socket whose other end closed left the thread polling a socket that is
+    always readable (EOF): a core spun until the process ended."""
+    lifeline = Recorder().lifeline()
+    wake, writer = socket.socketpair()
+    master, slave = os.openpty()
+    thread = lifeline.watch(wake, [slave])
+    writer.close()
+    thread.join(2.0)
+    assert not thread.is_alive()
+    for s in (wake, writer):
+        s.close()
+    os.close(master)
+    os.close(slave)

@@ -171,13 +171,17 @@ class PodsOf:
 
 
 async def settle(pilot: Pilot[Any]) -> None:
-    """Let the app take the published updates, then draw them now."""
+    """Let the app take the published updates, then draw them now, twice: which columns fit
+    depends on whether a table overflows its height (a scrollbar takes its width), and an
+    auto-height table has its height only after the layout that follows the first draw; the
+    second draw reads it, as the next tick of a running ``top`` does."""
     await pilot.pause()
     app = pilot.app
     assert isinstance(app, VgpumonApp)
-    app.render_now()
-    await pilot.pause()
-    await pilot.pause()  # auto-height tables lay out once more after measuring their rows
+    for _ in range(2):
+        app.render_now()
+        await pilot.pause()
+        await pilot.pause()  # auto-height tables lay out once more after measuring their rows
 
 
 def plain(cells: tuple[Any, ...] | None) -> list[str]:

@@ -163,3 +163,18 @@ def test_the_host_s_recovery_badge_says_what_its_gpus_ask_for() -> None:
     assert label(vr.host_row_from_rollup("h", "up", rollup)) == ["recover!"]
     rollup = HostRollup(gpus=2, recovery_actions=("gpu_reset",))
     assert label(vr.host_row_from_rollup("h", "up", rollup)) == ["reset!"]
+
+
+def test_the_host_row_holds_the_memory_its_gpu_rows_show() -> None:
+    # The fleet rule sums the GPU rows' memory (vgpumon:gpu_memory_used_bytes:shown), which on a
+    # MIG-backed vGPU host holds the vGPUs' framebuffer NVML's memory info leaves out: the host
+    # row must hold the same sum, or a host read through Prometheus and read from its exporter
+    # differ on the fleet screen.
+    for scenario in ("driver-surfaces", "a100-mig-mixed", "kvm-vgpu-timesliced"):
+        snap = snapshot_of(scenario)
+        gpus = vr.gpu_rows("h", snap)
+        shown = [g.memory_used for g in gpus if g.memory_used is not None]
+        assert vr.host_row("h", "up", snap).memory_used == sum(shown), scenario
+    snap = snapshot_of("driver-surfaces")
+    nvml = sum(g.memory.used_bytes for g in snap.gpus if g.memory.used_bytes is not None)
+    assert vr.host_row("h", "up", snap).memory_used != nvml  # the case that differs is tested

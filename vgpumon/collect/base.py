@@ -162,6 +162,13 @@ class GpuContext:
         self.state[NEEDS_INTERVAL] = True
 
 
+class ReadFailed(Exception):
+    """Raised by a reader whose main reading failed although it answered in part (the vGPU list
+    timed out while the GPU's other vGPU calls answered): the collector did not succeed this
+    cycle. What the reader set before raising stands. Logged at debug level only: the failure
+    is in the error counters and in the collector's success already."""
+
+
 class GpuBuilder:
     """Mutable collection of the fields of one :class:`Gpu` while its readers run."""
 

@@ -23,7 +23,7 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
-from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, cadence
+from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, ReadFailed, cadence
 from vgpumon.collect.leases import LeaseTracker
 from vgpumon.collect.vgpu import is_vgpu_host
 from vgpumon.collect.vgpu_raw import GONE, GUEST_DRIVER_ABSENT, as_int, nvml_text
@@ -84,14 +84,28 @@ def _state_name(value: int | None) -> str | None:
     return VGPU_LICENSE_STATES.get(value, "unknown")
 
 
+_UNREAD_KEY = "license.unread"  # vGPU ids whose license the last read could not get
+
+
+class _LicenseUnread(Exception):
+    """A vGPU's license calls failed: its license is unknown, not "no license data"."""
+
+
 def vgpu_license(ctx: GpuContext, vgpu: int) -> VgpuLicense:
+    """The license of one vGPU; :class:`_LicenseUnread` (with what is known) when its call
+    failed, which a booting guest (no driver: no data) must not be mistaken for."""
     no_data = (*GONE, GUEST_DRIVER_ABSENT)
     got = ctx.attempt("nvmlVgpuInstanceGetLicenseInfo", vgpu, no_data=no_data)
     info = got.value
     if info is None:
+        if got.status == "error":
+            raise _LicenseUnread(f"nvmlVgpuInstanceGetLicenseInfo: {got.error}")
         if got.status != "absent":
             return VgpuLicense()
-        status = as_int(ctx.call("nvmlVgpuInstanceGetLicenseStatus", vgpu, no_data=no_data))
+        old = ctx.attempt("nvmlVgpuInstanceGetLicenseStatus", vgpu, no_data=no_data)
+        if old.status == "error":
+            raise _LicenseUnread(f"nvmlVgpuInstanceGetLicenseStatus: {old.error}")
+        status = as_int(old.value)
         return VgpuLicense(licensed=bool(status) if status is not None else None)
     status_name, expires = expiry(getattr(info, "licenseExpiry", None))
     licensed = as_int(getattr(info, "isLicensed", None))
@@ -112,6 +126,23 @@ def read_vgpu_license(ctx: GpuContext, out: GpuBuilder) -> None:
     known: dict[int, VgpuLicense] = {}
     if not ctx.due(LICENSE) and ctx.previous is not None:
         known = {v.vgpu_id: v.license for v in ctx.previous.vgpu_instances}
+    unread: list[str] = []
+    # A license the last read could not get is read again next cycle, not held unknown (and
+    # the collector successful) until the cadence comes round.
+    retry: set[int] = ctx.state.get(_UNREAD_KEY, set())
+    failed: set[int] = set()
+
+    def license_of(vgpu: int) -> VgpuLicense:
+        held = known.get(vgpu)
+        if held is not None and vgpu not in retry:
+            return held
+        try:
+            return vgpu_license(ctx, vgpu)
+        except _LicenseUnread as err:
+            unread.append(f"vGPU {vgpu}: {err}")
+            failed.add(vgpu)
+            return VgpuLicense()
+
     leases = _leases(ctx)
     leases.keep({(inst.vgpu_id, inst.uuid) for inst in instances})
     out.set(
@@ -119,15 +150,18 @@ def read_vgpu_license(ctx: GpuContext, out: GpuBuilder) -> None:
             dataclasses.replace(
                 inst,
                 license=_with_lease(
-                    leases,
-                    (inst.vgpu_id, inst.uuid),
-                    ctx.now,
-                    known.get(inst.vgpu_id) or vgpu_license(ctx, inst.vgpu_id),
+                    leases, (inst.vgpu_id, inst.uuid), ctx.now, license_of(inst.vgpu_id)
                 ),
             )
             for inst in instances
         )
     )
+    ctx.state[_UNREAD_KEY] = failed
+    if unread:
+        # Licenses this cycle could not read: the collector did not succeed, so whoever judges
+        # them (check, alerts) says "unknown", never "licensed" or "no license data".
+        more = f" and {len(unread) - 1} more" if len(unread) > 1 else ""
+        raise ReadFailed(f"{unread[0]}{more}")
 
 
 def guest_features(raw: Any) -> tuple[bool | None, tuple[GuestLicenseFeature, ...]]:
@@ -168,8 +202,11 @@ def read_guest_license(ctx: GpuContext, out: GpuBuilder) -> None:
                 guest_licenses=_guest_leases(ctx, previous.guest_licenses),
             )
         return
-    raw = ctx.call("nvmlDeviceGetGridLicensableFeatures", ctx.handle)
+    got = ctx.attempt("nvmlDeviceGetGridLicensableFeatures", ctx.handle)
+    raw = got.value
     if raw is None:
+        if got.status == "error":  # the guest's licenses are unknown this cycle, not absent
+            raise ReadFailed(f"nvmlDeviceGetGridLicensableFeatures: {got.error}")
         return
     supported, features = guest_features(raw)
     out.set(

@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -58,6 +59,14 @@ KUBE_KEYS = (
     "io.kubernetes.pod.name",
     "io.kubernetes.container.name",
 )
+# The pod UID the kubelet put on the record (containerd's annotation; CRI-O's and Docker's):
+# a record whose UID is not the one of the process's own pod cgroup names another pod.
+CRI_UID_KEY = "io.kubernetes.cri.sandbox-uid"
+KUBE_UID_KEY = "io.kubernetes.pod.uid"
+# The kubelet's log directory of each pod on the node: NAMESPACE_NAME_UID (neither a namespace
+# nor a pod name may hold "_"). It ties a pod UID to the pod's names.
+POD_LOGS = "var/log/pods"
+POD_LOGS_REREAD_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -77,22 +86,29 @@ class ContainerName:
 
 
 def parse_cgroup(text: str) -> CgroupIdentity | None:
-    """The pod and container of a ``/proc/PID/cgroup`` text; None for a process outside a pod."""
+    """The pod and container of a ``/proc/PID/cgroup`` text; None for a process outside a pod.
+
+    The pod is the first component that names one, the container the component right below it:
+    both are made by the kubelet and the runtime, not by the process. A process may make cgroups
+    below its own (cgroup delegation) and name them as it likes, after another pod's container
+    for one: what lies deeper than the container's own cgroup is never read.
+    """
     for line in text.splitlines():
         parts = line.split(":", 2)
         if len(parts) != 3:
             continue
-        path = parts[2]
-        pod = _POD_RE.search(path)
-        if pod is None:
-            continue
-        container_id = runtime = None
-        last = path.rstrip("/").rsplit("/", 1)[-1]
-        match = _CONTAINER_RE.match(last)
-        if match is not None:
-            runtime = _RUNTIMES.get(match.group(1))
-            container_id = match.group(2)
-        return CgroupIdentity(pod.group(1).replace("_", "-"), container_id, runtime)
+        components = parts[2].strip("/").split("/")
+        for i, component in enumerate(components):
+            pod = _POD_RE.search(component)
+            if pod is None:
+                continue
+            container_id = runtime = None
+            below = components[i + 1] if i + 1 < len(components) else ""
+            match = _CONTAINER_RE.match(below)
+            if match is not None:
+                runtime = _RUNTIMES.get(match.group(1))
+                container_id = match.group(2)
+            return CgroupIdentity(pod.group(1).replace("_", "-"), container_id, runtime)
     return None
 
 
@@ -114,6 +130,11 @@ def _names(mapping: object, keys: tuple[str, str, str]) -> ContainerName | None:
     return ContainerName(namespace, pod, container)
 
 
+def _uid(mapping: object, key: str) -> str | None:
+    value = mapping.get(key) if isinstance(mapping, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
 class PodResolver:
     """Maps host PIDs to Kubernetes containers; caches per (PID, start time) and container id.
 
@@ -128,7 +149,10 @@ class PodResolver:
         self.proc = proc
         self.host_root = host_root
         self._pids: dict[tuple[int, str], CgroupIdentity | None] = {}
-        self._containers: dict[str, ContainerName | None] = {}
+        self._containers: dict[str, tuple[ContainerName, str | None]] = {}
+        self._pods: dict[str, tuple[str, str]] | None = None  # UID -> (namespace, pod)
+        self._pods_read_at = -POD_LOGS_REREAD_SECONDS
+        self._clock = time.monotonic
 
     def exists(self, pid: int) -> bool:
         return os.path.exists(os.path.join(self.proc, str(pid)))
@@ -147,36 +171,66 @@ class PodResolver:
         self._pids[key] = found
         return found
 
-    def container(self, container_id: str) -> ContainerName | None:
-        """The names the kubelet gave a container, from the runtime's record of it."""
-        if container_id in self._containers:
-            return self._containers[container_id]
-        found = self._from_runtime(container_id)
-        if len(self._containers) >= self.MAX_CACHE:
-            self._containers.clear()
-        if found is not None:  # not found yet may be a container still being created
-            self._containers[container_id] = found
-        return found
+    def container(self, container_id: str, pod_uid: str | None = None) -> ContainerName | None:
+        """The names the kubelet gave a container, from the runtime's record of it; None when the
+        record names a pod other than ``pod_uid`` (the UID of the process's own pod cgroup)."""
+        found = self._containers.get(container_id)
+        if found is None:
+            found = self._from_runtime(container_id)
+            if len(self._containers) >= self.MAX_CACHE:
+                self._containers.clear()
+            if found is not None:  # not found yet may be a container still being created
+                self._containers[container_id] = found
+        if found is None:
+            return None
+        names, uid = found
+        if pod_uid is not None and uid is not None and uid != pod_uid:
+            return None
+        return names
 
-    def _from_runtime(self, container_id: str) -> ContainerName | None:
-        for template, path, keys in (
-            (CONTAINERD_BUNDLE, ("annotations",), CRI_KEYS),
-            (CRIO_CONFIG, ("annotations",), KUBE_KEYS),
-            (DOCKER_CONFIG, ("Config", "Labels"), KUBE_KEYS),
+    def _from_runtime(self, container_id: str) -> tuple[ContainerName, str | None] | None:
+        for template, path, keys, uid_key in (
+            (CONTAINERD_BUNDLE, ("annotations",), CRI_KEYS, CRI_UID_KEY),
+            (CRIO_CONFIG, ("annotations",), KUBE_KEYS, KUBE_UID_KEY),
+            (DOCKER_CONFIG, ("Config", "Labels"), KUBE_KEYS, KUBE_UID_KEY),
         ):
             text = _read(os.path.join(self.host_root, template.format(id=container_id)), 1 << 22)
             if text is None:
                 continue
             try:
                 node: object = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             for step in path:
                 node = node.get(step) if isinstance(node, dict) else None
             names = _names(node, keys)
             if names is not None:
-                return names
+                return names, _uid(node, uid_key)
         return None
+
+    def pod_of(self, pod_uid: str) -> tuple[str, str] | None:
+        """(namespace, pod) of a pod UID from the kubelet's log directories; None where they
+        cannot be read or do not name it (read again at most every few seconds on a miss)."""
+        pods = self._pods
+        now = self._clock()
+        if (pods is None or pod_uid not in pods) and (
+            now - self._pods_read_at >= POD_LOGS_REREAD_SECONDS
+        ):
+            self._pods_read_at = now
+            self._pods = pods = self._read_pod_logs()
+        return None if pods is None else pods.get(pod_uid)
+
+    def _read_pod_logs(self) -> dict[str, tuple[str, str]] | None:
+        try:
+            entries = os.listdir(os.path.join(self.host_root, POD_LOGS))
+        except OSError:
+            return None
+        out: dict[str, tuple[str, str]] = {}
+        for entry in entries:
+            parts = entry.split("_")
+            if len(parts) == 3 and all(parts):
+                out[parts[2]] = (parts[0], parts[1])
+        return out
 
     def container_name(self, pid: int, pod_uid: str) -> str | None:
         """The container's name the kubelet's mounts into it carry, from /proc/PID/mountinfo."""
@@ -191,16 +245,30 @@ class PodResolver:
     def resolve(
         self, pid: int, allocated: Iterable[ContainerName] = ()
     ) -> tuple[CgroupIdentity | None, ContainerName | None]:
-        """The process's cgroup identity and, where it can be named, its container."""
+        """The process's cgroup identity and, where it can be named, its container.
+
+        Every name is cross-checked against the pod UID of the process's own pod cgroup: a
+        runtime record must carry that UID (where it carries one), and a container pod-resources
+        gives the GPU to must be of that pod (by the kubelet's log directories, where readable)
+        and of the container name the process's own mounts carry (which hold that UID). A
+        process that can be tied to its pod by neither is not named: its usage stays
+        unattributed rather than billed to whichever pod holds the GPU.
+        """
         ident = self.identity(pid)
         if ident is None:
             return None, None
-        names = self.container(ident.container_id) if ident.container_id else None
-        if names is None:
+        uid = ident.pod_uid
+        names = self.container(ident.container_id, uid) if ident.container_id else None
+        if names is None and uid is not None:
             candidates = list(allocated)
-            name = self.container_name(pid, ident.pod_uid) if ident.pod_uid else None
+            name = self.container_name(pid, uid)
             if name is not None:
                 candidates = [c for c in candidates if c.container == name]
+            pod = self.pod_of(uid)
+            if pod is not None:
+                candidates = [c for c in candidates if (c.namespace, c.pod) == pod]
+            elif name is None:
+                candidates = []  # nothing ties the process to one of the GPU's pods
             names = name_from_allocations(candidates)
         return ident, names
 

@@ -39,6 +39,7 @@ from vgpumon.collect.base import (
     GpuBuilder,
     GpuContext,
     Reader,
+    ReadFailed,
     SamplerConfig,
     is_active,
 )
@@ -586,6 +587,7 @@ class Sampler(GpuDispatch):
             ),
             interval_seconds=self.config.interval_seconds,
             cadences=self._cadences(),
+            gpus_counted=system.gpus_counted,
         )
         return Snapshot(
             timestamp=self.clock(),
@@ -706,6 +708,7 @@ class Sampler(GpuDispatch):
                     hook()
                 except Exception:  # a hook failure must not keep NVML down
                     log.exception("re-init hook failed")
+        count: int | None = None
         try:
             if self._driver.driver_version is None:
                 self._driver = DriverInfo(
@@ -731,7 +734,7 @@ class Sampler(GpuDispatch):
                 self._library_error = f"NVML lost: {down.error}"
                 return SystemResult(self._driver, up=False, error=self._library_error)
             # A GPU lost while being acquired: its slot is handled in _acquire.
-        return SystemResult(self._driver, up=True)
+        return SystemResult(self._driver, up=True, gpus_counted=count)
 
     def _acquire(self, index: int, now: float) -> None:
         uuid = self._by_index.get(index)
@@ -807,6 +810,8 @@ class Sampler(GpuDispatch):
                 second_look=asked and self._second_look,
             )
             out, timings, failed = progress.out, progress.timings, progress.failed
+            session = self.session
+            job_start = session.tally()
             for reader in self.readers:
                 if not is_active(reader, self.config):
                     continue
@@ -817,8 +822,16 @@ class Sampler(GpuDispatch):
                     continue
                 progress.reader = reader.name
                 started = time.perf_counter()
+                before = session.tally()
                 try:
                     reader.read(ctx, out)
+                    if session.tally().since(before).all_failed:
+                        # node_exporter's meaning: a collector none of whose reads answered
+                        # (every call timed out) did not succeed, though it raised nothing.
+                        failed.add(reader.name)
+                except ReadFailed as err:
+                    failed.add(reader.name)
+                    log.debug("reader %s failed on %s: %s", reader.name, slot.uuid, err)
                 except GpuDown as down:
                     timings[reader.name] = time.perf_counter() - started
                     failed.add(reader.name)  # it met the lost GPU or driver: it did not succeed
@@ -836,6 +849,13 @@ class Sampler(GpuDispatch):
                 timings[reader.name] = time.perf_counter() - started
             progress.reader = None
             gpu = out.build()
+            calls = session.tally().since(job_start)
+            if calls.all_failed:
+                # Calls were made and not one answered: the GPU is not read, whatever NVML's
+                # handle says (vgpumon_gpu_up 0, and check says so rather than "ok").
+                gpu = dataclasses.replace(
+                    gpu, up=False, down_reason=f"no NVML call answered ({calls.last_error})"
+                )
             if not progress.abandoned:
                 slot.last = gpu
             return GpuResult(gpu, timings, failed)

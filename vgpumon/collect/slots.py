@@ -70,6 +70,7 @@ class SystemResult:
     driver: DriverInfo
     up: bool
     error: str | None = None
+    gpus_counted: int | None = None  # nvmlDeviceGetCount's answer
 
 
 # What a down or hung GPU keeps from when it last answered: its identity. These are the labels of

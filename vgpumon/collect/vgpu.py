@@ -21,13 +21,21 @@ for the per-process variants.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from vgpumon.capacity import vgpu_framebuffer
-from vgpumon.collect.base import FunctionReader, GpuBuilder, GpuContext, nvml_id, ratio
+from vgpumon.collect.base import (
+    FunctionReader,
+    GpuBuilder,
+    GpuContext,
+    ReadFailed,
+    nvml_id,
+    ratio,
+)
 from vgpumon.collect.vgpu_raw import (
     GONE,
     GUEST_DRIVER_ABSENT,
@@ -39,8 +47,10 @@ from vgpumon.collect.vgpu_raw import (
     vgpu_fb_usage,
     vm_id,
 )
-from vgpumon.model import VgpuInstance, VgpuProcess, VgpuType, VgpuUtilization
+from vgpumon.model import Gpu, VgpuInstance, VgpuProcess, VgpuType, VgpuUtilization
 from vgpumon.nvml.errors import NOT_SUPPORTED
+
+log = logging.getLogger(__name__)
 
 STATE_KEY = "vgpu"
 INVALID_PLACEMENT = 0xFFFF  # NVML_INVALID_VGPU_PLACEMENT_ID
@@ -122,6 +132,9 @@ class VgpuHostState:
     migration_asked: bool = False  # the pGPU migration capability is fixed: asked once
     migration_supported: bool | None = None
     pgpu_metadata: Any = None  # this GPU's side of nvmlGetVgpuCompatibility
+    # The list came back empty after listing vGPUs, and the last list was kept for this cycle:
+    # one more empty list is believed (every VM really ended), a non-empty one clears it.
+    empty_held: bool = False
 
     def prune(self, active: Iterable[int]) -> None:
         """Forget destroyed instances, so churn never grows this state."""
@@ -219,20 +232,20 @@ def read_vgpu(ctx: GpuContext, out: GpuBuilder) -> None:
     got = ctx.attempt("nvmlDeviceGetActiveVgpus", h)
     listed = got.value
     if listed is None:
-        if got.status == "error" and ctx.previous is not None and ctx.previous.up:
+        if got.status != "error":
+            return
+        if ctx.previous is not None and ctx.previous.up:
             # A list that failed this cycle is not an empty host: reporting 0 instances would
             # end every VM's series (and page someone) over one failed call. The last list
             # read stands until the call answers again; the failure is in the error counters.
-            prev = ctx.previous
-            out.set(
-                vgpu_instances=prev.vgpu_instances,
-                vgpu_processes=prev.vgpu_processes,
-                vgpu_types=prev.vgpu_types,
-                vgpu_framebuffer_free_bytes=prev.vgpu_framebuffer_free_bytes,
-                vgpu_framebuffer_stranded_bytes=prev.vgpu_framebuffer_stranded_bytes,
-            )
-        return
+            _keep_previous(ctx.previous, out)
+        # Either way the cycle did not read the vGPUs: the collector did not succeed, and
+        # whoever judges their licenses (check, alerts) is told so rather than "none".
+        raise ReadFailed(f"nvmlDeviceGetActiveVgpus: {got.error}")
     ids = [v for v in (as_int(x) for x in listed) if v]
+    if ctx.previous is not None and _empty_after_vgpus(ctx, st, ids, mig):
+        _keep_previous(ctx.previous, out)
+        return
     gi_of: dict[int, int] = {}
     if mig:
         gi_ids = set(mig_gpu_instance_ids(out)) | {
@@ -263,6 +276,47 @@ def read_vgpu(ctx: GpuContext, out: GpuBuilder) -> None:
     if not mig:  # with MIG on, time-sliced types cannot be created: capacity is MIG's
         free, stranded = vgpu_framebuffer(types, instances)
         out.set(vgpu_framebuffer_free_bytes=free, vgpu_framebuffer_stranded_bytes=stranded)
+
+
+def _empty_after_vgpus(ctx: GpuContext, st: VgpuHostState, ids: list[int], mig: bool) -> bool:
+    """Whether to keep the last vGPU list for this cycle: the list came back empty (without
+    MIG's per-instance lists) on a GPU that listed vGPUs a cycle ago, for the first time.
+
+    Every vGPU ending between two cycles happens (a host's VMs shut down together), but so does
+    one empty answer in the middle of a busy host; taken at its word it ends every VM's series
+    and restarts every metering and scheduler counter. So one empty list is held for a cycle,
+    and said; a second is believed, and said too. Either way a log line tells what happened.
+    """
+    prev = ctx.previous
+    if ids or mig or prev is None or not prev.up or not prev.vgpu_instances:
+        st.empty_held = False
+        return False
+    count = len(prev.vgpu_instances)
+    if st.empty_held:
+        st.empty_held = False
+        log.warning(
+            "GPU %s: NVML lists no vGPU instance for the second cycle: all %d ended",
+            ctx.index,
+            count,
+        )
+        return False
+    st.empty_held = True
+    log.warning(
+        "GPU %s: NVML listed no vGPU instance after %d; keeping the last list for one cycle",
+        ctx.index,
+        count,
+    )
+    return True
+
+
+def _keep_previous(prev: Gpu, out: GpuBuilder) -> None:
+    out.set(
+        vgpu_instances=prev.vgpu_instances,
+        vgpu_processes=prev.vgpu_processes,
+        vgpu_types=prev.vgpu_types,
+        vgpu_framebuffer_free_bytes=prev.vgpu_framebuffer_free_bytes,
+        vgpu_framebuffer_stranded_bytes=prev.vgpu_framebuffer_stranded_bytes,
+    )
 
 
 def _gi_active(ctx: GpuContext, gi_handle: Any) -> list[int]:

@@ -26,7 +26,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from vgpumon.collect.base import GpuBuilder, GpuContext
+from vgpumon.collect.base import GpuBuilder, GpuContext, ReadFailed
 from vgpumon.collect.threads import daemon_thread
 from vgpumon.nvml.errors import LIFECYCLE_CODES, TIMEOUT, error_code
 from vgpumon.nvml.session import SYSTEM, GpuDown, NvmlSession
@@ -93,34 +93,39 @@ class XidWatcher:
             self._set = None
             self._registered.clear()
 
-    def register(self, ctx: GpuContext) -> None:
-        """Register this GPU for Xid events if it is not yet (called in the GPU's worker)."""
+    def register(self, ctx: GpuContext) -> str | None:
+        """Register this GPU for Xid events if it is not yet (called in the GPU's worker); the
+        error that kept it from being registered, if one did (Xids of the GPU go unseen)."""
         with self._lock:
             if self._stop.is_set() or ctx.uuid in self._registered:
-                return
+                return None
             event_set = self._set
             if event_set is None:
                 if self._creating:
-                    return  # another GPU is creating the set; register next cycle
+                    return None  # another GPU is creating the set; register next cycle
                 self._creating = True
         if event_set is None:
             try:
-                event_set = self.session.call(SYSTEM, "nvmlEventSetCreate")
+                created = self.session.attempt(SYSTEM, "nvmlEventSetCreate")
+                event_set = created.value
             finally:
                 with self._lock:
                     self._creating = False
                     if event_set is not None:
                         self._set = event_set
             if event_set is None:
-                return
+                return f"nvmlEventSetCreate: {created.error}" if created.status == "error" else None
         registered = ctx.attempt(REGISTER, ctx.handle, XID_EVENT, event_set)
-        if registered.status in ("absent", "error"):
-            return
+        if registered.status == "error":
+            return f"{REGISTER}: {registered.error}"
+        if registered.status == "absent":
+            return None
         with self._lock:
             if self._set is event_set:
                 self._registered[ctx.uuid] = handle_key(ctx.handle)
                 self._counts.setdefault(ctx.uuid, {})
         self.start()
+        return None
 
     def counts(self, uuid: str) -> dict[int, int]:
         with self._lock:
@@ -257,8 +262,10 @@ class XidReader:
         watcher = ctx.shared.get(SERVICE)
         if not isinstance(watcher, XidWatcher):
             return
-        watcher.register(ctx)
+        error = watcher.register(ctx)
         out.set(xid_errors=watcher.counts(ctx.uuid))
+        if error is not None:  # this GPU's Xids go unseen: "no Xid" would be a guess
+            raise ReadFailed(error)
 
 
 READERS = [XidReader()]

@@ -141,6 +141,7 @@ def serve_arguments(
         "render_ahead": settings.render_ahead == "always",
         "telemetry_path": settings.telemetry_path,
         "web_config_file": settings.web_config_file,
+        "bcrypt_max_cost": settings.bcrypt_max_cost,
         "shutdown_timeout_seconds": settings.shutdown_timeout_seconds,
         "limits": settings.server_limits(),
         "reload": reload,
@@ -227,34 +228,49 @@ def root_warning(settings: ServeSettings, *, agentless: bool) -> str | None:
     )
 
 
-def nfd_listener(path: str) -> Callable[[Snapshot], None]:
+class NfdListener:
     """Rewrites the NFD features file from each snapshot whose values differ from the file's.
 
     Only from snapshots of a working NVML: a cycle without the driver would label the node as
-    having no GPUs. A failed write is logged once per distinct error, not every cycle.
+    having no GPUs. Called on the event loop, it only computes the text; the write (a temporary
+    file, fsync, rename) runs on a thread of its own (:class:`FeatureFileUpdater`), so a slow
+    disk never holds a scrape. A failed write is logged once per distinct error, not every cycle.
     """
-    from vgpumon.nodefeatures import FeatureFileWriter
 
-    writer = FeatureFileWriter(path)
-    if not writer.path.parent.is_dir():
-        raise ConfigError(f"kubernetes.nfd_features_file: no directory {str(writer.path.parent)!r}")
-    log = logging.getLogger("vgpumon.serve")
-    last_error: list[str] = []
+    def __init__(self, path: str) -> None:
+        from vgpumon.nodefeatures import FeatureFileUpdater, FeatureFileWriter
 
-    def update(snapshot: Snapshot) -> None:
+        writer = FeatureFileWriter(path)
+        if not writer.path.parent.is_dir():
+            raise ConfigError(
+                f"kubernetes.nfd_features_file: no directory {str(writer.path.parent)!r}"
+            )
+        self.path = path
+        self._log = logging.getLogger("vgpumon.serve")
+        self._last_error: str | None = None
+        self.updater = FeatureFileUpdater(writer, written=self._written, failed=self._failed)
+
+    def __call__(self, snapshot: Snapshot) -> None:
+        from vgpumon.nodefeatures import node_features, render
+
         if not snapshot.health.up or snapshot.health.wedged:
             return
-        try:
-            if writer.update(snapshot):
-                log.info("wrote node features to %s", path)
-            last_error.clear()
-        except OSError as exc:
-            message = str(exc)
-            if last_error != [message]:
-                log.warning("cannot write node features to %s: %s", path, message)
-                last_error[:] = [message]
+        self.updater.offer(render(node_features(snapshot)))
 
-    return update
+    def _written(self) -> None:
+        self._log.info("wrote node features to %s", self.path)
+        self._last_error = None
+
+    def _failed(self, err: OSError) -> None:
+        message = str(err)
+        if self._last_error != message:
+            self._log.warning("cannot write node features to %s: %s", self.path, message)
+            self._last_error = message
+
+
+def nfd_listener(path: str) -> NfdListener:
+    """The listener that keeps ``path`` (``kubernetes.nfd_features_file``) current."""
+    return NfdListener(path)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ import contextlib
 import sys
 
 from vgpumon.feed import Fleet, HostState, HostUpdate, SnapshotFeed
+from vgpumon.text import printable
 
 # How long to wait for the hosts' first answers: a host still connecting by then is printed so.
 # Each exporter's own timeout (at most 5 s) makes it unreachable well before.
@@ -66,7 +67,8 @@ def print_reading(news: Fleet | None) -> int:
         update = hosts[0]
         if update.snapshot is None or update.state is not HostState.UP:
             reason = update.error or update.state.value
-            sys.stderr.write(f"vgpumon: error: {update.host}: {reason}\n")
+            # The reason may quote the peer: control characters go out escaped.
+            sys.stderr.write(printable(f"vgpumon: error: {update.host}: {reason}") + "\n")
             return 1
         render(update.snapshot)
         return 0

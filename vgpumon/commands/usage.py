@@ -18,6 +18,7 @@ import asyncio
 import csv
 import datetime as dt
 import json
+import math
 import sys
 import time
 from typing import TextIO
@@ -25,6 +26,7 @@ from typing import TextIO
 from vgpumon.commands.prometheus_args import add_prometheus_arguments, prometheus_settings
 from vgpumon.errors import ConfigError
 from vgpumon.sources.usage import GROUPS, QUANTITIES, UsageClient, UsageReport
+from vgpumon.text import printable
 from vgpumon.units import UnitError, parse_duration
 
 DEFAULT_RANGE = "1d"
@@ -104,8 +106,9 @@ def _iso(t: float) -> str:
 
 def write_table(report: UsageReport, out: TextIO) -> None:
     head = [*report.labels, *(HEADINGS[q] for q in QUANTITIES)]
+    # Names are label values anyone who runs a VM or a pod chose: escaped for the terminal.
     body = [
-        [*(k or "-" for k in row.key), *(_number(row.values.get(q)) for q in QUANTITIES)]
+        [*(printable(k) or "-" for k in row.key), *(_number(row.values.get(q)) for q in QUANTITIES)]
         for row in report.rows
     ]
     totals = [_number(sum(r.values.get(q, 0.0) for r in report.rows)) for q in QUANTITIES]
@@ -126,12 +129,27 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+# What makes a spreadsheet read a cell as a formula, or as the start of one (OWASP, "CSV
+# Injection"): a VM or pod named "=HYPERLINK(...)" or "+cmd|..." must stay text.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_text(value: str) -> str:
+    """A text cell as OWASP recommends: one that a spreadsheet would take for a formula gets a
+    leading single quote (the csv module quotes it and doubles any quote inside), and control
+    characters are escaped (:func:`vgpumon.text.printable`)."""
+    if value.startswith(FORMULA_STARTS):
+        value = "'" + value
+    return printable(value)
+
+
 def write_csv(report: UsageReport, out: TextIO) -> None:
-    writer = csv.writer(out, lineterminator="\n")
+    writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
     writer.writerow(["from", "to", *report.labels, *QUANTITIES])
     for row in report.rows:
         values = [("" if row.values.get(q) is None else repr(row.values[q])) for q in QUANTITIES]
-        writer.writerow([_iso(report.start), _iso(report.end), *row.key, *values])
+        keys = [csv_text(k) for k in row.key]
+        writer.writerow([_iso(report.start), _iso(report.end), *keys, *values])
 
 
 def write_json(report: UsageReport, out: TextIO) -> None:
@@ -140,10 +158,15 @@ def write_json(report: UsageReport, out: TextIO) -> None:
         "from": _iso(report.start),
         "to": _iso(report.end),
         "rows": [
-            {**dict(zip(report.labels, row.key, strict=True)), **row.values} for row in report.rows
+            {
+                **dict(zip(report.labels, row.key, strict=True)),
+                **{q: v if math.isfinite(v) else None for q, v in row.values.items()},
+            }
+            for row in report.rows
         ],
     }
-    out.write(json.dumps(doc, indent=2) + "\n")
+    # allow_nan=False: NaN and Infinity are not JSON; the report holds none (they are left out).
+    out.write(json.dumps(doc, indent=2, allow_nan=False) + "\n")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -157,6 +180,12 @@ def run(args: argparse.Namespace) -> int:
     client = UsageClient(settings.client(USAGE_TIMEOUT_SECONDS))
     report = asyncio.run(_report(client, args.by, start, end))
     {"csv": write_csv, "json": write_json}.get(args.format, write_table)(report, sys.stdout)
+    if report.not_finite:
+        print(
+            f"vgpumon usage: {report.not_finite} value(s) Prometheus gave as NaN or infinite "
+            "were left out of the rows and totals",
+            file=sys.stderr,
+        )
     if not report.rows:
         print(
             "vgpumon usage: no usage in that range (are the metering rules loaded in that "

@@ -58,6 +58,18 @@ def check_cadence(value: Any, where: str) -> float:
     return check_seconds(value, where)
 
 
+def check_bcrypt_cost(value: Any, where: str) -> int:
+    """A bcrypt cost: a whole number from 4 to 31 (what a hash can carry)."""
+    from vgpumon.export.limits import MAX_BCRYPT_COST, MIN_BCRYPT_COST
+
+    cost = check_count(value, where)
+    if not MIN_BCRYPT_COST <= cost <= MAX_BCRYPT_COST:
+        raise ConfigError(
+            f"{where}: a bcrypt cost is {MIN_BCRYPT_COST} to {MAX_BCRYPT_COST}, got {cost}"
+        )
+    return cost
+
+
 def check_count(value: Any, where: str) -> int:
     """A whole number from 1 to :data:`MAX_COUNT`."""
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():

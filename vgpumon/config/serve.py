@@ -118,6 +118,7 @@ class ServeSettings:
     telemetry_path: str = _default("telemetry_path")
     web_config_file: str | None = _default("web_config_file")
     max_requests: int = _default("max_requests")
+    bcrypt_max_cost: int = _default("bcrypt_max_cost")
     # auto: snapshots are rendered ahead of scrapes only where a render is slow enough to show
     # in scrape latency; always: every snapshot (vgpumon/export/publisher.py says why).
     render_ahead: str = _default("render_ahead")

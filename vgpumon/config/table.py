@@ -30,6 +30,7 @@ from vgpumon.collect.enrich import (
 from vgpumon.collect.registry import default_cadences
 from vgpumon.config.checks import (
     Check,
+    check_bcrypt_cost,
     check_bool,
     check_cadence,
     check_count,
@@ -53,7 +54,7 @@ from vgpumon.config.checks import (
     check_timeout,
 )
 from vgpumon.export.address import DEFAULT_TELEMETRY_PATH, ListenAddress
-from vgpumon.export.limits import ServerLimits
+from vgpumon.export.limits import DEFAULT_BCRYPT_MAX_COST, ServerLimits
 
 # Prometheus' exporter range 9100-9999; see docs/exporter.md for how this number was chosen.
 DEFAULT_PORT = 9839
@@ -218,10 +219,23 @@ SETTINGS: tuple[Setting, ...] = (
         "web.max_requests",
         check_count,
         40,
-        "requests served at once; more get 503 at once",
+        "requests for the metrics and the snapshot served at once; more get 503 at once",
         "web",
         metavar="N",
         reloadable=True,
+        more="(node_exporter's meaning: `/-/healthy` and `/-/ready` are never refused for load)",
+    ),
+    Setting(
+        "bcrypt_max_cost",
+        "web.bcrypt_max_cost",
+        check_bcrypt_cost,
+        DEFAULT_BCRYPT_MAX_COST,
+        "the most a basic-auth password check may cost (bcrypt cost); a user whose hash costs "
+        "more is refused without a check, with a warning",
+        "web",
+        metavar="COST",
+        more="(each step doubles a check's time: 14 is about a second of one core; an unknown "
+        "user always costs 10, [web-config.md](web-config.md))",
     ),
     Setting(
         "render_ahead",

@@ -8,10 +8,18 @@ second, so:
   must not eat every core);
 * a successful check is remembered, keyed by (user, SHA-256 of the password), with the hash it
   was checked against, so a steady scrape costs one SHA-256 and a changed hash applies at once;
-* every wrong password costs the same bcrypt work: an unknown user's is checked against a dummy
-  hash of the highest cost in the file, a cheaper user's is topped up to that cost
-  (:meth:`BasicAuth._verifier`), so timing tells neither which user names exist nor which is
-  cheap. Failures are never cached;
+* an unknown user's password is checked against a fixed dummy hash of cost
+  :data:`DUMMY_COST` (10), as the exporter toolkit checks it against its fixed cost-10 hash, and
+  a known user's against that user's hash: no request costs more than the hash it names, so one
+  user with an expensive hash does not make every anonymous request pay for it. (The toolkit's
+  trade-off too: a user whose cost is not 10 answers in another time than an unknown name.)
+  Failures are never cached;
+* a hash above the cost ceiling (``max_cost``, ``--web.bcrypt-max-cost``, default
+  :data:`~vgpumon.export.limits.DEFAULT_BCRYPT_MAX_COST`) is never checked: its user is refused
+  at once (401) and a warning says so when the file is read. Cost 31 takes days per check: one
+  such check would hold the bcrypt worker, and every first login behind it, that long;
+* the worker is a daemon thread: a check still running when the exporter is told to stop
+  (SIGTERM) does not keep the process alive;
 * the bcrypt queue is bounded (``max_pending``, and a share per client address) and ranked, so a
   flood of wrong passwords from many addresses neither queues without bound nor pushes a first
   login out (:class:`BasicAuth` says how); past the bounds a check is refused at once with
@@ -26,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import hashlib
 import heapq
 import hmac
@@ -35,14 +44,15 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import bcrypt
 
+from vgpumon.export.limits import DEFAULT_BCRYPT_MAX_COST, MAX_BCRYPT_COST, MIN_BCRYPT_COST
+
 # $2a$ / $2b$ / $2x$ / $2y$, a two-digit cost, then 22 salt + 31 hash characters (bcrypt's base64).
 _BCRYPT_RE = re.compile(r"\$2[abxy]\$(\d\d)\$[./A-Za-z0-9]{53}", re.ASCII)
-_MIN_COST, _MAX_COST = 4, 31
+DUMMY_COST = 10  # what an unknown user's check costs (the exporter toolkit's fixed dummy hash)
 # bcrypt only ever reads the first 72 bytes of a password. Go's bcrypt (the exporter toolkit's) and
 # htpasswd silently ignore the rest; bcrypt>=5 for Python raises instead, so truncate first.
 BCRYPT_MAX_PASSWORD_BYTES = 72
@@ -103,8 +113,8 @@ def bcrypt_hash_error(hashed: str) -> str | None:
     if match is None:
         return "is not a bcrypt hash (expected $2a$, $2b$, $2x$ or $2y$, a cost, 53 characters)"
     cost = int(match.group(1))
-    if not _MIN_COST <= cost <= _MAX_COST:
-        return f"has bcrypt cost {cost}, outside {_MIN_COST}..{_MAX_COST}"
+    if not MIN_BCRYPT_COST <= cost <= MAX_BCRYPT_COST:
+        return f"has bcrypt cost {cost}, outside {MIN_BCRYPT_COST}..{MAX_BCRYPT_COST}"
     return None
 
 
@@ -186,6 +196,7 @@ class BasicAuth:
         max_pending: int = MAX_PENDING,
         per_address: int = PER_ADDRESS_PENDING,
         limiter: FailureLimiter | None = None,
+        max_cost: int = DEFAULT_BCRYPT_MAX_COST,
     ) -> None:
         self.checker = BcryptChecker()
         self.max_pending = max_pending
@@ -198,10 +209,12 @@ class BasicAuth:
         self._cache_size = cache_size
         self._cache: OrderedDict[tuple[bytes, bytes], bytes] = OrderedDict()
         self._cache_lock = threading.Lock()
-        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+        self._running: _Job | None = None  # the check on its thread now
         self._users: dict[bytes, bytes] = {}
-        self._max_cost = 10
-        self._dummy = _dummy_hash(10)
+        self.max_cost = max_cost
+        self._locked: frozenset[bytes] = frozenset()  # users whose hash is above max_cost
+        self._dummy = _dummy_hash(DUMMY_COST)
         self.set_users(users or {})
 
     @property
@@ -209,17 +222,20 @@ class BasicAuth:
         """Basic auth is required only when the file lists at least one user (as in the toolkit)."""
         return bool(self._users)
 
-    def set_users(self, users: Mapping[str, str]) -> None:
-        """Swap in a new user table; cached successes stay valid only while the user's hash does."""
+    def set_users(self, users: Mapping[str, str]) -> list[str]:
+        """Swap in a new user table; cached successes stay valid only while the user's hash does.
+        Returns a warning per user whose hash costs more than :attr:`max_cost` (refused at once)."""
         table = {name.encode("utf-8"): hashed.encode("ascii") for name, hashed in users.items()}
         for name, hashed in table.items():
             error = bcrypt_hash_error(hashed.decode("ascii"))
             if error is not None:
                 raise ValueError(f"basic_auth_users.{name.decode('utf-8', 'replace')} {error}")
         self._users = table
-        # Unknown users pay what the most expensive real user pays, so no user name stands out.
-        self._max_cost = max((_cost(h) for h in table.values()), default=10)
-        self._dummy = _dummy_hash(self._max_cost)
+        self._locked = frozenset(n for n, h in table.items() if _cost(h) > self.max_cost)
+        return [
+            over_ceiling(n.decode("utf-8", "replace"), _cost(table[n]), self.max_cost)
+            for n in sorted(self._locked)
+        ]
 
     async def check(self, authorization: str | None, client: str = "") -> bool:
         """True when the ``Authorization`` header names a configured user and their password.
@@ -235,6 +251,9 @@ class BasicAuth:
         user, password = credentials
         hashed = self._users.get(user)
         key = (user, hashlib.sha256(password).digest())
+        if user in self._locked:  # a hash above the ceiling is never checked: refused at once
+            self.limiter.failed(client)
+            return False
         if hashed is not None:
             with self._cache_lock:
                 verified = self._cache.get(key)
@@ -259,26 +278,15 @@ class BasicAuth:
         return True
 
     def _verifier(self, password: bytes, hashed: bytes | None) -> Callable[[], bool]:
-        """The bcrypt work of one check: the same for every wrong password, whoever the user.
-
-        bcrypt's work doubles with each cost step, so a wrong password for a user of cost c is
-        topped up with dummy checks of costs c .. max-1 (2**c + 2**c + ... + 2**(max-1) is
-        2**max): it costs what an unknown user's check against the max-cost dummy costs, and
-        timing cannot tell a cheap user's name from an unknown one.
-        """
-        checker, top = self.checker, self._max_cost
+        """The bcrypt work of one check: the user's own hash, or the fixed cost-10 dummy for a
+        name that is no user (so an unknown name is not answered at once, yet costs what the
+        toolkit's costs, whatever hashes the file holds)."""
+        checker = self.checker
         if hashed is None:
             dummy = self._dummy
             return lambda: checker(password, dummy) and False
-
-        def verify() -> bool:
-            if checker(password, hashed):
-                return True
-            for cost in range(_cost(hashed), top):
-                checker(password, _dummy_hash(cost))
-            return False
-
-        return verify
+        known = hashed
+        return lambda: checker(password, known)
 
     async def _queued(self, rank: tuple[int, int], address: str, run: Callable[[], bool]) -> bool:
         loop = asyncio.get_running_loop()
@@ -311,29 +319,67 @@ class BasicAuth:
             self._by_address.pop(address, None)
 
     async def _work(self) -> None:
-        """Run queued checks one at a time, best rank first, on the worker thread."""
-        loop = asyncio.get_running_loop()
+        """Run queued checks one at a time, best rank first, each on a daemon thread."""
         while self._queue:
             job = heapq.heappop(self._queue)
             self._forget(job.address)
             if job.done.done():  # refused or given up meanwhile: no bcrypt for nobody
                 continue
+            if self._closed:
+                job.done.set_exception(AuthRefused(503, "shutting down"))
+                continue
+            self._running = job
             try:
-                ok = await loop.run_in_executor(self._pool(), job.run)
-            except (RuntimeError, ValueError) as err:  # the pool was shut down meanwhile
+                ok = await _in_daemon_thread(job.run)
+            except (RuntimeError, ValueError) as err:
                 if not job.done.done():
                     job.done.set_exception(err)
                 continue
+            finally:
+                self._running = None
             if not job.done.done():
                 job.done.set_result(ok)
 
-    def _pool(self) -> ThreadPoolExecutor:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vgpumon-bcrypt")
-        return self._executor
-
     def close(self) -> None:
-        """Stop the bcrypt worker thread (a later check starts a new one)."""
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
+        """Refuse the checks queued and the one running (their requests get 503 now); the
+        running bcrypt ends on its daemon thread, which never holds the process."""
+        self._closed = True
+        running = [self._running] if self._running is not None else []
+        for job in (*running, *self._queue):
+            if not job.done.done():  # its request answers now: a shutdown waits for no bcrypt
+                job.done.set_exception(AuthRefused(503, "shutting down"))
+
+
+async def _in_daemon_thread(run: Callable[[], bool]) -> bool:
+    """``run()`` on a daemon thread of its own, awaited: unlike an executor's worker (which the
+    interpreter joins at exit), a bcrypt of a high cost still running never delays the exit."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[bool] = loop.create_future()
+
+    def settle(ok: bool | None, err: BaseException | None) -> None:
+        if done.done():
+            return
+        if err is not None:
+            done.set_exception(err)
+        else:
+            done.set_result(bool(ok))
+
+    def target() -> None:
+        try:
+            result, error = run(), None
+        except Exception as exc:  # noqa: BLE001 - handed to the waiting coroutine
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=target, name="vgpumon-bcrypt", daemon=True).start()
+    return await done
+
+
+def over_ceiling(user: str, cost: int, ceiling: int) -> str:
+    """The warning for a user whose hash is never checked."""
+    return (
+        f"basic_auth_users.{user} has bcrypt cost {cost}, above the ceiling {ceiling} "
+        "(--web.bcrypt-max-cost): that user is refused without a check; hash the password "
+        "again with a lower cost (e.g. htpasswd -nbBC 10 USER) or raise the ceiling"
+    )

@@ -21,6 +21,15 @@ they cost a server without it, are in docs/reliability.md):
   abandoned and the connection dropped; at most one chunk of it is buffered at a time;
 * **one request at a time**: while a response is being made, reading stops, so a client that
   pipelines cannot make the server buffer its requests;
+* **pipelining bound**: a connection gets at most :data:`MAX_PIPELINED` answers to requests it
+  sent before reading the answers to earlier ones; the last of them says ``Connection: close``
+  and the connection is closed after it. A client that pipelines without reading could otherwise
+  make the server answer without end, each answer queued in the kernel for a client that never
+  takes it;
+* **stalled and closing connections make room**: at the cap, a connection whose client stopped
+  taking its answer (the transport paused writing) or that is closed with answers still unsent
+  gives up its slot like an idle one, so connections that do not read cannot hold every slot
+  until their write timeout, and renew the lock-out without credentials;
 * **client errors** (malformed requests, control bytes in a header, heads over 16 KiB, an
   HTTP/0.9 line, unknown versions or expectations) get a 400, 431, 505 or 417 and a close, as
   Go's servers answer, and one debug log line without a traceback: anyone can send them, so at
@@ -60,6 +69,9 @@ log = logging.getLogger(__name__)
 
 CHUNK_BYTES = 64 * 1024  # what one connection may have queued in its transport at a time
 MAX_HEAD_BYTES = 16 * 1024  # a request head larger than this is refused (431)
+# Answers one connection gets to requests sent ahead of reading earlier answers (pipelining);
+# Prometheus and browsers never pipeline, so only a client that queues answers reaches it.
+MAX_PIPELINED = 16
 
 
 class ServerStats:
@@ -82,7 +94,7 @@ class Slot(Protocol):
     token: int
 
     @property
-    def state(self) -> str: ...  # "handshake", "head", "idle" or "busy"
+    def state(self) -> str: ...  # "handshake", "head", "idle", "busy", "stalled" or "closing"
 
     @property
     def since(self) -> float: ...  # loop time it entered its state (accepted, last response)
@@ -92,7 +104,11 @@ class Slot(Protocol):
     def abort(self) -> None: ...
 
 
-EVICTABLE = ("idle", "head", "handshake")  # the order in which slots are taken back at the cap
+# States whose slot is taken back at the cap: first those that hold it for nothing (closed with
+# answers unsent, kept alive idle), then, oldest first, those not being answered (a head or a TLS
+# handshake still coming in) or not reading their answer (stalled).
+EVICTABLE = ("closing", "idle", "head", "handshake", "stalled")
+_FIRST = ("closing", "idle")
 
 
 class ConnectionGuard:
@@ -163,7 +179,7 @@ class ConnectionGuard:
             state = slot.state
             if state not in EVICTABLE:
                 continue
-            rank = (0 if state == "idle" else 1, slot.since)
+            rank = (0 if state in _FIRST else 1, slot.since)
             if best is None or rank < best:
                 best, victim = rank, slot
         if victim is None:
@@ -266,7 +282,7 @@ class TlsFront(asyncio.BufferedProtocol):
         waiter.add_done_callback(self._handshake_done)
         self.connection = Connection(self._app, self._guard, front=self)
         limit = self._guard.limits.header_timeout_seconds
-        protocol: Any = sslproto.SSLProtocol
+        protocol: Any = _SSLProtocol
         self._tls = protocol(
             loop,
             self.connection,
@@ -336,6 +352,14 @@ class TlsFront(asyncio.BufferedProtocol):
             self._raw.abort()
 
 
+class _SSLProtocol(sslproto.SSLProtocol):
+    """asyncio's TLS protocol with a 32 KiB read buffer instead of 256 KiB: a TLS record is at
+    most 16 KiB, and a request head at most 16 KiB, so the rest only costs memory: 224 KiB per
+    connection, 28 MB with every slot held (issue 33, the pipelining attack over TLS)."""
+
+    max_size = 32 * 1024
+
+
 # Go's net/http answer to plain HTTP on a TLS port (the bytes its servers send).
 PLAIN_HTTP_ON_TLS = (
     b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
@@ -345,6 +369,15 @@ PLAIN_HTTP_ON_TLS = (
 def _peer(transport: asyncio.BaseTransport) -> str:
     peer = transport.get_extra_info("peername")
     return str(peer[0]) if isinstance(peer, tuple) and peer else ""
+
+
+def _unsent(transport: asyncio.Transport) -> int:
+    """Bytes written to ``transport`` and not yet taken by the kernel (0 once a TLS transport
+    let go of its protocol, which it does as it closes)."""
+    try:
+        return transport.get_write_buffer_size()
+    except (AttributeError, NotImplementedError, RuntimeError):
+        return 0
 
 
 def _one_line(err: BaseException) -> str:
@@ -410,15 +443,33 @@ class Connection(asyncio.Protocol):
         self._line_checked = False
         self._gone_logged = False
         self.made = False  # connection_made ran (for TLS: the handshake succeeded)
-        self.since = 0.0
+        self.since = 0.0  # loop time the connection entered its state
+        self._pipelined = 0  # answers given to requests that were already waiting (pipelined)
+        self._stalled_since: float | None = None  # writes paused: the client takes nothing
+        self._closing_since: float | None = None  # closed by us with answers still unsent
 
     # -- the slot ---------------------------------------------------------------------------------
 
     @property
     def state(self) -> str:
+        if self._closing_since is not None:
+            return "closing"
         if self.busy:
-            return "busy"
+            return "stalled" if self._stalled_since is not None else "busy"
         return "idle" if self._waiting_for == "idle" else "head"
+
+    @property
+    def since(self) -> float:
+        """Loop time the connection entered its state (for the eviction order at the cap)."""
+        if self._closing_since is not None:
+            return self._closing_since
+        if self.busy and self._stalled_since is not None:
+            return self._stalled_since
+        return self._since
+
+    @since.setter
+    def since(self, value: float) -> None:
+        self._since = value
 
     # -- asyncio.Protocol -----------------------------------------------------------------------
 
@@ -431,6 +482,11 @@ class Connection(asyncio.Protocol):
         if self._front is None and not self._guard.admit(self):
             transport.abort()
             return
+        if self._tls:
+            # asyncio lets a TLS connection hold 512 KiB of encrypted answer before it pauses
+            # the writer (a plain one 64 KiB): for clients that do not read, with every slot
+            # held, that is most of the server's memory. One chunk is what a response needs.
+            transport.set_write_buffer_limits(high=CHUNK_BYTES)
         if self._closing:
             transport.close()
             return
@@ -470,9 +526,12 @@ class Connection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         if self._writable is None:
-            self._writable = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            self._writable = loop.create_future()
+            self._stalled_since = loop.time()
 
     def resume_writing(self) -> None:
+        self._stalled_since = None
         writable, self._writable = self._writable, None
         if writable is not None and not writable.done():
             writable.set_result(None)
@@ -672,6 +731,8 @@ class Connection(asyncio.Protocol):
         headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers.items()]
         headers.append((b"Content-Length", str(length).encode()))
         headers.append((b"Date", _http_date()))
+        if self._pipelined >= MAX_PIPELINED - 1:
+            self._must_close = True  # the last answer this connection gets ahead of reading
         if response.close or self._closing or self._must_close:
             headers.append((b"Connection", b"close"))
         head = h11.Response(
@@ -707,7 +768,10 @@ class Connection(asyncio.Protocol):
             return
         self._h11.start_next_cycle()
         # A pipelined request already buffered in h11 was not seen by the line check.
-        self._line_checked = bool(self._h11.trailing_data[0])
+        ahead = bool(self._h11.trailing_data[0])
+        self._line_checked = ahead
+        if ahead:  # the next request came before this answer was out: pipelining
+            self._pipelined += 1
         self.since = asyncio.get_running_loop().time()
         self._arm(self._guard.limits.idle_timeout_seconds, "idle")
         self._transport.resume_reading()
@@ -752,8 +816,18 @@ class Connection(asyncio.Protocol):
 
     def _close(self) -> None:
         self._disarm()
-        if self._transport is not None:
-            self._transport.close()
+        transport = self._transport
+        if transport is None:
+            return
+        transport.close()
+        if _unsent(transport) and self._closing_since is None:
+            # asyncio keeps the connection (and its slot) until the client takes what is left:
+            # it may never. Its slot may go to a new connection, and it ends at the write timeout.
+            loop = asyncio.get_running_loop()
+            self._closing_since = loop.time()
+            self._timer = loop.call_later(
+                self._guard.limits.write_timeout_seconds, self._write_timed_out
+            )
 
 
 # method SP request-target SP HTTP-version (RFC 9112 3): anything else is refused at once.

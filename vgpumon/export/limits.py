@@ -22,3 +22,9 @@ class ServerLimits:
     # longer interval reconnects, which costs a scraper one handshake per scrape.
     idle_timeout_seconds: float = 65.0
     write_timeout_seconds: float = 30.0  # a client that stops reading is dropped after this
+
+
+# bcrypt costs (each step doubles a check's work): what a hash can carry, and the most a basic-auth
+# check may cost before its user is refused without a check (about a second of one current core).
+MIN_BCRYPT_COST, MAX_BCRYPT_COST = 4, 31
+DEFAULT_BCRYPT_MAX_COST = 14

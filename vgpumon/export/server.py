@@ -2,8 +2,9 @@
 
 The endpoints (``/metrics``, ``/api/v1/snapshot``, ``/-/healthy``, ``/-/ready``, ``/``) are
 docs/exporter.md's. What must stay true (docs/design.md, rule 1): no handler calls NVML, and a
-scrape gets its bodies from the :class:`~vgpumon.export.publisher.Publisher`; requests beyond
-``max_requests`` in flight get a 503 at once instead of queueing. :func:`serve` owns the start
+scrape gets its bodies from the :class:`~vgpumon.export.publisher.Publisher`; requests for the
+metrics or the snapshot beyond ``max_requests`` in flight get a 503 at once instead of queueing
+(the health and readiness probes are never refused for load). :func:`serve` owns the start
 and the stop of the feed's loop, the listener, the publisher and the web config.
 """
 
@@ -37,6 +38,7 @@ from vgpumon.export.app import (
 from vgpumon.export.connections import ConnectionGuard, ServerLimits
 from vgpumon.export.gc_settings import settle_after_startup
 from vgpumon.export.housekeeping import Housekeeping
+from vgpumon.export.limits import DEFAULT_BCRYPT_MAX_COST
 from vgpumon.export.listener import ListenAt, Listener
 from vgpumon.export.negotiation import choose, gzip_wanted
 from vgpumon.export.publisher import Publisher, no_extra
@@ -109,12 +111,17 @@ class ExporterApp(App):
     limits: Limits = field(default_factory=Limits)
 
 
-def in_flight_limit(limits: Limits) -> Middleware:
-    """503 at once when ``limits.max_requests`` are already being handled (no queue to hide in)."""
+def in_flight_limit(limits: Limits, paths: frozenset[str]) -> Middleware:
+    """503 at once when ``limits.max_requests`` requests for the data ``paths`` are already being
+    handled (no queue to hide in). Only the data endpoints, as node_exporter limits only its
+    metrics handler: the health and readiness probes, cheap by design, answer whatever the load
+    (a kubelet that gets 503 from a liveness probe restarts a working exporter)."""
     in_flight = 0
 
     async def limit(request: Request, handler: Handler) -> Response:
         nonlocal in_flight
+        if request.path not in paths:
+            return await handler(request)
         cap = limits.max_requests
         if in_flight >= cap:
             return text(f"too many requests in flight (limit {cap})\n", 503, {"Retry-After": "1"})
@@ -238,8 +245,11 @@ def build_app(
         )
         return html_page(page)
 
+    data_paths = frozenset((telemetry_path, "/api/v1/snapshot"))
     app = ExporterApp(
-        middlewares=[in_flight_limit(limits), *middlewares], publisher=publisher, limits=limits
+        middlewares=[in_flight_limit(limits, data_paths), *middlewares],
+        publisher=publisher,
+        limits=limits,
     )
     app.add_get("/", landing)
     app.add_get(telemetry_path, metrics)
@@ -251,13 +261,13 @@ def build_app(
     return app
 
 
-def _web_config(path: str | None) -> Any:
+def _web_config(path: str | None, bcrypt_max_cost: int) -> Any:
     """The runtime of a Prometheus web-config file (TLS, basic auth), or None without one."""
     if path is None:
         return None
     from vgpumon.export.webconfig_runtime import WebConfigRuntime
 
-    return WebConfigRuntime(path)
+    return WebConfigRuntime(path, bcrypt_max_cost=bcrypt_max_cost)
 
 
 def startup_warnings(web_config: Any) -> list[str]:
@@ -326,6 +336,7 @@ async def serve(
     max_requests: int,
     web_config_file: str | None,
     shutdown_timeout_seconds: float,
+    bcrypt_max_cost: int = DEFAULT_BCRYPT_MAX_COST,
     render_ahead: bool = False,
     telemetry_path: str = DEFAULT_TELEMETRY_PATH,
     limits: ServerLimits | None = None,
@@ -350,7 +361,7 @@ async def serve(
     call is never interrupted: it is a daemon and ends with the process.
     """
     limits = limits or ServerLimits()
-    web_config = _web_config(web_config_file)
+    web_config = _web_config(web_config_file, bcrypt_max_cost)
     for warning in startup_warnings(web_config):
         log.warning("%s", warning)
     ssl_context = web_config.ssl_context() if web_config is not None else None
@@ -409,10 +420,12 @@ async def serve(
         for task in list(reloads):
             task.cancel()
         deadline = time.monotonic() + bound
+        if web_config is not None:
+            # First: a request waiting on a bcrypt check (cost 14 is a second, more is more)
+            # gets its 503 now instead of holding the shutdown up to its bound.
+            web_config.close()
         await listener.close(bound)
         await publisher.close()
-        if web_config is not None:
-            web_config.close()
         if sampling is not None:
             stop.set()
             remaining = max(0.0, deadline - time.monotonic())

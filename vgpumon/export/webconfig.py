@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import ssl
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -123,6 +124,14 @@ class WebConfig:
         return _Loader(path).load()
 
 
+def _mode(path: str) -> int:
+    """The permission bits of ``path`` (0 when it cannot be read: the read says why)."""
+    try:
+        return os.stat(path).st_mode
+    except OSError:
+        return 0
+
+
 def file_stamp(path: str) -> Stamp | None:
     """What changes when a file is rewritten, replaced or re-linked; None when stat fails."""
     try:
@@ -196,6 +205,11 @@ class _Loader:
         except ConfigError as err:
             raise self.error(node, str(err)) from None
         self.stamps.append((path, file_stamp(path)))
+        if key == "key_file" and _mode(path) & stat.S_IROTH:
+            self.warnings.append(
+                f"the TLS key {path} is readable by every user of this host: anyone on it can "
+                "pose as this exporter (chmod o-r)"
+            )
         try:
             return yamlfile.read_bytes(path, key)
         except ConfigError as err:
@@ -206,6 +220,11 @@ class _Loader:
     def load(self) -> WebConfig:
         path = os.path.abspath(yamlfile.check_path(self.path, "web config"))
         self.stamps.append((path, file_stamp(path)))
+        if _mode(path) & stat.S_IWOTH:
+            self.warnings.append(
+                f"{path} is writable by every user of this host: anyone on it can change who "
+                "may log in and which certificate is served (chmod o-w)"
+            )
         # Regular file, size, UTF-8, depth, aliases and duplicate keys: the shared loader.
         root = yamlfile.load_node(self.path, "web config")
 

@@ -24,6 +24,7 @@ from typing import Any
 from vgpumon.errors import ConfigError
 from vgpumon.export.app import App, Handler, Middleware, Request, Response, text
 from vgpumon.export.auth import AuthRefused, BasicAuth
+from vgpumon.export.limits import DEFAULT_BCRYPT_MAX_COST
 from vgpumon.export.webconfig import RateLimit, Stamp, WebConfig, file_stamp
 
 log = logging.getLogger(__name__)
@@ -133,11 +134,17 @@ class WebConfigRuntime:
 
     INLINE_WAIT_SECONDS = 0.5
 
-    def __init__(self, path: str, *, check_interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        check_interval: float = 1.0,
+        bcrypt_max_cost: int = DEFAULT_BCRYPT_MAX_COST,
+    ) -> None:
         self._path = path
         self._interval = check_interval
         self._lock = threading.RLock()
-        self._auth = BasicAuth()
+        self._auth = BasicAuth(max_cost=bcrypt_max_cost)
         # Requests refused by basic auth, by reason (the vgpumon_http_auth_refusals_total family).
         self.auth_refusals = {"unauthorized": 0, "throttled": 0, "busy": 0}
         self._limiter: _TokenBucket | None = None
@@ -184,6 +191,14 @@ class WebConfigRuntime:
                     raise ConfigError(
                         f"web config {self._path}: switching TLS {state} needs a restart"
                     )
+                if self._config.users and not new.users:
+                    # An emptied or truncated file (a deploy that wrote half of it, a bad
+                    # template) would turn basic auth off: the last good users stay. Removing
+                    # auth on purpose is a restart, as switching TLS is.
+                    raise ConfigError(
+                        f"web config {self._path}: it lists no basic_auth_users, which would "
+                        "turn basic auth off; that takes a restart"
+                    )
             except ConfigError as err:
                 self._rejected = current
                 log.warning("%s; keeping the previous web config", err)
@@ -217,7 +232,8 @@ class WebConfigRuntime:
     def _adopt(self, config: WebConfig) -> None:
         if config.tls_context is not None:
             config.tls_context.sni_callback = self._on_client_hello
-        self._auth.set_users(config.users)
+        for warning in self._auth.set_users(config.users):
+            log.warning("web config %s: %s", self._path, warning)
         if config.rate_limit is None:
             self._limiter = None
         elif self._limiter is None or self._limiter.limit != config.rate_limit:

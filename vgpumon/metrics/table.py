@@ -1027,7 +1027,8 @@ FAMILIES: tuple[Family, ...] = (
         COLLECTOR,
         "vgpumon_scrape_collector_success",
         "1 when the collector ran in the last cycle and read every GPU without an unexpected "
-        "failure; 0 when it failed or did not run (NVML down, no GPU readable).",
+        "failure; 0 when it failed (on some GPU every NVML call it made failed, or its main "
+        "reading did) or did not run (NVML down, no GPU readable).",
         lambda c: c.success,
         collector=EXPORTER,
     ),
@@ -1160,7 +1161,8 @@ FAMILIES: tuple[Family, ...] = (
         HTTP_SERVER,
         "vgpumon_http_connections_evicted_total",
         "HTTP connections closed at the cap to make room for a new one, by what they were doing"
-        " (idle: kept alive between requests; head: sending a request head; handshake: in TLS).",
+        " (idle: kept alive between requests; head: sending a request head; handshake: in TLS;"
+        " stalled: not taking their answer; closing: closed with an answer still unsent).",
         ("state",),
         lambda h: _counts(h.evicted),
         collector=EXPORTER,
@@ -1217,7 +1219,8 @@ FAMILIES: tuple[Family, ...] = (
         GPU_UP := gauge(
             ALL_GPUS,
             "vgpumon_gpu_up",
-            "1 when the GPU answers; 0 when it is lost or hung (its other series are dropped).",
+            "1 when the GPU answers; 0 when it is lost or hung, or no NVML call about it "
+            "answered in the last cycle (its other series are dropped).",
             lambda g: g.up,
             collector="device",
         )

@@ -88,18 +88,55 @@ class CallOutcome:
         return self.status == "ok"
 
 
+@dataclass(frozen=True)
+class Tally:
+    """One thread's NVML calls so far (:meth:`NvmlSession.tally`)."""
+
+    returned: int  # came back, answered or not
+    failed: int  # failed (an "error" outcome: timeout, unknown error...)
+    unanswered: int  # failed, or not supported: no value
+    last_error: str  # the error name of the latest failure ("" before any)
+
+    def since(self, before: Tally) -> Tally:
+        return Tally(
+            self.returned - before.returned,
+            self.failed - before.failed,
+            self.unanswered - before.unanswered,
+            self.last_error,
+        )
+
+    @property
+    def all_failed(self) -> bool:
+        """Calls were made, some failed, and none answered: nothing was read."""
+        return self.failed > 0 and self.unanswered >= self.returned
+
+
 # How long a cached "not supported" / "no permission" is believed before the call is tried again.
 REPROBE_SECONDS = 60.0
+
+
+def _about_gpu(function: str) -> bool:
+    """Whether a call's answer says anything of the GPU it was made for: a system-wide call
+    (``nvmlSystem*``, e.g. the confidential-computing state a GPU's collector reads) answers
+    whatever the GPU does, so it is left out of the tallies below (timed and counted all the
+    same): a GPU none of whose own calls answered is not read, though the system's did."""
+    return not function.startswith("nvmlSystem")
 
 
 class _Book:
     """One thread's call statistics and error counts; only that thread writes it."""
 
-    __slots__ = ("errors", "returned", "stats")
+    __slots__ = ("errors", "failed", "last_error", "returned", "stats", "unanswered")
 
     def __init__(self) -> None:
-        # calls that came back (returned or raised); a hung call never does
+        # calls about a GPU that came back (returned or raised); a hung call never does
         self.returned = 0
+        # of those, the ones that failed (an "error" outcome), and the ones that gave no answer
+        # at all (failed, or not supported): the sampler tells a collector, or a GPU, whose every
+        # call failed from one that answered something (:meth:`NvmlSession.tally`)
+        self.failed = 0
+        self.unanswered = 0
+        self.last_error = ""
         # function -> [calls, seconds, max_seconds]
         self.stats: dict[str, list[float]] = {}
         self.errors: dict[tuple[str, str], int] = {}
@@ -310,6 +347,8 @@ class NvmlSession:
             self._time(cache_key[1], time.perf_counter() - start)
         if outcome.status == "ok":
             self._answered.add(cache_key)
+        elif _about_gpu(cache_key[1]):  # a raw symbol the library lacks: came back, no answer
+            self._book().unanswered += 1
         return outcome
 
     def _failed(
@@ -327,11 +366,16 @@ class NvmlSession:
             # code 0: pynvml raises NVMLError(SUCCESS) when a sizing call finds no samples.
             return CallOutcome(status="no_data", error=name)
         kind = classify(exc)
+        book = self._book()
+        about_gpu = _about_gpu(function)
+        book.unanswered += about_gpu
         if kind is ErrorClass.ABSENT:
             return self._mark_absent(cache_key, function, name)
         self._count(function, name)
         if kind is ErrorClass.LIFECYCLE:
             raise GpuDown(gpu, function, name, library=code in LIBRARY_CODES) from exc
+        book.failed += about_gpu
+        book.last_error = name
         return CallOutcome(status="error", error=name)
 
     def _mark_absent(
@@ -370,7 +414,7 @@ class NvmlSession:
         book: _Book | None = getattr(self._local, "book", None)
         if book is None:
             book = self._book()
-        book.returned += 1
+        book.returned += _about_gpu(function)
         st = book.stats.get(function)
         if st is None:
             book.stats[function] = [1, seconds, seconds]
@@ -386,6 +430,12 @@ class NvmlSession:
         job came back) from one collector hung after others answered."""
         book = self._book()
         return lambda: book.returned
+
+    def tally(self) -> Tally:
+        """The calling thread's counts so far: calls that came back, that failed, that gave no
+        answer; the difference of two tallies is what the calls between them came to."""
+        book = self._book()
+        return Tally(book.returned, book.failed, book.unanswered, book.last_error)
 
     def error_counts(self) -> tuple[NvmlErrorCount, ...]:
         """Error counts of every thread, merged (a snapshot: threads may be counting meanwhile)."""

@@ -17,9 +17,11 @@ from vgpumon.model import (
     CollectorStatus,
     Gpu,
     SamplerHealth,
+    SchemaError,
     Snapshot,
     VgpuInstance,
     VirtualMachine,
+    check_snapshot,
 )
 from vgpumon.smi.device import driver_info, parse_gpus
 from vgpumon.smi.errors import SmiParseError
@@ -96,7 +98,7 @@ def parse_reports(
     collectors = [CollectorStatus("device", True, durations[0])]
     if vgpu_status is not None:
         collectors.append(vgpu_status)
-    return Snapshot(
+    snapshot = Snapshot(
         timestamp=timestamp,
         driver=driver_info(root),
         gpus=gpus,
@@ -104,3 +106,8 @@ def parse_reports(
         health=SamplerHealth(up=True, cycles_total=1, last_cycle_duration_seconds=sum(durations)),
         source=source,
     )
+    try:
+        check_snapshot(snapshot)  # the same GPU twice in a report: nothing can show it
+    except SchemaError as err:
+        raise SmiParseError(f"nvidia-smi reports: {err}") from None
+    return snapshot

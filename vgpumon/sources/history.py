@@ -208,6 +208,21 @@ class History:
         ring.clear()
         ring.extend(points[-self.maxlen :])
 
+    def merge(self, host: str, entity: str, metric: str, points: Iterable[Point]) -> None:
+        """Merge many (older) points at once, e.g. a backfill: one pass, where :meth:`add` of an
+        older point copies the series each time (a series of n backfilled points would cost n**2).
+        A point at an instant the series already has is dropped; the newest ``maxlen`` stay."""
+        series = self._hosts.setdefault(host, {})
+        ring = series.get((entity, metric))
+        if ring is None:
+            ring = series[(entity, metric)] = Ring(self.maxlen)
+        held = list(ring)
+        have = {t for t, _ in held}
+        merged = held + [p for p in points if p[0] not in have]
+        merged.sort(key=lambda p: p[0])
+        ring.clear()
+        ring.extend(merged[-self.maxlen :])
+
     def forget(self, host: str) -> None:
         self._hosts.pop(host, None)
         self._last.pop(host, None)

@@ -30,6 +30,7 @@ from yarl import URL
 from vgpumon.errors import ConfigError, VgpumonError, one_line
 from vgpumon.sources.bodies import CHUNK_BYTES, loads
 from vgpumon.sources.remote import Connection, FetchError, HttpClient
+from vgpumon.text import printable
 
 # The most of one answer read: an hour of 1 s points of every vGPU of a 16 x 48 host, or one
 # family of a few thousand hosts, is some tens of MB; hundreds of MB is not an answer to these.
@@ -107,7 +108,7 @@ class PrometheusError(VgpumonError):
 
     def __init__(self, url: str, reason: str, kind: str = FetchError.STATUS) -> None:
         super().__init__(f"Prometheus at {url}: {reason}")
-        self.reason = reason
+        self.reason = printable(reason)  # the server's own words reach screens as they are
         self.kind = kind
 
 
@@ -142,14 +143,14 @@ class PrometheusClient:
         connection: Connection | None = None,
         *,
         selector: str | None = None,
-        limit_bytes: int = MAX_ANSWER_BYTES,
+        limit_bytes: int | None = None,
     ) -> None:
         self.url = prometheus_url(url)
         self.connection = connection or Connection(timeout_seconds=DEFAULT_TIMEOUT_SECONDS)
         self.matchers = parse_selector(selector)
-        self.http = HttpClient(
-            self.connection, self.connection.authorization(), limit_bytes=limit_bytes
-        )
+        # Every answer is read through this cap (MAX_ANSWER_BYTES unless given).
+        limit = MAX_ANSWER_BYTES if limit_bytes is None else limit_bytes
+        self.http = HttpClient(self.connection, self.connection.authorization(), limit_bytes=limit)
         self.queries = 0  # requests answered (a bench reads the count and the time)
         self.query_seconds = 0.0
 
@@ -250,7 +251,9 @@ class PrometheusClient:
                     labels={str(k): str(v) for k, v in item["labels"].items()},
                     scrape_url=url if isinstance(url, str) and url else None,
                     health=str(item.get("health") or "unknown"),
-                    last_error=one_line(error, 200) if isinstance(error, str) and error else None,
+                    last_error=printable(one_line(error, 200))
+                    if isinstance(error, str) and error
+                    else None,
                     interval_seconds=_seconds(item.get("scrapeInterval")),
                 )
             )
@@ -267,7 +270,7 @@ def _warnings(body: dict[str, Any]) -> tuple[str, ...]:
     found = body.get("warnings")
     if not isinstance(found, list):
         return ()
-    return tuple(one_line(w, 200) for w in found if isinstance(w, str) and w)
+    return tuple(printable(one_line(w, 200)) for w in found if isinstance(w, str) and w)
 
 
 def _seconds(text: object) -> float | None:

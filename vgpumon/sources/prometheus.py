@@ -14,8 +14,10 @@ change here, and a history metric with no family is simply not backfilled.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +49,7 @@ from vgpumon.sources.promapi import PrometheusClient, PrometheusError, quote, re
 log = logging.getLogger(__name__)
 
 DEFAULT_WINDOW_SECONDS = 600.0
+YIELD_EVERY = 20_000  # history points merged between two turns of the event loop
 PROBE_UUID = "GPU-00000000-0000-0000-0000-00000000beef"
 
 
@@ -130,16 +133,16 @@ def series_table() -> tuple[Series, ...]:
     return tuple(found)
 
 
-def _entity(kind: str, labels: Mapping[str, str]) -> str | None:
+def _entity(kind: str, labels: Mapping[str, Any]) -> str | None:
     uuid = labels.get("uuid")
-    if uuid is None:
+    if not isinstance(uuid, str):
         return None
     try:
         if kind == "vgpu":
             return vgpu_entity(uuid, int(labels["vgpu_id"]))
         if kind == "mig":
             return mig_entity(uuid, int(labels["gpu_instance"]))
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, TypeError):
         return None
     return gpu_entity(uuid)
 
@@ -176,23 +179,46 @@ class PrometheusBackfill:
         start = end - self.window
         added = 0
         for series in series_table():
-            result = await self._query(_selector(series, uuids, self.client), start, end)
-            for item in result:
-                entity = _entity(series.kind, item.get("metric", {}))
-                if entity is None:
-                    continue
-                for t, value in item.get("values", []):
-                    if float(t) >= end:
-                        continue  # the live data owns the present
-                    history.add(host, entity, series.metric, float(t), float(value))
-                    added += 1
+            body = await self._query(_selector(series, uuids, self.client), start, end)
+            # Read in a worker thread: an answer of a large host is millions of points.
+            found = await asyncio.to_thread(_points, body, series.kind, end)
+            merged = 0
+            for entity, points in found.items():
+                history.merge(host, entity, series.metric, points)
+                added += len(points)
+                merged += len(points)
+                if merged >= YIELD_EVERY:
+                    merged = 0
+                    await asyncio.sleep(0)  # keys and redraws go on meanwhile
         return added
 
-    async def _query(self, query: str, start: float, end: float) -> list[dict[str, Any]]:
+    async def _query(self, query: str, start: float, end: float) -> Any:
+        """The answer of a range query (capped and decoded by the client, off the loop when
+        large); its matrix is read by :func:`_points`."""
         try:
-            body = await self.client.range_query(query, start, end, self.step)
+            return await self.client.range_query(query, start, end, self.step)
         except PrometheusError as exc:
             raise ConnectionError(exc.reason) from None
-        data = body.get("data") or {}
-        result = data.get("result") or []
-        return result if isinstance(result, list) else []
+
+
+def _points(body: Any, kind: str, end: float) -> dict[str, list[tuple[float, float | None]]]:
+    """The (time, value) points of a range query's answer per entity; what is not shaped as
+    Prometheus shapes a matrix, or holds no time, is skipped (a NaN value is a gap)."""
+    data = body.get("data") if isinstance(body, dict) else None
+    result = data.get("result") if isinstance(data, dict) else None
+    out: dict[str, list[tuple[float, float | None]]] = {}
+    for item in result if isinstance(result, list) else ():
+        labels = item.get("metric") if isinstance(item, dict) else None
+        values = item.get("values") if isinstance(item, dict) else None
+        entity = _entity(kind, labels) if isinstance(labels, dict) else None
+        if entity is None or not isinstance(values, list):
+            continue
+        for pair in values:
+            try:
+                t, value = float(pair[0]), float(pair[1])
+            except (TypeError, ValueError, IndexError, KeyError):
+                continue
+            if not math.isfinite(t) or t >= end:
+                continue  # not a time; or the present, which the live data owns
+            out.setdefault(entity, []).append((t, value if math.isfinite(value) else None))
+    return out

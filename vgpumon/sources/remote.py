@@ -303,10 +303,11 @@ class ExporterClient:
         return _decode(data, charset)
 
     async def snapshot(self) -> Snapshot:
-        """The exporter's newest snapshot from its JSON API."""
+        """The exporter's newest snapshot from its JSON API, parsed and checked in a worker thread
+        (a large host's JSON takes long enough to freeze a screen sharing the loop)."""
         body = await self.get_text(SNAPSHOT_PATH, "application/json")
         try:
-            return from_json(body)
+            return await asyncio.to_thread(from_json, body)
         except SchemaError as exc:
             reason = f"schema mismatch: {one_line(exc)}"
             raise FetchError(

@@ -42,6 +42,9 @@ class UsageReport:
     start: float  # Unix seconds, on a whole hour (0: since each counter began)
     end: float
     rows: tuple[UsageRow, ...]
+    # Values Prometheus gave as NaN or infinite (a counter reset inside a rule's window, a
+    # division by zero): left out of the rows and the totals, and counted here.
+    not_finite: int = 0
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -91,12 +94,22 @@ def report_from_snapshot(snapshot: Snapshot, by: str) -> UsageReport:
         raise ConfigError(f"--by {by!r}: choose one of {', '.join(GROUPS)}")
     rows: dict[tuple[str, ...], dict[str, float]] = {}
 
+    not_finite = 0
+
     def add(key: tuple[str, ...], busy: float, memory: float, energy: float | None) -> None:
+        nonlocal not_finite
         row = rows.setdefault(key, dict.fromkeys(QUANTITIES, 0.0))
-        row["gpu_hours"] += busy / HOUR
-        row["memory_gib_hours"] += memory / (GIB * HOUR)
-        if energy is not None:
-            row["energy_kwh"] += energy / JOULES_PER_KWH
+        for quantity, value, unit in (
+            ("gpu_hours", busy, HOUR),
+            ("memory_gib_hours", memory, GIB * HOUR),
+            ("energy_kwh", energy, JOULES_PER_KWH),
+        ):
+            if value is None:
+                continue
+            if not math.isfinite(value):  # a remote snapshot's counter: left out, counted
+                not_finite += 1
+                continue
+            row[quantity] += value / unit
 
     for g in snapshot.gpus:
         m = g.metering
@@ -119,7 +132,13 @@ def report_from_snapshot(snapshot: Snapshot, by: str) -> UsageReport:
                 u = pod.usage
                 add(key, u.busy_seconds, u.memory_byte_seconds, u.energy_joules)
     ordered = sorted(rows.items(), key=lambda kv: (-kv[1]["gpu_hours"], kv[0]))
-    return UsageReport(by, 0.0, snapshot.timestamp, tuple(UsageRow(k, v) for k, v in ordered))
+    return UsageReport(
+        by,
+        0.0,
+        snapshot.timestamp,
+        tuple(UsageRow(k, v) for k, v in ordered),
+        not_finite=not_finite,
+    )
 
 
 class UsageClient:
@@ -137,12 +156,21 @@ class UsageClient:
         start, end = hour_range(start, end)
         labels = GROUPS[by]
         rows: dict[tuple[str, ...], dict[str, float]] = {}
+        not_finite = 0
         for quantity in QUANTITIES:
             for metric, value in await self._query(query(by, quantity, start, end), end):
                 key = tuple(str(metric.get(label, "")) for label in labels)
-                rows.setdefault(key, {})[quantity] = value
+                row = rows.setdefault(key, {})
+                if not math.isfinite(value):
+                    not_finite += 1
+                    continue
+                # Series that differ only in labels outside the grouping (a cluster, a job)
+                # are the same row: they add up, never replace one another.
+                row[quantity] = row.get(quantity, 0.0) + value
         ordered = sorted(rows.items(), key=lambda kv: (-kv[1].get("gpu_hours", 0.0), kv[0]))
-        return UsageReport(by, start, end, tuple(UsageRow(k, v) for k, v in ordered))
+        return UsageReport(
+            by, start, end, tuple(UsageRow(k, v) for k, v in ordered), not_finite=not_finite
+        )
 
     async def _query(self, promql: str, at: float) -> list[tuple[dict[str, str], float]]:
         try:

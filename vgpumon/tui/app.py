@@ -32,6 +32,7 @@ from vgpumon.model import Snapshot
 from vgpumon.sources.history import History
 from vgpumon.sources.procinfo import ProcInfo, ProcTable
 from vgpumon.sources.usage import UsageClient
+from vgpumon.text import printable
 from vgpumon.tui.cells import COLOUR, Palette, palette_for
 from vgpumon.tui.contrast import legible_variables
 from vgpumon.tui.lifeline import Lifeline
@@ -389,7 +390,7 @@ class VgpumonApp(App[None]):
             parts.append("PAUSED")
         if not self.filter_query.empty:
             parts.append(f"filter: {self.filter_query}")
-        self.sub_title = " · ".join(parts)
+        self.sub_title = printable(" · ".join(parts))
 
     # ------------------------------------------------------------------ actions
 

@@ -4,7 +4,8 @@ The text, style role, badges and gauge of every cell come from the column
 (:mod:`vgpumon.view.columns`); this module only maps them to what a terminal shows: the palette's
 colours for the roles (bold and reverse video in the monochrome theme, which has no colours to
 spend) and block gauges. Everything is a :class:`rich.text.Text`, never markup, so a VM or process
-named ``[red]`` shows as written.
+named ``[red]`` shows as written, and printable (:func:`vgpumon.text.printable`), so one named
+with terminal escapes writes nothing to the terminal.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 from rich.console import RenderableType
 from rich.text import Text
 
+from vgpumon.text import printable
 from vgpumon.view import format as f
 from vgpumon.view.badges import Badge
 from vgpumon.view.columns import DIM, WIDE_AT, Column, visible
@@ -91,16 +93,16 @@ def badges_text(badges: Sequence[Badge], palette: Palette) -> Text:
     for i, b in enumerate(badges):
         if i:
             text.append(" ")
-        text.append(b.label, style=palette.error if b.error else palette.warning)
+        text.append(printable(b.label), style=palette.error if b.error else palette.warning)
     return text
 
 
 def gauge(ratio: float | None, label: str, width: int, palette: Palette) -> RenderableType:
     if width <= 0:
-        return Text(label)
+        return Text(printable(label))
     text = Text()
     text.append(f.bar(ratio, width), style=palette.gauge)  # the bar in colour, the value not
-    text.append(f" {label}")
+    text.append(f" {printable(label)}")
     return text
 
 
@@ -151,7 +153,7 @@ class CellCache:
 
 def cell(row: R, column: Column[R], layout: Layout, palette: Palette) -> Text:
     """One cell: the column's text with the column's style, badges or gauge."""
-    value = column.cell(row)
+    value = printable(column.cell(row))
     if column.parts is not None:
         parts = column.parts(row)
         if parts:
@@ -159,7 +161,7 @@ def cell(row: R, column: Column[R], layout: Layout, palette: Palette) -> Text:
             for i, (label, role) in enumerate(parts):
                 if i:
                     text.append(" ")
-                text.append(label, style=palette.role(role))
+                text.append(printable(label), style=palette.role(role))
             return text
     width = layout.gauge_for(column)
     if width and column.gauge is not None and value:

@@ -101,13 +101,16 @@ class Lifeline:
             signal.signal(sig, _woken)
         self.watch(reader, terminal_fds(fds))
 
-    def watch(self, wake: socket.socket, fds: list[int]) -> None:
+    def watch(self, wake: socket.socket, fds: list[int]) -> threading.Thread:
         """Start the thread that acts on what ``wake`` receives (signal numbers) and on a
-        hang-up of ``fds`` (the terminal)."""
+        hang-up of ``fds`` (the terminal). It ends when ``wake`` can bring nothing more (its
+        other end closed, or it was closed)."""
         self._terminal = list(fds)
-        threading.Thread(
+        thread = threading.Thread(
             target=self._watch, args=(wake, list(fds)), name="vgpumon-lifeline", daemon=True
-        ).start()
+        )
+        thread.start()
+        return thread
 
     def attach(self, loop: asyncio.AbstractEventLoop, quit: Callable[[], object]) -> None:
         """The app's loop runs: from now on ``quit`` (called on that loop) is how to end."""
@@ -187,8 +190,13 @@ class Lifeline:
     # ------------------------------------------------------------------ the watch thread
 
     def _watch(self, wake: socket.socket, fds: list[int]) -> None:
+        # Every wake-up must consume what woke it: a descriptor that stays ready (a closed
+        # socket's EOF, a closed descriptor's POLLNVAL) would make poll return at once forever
+        # and this thread spin on a core. So the thread ends when the wakeup socket can bring
+        # nothing more, and a terminal descriptor leaves the poll set once it has hung up.
+        wake_fd = wake.fileno()
         poller = select.poll()
-        poller.register(wake.fileno(), select.POLLIN)
+        poller.register(wake_fd, select.POLLIN)
         for fd in fds:
             poller.register(fd, 0)  # no events asked: hang-ups and errors are always reported
         terminal = set(fds)
@@ -202,11 +210,17 @@ class Lifeline:
                     self.terminal_lost("the terminal hung up")
                     poller.unregister(fd)
                     terminal.discard(fd)
-                elif fd == wake.fileno():
+                elif fd == wake_fd:
+                    if mask & select.POLLNVAL:
+                        return  # the socket was closed here
                     try:
                         received = wake.recv(64)
+                    except (BlockingIOError, InterruptedError):
+                        continue
                     except OSError:
                         return
+                    if not received:
+                        return  # the other end closed: no signal can come this way again
                     for signum in received:
                         if signum in STOP_SIGNALS:
                             self.signalled(signum)

@@ -20,10 +20,12 @@ from rich.table import Table
 from rich.text import Text
 
 from vgpumon.loadgen.spec import format_bytes
+from vgpumon.text import printable
 from vgpumon.validate.readings import Reading
 from vgpumon.validate.report import summary_line
 from vgpumon.validate.run import NOT_RUN, Progress, Report, StepResult
 from vgpumon.validate.steps import ERROR, FAIL, PASS, SKIP, Step, pct
+from vgpumon.view.tables import TextTable
 
 STYLES = {PASS: "green", FAIL: "bold red", SKIP: "yellow", ERROR: "bold red", NOT_RUN: "dim"}
 ICONS = {PASS: "✔", FAIL: "✘", SKIP: "–", ERROR: "✘", NOT_RUN: "·"}
@@ -57,7 +59,7 @@ def step_summary(result: StepResult) -> Text:
     line.append(f"{result.step.name:<14}", style="bold")
     line.append_text(_status_text(result.status))
     if result.error:
-        line.append(f"  {result.error}", style="red")
+        line.append(f"  {printable(result.error)}", style="red")
         return line
     shown = []
     for check in result.checks:
@@ -66,7 +68,7 @@ def step_summary(result: StepResult) -> Text:
         shown.append(f"{check.label} {check.measured}")
     bad = [c for c in result.checks if c.status in (FAIL, ERROR)]
     if shown:
-        line.append("  " + ", ".join(shown))
+        line.append(printable("  " + ", ".join(shown)))
     if bad:
         line.append(f"  ({len(bad)} failed)", style="red")
     return line
@@ -134,10 +136,12 @@ class RichProgress(Progress):
     def started(self, report: Report) -> None:
         self._total = len(report.plan.steps)
         target = report.target.describe() if report.target is not None else "?"
-        self.console.print(Text(f"vgpumon validate: {target}", style="bold"))
-        self.console.print(Text(f"  readings: {report.source}; load: {report.driver}", style="dim"))
+        # Text, never markup, and printable: the target's names come from the exporter read.
+        self.console.print(Text(printable(f"vgpumon validate: {target}"), style="bold"))
+        readings = f"  readings: {report.source}; load: {report.driver}"
+        self.console.print(Text(printable(readings), style="dim"))
         for note in report.notes:
-            self.console.print(Text(f"  note: {note}", style="dim"))
+            self.console.print(Text(printable(f"  note: {note}"), style="dim"))
 
     def step_started(self, index: int, step: Step) -> None:
         self._index, self._step = index, step
@@ -158,7 +162,7 @@ class RichProgress(Progress):
 
 def report_table(report: Report) -> Table:
     """Every check of every step: expected, measured, result, and why."""
-    table = Table(title="vgpumon validate", title_justify="left", show_lines=False)
+    table = TextTable(title="vgpumon validate", title_justify="left", show_lines=False)
     table.add_column("step", style="bold", no_wrap=True)
     table.add_column("check")
     table.add_column("expected")
@@ -193,13 +197,13 @@ def print_report(report: Report, *, stream: TextIO | None = None, width: int | N
     """
     console = Console(file=stream or sys.stdout, width=width)
     if report.target is not None:
-        console.print(f"target: {report.target.describe()}")
-    console.print(f"readings: {report.source}; load: {report.driver}")
+        console.print(Text(printable(f"target: {report.target.describe()}")))
+    console.print(Text(printable(f"readings: {report.source}; load: {report.driver}")))
     console.print(report_table(report))
     for note in report.notes:
-        console.print(Text(f"note: {note}", style="dim"))
+        console.print(Text(printable(f"note: {note}"), style="dim"))
     console.print(Text(summary_line(report), style=STYLES[PASS if report.ok else FAIL]))
     if report.aborted:
-        console.print(Text(f"stopped early: {report.aborted}", style="bold red"))
+        console.print(Text(printable(f"stopped early: {report.aborted}"), style="bold red"))
     for check in report.failures():
-        console.print(Text(check.message, style="red"))
+        console.print(Text(printable(check.message), style="red"))

@@ -42,14 +42,18 @@ def merge_reports(reports: Iterable[UsageReport], by: str) -> UsageReport:
     """Several hosts' reports as one (the same VM, pod or namespace on two hosts adds up)."""
     rows: dict[tuple[str, ...], dict[str, float]] = {}
     start, end = 0.0, 0.0
+    not_finite = 0
     for report in reports:
         end = max(end, report.end)
+        not_finite += report.not_finite
         for row in report.rows:
             total = rows.setdefault(row.key, {})
             for quantity, value in row.values.items():
                 total[quantity] = total.get(quantity, 0.0) + value
     ordered = sorted(rows.items(), key=lambda kv: (-kv[1].get("gpu_hours", 0.0), kv[0]))
-    return UsageReport(by, start, end, tuple(UsageRow(k, v) for k, v in ordered))
+    return UsageReport(
+        by, start, end, tuple(UsageRow(k, v) for k, v in ordered), not_finite=not_finite
+    )
 
 
 def usage_lines(report: UsageReport) -> list[UsageLine]:

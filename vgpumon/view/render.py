@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from vgpumon.model import Snapshot
+from vgpumon.text import printable
 from vgpumon.view import format as f
 from vgpumon.view import rows as r
 from vgpumon.view.columns import (
@@ -39,16 +40,17 @@ def _header(snapshot: Snapshot) -> Text:
     when = datetime.datetime.fromtimestamp(snapshot.timestamp, tz=datetime.timezone.utc)
     d = snapshot.driver
     line = Text()
-    line.append(f"{snapshot.source}", style="bold")
-    line.append(
+    line.append(printable(snapshot.source), style="bold")
+    versions = (
         f"  driver {f.or_dash(d.driver_version)}  NVML {f.or_dash(d.nvml_version)}"
-        f"  CUDA {f.or_dash(d.cuda_driver_version)}\n{when:%Y-%m-%d %H:%M:%S} UTC"
+        f"  CUDA {f.or_dash(d.cuda_driver_version)}"
     )
+    line.append(f"{printable(versions)}\n{when:%Y-%m-%d %H:%M:%S} UTC")
     h = snapshot.health
     if h.wedged:
         line.append("  sampler wedged: showing the last good data", style="bold red")
     if h.hung_gpus:
-        line.append(f"  hung: {', '.join(h.hung_gpus)}", style="red")
+        line.append(printable(f"  hung: {', '.join(h.hung_gpus)}"), style="red")
     return line
 
 
@@ -72,7 +74,7 @@ def _activity_table(snapshot: Snapshot, wide: bool) -> Table:
 
 def _mig_tables(snapshot: Snapshot, wide: bool) -> list[Table]:
     migs = [(g, m) for g in snapshot.gpus for m in r.mig_rows(HOST, g, snapshot)]
-    out = []
+    out: list[Table] = []
     if migs:
         out.append(
             row_table(
@@ -163,7 +165,7 @@ def _footer(snapshot: Snapshot) -> Text | None:
         return None
     line = Text(style="dim")
     if failed:
-        line.append(f"collectors failed: {', '.join(failed)}  ")
+        line.append(printable(f"collectors failed: {', '.join(failed)}  "))
     if errors:
         line.append(f"NVML errors: {errors} (see --json for the functions)")
     return line

@@ -1160,14 +1160,10 @@ def host_row(
     )
     if asked is not None:
         all_badges["recovery"] = asked
-    # NVML's memory in use, as the fleet rule (vgpumon:host_gpu_memory_used_bytes:sum) sums it:
-    # a MIG-backed vGPU host's vGPU framebuffer is counted on its GPU rows, not here.
-    mem_used = _sum(
-        [
-            g.memory.used_bytes if r.memory_used is not None else None
-            for g, r in zip(gpus_read, gpus, strict=True)
-        ]
-    )
+    # The sum of the GPU rows' memory in use, as the fleet rule
+    # (vgpumon:host_gpu_memory_used_bytes:sum over vgpumon:gpu_memory_used_bytes:shown) sums
+    # it: a MIG-backed vGPU host's vGPU framebuffer, counted on its GPU rows, is counted here.
+    mem_used = _sum([g.memory_used for g in gpus])
     mem_total = _sum([g.memory_total for g in gpus])
     ccs = {g.cc for g in gpus if g.cc not in (None, "off")}
     return HostRow(

@@ -1,16 +1,23 @@
 """The rich table helpers of ``vgpumon snapshot``'s picture, shared by render.py and
-vgpu_render.py (a module of its own, so neither imports the other)."""
+vgpu_render.py (a module of its own, so neither imports the other).
+
+Every cell is text, never Rich markup, and printable (:func:`vgpumon.text.printable`): a process
+named ``[link=...]`` or ``ESC ] 52 ...`` shows as written and writes nothing to the terminal.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
-__all__ = ["FOLDING", "HOST", "WIDE_AT", "row_table", "titled_table"]
+__all__ = ["FOLDING", "HOST", "WIDE_AT", "TextTable", "row_table", "titled_table"]
 
 from rich import box
+from rich.console import RenderableType
 from rich.table import Table
+from rich.text import Text
 
+from vgpumon.text import printable
 from vgpumon.view.columns import WIDE_AT, Column, visible
 
 R = TypeVar("R")
@@ -21,9 +28,23 @@ FOLDING = frozenset(
 )
 
 
-def titled_table(title: str, *columns: str) -> Table:
+class TextTable(Table):
+    """A table whose string cells are plain printable text (a string given to Rich's own table
+    is read as markup, and its control characters reach the terminal)."""
+
+    def add_row(
+        self,
+        *renderables: RenderableType | None,
+        style: Any = None,
+        end_section: bool = False,
+    ) -> None:
+        cells = [Text(printable(c)) if isinstance(c, str) else c for c in renderables]
+        super().add_row(*cells, style=style, end_section=end_section)
+
+
+def titled_table(title: str, *columns: str) -> TextTable:
     """A section of the snapshot picture: bold left-aligned title, light borders."""
-    table = Table(
+    table = TextTable(
         title=title,
         title_justify="left",
         title_style="bold",
@@ -46,7 +67,7 @@ def row_table(
     lead: tuple[str, ...] = (),
     lead_cells: Sequence[tuple[str, ...]] = (),
     has: frozenset[str] = frozenset(),
-) -> Table:
+) -> TextTable:
     """A table of view rows; ``lead`` columns (e.g. the GPU index) come before the row's own;
     ``has`` turns on the columns of optional data (:func:`vgpumon.view.columns.present`)."""
     shown = visible(columns, wide, has)

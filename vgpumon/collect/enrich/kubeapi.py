@@ -72,7 +72,10 @@ class ApiServer:
             body = response.read(MAX_BODY_BYTES + 1)
         if len(body) > MAX_BODY_BYTES:
             raise ValueError(f"pod {namespace}/{pod}: answer larger than {MAX_BODY_BYTES} bytes")
-        data = json.loads(body)
+        try:
+            data = json.loads(body)
+        except RecursionError:  # nested beyond the parser: not a pod object either
+            raise ValueError(f"pod {namespace}/{pod}: the answer is nested too deeply") from None
         metadata = data.get("metadata") if isinstance(data, dict) else None
         if not isinstance(metadata, dict):
             raise ValueError(f"pod {namespace}/{pod}: the answer is not a pod object")

@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Header, Static
 
+from vgpumon.text import printable
 from vgpumon.tui.cells import CellCache, Layout
 from vgpumon.tui.state import TopState
 from vgpumon.tui.widgets.filter_bar import FilterBar
@@ -324,7 +325,11 @@ class LiveScreen(Screen[None]):
             try:
                 app.send_signal(pid, sig)
             except OSError as exc:
-                self.notify(f"{sig.name} to {pid}: {exc.strerror or exc}", severity="error")
+                self.notify(
+                    printable(f"{sig.name} to {pid}: {exc.strerror or exc}"),
+                    severity="error",
+                    markup=False,
+                )
             else:
                 self.notify(f"sent {sig.name} to {pid}", timeout=3)
 

@@ -13,6 +13,7 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from vgpumon.model import Snapshot
+from vgpumon.text import printable
 from vgpumon.tui.cells import table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.keyed_table import KeyedTable
@@ -101,7 +102,7 @@ class CapacityScreen(LiveScreen):
         rows = self.sorted_rows(rows, FIT_COLUMNS)
         self._fits = {r.key: r for r in rows}
         self.query_one("#gi-vgpus").display = self.query_one("#gi-title").display = False
-        name = " and ".join(wanted)
+        name = printable(" and ".join(wanted))
         if rows:
             title = Text(f"Where one more {name} fits now, best fit first · Enter opens a GPU")
         else:

@@ -8,6 +8,7 @@ import datetime
 from rich.text import Text
 from textual.app import ComposeResult
 
+from vgpumon.text import printable
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.keyed_table import KeyedTable
 
@@ -39,9 +40,9 @@ class EventsScreen(LiveScreen):
                     str(seq),
                     (
                         Text(f"{when:%H:%M:%S}"),
-                        Text(e.host),
+                        Text(printable(e.host)),
                         Text(e.severity, style=style[e.severity]),
-                        Text(e.text),
+                        Text(printable(e.text)),
                     ),
                 )
             )

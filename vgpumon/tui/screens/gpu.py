@@ -18,6 +18,7 @@ from textual.widgets import Static
 
 from vgpumon.model import Gpu
 from vgpumon.sources.history import gpu_entity, mig_entity, vgpu_entity
+from vgpumon.text import printable
 from vgpumon.tui.cells import badges_text, table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.graph import Graph
@@ -99,22 +100,22 @@ class GpuScreen(LiveScreen):
         title = self.query_one("#title", Static)
         built = app.rows(self.host)
         if snap is None or gpu is None or built is None:
-            self.show(title, "this GPU is not in the newest reading")
+            self.show(title, Text("this GPU is not in the newest reading"))
             return
         row = next(r for r in built.gpus if r.uuid == gpu.uuid)
         # Text, not markup: "[lost]" and a driver's own strings show as written.
         # Alarms before the UUID, which is the first thing to wrap on a narrow terminal.
-        head = Text(f"GPU {row.index}  {f.or_dash(row.name)}  {row.mode_label}")
+        head = Text(printable(f"GPU {row.index}  {f.or_dash(row.name)}  {row.mode_label}"))
         if row.cc not in (None, "off"):
             warn = row.cc in ("not ready", "devtools")
-            head.append(f"  CC {row.cc}", style=app.palette.warning if warn else "")
+            head.append(printable(f"  CC {row.cc}"), style=app.palette.warning if warn else "")
         if row.badges:
             head.append("  ")
             head.append_text(badges_text(row.badges, app.palette))
         stale = not gpu.up or snap.health.wedged or (update is not None and update.stale)
         if stale:
             head.append("  last known values (stale)", style=app.palette.warning)
-        head.append(f"  {row.uuid}", style=app.palette.dim)
+        head.append(f"  {printable(row.uuid)}", style=app.palette.dim)
         self.show(title, head)
         now = snap.timestamp
         hist = app.history

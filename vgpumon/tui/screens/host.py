@@ -25,6 +25,7 @@ from textual.widgets import Static
 from vgpumon.feed import HostUpdate
 from vgpumon.model import Gpu, Snapshot
 from vgpumon.sources.history import gpu_entity
+from vgpumon.text import printable
 from vgpumon.tui.cells import CellCache, Layout, Palette, row_cells, table_columns
 from vgpumon.tui.screens.base import LiveScreen, TableSort
 from vgpumon.tui.state import TopState
@@ -52,19 +53,21 @@ def host_title(
     update = vapp_hosts.get(host)
     text = Text()
     if multi:
-        text.append(f"{host}  ", style="bold")
+        text.append(f"{printable(host)}  ", style="bold")
     if update is None:
         return text.append("waiting for the first reading…")
     up = update.state.value == "up"
     text.append(update.state.value, style="bold" if up else palette.error)
     if update.error:
-        text.append(f"  {update.error}", style=palette.error)
+        text.append(f"  {printable(update.error)}", style=palette.error)
     snap = update.snapshot
     if snap is not None:
         d = snap.driver
         text.append(
-            f"  {snap.source}  driver {f.or_dash(d.driver_version)}"
-            f"  CUDA {f.or_dash(d.cuda_driver_version)}"
+            printable(
+                f"  {snap.source}  driver {f.or_dash(d.driver_version)}"
+                f"  CUDA {f.or_dash(d.cuda_driver_version)}"
+            )
         )
         if snap.health.wedged:
             text.append("  sampler wedged", style=palette.error)

@@ -6,9 +6,11 @@ the host screen's badges and the alert agree."""
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.widgets import Static
 
+from vgpumon.text import printable
 from vgpumon.tui.cells import table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.keyed_table import KeyedTable
@@ -91,9 +93,9 @@ class SchedulerScreen(LiveScreen):
         ecols = table_columns(ENCODER_SHARE_COLUMNS, layout)
         erows = self.sorted_rows(encoders, ENCODER_SHARE_COLUMNS)
         self.fill(etable, ecols, self.lazy_cells(erows, ecols))
-        self.show(
-            self.query_one("#contention-title", Static), _contention_title(contention, scheds)
-        )
+        # Text, never markup: the reason a share has no verdict comes from the host's snapshot.
+        title = Text(printable(_contention_title(contention, scheds)))
+        self.show(self.query_one("#contention-title", Static), title)
         table = self.query_one("#contention", KeyedTable)
         table.display = bool(contention)
         ccols = table_columns(CONTENTION_COLUMNS, layout)

@@ -18,6 +18,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from vgpumon.sources.procinfo import ProcInfo
+from vgpumon.text import printable
 
 # key -> signal; the dialog's footer line lists them in this order.
 SIGNALS: dict[str, signal.Signals] = {
@@ -48,8 +49,8 @@ class ConfirmSignal(ModalScreen[signal.Signals | None]):
 
     def compose(self) -> ComposeResult:
         text = Text(f"Send a signal to process {self.pid}", style="bold")
-        text.append(f"\nuser {self.info.user or '?'}\n")
-        text.append(self.info.command or "(no command line)")
+        text.append(f"\nuser {printable(self.info.user or '?')}\n")
+        text.append(printable(self.info.command or "(no command line)"))
         choices = "  ".join(f"{k}: {s.name}" for k, s in SIGNALS.items())
         text.append(f"\n\n{choices}  n/Esc: cancel")
         with Vertical():

@@ -13,11 +13,13 @@ import dataclasses
 import time
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
 from vgpumon.sources.usage import GROUPS, UsageReport, report_from_snapshot
+from vgpumon.text import printable
 from vgpumon.tui.cells import table_columns
 from vgpumon.tui.screens.base import LiveScreen
 from vgpumon.tui.widgets.keyed_table import KeyedTable
@@ -92,8 +94,9 @@ class UsageScreen(LiveScreen):
             self.lazy_cells(rows, columns),
             main=True,
         )
-        self.query_one("#usage-title", Static).update(f"{title}{note}")
-        self.query_one("#usage-idle", Static).update(self._idle_summary())
+        # Text, not markup: the note may be a Prometheus error, which says what it likes.
+        self.query_one("#usage-title", Static).update(Text(printable(f"{title}{note}")))
+        self.query_one("#usage-idle", Static).update(Text(self._idle_summary()))
 
     def _report(self) -> tuple[UsageReport | None, str]:
         app = self.vapp
@@ -129,7 +132,7 @@ class UsageScreen(LiveScreen):
         try:
             found: UsageReport | str = await client.report(by, end - WINDOWS[window] * HOUR, end)
         except Exception as exc:  # noqa: BLE001 - any failure is shown, never a crash
-            found = " ".join(str(exc).split())[:160] or type(exc).__name__
+            found = _shortened(" ".join(str(exc).split())) or type(exc).__name__
         self.fetched[key] = (now, found)
         self.refresh_data()
 
@@ -141,3 +144,11 @@ class UsageScreen(LiveScreen):
                 idle += vr.idle_holders(g)
                 dead += (g.metering.dead_holders or 0) if g.metering else 0
         return f"Idle holders (badge:idle): {idle} · dead holders: {dead}"
+
+
+def _shortened(text: str, head: int = 60, tail: int = 100) -> str:
+    """``text`` on one title line: its start (who failed) and its end, where a server's own
+    words come after the query it refused (a usage query alone is over 100 characters)."""
+    if len(text) <= head + tail + 1:
+        return text
+    return f"{text[:head]}…{text[-tail:]}"

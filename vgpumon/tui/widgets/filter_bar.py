@@ -9,6 +9,7 @@ from textual.message import Message
 from textual.widgets import Input
 
 from vgpumon.errors import ConfigError
+from vgpumon.text import printable
 from vgpumon.view.filter import Query, parse
 
 
@@ -44,7 +45,7 @@ class FilterBar(Input):
         try:
             query = parse(self.value)
         except ConfigError as exc:
-            self.app.notify(str(exc), severity="error", timeout=4)
+            self.app.notify(printable(str(exc)), severity="error", timeout=4, markup=False)
             return
         self.remove_class("-open")
         self.post_message(self.Applied(query))

@@ -216,6 +216,13 @@ class KeyedTable(ScrollView, can_focus=True):
         label and of the cells given). ``pick``: which of a row's cells the columns are (all,
         in order, by default). The cursor stays on its row's key when that row is still there."""
         cursor_key = self.highlighted_key
+        if len({k for k, _ in rows}) != len(rows):
+            # Two rows under one key (the same PID listed twice by a peer) would leave the table's
+            # rows and positions disagreeing: the first of them is shown.
+            first: dict[str, Source] = {}
+            for key, cells in rows:
+                first.setdefault(key, cells)
+            rows = list(first.items())
         if widths is None:
             given = [cells for _, cells in rows if not callable(cells)]
             widths = [
