@@ -10,11 +10,14 @@ rules file, so a changed summary does not need a second edit here.
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from ci_helpers import promtool
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "packaging" / "prometheus" / "vgpumon.rules.yml"
@@ -552,3 +555,23 @@ def render_test_file() -> str:
 if __name__ == "__main__":
     TEST_FILE.write_text(render_test_file(), encoding="utf-8")
     print(f"wrote {TEST_FILE}")
+
+
+def run_promtool_test(
+    tmp_path: Path, rule_file: Path, test: dict[str, Any], *, timeout: float = 120
+) -> str:
+    """``promtool test rules`` on ``test`` (a rule-test document that names ``rule_file`` by its
+    name), in ``tmp_path``: asserts that it passes and gives promtool's output. Without promtool
+    the test skips, or fails under CI=true (ci_helpers)."""
+    shutil.copy(rule_file, tmp_path / rule_file.name)
+    (tmp_path / "rules.test.yml").write_text(yaml.safe_dump(test, sort_keys=False, width=100000))
+    result = subprocess.run(
+        [promtool(), "test", "rules", "rules.test.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr
+    return result.stdout

@@ -14,15 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
-import subprocess
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import pytest
-import yaml
-from rules_cases import RULES, alerts, render
+from rules_cases import RULES, alerts, render, run_promtool_test
 
 from vgpumon.collect import device, vgpu
 from vgpumon.collect.enrich.domains import Domain, Inventory
@@ -90,10 +86,6 @@ def churn_series(keep_one_running: bool, minutes: int = MINUTES) -> dict[str, st
 
 
 def _evaluate(tmp_path: Path, series: dict[str, str], cases: list[dict[str, Any]]) -> str:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    shutil.copy(RULES, tmp_path / RULES.name)
     test = {
         "rule_files": [RULES.name],
         "evaluation_interval": f"{STEP}s",
@@ -105,17 +97,7 @@ def _evaluate(tmp_path: Path, series: dict[str, str], cases: list[dict[str, Any]
             }
         ],
     }
-    (tmp_path / "churn.test.yml").write_text(yaml.safe_dump(test, sort_keys=False, width=100000))
-    result = subprocess.run(
-        [promtool, "test", "rules", "churn.test.yml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr
-    return result.stdout
+    return run_promtool_test(tmp_path, RULES, test, timeout=300)
 
 
 def test_thirty_minutes_of_churn_raise_no_alert(tmp_path: Path) -> None:
