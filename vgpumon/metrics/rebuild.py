@@ -693,12 +693,18 @@ def _allocations(builder: _Builder, samples: Iterable[tuple[Labels, float]]) -> 
         found[tuple(entry.values())] = entry
 
 
-def _unsupported(builder: _Builder, samples: Iterable[tuple[Labels, float]]) -> None:
-    for labels, value in samples:
-        collector = builder.item(COLLECTORS, labels)
-        reason = labels.get("reason")
-        if collector is not None and reason and type(reason) is str and math.isfinite(value):
-            collector.setdefault("unsupported", {})[reason] = int(value)
+def _counts_by(kind: Node, label: str, field: str) -> Custom:
+    """A counter family with one series per value of ``label`` (a reason): each series' count
+    under ``field`` of its ``kind`` item, by that value."""
+
+    def read(builder: _Builder, samples: Iterable[tuple[Labels, float]]) -> None:
+        for labels, value in samples:
+            item = builder.item(kind, labels)
+            key = labels.get(label)
+            if item is not None and key and type(key) is str and math.isfinite(value):
+                item.setdefault(field, {})[key] = int(value)
+
+    return read
 
 
 def _metering_methods(builder: _Builder, samples: Iterable[tuple[Labels, float]]) -> None:
@@ -717,14 +723,6 @@ def _vanished(builder: _Builder, samples: Iterable[tuple[Labels, float]]) -> Non
             departures["vanished"] = tuple(VanishedVgpu(vgpu_id=-1) for _ in range(int(value)))
 
 
-def _departure_counts(builder: _Builder, samples: Iterable[tuple[Labels, float]]) -> None:
-    for labels, value in samples:
-        departures = builder.item(DEPARTURES, labels)
-        reason = labels.get("reason")
-        if departures is not None and reason and type(reason) is str and math.isfinite(value):
-            departures.setdefault("counts", {})[reason] = int(value)
-
-
 Custom = Callable[[_Builder, Iterable[tuple[Labels, float]]], None]
 CUSTOM: dict[str, Custom] = {
     "vgpumon_gpu_xid_errors_total": _xid,
@@ -737,10 +735,10 @@ CUSTOM: dict[str, Custom] = {
     "vgpumon_vgpu_migration_limit": _migration_limits,
     "vgpumon_gpu_unattributed_energy_joules_total": _unattributed,
     "vgpumon_gpu_allocation_info": _allocations,
-    "vgpumon_scrape_collector_unsupported_gpus": _unsupported,
+    "vgpumon_scrape_collector_unsupported_gpus": _counts_by(COLLECTORS, "reason", "unsupported"),
     "vgpumon_gpu_metering_method": _metering_methods,
     "vgpumon_gpu_vgpus_vanished": _vanished,
-    "vgpumon_gpu_vgpu_departures_total": _departure_counts,
+    "vgpumon_gpu_vgpu_departures_total": _counts_by(DEPARTURES, "reason", "counts"),
 }
 
 # Required fields of the model that no family carries, and what an item rebuilt without them has:
