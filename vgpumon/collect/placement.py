@@ -45,6 +45,7 @@ from vgpumon.collect.sampler_process import SamplerProcess, SamplerStartFailed
 from vgpumon.collect.threads import daemon_thread
 from vgpumon.feed import tell
 from vgpumon.model import Snapshot
+from vgpumon.nvml.enums import VIRTUALIZATION_MODES
 
 if TYPE_CHECKING:
     from vgpumon.collect.recipe import SamplerRecipe
@@ -53,8 +54,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SMALL_HOST_GPUS = 2
-# NVML's virtualization mode of a vGPU host (nvmlGpuVirtualizationMode_t)
-VIRTUALIZATION_HOST_VGPU = 3
 # How long the probe before the first cycle may take before the host counts as not known
 # (a driver that does not answer: the sampler's own deadline then deals with it).
 PROBE_TIMEOUT_SECONDS = 2.0
@@ -79,7 +78,8 @@ def large_by_nvml(module: Any) -> bool | None:
         except Exception:  # noqa: BLE001
             return None
         with contextlib.suppress(Exception):
-            if module.nvmlDeviceGetVirtualizationMode(handle) == VIRTUALIZATION_HOST_VGPU:
+            mode = module.nvmlDeviceGetVirtualizationMode(handle)
+            if VIRTUALIZATION_MODES.get(mode) == "host_vgpu":  # as large_host reads it
                 return True
         with contextlib.suppress(Exception):
             if module.nvmlDeviceGetMigMode(handle)[0]:
