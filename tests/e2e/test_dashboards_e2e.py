@@ -395,17 +395,14 @@ def test_every_rule_evaluates_without_error(stack: Stack) -> None:
     # had two scrapes and an evaluation: this test may be the first of the module to run (one
     # worker of several runs it on a stack of its own), so it waits as the data test does.
     target = stack.targets["vgpu"]
-    pending = {
-        record: f'{record}{{instance="{target}"}}'
-        for record in recording_rule_names(RULES)
-        if record.startswith("vgpumon:vgpu")
-    }
-    give_up = time.monotonic() + SETTLE_SECONDS
-    while pending and time.monotonic() < give_up:
-        pending = {record: q for record, q in pending.items() if not stack.query(q)}
-        if pending:
-            time.sleep(1.0)
-    assert sorted(pending) == []
+    _wait_for_data(
+        stack,
+        {
+            (record, "vgpu"): f'{record}{{instance="{target}"}}'
+            for record in recording_rule_names(RULES)
+            if record.startswith("vgpumon:vgpu")
+        },
+    )
 
 
 # Alerts the stack raises (pending at least) once it settled: a lost GPU, a critical Xid, and the
