@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from vgpumon.collect.memory_in_use import memory_decided
 from vgpumon.model import (
     ClockEvents,
     Clocks,
@@ -353,7 +354,8 @@ def rich_snapshot() -> Snapshot:
     snapshot = Snapshot(
         timestamp=1_767_225_601.0,
         driver=DriverInfo("580.65.06", "13.580.65.06", "13.0"),
-        gpus=(host, mig, guest, lost),
+        # Built by hand, not by the readers: the memory in use is decided as the sampler does.
+        gpus=tuple(memory_decided(g) for g in (host, mig, guest, lost)),
         collectors=(
             CollectorStatus("device", True, 0.0),
             CollectorStatus("memory", False, 0.0, failure="timeout", detail="no answer in 1 s"),

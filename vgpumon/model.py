@@ -344,6 +344,9 @@ class MigGpuInstance:
     placement_size: int | None = None
     memory_total_bytes: int | None = None
     memory_used_bytes: int | None = None
+    # NVML's figure, or what the MIG-backed vGPUs in it hold where that is more (NVML counts the
+    # guests' framebuffer nowhere): decided in vgpumon.collect.memory_in_use.
+    memory_in_use_bytes: int | None = None
     gpm: Gpm | None = None
     compute_instances: tuple[MigComputeInstance, ...] = ()
     # MIG-backed time-sliced vGPUs inside this GPU instance (R575+, GB20x): mixed sizes allowed,
@@ -702,6 +705,9 @@ class Gpu:
     mig_mode_pending: bool | None = None
     utilization: Utilization = field(default_factory=Utilization)
     memory: Memory = field(default_factory=Memory)
+    # ``memory.used_bytes``, or on a MIG-backed vGPU host the sum over its GPU instances' memory in
+    # use where that is more: decided in vgpumon.collect.memory_in_use, read by every consumer.
+    memory_in_use_bytes: int | None = None
     bar1_memory: Memory = field(default_factory=Memory)
     power_watts: float | None = None
     power_limit_watts: float | None = None

@@ -86,8 +86,10 @@ BOARD = Board(
         ),
         timeseries_panel(
             "Framebuffer",
-            "Framebuffer used, free, reserved by the driver and total; BAR1 (the CPU's window "
-            "into GPU memory) used, free and total.",
+            "Framebuffer in use (with what MIG-backed vGPUs' guests hold), used as NVML says, "
+            "free, reserved by the driver and total; BAR1 (the CPU's window into GPU memory) "
+            "used, free and total.",
+            q(f"vgpumon_gpu_memory_in_use_bytes{{{SEL}}}", f"{G} in use"),
             q(f"vgpumon_gpu_memory_used_bytes{{{SEL}}}", f"{G} used"),
             q(f"vgpumon_gpu_memory_free_bytes{{{SEL}}}", f"{G} free"),
             q(f"vgpumon_gpu_memory_reserved_bytes{{{SEL}}}", f"{G} reserved"),

@@ -62,8 +62,10 @@ BOARD = Board(
         ),
         timeseries_panel(
             "GPU instance memory used",
-            "Memory used in each GPU instance, and its size.",
-            q(f"vgpumon_mig_memory_used_bytes{{{SEL}}}", GI, MIG),
+            "Memory in use in each GPU instance, and its size. In use counts what MIG-backed "
+            "vGPUs' guests hold, which NVML's own figure (the \"NVML\" lines) leaves out.",
+            q(f"vgpumon_mig_memory_in_use_bytes{{{SEL}}}", GI, MIG),
+            q(f"vgpumon_mig_memory_used_bytes{{{SEL}}}", f"{GI} NVML", MIG),
             q(f"vgpumon_mig_memory_total_bytes{{{SEL}}}", f"{GI} total", MIG),
             unit="bytes",
         ),

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from ci_helpers import promtool
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "packaging" / "prometheus" / "vgpumon.rules.yml"
@@ -322,11 +321,14 @@ CASES: tuple[AlertCase, ...] = (
         "VgpumonMigMemoryNearlyFull",
         "16m",
         {
-            _gpu("vgpumon_mig_memory_used_bytes", BAD, gpu_instance="1"): "97x20",
+            # A GPU instance of MIG-backed vGPUs: NVML counts the guests' memory nowhere (0),
+            # the exporter's memory in use does, and the alert reads that.
+            _gpu("vgpumon_mig_memory_used_bytes", BAD, gpu_instance="1"): "0x20",
+            _gpu("vgpumon_mig_memory_in_use_bytes", BAD, gpu_instance="1"): "97x20",
             _gpu("vgpumon_mig_memory_total_bytes", BAD, gpu_instance="1"): "100x20",
         },
         {
-            _gpu("vgpumon_mig_memory_used_bytes", GOOD, gpu_instance="1"): "50x20",
+            _gpu("vgpumon_mig_memory_in_use_bytes", GOOD, gpu_instance="1"): "50x20",
             _gpu("vgpumon_mig_memory_total_bytes", GOOD, gpu_instance="1"): "100x20",
         },
         [{**BAD, **GPU, "gpu_instance": "1"}],
@@ -552,17 +554,16 @@ def render_test_file() -> str:
     return TEST_FILE_HEADER + yaml.dump(doc, Dumper=_NoAliases, sort_keys=False, width=1000)
 
 
-if __name__ == "__main__":
-    TEST_FILE.write_text(render_test_file(), encoding="utf-8")
-    print(f"wrote {TEST_FILE}")
-
-
 def run_promtool_test(
     tmp_path: Path, rule_file: Path, test: dict[str, Any], *, timeout: float = 120
 ) -> str:
     """``promtool test rules`` on ``test`` (a rule-test document that names ``rule_file`` by its
     name), in ``tmp_path``: asserts that it passes and gives promtool's output. Without promtool
     the test skips, or fails under CI=true (ci_helpers)."""
+    # Imported here, where pytest's path has tests/ on it: ``python tests/packaging/rules_cases.py``
+    # (the test file's regeneration) runs without it.
+    from ci_helpers import promtool
+
     shutil.copy(rule_file, tmp_path / rule_file.name)
     (tmp_path / "rules.test.yml").write_text(yaml.safe_dump(test, sort_keys=False, width=100000))
     result = subprocess.run(
@@ -575,3 +576,8 @@ def run_promtool_test(
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr
     return result.stdout
+
+
+if __name__ == "__main__":
+    TEST_FILE.write_text(render_test_file(), encoding="utf-8")
+    print(f"wrote {TEST_FILE}")

@@ -71,15 +71,18 @@ def test_every_rule_keeps_the_target_labels() -> None:
 def test_top_reads_every_figure_the_rules_record() -> None:
     records = {r["record"] for r in rules()}
     read = set(ROLLUP_QUERIES) - {"vgpumon_sampler_wedged", "vgpumon_up"}
-    # The rules top does not read are steps of others: a vGPU's lease overdue (two counts), the
-    # memory figure per GPU instance and per GPU.
-    steps = {
-        "vgpumon:vgpu_license_expiring:info",
-        "vgpumon:gpu_instance_vgpu_framebuffer_used_bytes:sum",
-        "vgpumon:gpu_memory_used_bytes:shown",
-    }
+    # The rule top does not read is a step of others: a vGPU's lease overdue (two counts).
+    steps = {"vgpumon:vgpu_license_expiring:info"}
     assert read | steps == records
     assert {*ROLLUPS, BY_MODE, BY_CC, RECOVERY, XIDS} == read
+
+
+def test_the_host_memory_sums_the_exporter_s_memory_in_use_and_works_nothing_out() -> None:
+    """What a GPU holds on a host of MIG-backed vGPUs is decided by the exporter
+    (vgpumon.collect.memory_in_use) and exported; the rule sums that family and reads nothing
+    it could decide it again from."""
+    record = "vgpumon:host_gpu_memory_used_bytes:sum"
+    assert metric_names(expr(record)) == {"vgpumon_gpu_memory_in_use_bytes"}
 
 
 def test_the_badges_read_the_exporter_s_verdicts_and_thresholds() -> None:

@@ -70,13 +70,13 @@ def test_the_vm_rule_drops_exactly_the_vgpu_infos_descriptive_labels() -> None:
 
 # Inputs for the recording rules of vgpumon.rules.yml (the other files bring their own cases).
 BASE_INPUTS = {
-    'vgpumon_gpu_memory_used_bytes{instance="h:9839",job="vgpumon",gpu="0",uuid="GPU-0"}': "5x10",
+    'vgpumon_gpu_memory_in_use_bytes{instance="h:9839",job="vgpumon",gpu="0",uuid="GPU-0"}': "5x10",
     'vgpumon_gpu_memory_total_bytes{instance="h:9839",job="vgpumon",gpu="0",uuid="GPU-0"}': "10x10",
     'vgpumon_vgpu_framebuffer_used_bytes{instance="h:9839",job="vgpumon",gpu="0",uuid="GPU-0",'
     'vgpu_id="1"}': "1x10",
     'vgpumon_vgpu_framebuffer_total_bytes{instance="h:9839",job="vgpumon",gpu="0",uuid="GPU-0",'
     'vgpu_id="1"}': "4x10",
-    'vgpumon_mig_memory_used_bytes{instance="h:9839",job="vgpumon",gpu="0",uuid="GPU-0",'
+    'vgpumon_mig_memory_in_use_bytes{instance="h:9839",job="vgpumon",gpu="0",uuid="GPU-0",'
     'gpu_instance="1"}': "1x10",
     'vgpumon_mig_memory_total_bytes{instance="h:9839",job="vgpumon",gpu="0",uuid="GPU-0",'
     'gpu_instance="1"}': "2x10",

@@ -166,15 +166,17 @@ def test_the_host_s_recovery_badge_says_what_its_gpus_ask_for() -> None:
 
 
 def test_the_host_row_holds_the_memory_its_gpu_rows_show() -> None:
-    # The fleet rule sums the GPU rows' memory (vgpumon:gpu_memory_used_bytes:shown), which on a
-    # MIG-backed vGPU host holds the vGPUs' framebuffer NVML's memory info leaves out: the host
-    # row must hold the same sum, or a host read through Prometheus and read from its exporter
-    # differ on the fleet screen.
+    # The fleet rule sums the exporter's memory in use (vgpumon_gpu_memory_in_use_bytes), which
+    # on a MIG-backed vGPU host holds the vGPUs' framebuffer NVML's memory info leaves out: the
+    # host row must hold the same sum, or a host read through Prometheus and read from its
+    # exporter differ on the fleet screen.
     for scenario in ("driver-surfaces", "a100-mig-mixed", "kvm-vgpu-timesliced"):
         snap = snapshot_of(scenario)
         gpus = vr.gpu_rows("h", snap)
         shown = [g.memory_used for g in gpus if g.memory_used is not None]
         assert vr.host_row("h", "up", snap).memory_used == sum(shown), scenario
+        in_use = [g.memory_in_use_bytes for g in snap.gpus if g.memory_in_use_bytes is not None]
+        assert shown == in_use, scenario  # the rows read the decided figure, decide nothing
     snap = snapshot_of("driver-surfaces")
     nvml = sum(g.memory.used_bytes for g in snap.gpus if g.memory.used_bytes is not None)
     assert vr.host_row("h", "up", snap).memory_used != nvml  # the case that differs is tested

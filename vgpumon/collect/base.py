@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from vgpumon.collect.memory_in_use import with_memory_in_use
 from vgpumon.model import Gpu
 from vgpumon.nvml.session import CallOutcome, NvmlSession
 
@@ -185,7 +186,16 @@ class GpuBuilder:
         return self.fields.get(name, default)
 
     def build(self) -> Gpu:
-        return Gpu(**self.fields)
+        """The GPU as its readers left it, with the memory in use decided once (it needs both the
+        GPU instances and the vGPUs, which different readers find)."""
+        fields = dict(self.fields)
+        memory = fields.get("memory")
+        fields["memory_in_use_bytes"], fields["mig_instances"] = with_memory_in_use(
+            memory.used_bytes if memory is not None else None,
+            fields.get("mig_instances", ()),
+            fields.get("vgpu_instances", ()),
+        )
+        return Gpu(**fields)
 
 
 _GPU_FIELDS = {f.name for f in dataclasses.fields(Gpu)}

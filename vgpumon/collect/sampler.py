@@ -882,7 +882,7 @@ class Sampler(GpuDispatch):
         log.warning("collector %s hangs on GPU %s; reading the GPU without it", stuck, slot.uuid)
         slot.detached, slot.stuck_reader = slot.worker, stuck
         slot.worker = Worker(f"gpu{slot.index}")
-        gpu = Gpu(**dict(progress.out.fields))
+        gpu = progress.out.build()
         slot.last = gpu
         return GpuResult(gpu, dict(progress.timings), set(progress.failed) | {stuck})
 

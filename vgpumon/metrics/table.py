@@ -1332,6 +1332,16 @@ FAMILIES: tuple[Family, ...] = (
             collector="memory",
         )
     ),
+    # Decided once (vgpumon.collect.memory_in_use): what `top` shows and the fleet rule sums.
+    gauge(
+        GPU,
+        "vgpumon_gpu_memory_in_use_bytes",
+        "Framebuffer memory in use: vgpumon_gpu_memory_used_bytes, or on a host of MIG-backed "
+        "vGPUs the sum of vgpumon_mig_memory_in_use_bytes over its GPU instances where that is "
+        "more (NVML counts the guests' memory in neither).",
+        lambda g: g.memory_in_use_bytes,
+        collector="memory",
+    ),
     gauge(
         GPU,
         "vgpumon_gpu_memory_free_bytes",
@@ -1811,6 +1821,15 @@ FAMILIES: tuple[Family, ...] = (
             lambda gi: gi.memory_used_bytes,
             collector="mig",
         )
+    ),
+    # Decided once (vgpumon.collect.memory_in_use): what `top` shows and the MIG dashboard graphs.
+    gauge(
+        MIG,
+        "vgpumon_mig_memory_in_use_bytes",
+        "Memory in use in the GPU instance: vgpumon_mig_memory_used_bytes, or what the MIG-backed "
+        "vGPUs in it hold where that is more (NVML counts the guests' memory in neither).",
+        lambda gi: gi.memory_in_use_bytes,
+        collector="mig",
     ),
     *MIG_GPM,
     # ---- vGPU host

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from vgpumon.collect.memory_in_use import memory_decided
 from vgpumon.model import (
     CollectorStatus,
     Gpu,
@@ -94,7 +95,7 @@ def parse_reports(
     """
     root = parse_report(device_xml, what="nvidia-smi -q -x output")
     vgpus, vgpu_status = _vgpu_status(vgpu_xml, durations[1])
-    gpus = tuple(_with_vgpus(g, vgpus) for g in parse_gpus(root))
+    gpus = tuple(memory_decided(_with_vgpus(g, vgpus)) for g in parse_gpus(root))
     collectors = [CollectorStatus("device", True, durations[0])]
     if vgpu_status is not None:
         collectors.append(vgpu_status)

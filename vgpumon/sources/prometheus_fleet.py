@@ -115,6 +115,9 @@ FLEET = _families(
     "vgpumon_gpu_virtualization_mode",
     "vgpumon_gpu_mig_mode_enabled",
     "vgpumon_gpu_utilization_ratio",
+    # Memory in use as the exporter decided it (with a MIG-backed vGPU host's guests), and
+    # NVML's figure, shown for an exporter older than that family.
+    "vgpumon_gpu_memory_in_use_bytes",
     "vgpumon_gpu_memory_used_bytes",
     "vgpumon_gpu_memory_total_bytes",
     "vgpumon_gpu_power_watts",
@@ -136,10 +139,6 @@ FLEET = _families(
     # vGPUs gone while their VM runs (the event log), and what became of the others.
     "vgpumon_gpu_vgpus_vanished",
     "vgpumon_gpu_vgpu_departures_total",
-    # A MIG-backed vGPU host's memory in use counts its vGPUs' framebuffer per GPU instance.
-    "vgpumon_mig_instance_info",
-    "vgpumon_mig_memory_used_bytes",
-    "vgpumon_vgpu_framebuffer_used_bytes",
     "vgpumon_vgpu_idle_seconds",
     "vgpumon_process_idle_seconds",
     *(n for n in rb.READ_BACK if n.startswith("vgpumon_vgpu_scheduler_share")),

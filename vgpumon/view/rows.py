@@ -372,30 +372,12 @@ class MigRow:
         }
 
 
-def _gi_memory_used(gpu: Gpu, gi_id: int, nvml: int | None) -> int | None:
-    """A GPU instance's memory in use: NVML's figure, or what the MIG-backed vGPU in it holds,
-    whichever is more. Where NVML counts the guest's framebuffer in neither the instance nor the
-    GPU of a MIG-backed vGPU host (0 there while the guests hold gigabytes), the cells would say
-    the GPU is empty; the exported families keep NVML's own figures."""
-    held = [
-        v.framebuffer_used_bytes
-        for v in gpu.vgpu_instances
-        if v.gpu_instance_id == gi_id and v.framebuffer_used_bytes is not None
-    ]
-    if not held:
-        return nvml
-    return max(nvml or 0, sum(held))
-
-
-def gpu_memory_used(gpu: Gpu) -> int | None:
-    """The GPU's memory in use: NVML's figure, or on a MIG-backed vGPU host the sum over its GPU
-    instances as :func:`_gi_memory_used` counts them, whichever is more."""
-    nvml = gpu.memory.used_bytes
-    if not gpu.mig_instances or not any(v.gpu_instance_id is not None for v in gpu.vgpu_instances):
-        return nvml
-    parts = [_gi_memory_used(gpu, gi.id, gi.memory_used_bytes) for gi in gpu.mig_instances]
-    known = [p for p in parts if p is not None]
-    return max(nvml or 0, sum(known)) if known else nvml
+def in_use(decided: int | None, nvml: int | None) -> int | None:
+    """Memory in use as vgpumon.collect.memory_in_use decided it (NVML's figure, or on a
+    MIG-backed vGPU host what the guests hold where that is more). A snapshot from an exporter
+    older than that figure carries only NVML's, which is then shown; nothing is worked out here.
+    """
+    return decided if decided is not None else nvml
 
 
 def mig_rows(host: str, gpu: Gpu, snapshot: Snapshot | None = None) -> list[MigRow]:
@@ -421,7 +403,7 @@ def mig_rows(host: str, gpu: Gpu, snapshot: Snapshot | None = None) -> list[MigR
                 gpu_instance_id=gi.id,
                 profile=gi.profile_name,
                 placement=placement,
-                memory_used=_gi_memory_used(gpu, gi.id, gi.memory_used_bytes),
+                memory_used=in_use(gi.memory_in_use_bytes, gi.memory_used_bytes),
                 memory_total=gi.memory_total_bytes,
                 sm_active=None if gpm is None else gpm.sm_active,
                 sm_occupancy=None if gpm is None else gpm.sm_occupancy,
@@ -612,7 +594,7 @@ def gpu_row(
         down_reason=gpu.down_reason,
         hung=hung,
         utilization=gpu.utilization.gpu,
-        memory_used=gpu_memory_used(gpu),
+        memory_used=in_use(gpu.memory_in_use_bytes, gpu.memory.used_bytes),
         memory_total=gpu.memory.total_bytes,
         power=gpu.power_watts,
         power_limit=gpu.power_limit_watts,
@@ -1160,9 +1142,8 @@ def host_row(
     )
     if asked is not None:
         all_badges["recovery"] = asked
-    # The sum of the GPU rows' memory in use, as the fleet rule
-    # (vgpumon:host_gpu_memory_used_bytes:sum over vgpumon:gpu_memory_used_bytes:shown) sums
-    # it: a MIG-backed vGPU host's vGPU framebuffer, counted on its GPU rows, is counted here.
+    # The sum of the GPU rows' memory in use, as the fleet rule (vgpumon:host_gpu_memory_used_bytes
+    # :sum) sums vgpumon_gpu_memory_in_use_bytes: a MIG-backed vGPU host's guests' memory counts.
     mem_used = _sum([g.memory_used for g in gpus])
     mem_total = _sum([g.memory_total for g in gpus])
     ccs = {g.cc for g in gpus if g.cc not in (None, "off")}
