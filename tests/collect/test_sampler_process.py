@@ -22,6 +22,7 @@ from vgpumon.collect.placement import PlacedSampler, large_host
 from vgpumon.collect.sampler_process import SamplerProcess, SamplerStartFailed
 from vgpumon.commands import serve as serve_command
 from vgpumon.model import Snapshot
+from vgpumon.sim.scenario import builtin_names
 
 
 def recipe(*flags: str) -> Callable[[], object]:
@@ -326,3 +327,22 @@ def test_which_hosts_are_large() -> None:
     assert large_host(host(bare, bare, bare))
     assert large_host(host(dataclasses.replace(bare, virtualization_mode="host_vgpu")))
     assert large_host(host(dataclasses.replace(bare, mig_mode_current=True)))
+
+
+@pytest.mark.parametrize("scenario", builtin_names())
+def test_nvml_and_the_snapshot_call_a_host_large_alike(scenario: str) -> None:
+    """The probe before the first cycle and the snapshot after it apply one rule (``is_large``):
+    a host the probe calls small never moves once its first snapshot is read, and the reverse."""
+    from vgpumon import sim
+    from vgpumon.collect import take_snapshot
+    from vgpumon.collect.placement import large_by_nvml
+    from vgpumon.nvml.loader import open_session
+
+    module = sim.create(scenario)
+    module.nvmlInit()
+    try:
+        before = large_by_nvml(module)
+    finally:
+        module.nvmlShutdown()
+    snapshot = asyncio.run(take_snapshot(open_session(sim=scenario), enrich_wait=0.0))
+    assert before == large_host(snapshot), scenario

@@ -38,7 +38,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from vgpumon.collect.sampler_process import SamplerProcess, SamplerStartFailed
@@ -59,9 +59,16 @@ SMALL_HOST_GPUS = 2
 PROBE_TIMEOUT_SECONDS = 2.0
 
 
+def is_large(count: int, modes: Iterable[tuple[str | None, bool | None]]) -> bool:
+    """The one rule (module docstring): more than :data:`SMALL_HOST_GPUS` GPUs, or a GPU in vGPU
+    host mode or with MIG enabled. ``modes`` holds each GPU's virtualization mode (as
+    ``VIRTUALIZATION_MODES`` names it) and current MIG mode, None where not known."""
+    return count > SMALL_HOST_GPUS or any(virt == "host_vgpu" or bool(mig) for virt, mig in modes)
+
+
 def large_by_nvml(module: Any) -> bool | None:
-    """Whether a host is large (:func:`large_host`), from NVML before any cycle; None when NVML
-    does not say (not initialised, the count unanswered).
+    """:func:`is_large` from NVML before any cycle; None when NVML does not say (not
+    initialised, the count or a handle unanswered).
 
     At most ``1 + 3 x SMALL_HOST_GPUS`` calls: a host of more GPUs is large by its count alone. A
     GPU whose mode calls are not supported has no vGPU host mode and no MIG, as its cycle says.
@@ -70,21 +77,20 @@ def large_by_nvml(module: Any) -> bool | None:
         count = int(module.nvmlDeviceGetCount())
     except Exception:  # noqa: BLE001 - any failure: not known here
         return None
-    if count > SMALL_HOST_GPUS:
-        return True
-    for index in range(count):
+    modes: list[tuple[str | None, bool | None]] = []
+    for index in range(count if count <= SMALL_HOST_GPUS else 0):
         try:
             handle = module.nvmlDeviceGetHandleByIndex(index)
         except Exception:  # noqa: BLE001
             return None
+        virt: str | None = None
+        mig: bool | None = None
         with contextlib.suppress(Exception):
-            mode = module.nvmlDeviceGetVirtualizationMode(handle)
-            if VIRTUALIZATION_MODES.get(mode) == "host_vgpu":  # as large_host reads it
-                return True
+            virt = VIRTUALIZATION_MODES.get(module.nvmlDeviceGetVirtualizationMode(handle))
         with contextlib.suppress(Exception):
-            if module.nvmlDeviceGetMigMode(handle)[0]:
-                return True
-    return False
+            mig = bool(module.nvmlDeviceGetMigMode(handle)[0])
+        modes.append((virt, mig))
+    return is_large(count, modes)
 
 
 def probe(module: Any, timeout: float = PROBE_TIMEOUT_SECONDS) -> bool | None:
@@ -102,11 +108,10 @@ def probe(module: Any, timeout: float = PROBE_TIMEOUT_SECONDS) -> bool | None:
 
 
 def large_host(snapshot: Snapshot) -> bool:
-    """Whether a host's sampler belongs in a process of its own (module docstring)."""
+    """:func:`is_large` from a snapshot: whether the host's sampler belongs in a process of its
+    own (module docstring)."""
     gpus = snapshot.gpus
-    if len(gpus) > SMALL_HOST_GPUS:
-        return True
-    return any(g.virtualization_mode == "host_vgpu" or g.mig_mode_current for g in gpus)
+    return is_large(len(gpus), ((g.virtualization_mode, g.mig_mode_current) for g in gpus))
 
 
 class PlacedSampler:
