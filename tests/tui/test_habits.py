@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tui_helpers import settle
+from tui_helpers import SimHost, fleet, settle
 
+from vgpumon.tui.app import create_app
 from vgpumon.tui.screens.gpu import GpuScreen
 from vgpumon.tui.screens.help import HelpScreen
 from vgpumon.tui.screens.host import HostScreen
@@ -41,6 +42,30 @@ async def test_the_footer_names_help_as_the_question_mark(sim_host: Any) -> None
             await pilot.press("escape", key)
             await settle(pilot)
             assert isinstance(app.screen, HelpScreen), key
+
+
+async def test_the_footer_names_enter_where_it_opens_something_even_at_80_columns() -> None:
+    """Enter opens a host (fleet) and a GPU (host screen), but the footer never said so: the
+    focused table's own Enter binding, hidden, hid the screen's. At 80 columns the keys that
+    matter stay on the line (Textual's palette corner took their room)."""
+    hosts = [SimHost("kvm-vgpu-timesliced", host="kvm-01"), SimHost("a100-mig-mixed", host="m")]
+    app = create_app(fleet(hosts), start_feed=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for h in hosts:
+            await h.cycles(2)
+        await settle(pilot)
+        footer = screen_text(app)[-1]
+        assert "⏎ open" in footer and "? help" in footer and "q quit" in footer, footer
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, HostScreen)
+        footer = screen_text(app)[-1]
+        for shown in ("⏎ open", "→ expand", "q quit", "/ filter", "? help"):
+            assert shown in footer, (shown, footer)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, GpuScreen)
+        assert "⏎ open" not in screen_text(app)[-1]  # nothing there to open
 
 
 async def test_help_has_a_legend_of_columns_and_badges(sim_host: Any) -> None:

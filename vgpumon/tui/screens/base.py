@@ -81,7 +81,9 @@ class LiveScreen(Screen[None]):
             yield from self.compose_body()
         yield Static(TOO_SMALL, id="too-small")
         yield FilterBar()
-        yield Footer()
+        # Without Textual's command palette (ctrl+p still opens it): at 80 columns its corner
+        # would take the room of vgpumon's own keys.
+        yield Footer(show_command_palette=False)
 
     def compose_body(self) -> ComposeResult:
         raise NotImplementedError

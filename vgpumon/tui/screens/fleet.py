@@ -8,7 +8,7 @@ from textual.widgets import Static
 
 from vgpumon.tui.cells import table_columns
 from vgpumon.tui.screens.base import LiveScreen
-from vgpumon.tui.widgets.keyed_table import KeyedTable
+from vgpumon.tui.widgets.keyed_table import KeyedTable, OpeningTable
 from vgpumon.view import rows as vr
 from vgpumon.view.columns import CC, HOST_COLUMNS
 
@@ -16,7 +16,7 @@ from vgpumon.view.columns import CC, HOST_COLUMNS
 class FleetScreen(LiveScreen):
     def compose_body(self) -> ComposeResult:
         yield Static(id="title", classes="title")
-        yield KeyedTable(id="hosts")
+        yield OpeningTable(id="hosts")
 
     def on_mount(self) -> None:
         super().on_mount()

@@ -30,7 +30,7 @@ from vgpumon.tui.cells import CellCache, Layout, Palette, row_cells, table_colum
 from vgpumon.tui.screens.base import LiveScreen, TableSort
 from vgpumon.tui.state import TopState
 from vgpumon.tui.widgets.graph import Graph
-from vgpumon.tui.widgets.keyed_table import Cells, KeyedTable, Source
+from vgpumon.tui.widgets.keyed_table import Cells, KeyedTable, OpeningTable, Source
 from vgpumon.view import format as f
 from vgpumon.view import rows as vr
 from vgpumon.view.columns import (
@@ -151,12 +151,15 @@ def _same(row: vr.MigRow) -> vr.MigRow:
     return row
 
 
-class GpuTable(KeyedTable):
-    """The host's GPU table and its holders': the arrows expand and fold the GPU of the row under
-    the cursor (a focused widget's bindings win over the screen's)."""
+class GpuTable(OpeningTable):
+    """The host's GPU table and its holders': Enter opens the GPU of the row under the cursor,
+    the arrows expand and fold it (a focused widget's bindings win over the screen's, so the
+    table binds them, shown in the footer)."""
 
+    # Fold is not in the footer: at 80 columns it would push out "? help" (the help screen
+    # lists it with every key).
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("right,l", "screen.expand", "expand", show=False),
+        Binding("right,l", "screen.expand", "expand", key_display="→"),
         Binding("left,h", "screen.collapse", "fold", show=False),
     ]
 

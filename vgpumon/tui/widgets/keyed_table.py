@@ -475,3 +475,13 @@ class KeyedTable(ScrollView, can_focus=True):
         super().notify_style_update()
         self._lines.clear()
         self._header = None
+
+
+class OpeningTable(KeyedTable):
+    """A table whose row Enter opens (a host, a GPU): the footer names the key. A focused
+    widget's bindings win over its screen's, so a key the table binds hidden is hidden from the
+    footer whatever the screen says; this table binds Enter shown."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select_cursor", "open", key_display="⏎"),
+    ]
