@@ -221,3 +221,24 @@ async def test_quitting_does_not_wait_for_the_feed() -> None:
     assert ended < STUCK_SECONDS - 1, ended  # a generous bound: waiting would be the whole stop
     assert app.stop_feed(0.2) is False  # still stuck: given up after the bound
     assert app.stop_feed(2 * STUCK_SECONDS) is True
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+async def test_the_scheduler_screen_gives_the_shares_the_room(size: tuple[int, int]) -> None:
+    """On 16 GPUs the schedulers' table (one row per GPU) took 13 of an 80x24 screen's lines and
+    left the vGPUs' shares, what the screen is for, four. The schedulers get a third of the
+    height and scroll; the shares table gets most of the rest."""
+    feed = HandFeed()
+    app = app_over(feed)
+    async with app.run_test(size=size) as pilot:
+        feed.tell(big_host(1.0))
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        schedulers = app.screen.query_one("#schedulers", KeyedTable)
+        shares = app.screen.query_one("#shares", KeyedTable)
+        assert schedulers.row_count == GPUS and shares.row_count == GPUS * VGPUS
+        shown = shares.scrollable_content_region.height - 1  # its header row
+        assert shown >= size[1] // 3, (shown, schedulers.region.height)
+        assert shares.region.height > schedulers.region.height
+        assert shares.region.bottom <= size[1] - 1  # on screen, above the footer
