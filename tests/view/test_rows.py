@@ -180,3 +180,23 @@ def test_the_host_row_holds_the_memory_its_gpu_rows_show() -> None:
     snap = snapshot_of("driver-surfaces")
     nvml = sum(g.memory.used_bytes for g in snap.gpus if g.memory.used_bytes is not None)
     assert vr.host_row("h", "up", snap).memory_used != nvml  # the case that differs is tested
+
+
+def test_a_gpu_row_shows_the_decided_memory_and_nvml_s_from_an_older_exporter() -> None:
+    """The rows read the memory in use the collector decided; a snapshot from an exporter older
+    than that field (a remote ``top --url``) carries NVML's figure only, which is then shown."""
+    from vgpumon.model import Memory, MigGpuInstance
+
+    gib = 1 << 30
+    gi = MigGpuInstance(id=1, memory_used_bytes=0, memory_total_bytes=10 * gib)
+    older = Gpu(index=0, uuid="GPU-a", memory=Memory(total_bytes=80 * gib, used_bytes=gib))
+    older = dataclasses.replace(older, mig_instances=(gi,))
+    decided = dataclasses.replace(
+        older,
+        memory_in_use_bytes=7 * gib,
+        mig_instances=(dataclasses.replace(gi, memory_in_use_bytes=6 * gib),),
+    )
+    for gpu, memory, gi_memory in ((older, gib, 0), (decided, 7 * gib, 6 * gib)):
+        snap = Snapshot(timestamp=1.0, gpus=(gpu,))
+        assert [r.memory_used for r in vr.gpu_rows("h", snap)] == [memory]
+        assert [r.memory_used for r in vr.mig_rows("h", gpu)] == [gi_memory]
