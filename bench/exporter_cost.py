@@ -32,7 +32,6 @@ import os
 import platform
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from serve_ready import free_port  # bench/serve_ready.py
 
 try:
     import psutil  # type: ignore[import-untyped]  # comes with nvitop
@@ -199,12 +200,6 @@ def floor_worker(scenario: str | None, status_path: str, interval: float) -> Non
 
 
 # --------------------------------------------------------------------------- processes
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -39,7 +39,6 @@ import dataclasses
 import multiprocessing
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,7 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
-from serve_ready import wait_ready  # bench/serve_ready.py
+from serve_ready import free_port, wait_ready  # bench/serve_ready.py
 
 from vgpumon.collect.base import SamplerConfig
 from vgpumon.collect.sampler import Sampler
@@ -236,12 +235,6 @@ def compare_render(repeat: int = 5) -> None:
     for name, values in rows.items():
         print(f"| {name} | {statistics.median(values):.1f} |")
     print()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def scrape_load(url: str, concurrency: int, seconds: float) -> dict[str, Any]:

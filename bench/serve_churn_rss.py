@@ -23,7 +23,6 @@ import json
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from serve_ready import wait_ready  # bench/serve_ready.py
+from serve_ready import free_port, wait_ready  # bench/serve_ready.py
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -71,12 +70,6 @@ def churn_scenario(gpus: int, every: float, lifetime: float) -> str:
             f" lifetime: {lifetime}s, load: {{sm: 0.3, memory: 0.1}}}}"
         )
     return "\n".join(out) + "\n"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def rss_kib(pid: int) -> int:

@@ -21,7 +21,6 @@ import collections
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,13 +28,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+from serve_ready import free_port  # bench/serve_ready.py
+
 HERE = Path(__file__).resolve().parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def threads(pid: int) -> dict[str, tuple[str, int, int]]:

@@ -10,20 +10,15 @@ served), in seconds from the start. Prints the load average and the pairs.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
+
+from serve_ready import free_port, wait_ready  # bench/serve_ready.py
 
 SERVE = "import sys; from vgpumon.cli import main; sys.exit(main(sys.argv[1:]))"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+# A first snapshot later than this ends the run (a 16 x 48 host's takes seconds).
+READY_WITHIN_SECONDS = 300.0
 
 
 def one_run(scenario: str, extra: list[str]) -> tuple[float | None, float]:
@@ -32,22 +27,12 @@ def one_run(scenario: str, extra: list[str]) -> tuple[float | None, float]:
     cmd = [sys.executable, "-c", SERVE, "serve", "--sim", scenario]
     cmd += ["--web.listen-address", f"127.0.0.1:{port}", "--log.level", "warning", *extra]
     proc = subprocess.Popen(cmd)
-    first_answer = None
     try:
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"vgpumon serve exited with {proc.returncode}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except urllib.error.HTTPError:
-                if first_answer is None:
-                    first_answer = time.monotonic() - started
-            except OSError:
-                pass
-            time.sleep(0.01)
-        return first_answer, time.monotonic() - started
+        first_answer = wait_ready(
+            f"http://127.0.0.1:{port}", proc, READY_WITHIN_SECONDS, every=0.01, timeout=2.0
+        )
+        ready = time.monotonic() - started
+        return (None if first_answer is None else first_answer - started), ready
     finally:
         proc.terminate()
         proc.wait(30)
