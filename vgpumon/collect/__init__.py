@@ -4,14 +4,29 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from vgpumon.collect.base import SamplerConfig
-from vgpumon.collect.enrich.base import Enricher
-from vgpumon.collect.sampler import Sampler
-from vgpumon.model import Snapshot
-from vgpumon.nvml.session import NvmlSession
+
+if TYPE_CHECKING:
+    from vgpumon.collect.enrich.base import Enricher
+    from vgpumon.collect.sampler import Sampler
+    from vgpumon.model import Snapshot
+    from vgpumon.nvml.session import NvmlSession
 
 __all__ = ["Sampler", "SamplerConfig", "take_snapshot"]
+
+
+def __getattr__(name: str) -> Any:
+    # The sampler is imported when first asked for, not with the package: a producer that needs
+    # only one of its light modules (nvidia-smi's reports deciding the memory in use,
+    # vgpumon.collect.memory_in_use) loads no sampler, its threads' code or its dispatcher.
+    if name == "Sampler":
+        from vgpumon.collect.sampler import Sampler
+
+        return Sampler
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # How long a one-shot snapshot waits for the enrichers' first answers (libvirt, the kubelet).
 ENRICH_WAIT_SECONDS = 5.0
@@ -34,6 +49,8 @@ async def take_snapshot(
     no later cycle to bring their names in); one still asking then reports failure.
     """
     import asyncio  # here: the sampler process imports this package and runs no event loop
+
+    from vgpumon.collect.sampler import Sampler
 
     sampler = Sampler(session, config, enrichers=enrichers)
     try:
